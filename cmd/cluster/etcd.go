@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Etcd is an embedded single-member etcd server.
+type Etcd struct {
+	server   *embed.Etcd
+	endpoint string
+	level    zap.AtomicLevel
+}
+
+// StartEtcd starts an embedded etcd that keeps its data in dir and serves
+// clients on clientAddr (host:port; port 0 picks a free one). The peer port
+// is always a free one on 127.0.0.1.
+func StartEtcd(dir, clientAddr string) (*Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "shardlimit-dev"
+	cfg.Dir = dir
+	// Errors only, and none while closing (etcd logs its own shutdown as
+	// errors).
+	level := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	zcfg := zap.NewProductionConfig()
+	zcfg.Level = level
+	logger, err := zcfg.Build()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
+	client, _ := url.Parse("http://" + clientAddr)
+	peer, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd not ready after 30s")
+	}
+	return &Etcd{server: e, endpoint: e.Clients[0].Addr().String(), level: level}, nil
+}
+
+// Endpoint returns the client address, host:port.
+func (e *Etcd) Endpoint() string { return e.endpoint }
+
+// Close stops the server.
+func (e *Etcd) Close() {
+	e.level.SetLevel(zapcore.FatalLevel)
+	e.server.Close()
+}

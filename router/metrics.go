@@ -1,0 +1,39 @@
+package router
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results of a decision, the values of the result label.
+const (
+	resultAllowed      = "allowed"
+	resultDenied       = "denied"
+	resultFailedOpen   = "failed_open"
+	resultFailedClosed = "failed_closed"
+	resultNoRule       = "no_rule"
+)
+
+type metrics struct {
+	decisions   *prometheus.CounterVec
+	shardErrors *prometheus.CounterVec
+	members     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_router_decisions_total",
+			Help: "Checks answered, by service, rule and result (allowed, denied, failed_open, failed_closed, no_rule).",
+		}, []string{"service", "rule", "result"}),
+		shardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_router_shard_errors_total",
+			Help: "Calls to a shard that failed, timed out or were refused by its open circuit, by shard and reason.",
+		}, []string{"shard", "reason"}),
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_router_members",
+			Help: "Live shards the router routes to.",
+		}),
+	}
+	reg.MustRegister(m.decisions, m.shardErrors, m.members)
+	return m
+}

@@ -1,0 +1,110 @@
+package router
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+// Options configure a router. Flags of `shardlimit router` map 1:1 onto
+// these fields.
+type Options struct {
+	// Listen is the gRPC address; default "127.0.0.1:0" (any free port).
+	Listen string
+	// MetricsListen serves /metrics over HTTP; default "" (not served).
+	MetricsListen string
+	// Etcd lists the etcd endpoints. Required.
+	Etcd []string
+	// Prefix is the etcd key prefix; default "/shardlimit/".
+	Prefix string
+	// RulesFile is a YAML rules file; read at start. One of RulesFile and
+	// Rules is required.
+	RulesFile string
+	// Rules are used instead of RulesFile when set (tests, dev).
+	Rules []rules.Rule
+	// Deadline bounds each call to a shard; default 20ms.
+	Deadline time.Duration
+	// MaxChecks bounds the checks in one request; default 1000.
+	MaxChecks int
+	// MaxUserLength bounds a check's user in bytes; default 256.
+	MaxUserLength int
+	// BreakerFailures is the number of consecutive failed calls that open a
+	// shard's circuit; default 3.
+	BreakerFailures int
+	// BreakerCooldown is how long an open circuit answers by policy before
+	// one probe call is let through; default 1s.
+	BreakerCooldown time.Duration
+	// Ring shapes the partition → shard assignment; default
+	// shardmap.DefaultConfig(). Must be equal on every router.
+	Ring shardmap.Config
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults, without the required Etcd and rules.
+func DefaultOptions() Options {
+	return Options{
+		Listen:          "127.0.0.1:0",
+		Prefix:          "/shardlimit/",
+		Deadline:        20 * time.Millisecond,
+		MaxChecks:       1000,
+		MaxUserLength:   256,
+		BreakerFailures: 3,
+		BreakerCooldown: time.Second,
+		Ring:            shardmap.DefaultConfig(),
+	}
+}
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.Listen == "" {
+		o.Listen = d.Listen
+	}
+	if o.Prefix == "" {
+		o.Prefix = d.Prefix
+	}
+	if o.Deadline == 0 {
+		o.Deadline = d.Deadline
+	}
+	if o.MaxChecks == 0 {
+		o.MaxChecks = d.MaxChecks
+	}
+	if o.MaxUserLength == 0 {
+		o.MaxUserLength = d.MaxUserLength
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = d.BreakerFailures
+	}
+	if o.BreakerCooldown == 0 {
+		o.BreakerCooldown = d.BreakerCooldown
+	}
+	if o.Ring == (shardmap.Config{}) {
+		o.Ring = d.Ring
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case len(o.Etcd) == 0:
+		return fmt.Errorf("etcd: at least one endpoint is required")
+	case o.RulesFile == "" && o.Rules == nil:
+		return fmt.Errorf("rules: a rules file is required")
+	case o.Deadline < time.Millisecond || o.Deadline > 10*time.Second:
+		return fmt.Errorf("deadline: %v not in 1ms..10s", o.Deadline)
+	case o.MaxChecks < 1 || o.MaxChecks > 100_000:
+		return fmt.Errorf("max checks: %d not in 1..100000", o.MaxChecks)
+	case o.MaxUserLength < 1 || o.MaxUserLength > 4096:
+		return fmt.Errorf("max user length: %d not in 1..4096", o.MaxUserLength)
+	case o.BreakerFailures < 1:
+		return fmt.Errorf("breaker failures: %d is under the minimum of 1", o.BreakerFailures)
+	case o.BreakerCooldown < time.Millisecond:
+		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
+	}
+	return o.Ring.Validate()
+}

@@ -1,0 +1,19 @@
+// Package shard is a shard host: it holds the counters of the partitions it
+// owns in memory and decides checks that routers send it over gRPC.
+//
+// A Store keeps one fixed-size state per counter key in 256 stripes, each a
+// map under its own mutex, so no single key serialises the host and a
+// decision allocates nothing. Keys are stored by a 128-bit hash of
+// (service, rule, user): two xxhash64 sums with different seeds. Among 100M
+// live keys the chance of any collision is about n²/2¹²⁹ ≈ 1.5·10⁻²³, far
+// below one in a billion.
+//
+// Rules arrive inline with every batch (the shard needs no rule store); the
+// algorithms themselves are the pure functions of package limiter, called
+// with the time the Server read once per batch.
+//
+// The Server registers the host in etcd under a lease (package membership)
+// once it is serving, and deregisters on graceful shutdown.
+//
+// A shard never reads rules from etcd and never calls another shard.
+package shard

@@ -1,0 +1,99 @@
+package limiter
+
+// State is the fixed-size per-key state of every algorithm but sliding_log
+// (which keeps a Log). Its meaning depends on the algorithm (see the
+// package doc); the zero value is a fresh key.
+//
+// Two words are enough for all of them: the one algorithm that needs three
+// numbers, sliding_window (window start, previous and current count), packs
+// its two counts into B, since Validate keeps every count and every
+// effective limit under 2^32. Sixteen bytes keep a counter key, with its
+// map slot, within the 64 bytes per key the shard budgets.
+type State struct {
+	A, B int64
+}
+
+// Decision is the outcome of one check against one rule.
+type Decision struct {
+	Allowed bool
+	// Limit is the limit per period that was enforced: the rule's, raised
+	// by its soft and elastic allowances if it has any.
+	Limit int64
+	// Remaining is how many hits would still be allowed now.
+	Remaining int64
+	// ResetAfter is the time in ns until the key is back to a fresh state;
+	// 0 when it is fresh.
+	ResetAfter int64
+	// RetryAfter is, when denied, the wait in ns after which the same hits
+	// are allowed if nothing else consumes in between; 0 when allowed.
+	// Never is returned when the hits can never be allowed (hits over the
+	// capacity, or over the limit of a window algorithm).
+	RetryAfter int64
+	// Delay is, for leaky_bucket, the wait in ns the request has in the
+	// queue before it is served: when allowed, the caller waits this long
+	// before going ahead; when denied, the wait it would have had. For
+	// hits == 0 it is the wait a request would have now. 0 for the other
+	// algorithms and in shadow mode.
+	Delay int64
+	// SoftAllowanceUsed says the hits were allowed only thanks to the
+	// rule's SoftPercent allowance.
+	SoftAllowanceUsed bool
+	// Shadow says the rule is in shadow mode: Allowed is always true and
+	// RetryAfter and Delay are 0; Remaining and ResetAfter describe the
+	// counter as enforcement would see it.
+	Shadow bool
+	// ShadowDenied says, in shadow mode, that the rule would have denied.
+	ShadowDenied bool
+}
+
+// Never is the RetryAfter of hits that exceed the rule's capacity.
+const Never = int64(1<<63 - 1)
+
+// Decide applies hits at time now to the key whose state is s, updating s
+// only when the hits are allowed. It is DecideLoad at load 1: an elastic
+// rule does not grow.
+//
+// hits == 0 reads without consuming: the decision is allowed and reports
+// Remaining and ResetAfter. now is ns since the Unix epoch, 0..MaxNow; if it
+// goes back, no hit is admitted earlier than at the latest now seen. The
+// rule must have passed Validate, must not be sliding_log (see DecideLog),
+// and hits must be >= 0. Decide panics otherwise: that is a caller's bug.
+func Decide(s *State, now int64, r *Rule, hits int64) Decision {
+	return DecideLoad(s, now, r, hits, 1)
+}
+
+// DecideLoad is Decide for a caller that knows its load, in [0, 1]: an
+// elastic rule grows while load is under its threshold (see
+// EffectiveLimit). A load outside [0, 1] is clamped; NaN counts as 1.
+func DecideLoad(s *State, now int64, r *Rule, hits int64, load float64) Decision {
+	if !r.hasKinds() {
+		return decide(s, now, r, hits)
+	}
+	base, eff := r.effective(load)
+	soft := false
+	if hits > 0 && (eff.Limit != base.Limit || eff.Burst != base.Burst) {
+		probe := *s
+		soft = !decide(&probe, now, &base, hits).Allowed
+	}
+	return r.finish(decide(s, now, &eff, hits), soft)
+}
+
+// decide runs the algorithm r names, with r's limit and capacity as they
+// are.
+func decide(s *State, now int64, r *Rule, hits int64) Decision {
+	switch r.Algorithm {
+	case TokenBucket:
+		return tokenBucket(s, now, r, hits)
+	case LeakyBucket:
+		return leakyBucket(s, now, r, hits)
+	case FixedWindow:
+		return fixedWindow(s, now, r, hits)
+	case SlidingWindow:
+		return slidingWindow(s, now, r, hits)
+	case GCRA:
+		return gcra(s, now, r, hits)
+	case SlidingLog:
+		panic("limiter: sliding_log keeps its state in a Log: call DecideLog")
+	}
+	panic("limiter: rule did not pass Validate: algorithm " + r.Algorithm.String())
+}

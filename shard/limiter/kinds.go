@@ -1,0 +1,76 @@
+package limiter
+
+import "math"
+
+// The limit kinds (soft, elastic, shadow) wrap any algorithm without
+// touching it: elastic and soft change the limit and capacity the
+// algorithm is run with, shadow changes only the answer.
+
+// EffectiveLimit returns the limit and capacity rule r enforces when the
+// caller's load is load, in [0, 1] (clamped; NaN counts as 1).
+//
+// Elastic growth comes first. With the threshold θ = ElasticLoadPercent/100
+// and load under θ, Limit and Capacity() each become
+//
+//	x + floor(x · ElasticPercent/100 · (θ − load)/θ)
+//
+// so the full ElasticPercent at load 0, shrinking linearly to nothing at
+// θ; at or over θ they are as written. Load is read in millionths, rounded
+// up. It is a function of the load now and nothing else: the limit falls
+// back at once, and a caller that wants it to move slowly smooths the load
+// it passes.
+//
+// The soft allowance then raises each result x to x + floor(x·SoftPercent/100).
+func EffectiveLimit(r *Rule, load float64) (limit, capacity int64) {
+	_, eff := r.effective(load)
+	return eff.Limit, eff.Burst
+}
+
+// hasKinds reports whether r is anything but a plain, enforced limit.
+func (r *Rule) hasKinds() bool {
+	return r.SoftPercent != 0 || r.ElasticPercent != 0 || r.Shadow
+}
+
+// effective returns r grown for load (base) and base raised by the soft
+// allowance (eff). Both have Burst set to their capacity.
+func (r *Rule) effective(load float64) (base, eff Rule) {
+	base = *r
+	ppm := loadMillionths(load)
+	base.Limit = r.grow(r.Limit, ppm)
+	base.Burst = r.grow(r.Capacity(), ppm)
+	eff = base
+	eff.Limit += eff.Limit * r.SoftPercent / 100
+	eff.Burst += eff.Burst * r.SoftPercent / 100
+	return base, eff
+}
+
+// grow applies the elastic growth at a load of ppm millionths to x.
+// x <= MaxBurst, so x·ElasticPercent·10^6 fits an int64.
+func (r *Rule) grow(x, ppm int64) int64 {
+	threshold := r.ElasticLoadPercent * 10_000
+	if r.ElasticPercent == 0 || ppm >= threshold {
+		return x
+	}
+	return x + x*r.ElasticPercent*(threshold-ppm)/(100*threshold)
+}
+
+// loadMillionths reads a load in [0, 1] as millionths, rounding up.
+func loadMillionths(load float64) int64 {
+	switch {
+	case load <= 0:
+		return 0
+	case load < 1:
+		return int64(math.Ceil(load * 1e6))
+	}
+	return 1_000_000 // 1, over 1, or NaN
+}
+
+// finish applies the soft flag and shadow mode to a decision.
+func (r *Rule) finish(d Decision, soft bool) Decision {
+	d.SoftAllowanceUsed = d.Allowed && soft
+	if r.Shadow {
+		d.Shadow, d.ShadowDenied = true, !d.Allowed
+		d.Allowed, d.RetryAfter, d.Delay = true, 0, 0
+	}
+	return d
+}

@@ -1,0 +1,52 @@
+package limiter
+
+// leakyBucket is a queue of Capacity hits that drains at Limit per Period,
+// one hit every T = Period/Limit. The state is the time at which the queue
+// will be empty, a mixed number kept by storeTime; a zero state is an empty
+// queue. At now the queue holds (max(empty, now) − now)/T hits, and that
+// time is the wait of a request arriving now: it is served when the hits
+// ahead of it have drained.
+//
+// A request of n hits is allowed at now when it fits in the queue,
+// max(empty, now) + n·T <= now + Capacity·T, and its wait is at most
+// Rule.MaxDelay; then empty becomes max(empty, now) + n·T, and
+// Decision.Delay tells the caller how long to wait before going ahead.
+func leakyBucket(s *State, now int64, r *Rule, hits int64) Decision {
+	den := r.Limit
+	capacity := r.Capacity()
+	nowM := mixed{now, 0}
+	maxWait := mixed{r.MaxDelay, 0}
+	empty := loadTime(s, den).max(nowM) // when a request arriving now is served
+	full := nowM.add(mulDiv(capacity, r.Period, den), den)
+	wait := empty.sub(nowM, den)
+	d := Decision{Limit: r.Limit, Delay: wait.ceil()}
+	switch {
+	case hits > capacity:
+		d.RetryAfter = Never
+	case hits == 0:
+		d.Allowed = true
+	default:
+		end := empty.add(mulDiv(hits, r.Period, den), den)
+		over, late := full.less(end), maxWait.less(wait)
+		if !over && !late {
+			d.Allowed = true
+			empty = end
+			storeTime(s, empty, den)
+			break
+		}
+		// Waiting w drains w worth of queue: the request fits once
+		// w >= end − full and waits little enough once w >= wait − MaxDelay.
+		if over {
+			d.RetryAfter = end.sub(full, den).ceil()
+		}
+		if late {
+			d.RetryAfter = max(d.RetryAfter, wait.sub(maxWait, den).ceil())
+		}
+	}
+	left := empty.sub(nowM, den) // the wait of the next request
+	if !maxWait.less(left) {
+		d.Remaining = full.sub(empty, den).floorDiv(r.Period, den)
+	}
+	d.ResetAfter = left.ceil()
+	return d
+}

@@ -1,0 +1,123 @@
+package limiter
+
+// Log is the per-key state of a sliding_log rule: the times of the hits
+// allowed in the last Period, oldest first, in a ring. A hit of cost n
+// takes n entries. The zero Log on a ring of the right length is a fresh
+// key.
+//
+// The caller owns Times: it allocates it once per key with length
+// r.LogSize() and reuses it when the key is dropped; DecideLog never
+// allocates. A ring shorter than the limit lowers the limit to its length.
+// Memory per key is 8 bytes per entry plus the 40-byte Log.
+type Log struct {
+	// Times is the ring; len(Times) is its capacity.
+	Times []int64
+	// Head is the index in Times of the oldest entry.
+	Head int
+	// Len is the number of entries, at most len(Times).
+	Len int
+}
+
+// at returns the i-th oldest entry, 0 <= i < Len.
+func (l *Log) at(i int) int64 {
+	i += l.Head
+	if i >= len(l.Times) {
+		i -= len(l.Times)
+	}
+	return l.Times[i]
+}
+
+// newest returns the newest entry; Len must be > 0.
+func (l *Log) newest() int64 { return l.at(l.Len - 1) }
+
+// expire drops the entries at or before cutoff.
+func (l *Log) expire(cutoff int64) {
+	if l.Len < 0 || l.Len > len(l.Times) || l.Head < 0 || l.Head >= max(len(l.Times), 1) {
+		l.Head, l.Len = 0, 0 // not a ring DecideLog wrote: start afresh
+	}
+	for l.Len > 0 && l.Times[l.Head] <= cutoff {
+		l.Head++
+		if l.Head == len(l.Times) {
+			l.Head = 0
+		}
+		l.Len--
+	}
+}
+
+// push appends n entries at t; there must be room.
+func (l *Log) push(t int64, n int) {
+	i := l.Head + l.Len
+	for range n {
+		if i >= len(l.Times) {
+			i -= len(l.Times)
+		}
+		l.Times[i] = t
+		i++
+	}
+	l.Len += n
+}
+
+// Move re-homes l onto buf, keeping the newest entries that fit, for a
+// caller that resizes a key's ring after its rule's LogSize changed.
+// Keeping the newest entries is exact: under a limit of len(buf), the
+// older ones could never decide anything again.
+func (l *Log) Move(buf []int64) {
+	keep := min(l.Len, len(buf))
+	for i := range keep {
+		buf[i] = l.at(l.Len - keep + i)
+	}
+	*l = Log{Times: buf, Len: keep}
+}
+
+// DecideLog is Decide for sliding_log rules, whose per-key state is a Log:
+// it applies hits at now to l, recording them only when allowed, at the
+// caller's load (see DecideLoad). The preconditions are Decide's, with
+// sliding_log as the only algorithm.
+//
+// The log holds the times of the hits allowed in (now − Period, now]; n
+// hits are allowed when there are at most Limit − n of them. A denied
+// request waits for the oldest entries to leave the window, each at its
+// time + Period.
+func DecideLog(l *Log, now int64, r *Rule, hits int64, load float64) Decision {
+	if r.Algorithm != SlidingLog {
+		panic("limiter: DecideLog called for " + r.Algorithm.String() + ": call Decide")
+	}
+	if !r.hasKinds() {
+		return slidingLog(l, now, r, hits)
+	}
+	base, eff := r.effective(load)
+	soft := false
+	if hits > 0 && eff.Limit != base.Limit {
+		l.expire(now - r.Period)
+		soft = int64(l.Len)+hits > min(base.Limit, int64(len(l.Times)))
+	}
+	return r.finish(slidingLog(l, now, &eff, hits), soft)
+}
+
+func slidingLog(l *Log, now int64, r *Rule, hits int64) Decision {
+	l.expire(now - r.Period)
+	limit := min(r.Limit, int64(len(l.Times)))
+	count := int64(l.Len)
+	d := Decision{Limit: limit}
+	switch {
+	case hits > limit:
+		d.RetryAfter = Never
+	case hits == 0:
+		d.Allowed = true
+	case count+hits > limit:
+		// The (count+hits−limit)-th oldest entry must leave the window.
+		d.RetryAfter = l.at(int(count+hits-limit-1)) + r.Period - now
+	default:
+		d.Allowed = true
+		t := now
+		if l.Len > 0 {
+			t = max(t, l.newest()) // the clock went back: keep the ring in order
+		}
+		l.push(t, int(hits))
+	}
+	d.Remaining = max(limit-int64(l.Len), 0)
+	if l.Len > 0 {
+		d.ResetAfter = l.newest() + r.Period - now
+	}
+	return d
+}

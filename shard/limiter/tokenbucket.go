@@ -1,0 +1,35 @@
+package limiter
+
+// tokenBucket is a bucket of Capacity tokens refilled at Limit per Period,
+// kept as a theoretical arrival time (TAT): the time at which the bucket
+// would be full again, a mixed number kept by storeTime. A zero state is a
+// full bucket.
+//
+// n hits are allowed at now when max(TAT, now) + n·T <= now + Capacity·T,
+// with T = Period/Limit, and then TAT becomes max(TAT, now) + n·T.
+func tokenBucket(s *State, now int64, r *Rule, hits int64) Decision {
+	den := r.Limit
+	capacity := r.Capacity()
+	nowM := mixed{now, 0}
+	tat := loadTime(s, den).max(nowM)
+	horizon := nowM.add(mulDiv(capacity, r.Period, den), den) // now + Capacity·T
+	d := Decision{Limit: r.Limit}
+	switch {
+	case hits > capacity:
+		d.RetryAfter = Never
+	case hits == 0:
+		d.Allowed = true
+	default:
+		next := tat.add(mulDiv(hits, r.Period, den), den)
+		if horizon.less(next) {
+			d.RetryAfter = next.sub(horizon, den).ceil()
+			break
+		}
+		d.Allowed = true
+		tat = next
+		storeTime(s, tat, den)
+	}
+	d.Remaining = horizon.sub(tat, den).floorDiv(r.Period, den)
+	d.ResetAfter = tat.sub(nowM, den).ceil()
+	return d
+}

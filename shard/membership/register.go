@@ -1,0 +1,139 @@
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Registration keeps one member registered until Close.
+type Registration struct {
+	cli    *clientv3.Client
+	key    string
+	value  string
+	ttl    int64
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	lease clientv3.LeaseID
+}
+
+// Register writes m under prefix with a lease of ttl and keeps it alive in the
+// background. It returns once the first write succeeded.
+func Register(ctx context.Context, cli *clientv3.Client, prefix string, m Member, ttl time.Duration, log *slog.Logger) (*Registration, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	if ttl < time.Second {
+		return nil, fmt.Errorf("lease ttl: %v is under the minimum of 1s", ttl)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registration{
+		cli: cli, key: Key(prefix, m.ID), value: string(b), ttl: int64(ttl / time.Second),
+		log: log.With("member", m.ID), done: make(chan struct{}),
+	}
+	ka, err := r.register(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.run(runCtx, ka)
+	return r, nil
+}
+
+// register grants a lease, writes the record under it only if the key is
+// free (another live shard with the same id is an error) and starts
+// keep-alives.
+func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	lease, err := r.cli.Grant(ctx, r.ttl)
+	if err != nil {
+		return nil, fmt.Errorf("grant lease: %w", err)
+	}
+	resp, err := r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0)).
+		Then(clientv3.OpPut(r.key, r.value, clientv3.WithLease(lease.ID))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", r.key, err)
+	}
+	if !resp.Succeeded {
+		_, _ = r.cli.Revoke(ctx, lease.ID)
+		return nil, fmt.Errorf("%w: %s is held by another live member", ErrDuplicateID, r.key)
+	}
+	ka, err := r.cli.KeepAlive(context.WithoutCancel(ctx), lease.ID)
+	if err != nil {
+		return nil, fmt.Errorf("keep lease alive: %w", err)
+	}
+	r.mu.Lock()
+	r.lease = lease.ID
+	r.mu.Unlock()
+	return ka, nil
+}
+
+// ErrDuplicateID means another live member holds the same id.
+var ErrDuplicateID = errors.New("duplicate member id")
+
+// run drains keep-alive answers; when the lease is lost it registers again,
+// retrying with backoff until Close.
+func (r *Registration) run(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(r.done)
+	for {
+		for range ka {
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("membership lease lost; registering again")
+		backoff := 100 * time.Millisecond
+		for {
+			var err error
+			attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ka, err = r.register(attempt)
+			cancel()
+			if err == nil {
+				r.log.Info("membership registered again")
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("membership register failed", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}
+
+// Abandon stops keeping the lease alive without revoking it, as a crash
+// would: the record disappears when the lease expires.
+func (r *Registration) Abandon() {
+	r.cancel()
+}
+
+// Close stops the keep-alives and revokes the lease, which deletes the
+// member record at once.
+func (r *Registration) Close(ctx context.Context) error {
+	r.cancel()
+	r.mu.Lock()
+	lease := r.lease
+	r.mu.Unlock()
+	_, err := r.cli.Revoke(ctx, lease)
+	<-r.done
+	return err
+}

@@ -1,0 +1,62 @@
+package shard
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Options configure a shard host. Flags of `shardlimit shard` map 1:1 onto
+// these fields.
+type Options struct {
+	// ID names the shard in the ring; unique among live shards. Required.
+	ID string
+	// Listen is the gRPC address; default "127.0.0.1:0" (any free port).
+	Listen string
+	// Advertise is the address routers dial; default the bound Listen address.
+	Advertise string
+	// Zone is the failure domain written in the member record; default "".
+	Zone string
+	// Etcd lists the etcd endpoints. Required.
+	Etcd []string
+	// Prefix is the etcd key prefix; default "/shardlimit/".
+	Prefix string
+	// LeaseTTL is the membership lease; default 5s. A dead shard is dropped
+	// by routers at most this long after it stops.
+	LeaseTTL time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults, without the required ID and Etcd.
+func DefaultOptions() Options {
+	return Options{Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second}
+}
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.Listen == "" {
+		o.Listen = d.Listen
+	}
+	if o.Prefix == "" {
+		o.Prefix = d.Prefix
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = d.LeaseTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.ID == "":
+		return fmt.Errorf("id: required")
+	case len(o.Etcd) == 0:
+		return fmt.Errorf("etcd: at least one endpoint is required")
+	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
+		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/membership"
+)
+
+// Version is the binary's version, written into the member record.
+var Version = "dev"
+
+// Server is a running shard host.
+type Server struct {
+	shardlimitv1.UnimplementedShardServer
+
+	opts    Options
+	store   *Store
+	started time.Time
+	lis     net.Listener
+	grpc    *grpc.Server
+	health  *health.Server
+	etcd    *clientv3.Client
+	reg     *membership.Registration
+	served  chan error
+	stop    sync.Once
+}
+
+// Start listens, serves, and registers the shard in etcd. It returns once
+// the shard is registered, so routers can find it.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	started := time.Now()
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, store: NewStore(), started: started, served: make(chan error, 1)}
+	lis, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.lis = lis
+	s.grpc = grpc.NewServer()
+	shardlimitv1.RegisterShardServer(s.grpc, s)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	go func() { s.served <- s.grpc.Serve(lis) }()
+
+	s.etcd, err = membership.Dial(opts.Etcd)
+	if err != nil {
+		s.grpc.Stop()
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	addr := opts.Advertise
+	if addr == "" {
+		addr = lis.Addr().String()
+	}
+	m := membership.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: started, Ready: time.Now()}
+	s.reg, err = membership.Register(ctx, s.etcd, opts.Prefix, m, opts.LeaseTTL, opts.Logger)
+	if err != nil {
+		s.grpc.Stop()
+		_ = s.etcd.Close()
+		return nil, err
+	}
+	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", time.Since(started).Round(time.Millisecond))
+	return s, nil
+}
+
+// Addr returns the address the shard listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// ID returns the shard's member id.
+func (s *Server) ID() string { return s.opts.ID }
+
+// Store returns the shard's counters.
+func (s *Server) Store() *Store { return s.store }
+
+// Stop deregisters the shard, so routers move its partitions at once, then
+// finishes in-flight calls and stops.
+func (s *Server) Stop(ctx context.Context) error {
+	var err error
+	s.stop.Do(func() {
+		s.health.Shutdown()
+		err = s.reg.Close(ctx)
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.grpc.Stop()
+		}
+		err = errors.Join(err, s.etcd.Close())
+	})
+	return err
+}
+
+// Kill stops the shard abruptly, as a crash would: connections drop and the
+// membership lease is left to expire.
+func (s *Server) Kill() {
+	s.stop.Do(func() {
+		s.reg.Abandon()
+		s.grpc.Stop()
+		_ = s.etcd.Close()
+	})
+}
+
+// Decide implements the shard API.
+func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+	rules := make([]limiter.Rule, len(req.Rules))
+	for i, p := range req.Rules {
+		rules[i] = limiter.Rule{Algorithm: limiter.Algorithm(p.Algorithm), Limit: p.Limit, Period: p.PeriodNs, Burst: p.Burst}
+		if err := rules[i].Validate(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "rules[%d].%v", i, err)
+		}
+	}
+	for i, c := range req.Checks {
+		if int(c.Rule) >= len(rules) {
+			return nil, status.Errorf(codes.InvalidArgument, "checks[%d].rule: index %d out of range 0..%d", i, c.Rule, len(rules)-1)
+		}
+		if c.Hits < 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "checks[%d].hits: %d is negative", i, c.Hits)
+		}
+	}
+	now := time.Now().UnixNano()
+	out := make([]shardlimitv1.ShardDecision, len(req.Checks))
+	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}
+	for i, c := range req.Checks {
+		r := &rules[c.Rule]
+		d := s.store.Decide(MakeKey(c.Service, req.Rules[c.Rule].Name, c.User), now, r, c.Hits)
+		o := &out[i]
+		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
+		resp.Decisions[i] = o
+	}
+	return resp, nil
+}
