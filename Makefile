@@ -13,6 +13,7 @@ GRPCURL_VERSION := v1.9.4
 
 # Packages whose tests share memory across goroutines run under -race.
 RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/...
+PLAIN_PKGS := ./deploy/... ./proto/...
 
 .DEFAULT_GOAL := help
 
@@ -34,6 +35,7 @@ test: ## Run every test (vet, gofmt check, unit and cluster tests with -race).
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 2m $(PLAIN_PKGS)
 
 .PHONY: bench
 bench: ## Run the Go benchmarks of the shard engine.

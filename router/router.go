@@ -178,7 +178,7 @@ func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*sh
 		rule := rs.Resolve(c.Service, c.Endpoint)
 		if rule == nil {
 			if !rs.HasService(c.Service) {
-				return nil, toStatus(fmt.Errorf("%w: checks[%d].service: no rules for service %q", ErrUnknownService, i, c.Service))
+				return nil, toStatus(fmt.Errorf("checks[%d].service: %w %q", i, ErrUnknownService, c.Service))
 			}
 			continue
 		}
@@ -200,7 +200,7 @@ func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*sh
 	wg.Wait()
 	for i, c := range req.Checks {
 		if checkRules[i] == nil {
-			resp.Decisions[i] = &shardlimitv1.Decision{Allowed: true}
+			resp.Decisions[i] = &shardlimitv1.Decision{Allowed: true, ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0)}
 			r.metrics.decisions.WithLabelValues(c.Service, "", resultNoRule).Inc()
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // Sentinel errors of request validation, mapped to gRPC codes in toStatus.
 var (
 	ErrInvalidCheck   = errors.New("invalid check")
-	ErrUnknownService = errors.New("unknown service")
+	ErrUnknownService = errors.New("no rules for service")
 )
 
 // MaxHits bounds the cost of one check.

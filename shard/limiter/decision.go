@@ -35,8 +35,9 @@ type Decision struct {
 	// hits == 0 it is the wait a request would have now. 0 for the other
 	// algorithms and in shadow mode.
 	Delay int64
-	// SoftAllowanceUsed says the hits were allowed only thanks to the
-	// rule's SoftPercent allowance.
+	// SoftAllowanceUsed says the hits were allowed and leave the key over
+	// the limit without the rule's SoftPercent allowance: the allowance is
+	// in use.
 	SoftAllowanceUsed bool
 	// Shadow says the rule is in shadow mode: Allowed is always true and
 	// RetryAfter and Delay are 0; Remaining and ResetAfter describe the
@@ -70,12 +71,8 @@ func DecideLoad(s *State, now int64, r *Rule, hits int64, load float64) Decision
 		return decide(s, now, r, hits)
 	}
 	base, eff := r.effective(load)
-	soft := false
-	if hits > 0 && (eff.Limit != base.Limit || eff.Burst != base.Burst) {
-		probe := *s
-		soft = !decide(&probe, now, &base, hits).Allowed
-	}
-	return r.finish(decide(s, now, &eff, hits), soft)
+	d := decide(s, now, &eff, hits)
+	return r.finish(d, d.Allowed && hits > 0 && overBase(s, now, &eff, &base))
 }
 
 // decide runs the algorithm r names, with r's limit and capacity as they

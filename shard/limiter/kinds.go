@@ -5,6 +5,12 @@ import "math"
 // The limit kinds (soft, elastic, shadow) wrap any algorithm without
 // touching it: elastic and soft change the limit and capacity the
 // algorithm is run with, shadow changes only the answer.
+//
+// The soft allowance is marked used when the hits were allowed and leave
+// the key over the limit without the allowance (base): more hits counted
+// in the window than base's limit, or a bucket drawn deeper than base's
+// capacity (queue longer than base's queue). For the window algorithms
+// that is exactly "base would have denied these hits".
 
 // EffectiveLimit returns the limit and capacity rule r enforces when the
 // caller's load is load, in [0, 1] (clamped; NaN counts as 1).
@@ -63,6 +69,26 @@ func loadMillionths(load float64) int64 {
 		return int64(math.Ceil(load * 1e6))
 	}
 	return 1_000_000 // 1, over 1, or NaN
+}
+
+// overBase reports whether the key, after eff allowed hits, uses more than
+// base allows: more hits counted than base's limit, or for a bucket, more
+// than base's capacity of debt (in eff's hits: TAT − now > base
+// capacity·Period/eff limit). That is the mark of the soft allowance. For
+// the window algorithms it is exactly "base would have denied these hits".
+func overBase(s *State, now int64, eff, base *Rule) bool {
+	switch eff.Algorithm {
+	case TokenBucket, GCRA, LeakyBucket:
+		den := eff.Limit
+		debt := loadTime(s, den).sub(mixed{now, 0}, den)
+		return mulDiv(base.Capacity(), eff.Period, den).less(debt)
+	case FixedWindow:
+		return s.B > base.Limit
+	case SlidingWindow:
+		elapsed := max(now-s.A, 0)
+		return !weightedFits(hi32(s.B), s.B&low32, eff.Period-elapsed, eff.Period, base.Limit)
+	}
+	return false
 }
 
 // finish applies the soft flag and shadow mode to a decision.

@@ -68,9 +68,10 @@ const (
 	MaxBurst  = 1_000_000_000
 
 	// MaxSpan bounds the time a bucket takes to refill from empty,
-	// Capacity()·Period/Limit (about 18 years). It only binds when Burst
-	// is larger than Limit.
-	MaxSpan = time.Duration(1 << 59)
+	// Capacity()·Period/Limit (about 9 years). It only binds when Burst
+	// is larger than Limit. Soft and elastic growth, rounded down
+	// separately for the limit and the capacity, can at most quadruple it.
+	MaxSpan = time.Duration(1 << 58)
 	// MaxSoftPercent bounds SoftPercent: a soft limit at most doubles.
 	MaxSoftPercent = 100
 	// MaxElasticPercent bounds ElasticPercent: an elastic limit grows at
@@ -118,8 +119,8 @@ type Rule struct {
 	MaxDelay int64
 
 	// SoftPercent is an allowance over the limit, in percent: Limit and
-	// Capacity() are raised by that much (rounded down), and a hit
-	// allowed only thanks to the raise is marked with
+	// Capacity() are raised by that much (rounded down), and allowed hits
+	// that leave the key over the unraised limit are marked with
 	// Decision.SoftAllowanceUsed. Zero (the default) means a hard limit.
 	// 0..MaxSoftPercent.
 	SoftPercent int64

@@ -86,12 +86,8 @@ func DecideLog(l *Log, now int64, r *Rule, hits int64, load float64) Decision {
 		return slidingLog(l, now, r, hits)
 	}
 	base, eff := r.effective(load)
-	soft := false
-	if hits > 0 && eff.Limit != base.Limit {
-		l.expire(now - r.Period)
-		soft = int64(l.Len)+hits > min(base.Limit, int64(len(l.Times)))
-	}
-	return r.finish(slidingLog(l, now, &eff, hits), soft)
+	d := slidingLog(l, now, &eff, hits)
+	return r.finish(d, d.Allowed && hits > 0 && int64(l.Len) > base.Limit)
 }
 
 func slidingLog(l *Log, now int64, r *Rule, hits int64) Decision {

@@ -18,11 +18,11 @@ func TestTokenBucketTable(t *testing.T) {
 	}{
 		{t0, 1, true, 2, 0},
 		{t0, 2, true, 0, 0},
-		{t0, 1, false, 0, 333_333_334},     // one token back after 1/3 s, rounded up
-		{t0 + 333_333_334, 1, true, 0, 0},  // waiting exactly retry_after is enough
-		{t0 + 333_333_334, 0, true, 0, 0},  // a read consumes nothing
-		{t0 + 2*sec, 4, false, 3, Never},   // more than the capacity is never allowed
-		{t0 + 2*sec, 3, true, 0, 0},        // the bucket refilled in full
+		{t0, 1, false, 0, 333_333_334},    // one token back after 1/3 s, rounded up
+		{t0 + 333_333_334, 1, true, 0, 0}, // waiting exactly retry_after is enough
+		{t0 + 333_333_334, 0, true, 0, 0}, // a read consumes nothing
+		{t0 + 2*sec, 4, false, 3, Never},  // more than the capacity is never allowed
+		{t0 + 2*sec, 3, true, 0, 0},       // the bucket refilled in full
 		{t0 + 2*sec + sec/2, 2, false, 1, 166_666_667},
 	}
 	var s State

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+type ctlFlags struct {
+	router  string
+	timeout time.Duration
+	output  string
+}
+
+func ctlCmd() *cobra.Command {
+	var cf ctlFlags
+	cmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Operator CLI: talk to a running cluster.",
+	}
+	cmd.PersistentFlags().StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address")
+	cmd.PersistentFlags().DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call")
+	cmd.PersistentFlags().StringVarP(&cf.output, "output", "o", "text", "output format: text or json")
+	cmd.AddCommand(ctlCheckCmd(&cf))
+	return cmd
+}
+
+func (cf *ctlFlags) dial() (*grpc.ClientConn, error) {
+	if cf.output != "text" && cf.output != "json" {
+		return nil, fmt.Errorf("output: %q is not text or json", cf.output)
+	}
+	return grpc.NewClient(cf.router, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func ctlCheckCmd(cf *ctlFlags) *cobra.Command {
+	var c shardlimitv1.Check
+	var hits int64
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Ask whether a user may call a service's endpoint now (consumes --hits).",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.Hits = &hits
+			conn, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			resp, err := shardlimitv1.NewRateLimiterClient(conn).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{&c}})
+			if err != nil {
+				return err
+			}
+			return printDecision(cmd.OutOrStdout(), cf.output, &c, resp.Decisions[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Service, "service", "", "service (required)")
+	f.StringVar(&c.Endpoint, "endpoint", "", "endpoint (required)")
+	f.StringVar(&c.User, "user", "", "user (required)")
+	f.Int64Var(&hits, "hits", 1, "cost of the call; 0 reads without consuming")
+	for _, name := range []string{"service", "endpoint", "user"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+func printDecision(w io.Writer, format string, c *shardlimitv1.Check, d *shardlimitv1.Decision) error {
+	if format == "json" {
+		b, err := protojson.Marshal(d)
+		if err != nil {
+			return err
+		}
+		out := map[string]any{"service": c.Service, "endpoint": c.Endpoint, "user": c.User, "hits": c.GetHits(), "decision": json.RawMessage(b)}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	verdict := "DENIED "
+	if d.Allowed {
+		verdict = "ALLOWED"
+	}
+	line := fmt.Sprintf("%s  %s %s user=%s hits=%d", verdict, c.Service, c.Endpoint, c.User, c.GetHits())
+	switch {
+	case d.FailurePolicy:
+		line += fmt.Sprintf("  rule=%s  by failure policy: the owner shard did not answer", d.Rule)
+	case d.Rule == "":
+		line += "  no rule applies"
+	default:
+		line += fmt.Sprintf("  rule=%s limit=%d remaining=%d reset_after=%v", d.Rule, d.Limit, d.Remaining, d.ResetAfter.AsDuration().Round(time.Millisecond))
+		if !d.Allowed {
+			line += fmt.Sprintf(" retry_after=%v", d.RetryAfter.AsDuration().Round(time.Millisecond))
+		}
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/deploy"
+	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/membership"
+)
+
+type devOptions struct {
+	etcdListen    string
+	routerListen  string
+	metricsListen string
+	shards        int
+	rulesFile     string
+	dataDir       string
+	prefix        string
+	leaseTTL      time.Duration
+}
+
+func devCmd() *cobra.Command {
+	o := devOptions{
+		etcdListen: "127.0.0.1:2379", routerListen: "127.0.0.1:8081", metricsListen: "127.0.0.1:9091",
+		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second,
+	}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a whole cluster on this machine: embedded etcd, shards and a router as child processes.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.shards < 1 || o.shards > 32 {
+				return fmt.Errorf("shards: %d not in 1..32", o.shards)
+			}
+			return runDev(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd")
+	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router")
+	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics")
+	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
+	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file (default: the built-in sample rules)")
+	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data (default: a temporary one, removed on exit)")
+	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")
+	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
+	return cmd
+}
+
+func runDev(ctx context.Context, out io.Writer, o devOptions) error {
+	start := time.Now()
+	dir := o.dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "shardlimit-dev-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	rulesFile := o.rulesFile
+	if rulesFile == "" {
+		rulesFile = filepath.Join(dir, "sample-rules.yaml")
+		if err := os.WriteFile(rulesFile, deploy.SampleRules, 0o644); err != nil {
+			return err
+		}
+	}
+	if _, err := rules.ParseFile(rulesFile); err != nil {
+		return err
+	}
+	etcd, err := cluster.StartEtcd(filepath.Join(dir, "etcd"), o.etcdListen)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+
+	var children []*child
+	defer func() { stopChildren(out, children) }()
+	for i := 1; i <= o.shards; i++ {
+		id := "shard-" + strconv.Itoa(i)
+		c, err := startChild(out, id, exe, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String())
+		if err != nil {
+			return err
+		}
+		children = append(children, c)
+	}
+	rc, err := startChild(out, "router", exe, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
+		"--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--rules", rulesFile)
+	if err != nil {
+		return err
+	}
+	children = append(children, rc)
+
+	if err := waitReady(ctx, etcd.Endpoint(), o, children); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules %s\n",
+		time.Since(start).Round(time.Millisecond), o.routerListen, o.metricsListen, etcd.Endpoint(), rulesFile)
+	for _, c := range children {
+		fmt.Fprintf(out, "  %-8s pid %d\n", c.name, c.cmd.Process.Pid)
+	}
+	fmt.Fprintf(out, "try: shardlimit ctl check --service shop --endpoint /checkout --user alice   (Ctrl-C stops everything)\n")
+	<-ctx.Done()
+	fmt.Fprintln(out, "shardlimit dev stopping")
+	return nil
+}
+
+// waitReady waits until every shard is registered and the router serves.
+func waitReady(ctx context.Context, endpoint string, o devOptions, children []*child) error {
+	cli, err := membership.Dial([]string{endpoint})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	conn, err := grpc.NewClient(o.routerListen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, c := range children {
+			if c.exited() {
+				return fmt.Errorf("%s exited during start-up: %v", c.name, c.err)
+			}
+		}
+		members, err := cli.Get(ctx, membership.Prefix(o.prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && members.Count == int64(o.shards) {
+			hctx, cancel := context.WithTimeout(ctx, time.Second)
+			h, err := health.Check(hctx, &healthpb.HealthCheckRequest{})
+			cancel()
+			if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("cluster not ready after 30s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// child is a component process of the dev cluster.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func startChild(out io.Writer, name, exe string, args ...string) (*child, error) {
+	cmd := exec.Command(exe, args...)
+	// Own process group: Ctrl-C reaches dev only, which stops the children in
+	// order; and they die with dev if dev is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go prefixLines(out, name, pr)
+	go func() {
+		c.err = cmd.Wait()
+		_ = pw.Close()
+		close(c.done)
+		if c.err != nil {
+			fmt.Fprintf(out, "%-8s | exited: %v\n", name, c.err)
+		}
+	}()
+	return c, nil
+}
+
+var outMu sync.Mutex
+
+func prefixLines(out io.Writer, name string, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		outMu.Lock()
+		fmt.Fprintf(out, "%-8s | %s\n", name, sc.Text())
+		outMu.Unlock()
+	}
+}
+
+// stopChildren stops the router first, then the shards (which deregister),
+// each with SIGTERM and a 10s grace before SIGKILL.
+func stopChildren(out io.Writer, children []*child) {
+	for i := len(children) - 1; i >= 0; i-- {
+		c := children[i]
+		if c.exited() {
+			continue
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			fmt.Fprintf(out, "%-8s | did not stop in 10s; killing\n", c.name)
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+}

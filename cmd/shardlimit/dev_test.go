@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the real shardlimit binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "shardlimit")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestDevClusterEndToEnd runs `shardlimit dev` as a user would, checks with
+// `shardlimit ctl check`, kills a shard process with SIGKILL and sees its
+// users answered by failure policy, then stops dev with SIGINT and expects
+// every child process gone.
+func TestDevClusterEndToEnd(t *testing.T) {
+	bin := buildBinary(t)
+	routerAddr := freeAddr(t)
+	dev := exec.Command(bin, "dev", "--etcd-listen", freeAddr(t), "--router-listen", routerAddr,
+		"--metrics-listen", freeAddr(t), "--lease-ttl", "2s")
+	out, err := dev.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev.Stderr = dev.Stdout
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Process.Kill(); _, _ = dev.Process.Wait() })
+
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	pids := map[string]int{}
+	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)$`)
+	ready := false
+	timeout := time.After(20 * time.Second)
+	for !ready || len(pids) < 4 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("dev exited before it was ready")
+			}
+			if strings.HasPrefix(l, "shardlimit dev ready in ") {
+				ready = true
+			}
+			if m := pidLine.FindStringSubmatch(l); m != nil {
+				var pid int
+				fmt.Sscan(m[2], &pid)
+				pids[m[1]] = pid
+			}
+		case <-timeout:
+			t.Fatal("no ready line within 20s")
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+
+	ctl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"ctl", "--router", routerAddr, "check"}, args...)...)
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctl %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	for i := 1; i <= 10; i++ {
+		if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "ALLOWED") {
+			t.Fatalf("check %d: %s", i, got)
+		}
+	}
+	if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "DENIED") || !strings.Contains(got, "retry_after=") {
+		t.Fatalf("11th check: %s", got)
+	}
+
+	if err := syscall.Kill(pids["shard-2"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	byPolicy := 0
+	for i := range 30 {
+		if strings.Contains(ctl("--service", "shop", "--endpoint", "/checkout", "--user", fmt.Sprintf("user-%d", i)), "by failure policy") {
+			byPolicy++
+		}
+	}
+	if byPolicy == 0 || byPolicy == 30 {
+		t.Fatalf("%d of 30 users answered by failure policy after one of 3 shards was killed", byPolicy)
+	}
+
+	if err := dev.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- dev.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dev exited with %v after SIGINT", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("dev did not stop within 20s of SIGINT")
+	}
+	for name, pid := range pids {
+		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			t.Errorf("%s (pid %d) still running after dev stopped", name, pid)
+		}
+	}
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] == "Z"
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardlimit/shardlimit/router"
+)
+
+func routerCmd() *cobra.Command {
+	o := router.DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "Run a router: the public RateLimiter API in front of the shards.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Logger = logger()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			r, err := router.Start(ctx, o)
+			cancel()
+			if err != nil {
+				return err
+			}
+			<-cmd.Context().Done()
+			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r.Stop(ctx)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
+	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "HTTP address serving /metrics (default: off)")
+	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
+	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
+	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "YAML rules file (required)")
+	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "deadline of each call to a shard; past it the rule's failure policy answers")
+	f.IntVar(&o.MaxChecks, "max-checks", o.MaxChecks, "maximum checks in one request")
+	f.IntVar(&o.MaxUserLength, "max-user-length", o.MaxUserLength, "maximum length of a check's user, in bytes")
+	f.IntVar(&o.BreakerFailures, "breaker-failures", o.BreakerFailures, "consecutive failed calls that open a shard's circuit")
+	f.DurationVar(&o.BreakerCooldown, "breaker-cooldown", o.BreakerCooldown, "how long an open circuit answers by policy before probing the shard")
+	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
+	return cmd
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardlimit/shardlimit/shard"
+)
+
+func shardCmd() *cobra.Command {
+	o := shard.DefaultOptions()
+	cmd := &cobra.Command{
+		Use:   "shard",
+		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Logger = logger()
+			s, err := shard.Start(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			<-cmd.Context().Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return s.Stop(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ID, "id", o.ID, "member id, unique among live shards (required)")
+	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
+	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial (default: the bound listen address)")
+	f.StringVar(&o.Zone, "zone", o.Zone, "failure domain written in the member record")
+	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
+	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
+	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
+	return cmd
+}
