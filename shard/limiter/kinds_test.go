@@ -115,8 +115,8 @@ func TestElasticFallsBackAtOnce(t *testing.T) {
 	if d := DecideLog(&l, t0, &r, 20, 0); !d.Allowed || d.Limit != 20 {
 		t.Fatalf("log at load 0: %+v", d)
 	}
-	if d := DecideLog(&l, t0+500*ms, &r, 1, 1); d.Allowed || d.RetryAfter != 500*ms+1 {
-		// 11 of the 20 must leave: all 20 are at t0 and leave just after t0+1s.
+	if d := DecideLog(&l, t0+500*ms, &r, 1, 1); d.Allowed || d.RetryAfter != 500*ms {
+		// 11 of the 20 must leave: all 20 are at t0 and leave at t0+1s.
 		t.Fatalf("log at load 1: %+v", d)
 	}
 }

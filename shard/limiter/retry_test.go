@@ -55,9 +55,9 @@ func TestRetryAfterExact(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(run)))
 				r := bigRule(rng, alg)
 				x := newSubject(&r)
-				now := rng.Int64N(MaxNow - 1000*int64(MaxPeriod))
+				now := rng.Int64N(MaxNow / 2)
 				load := rng.Float64()
-				for i := range 60 {
+				for i := 0; i < 60 && now <= MaxNow; i++ {
 					most, _ := EffectiveLimit(&r, load)
 					if alg.usesBurst() {
 						_, most = EffectiveLimit(&r, load)
@@ -158,7 +158,7 @@ func TestClockBack(t *testing.T) {
 				hits := rng.Int64N(r.Limit + 1)
 				atLatest := x.probe(latest, &r, hits, 1)
 				d := x.decide(now, &r, hits, 1)
-				if d.Allowed && !atLatest.Allowed {
+				if now < latest && d.Allowed && !atLatest.Allowed {
 					t.Fatalf("%v seed %d run %d step %d: %d hits allowed at latest−%v, denied at latest", alg, seed, run, i, hits, time.Duration(latest-now))
 				}
 				if !d.Allowed && (d.RetryAfter <= 0 || d.Remaining < 0) {

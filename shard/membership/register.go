@@ -19,6 +19,7 @@ type Registration struct {
 	value  string
 	ttl    int64
 	log    *slog.Logger
+	ctx    context.Context // lives until Close or Abandon; keep-alives run under it
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -39,23 +40,23 @@ func Register(ctx context.Context, cli *clientv3.Client, prefix string, m Member
 	if err != nil {
 		return nil, err
 	}
+	runCtx, cancel := context.WithCancel(context.Background())
 	r := &Registration{
 		cli: cli, key: Key(prefix, m.ID), value: string(b), ttl: int64(ttl / time.Second),
-		log: log.With("member", m.ID), done: make(chan struct{}),
+		log: log.With("member", m.ID), done: make(chan struct{}), ctx: runCtx, cancel: cancel,
 	}
 	ka, err := r.register(ctx)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go r.run(runCtx, ka)
+	go r.run(ka)
 	return r, nil
 }
 
 // register grants a lease, writes the record under it only if the key is
 // free (another live shard with the same id is an error) and starts
-// keep-alives.
+// keep-alives, which last until Close or Abandon. ctx bounds only the writes.
 func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	lease, err := r.cli.Grant(ctx, r.ttl)
 	if err != nil {
@@ -72,7 +73,7 @@ func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeep
 		_, _ = r.cli.Revoke(ctx, lease.ID)
 		return nil, fmt.Errorf("%w: %s is held by another live member", ErrDuplicateID, r.key)
 	}
-	ka, err := r.cli.KeepAlive(context.WithoutCancel(ctx), lease.ID)
+	ka, err := r.cli.KeepAlive(r.ctx, lease.ID)
 	if err != nil {
 		return nil, fmt.Errorf("keep lease alive: %w", err)
 	}
@@ -87,7 +88,8 @@ var ErrDuplicateID = errors.New("duplicate member id")
 
 // run drains keep-alive answers; when the lease is lost it registers again,
 // retrying with backoff until Close.
-func (r *Registration) run(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	ctx := r.ctx
 	defer close(r.done)
 	for {
 		for range ka {

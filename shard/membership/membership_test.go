@@ -1,0 +1,136 @@
+package membership_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/shard/membership"
+)
+
+var endpoint string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shardlimit-membership-test-")
+	if err != nil {
+		panic(err)
+	}
+	e, err := cluster.StartEtcd(dir, "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	endpoint = e.Endpoint()
+	code := m.Run()
+	e.Close()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func dial(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := membership.Dial([]string{endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// watcher records the lists Watch delivers.
+type watcher struct {
+	mu   sync.Mutex
+	last []membership.Member
+}
+
+func (w *watcher) set(ms []membership.Member) { w.mu.Lock(); w.last = ms; w.mu.Unlock() }
+func (w *watcher) ids() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := ""
+	for _, m := range w.last {
+		s += m.ID + ","
+	}
+	return s
+}
+
+func waitIDs(t *testing.T, w *watcher, want string) {
+	t.Helper()
+	cluster.Eventually(t, 10*time.Second, func() error {
+		if got := w.ids(); got != want {
+			return fmt.Errorf("members %q, want %q", got, want)
+		}
+		return nil
+	})
+}
+
+func TestRegisterWatchReRegisterAndClose(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	cli := dial(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &watcher{}
+	go membership.Watch(ctx, cli, prefix, slog.New(slog.DiscardHandler), w.set)
+
+	a, err := membership.Register(ctx, dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := membership.Register(ctx, dial(t), prefix, membership.Member{ID: "b", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIDs(t, w, "a,b,")
+
+	// A second live member with the same id is refused.
+	if _, err := membership.Register(ctx, dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:3"}, time.Second, slog.New(slog.DiscardHandler)); !errors.Is(err, membership.ErrDuplicateID) {
+		t.Fatalf("duplicate id: got %v", err)
+	}
+
+	// Losing the lease (revoked behind the member's back, as after a long
+	// etcd outage) makes the member register again.
+	resp, err := cli.Get(ctx, membership.Key(prefix, "a"))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get a: %v", err)
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	waitIDs(t, w, "b,")
+	waitIDs(t, w, "a,b,")
+
+	// Close deregisters at once; Abandon leaves the lease to expire.
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitIDs(t, w, "b,")
+	b.Abandon()
+	waitIDs(t, w, "")
+}
+
+func TestRegisterRejectsBadMembers(t *testing.T) {
+	cli := dial(t)
+	for _, tc := range []struct {
+		m    membership.Member
+		ttl  time.Duration
+		want string
+	}{
+		{membership.Member{Addr: "x:1"}, time.Second, "member id: must not be empty"},
+		{membership.Member{ID: "a/b", Addr: "x:1"}, time.Second, "must not contain '/'"},
+		{membership.Member{ID: "a"}, time.Second, "member addr: must not be empty"},
+		{membership.Member{ID: "a", Addr: "x:1"}, 500 * time.Millisecond, "lease ttl: 500ms is under the minimum of 1s"},
+	} {
+		_, err := membership.Register(context.Background(), cli, "/test/bad/", tc.m, tc.ttl, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.m, err, tc.want)
+		}
+	}
+}
