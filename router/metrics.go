@@ -8,6 +8,7 @@ import (
 const (
 	resultAllowed      = "allowed"
 	resultDenied       = "denied"
+	resultShadowDenied = "shadow_denied"
 	resultFailedOpen   = "failed_open"
 	resultFailedClosed = "failed_closed"
 	resultNoRule       = "no_rule"
@@ -23,7 +24,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_decisions_total",
-			Help: "Checks answered, by service, rule and result (allowed, denied, failed_open, failed_closed, no_rule).",
+			Help: "Checks answered, by service, rule and result (allowed, denied, shadow_denied, failed_open, failed_closed, no_rule).",
 		}, []string{"service", "rule", "result"}),
 		shardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_shard_errors_total",

@@ -224,11 +224,7 @@ func (r *Router) callShard(ctx context.Context, p *peer, req *shardlimitv1.Check
 		if !ok {
 			ri = uint32(len(sreq.Rules))
 			ruleIndex[rule] = ri
-			lr := rule.Limiter()
-			sreq.Rules = append(sreq.Rules, &shardlimitv1.RuleParams{
-				Name: rule.Name, Algorithm: shardlimitv1.Algorithm(lr.Algorithm),
-				Limit: lr.Limit, PeriodNs: lr.Period, Burst: lr.Burst,
-			})
+			sreq.Rules = append(sreq.Rules, ruleParams(rule))
 		}
 		c := req.Checks[i]
 		sreq.Checks[j] = &shardlimitv1.ShardCheck{
@@ -256,18 +252,36 @@ func (r *Router) callShard(ctx context.Context, p *peer, req *shardlimitv1.Check
 	for j, i := range idx {
 		d := sresp.Decisions[j]
 		resp.Decisions[i] = &shardlimitv1.Decision{
-			Allowed:    d.Allowed,
-			Limit:      d.Limit,
-			Remaining:  d.Remaining,
-			ResetAfter: durationpb.New(time.Duration(d.ResetAfterNs)),
-			RetryAfter: durationpb.New(time.Duration(d.RetryAfterNs)),
-			Rule:       checkRules[i].Name,
+			Allowed:           d.Allowed,
+			Limit:             d.Limit,
+			Remaining:         d.Remaining,
+			ResetAfter:        durationpb.New(time.Duration(d.ResetAfterNs)),
+			RetryAfter:        durationpb.New(time.Duration(d.RetryAfterNs)),
+			Rule:              checkRules[i].Name,
+			Delay:             durationpb.New(time.Duration(d.DelayNs)),
+			SoftAllowanceUsed: d.SoftAllowanceUsed,
+			Shadow:            d.Shadow,
+			ShadowDenied:      d.ShadowDenied,
 		}
 		result := resultAllowed
-		if !d.Allowed {
+		switch {
+		case d.ShadowDenied:
+			result = resultShadowDenied
+		case !d.Allowed:
 			result = resultDenied
 		}
 		r.metrics.decisions.WithLabelValues(req.Checks[i].Service, checkRules[i].Name, result).Inc()
+	}
+}
+
+// ruleParams is the inline form of a rule that shards decide with.
+func ruleParams(rule *rules.Rule) *shardlimitv1.RuleParams {
+	lr := rule.Limiter()
+	return &shardlimitv1.RuleParams{
+		Name: rule.Name, Algorithm: shardlimitv1.Algorithm(lr.Algorithm),
+		Limit: lr.Limit, PeriodNs: lr.Period, Burst: lr.Burst, MaxDelayNs: lr.MaxDelay,
+		SoftPercent: lr.SoftPercent, ElasticPercent: lr.ElasticPercent,
+		ElasticLoadPercent: lr.ElasticLoadPercent, Shadow: lr.Shadow,
 	}
 }
 

@@ -24,13 +24,26 @@ type Options struct {
 	// LeaseTTL is the membership lease; default 5s. A dead shard is dropped
 	// by routers at most this long after it stops.
 	LeaseTTL time.Duration
+	// MaxKeys bounds the counter keys held; default 0 (unbounded). Past it,
+	// new keys evict the least recently used idle keys first.
+	MaxKeys int
+	// SweepInterval is how often every idle key that is fresh again is
+	// dropped; default 10s.
+	SweepInterval time.Duration
+	// Capacity is the decisions per second this host is sized for; the
+	// shard's load, which elastic rules grow under, is its decision rate
+	// over Capacity. Default 500000.
+	Capacity int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
 
 // DefaultOptions returns the defaults, without the required ID and Etcd.
 func DefaultOptions() Options {
-	return Options{Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second}
+	return Options{
+		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
+		SweepInterval: 10 * time.Second, Capacity: 500_000,
+	}
 }
 
 func (o *Options) fill() {
@@ -43,6 +56,12 @@ func (o *Options) fill() {
 	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = d.LeaseTTL
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = d.SweepInterval
+	}
+	if o.Capacity == 0 {
+		o.Capacity = d.Capacity
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -57,6 +76,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
+	case o.MaxKeys < 0:
+		return fmt.Errorf("max keys: %d is negative", o.MaxKeys)
+	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
+		return fmt.Errorf("sweep interval: %v not in 10ms..1h", o.SweepInterval)
+	case o.Capacity < 1:
+		return fmt.Errorf("capacity: %d is under the minimum of 1 decision per second", o.Capacity)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,6 +39,10 @@ type Server struct {
 	reg     *membership.Registration
 	served  chan error
 	stop    sync.Once
+	done    chan struct{} // closed on stop; ends the background loops
+
+	// Decisions in the current second and in the last whole one.
+	rate, lastRate atomic.Uint64
 }
 
 // Start listens, serves, and registers the shard in etcd. It returns once
@@ -48,7 +53,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, store: NewStore(), started: started, served: make(chan error, 1)}
+	s := &Server{opts: opts, started: started, served: make(chan error, 1), done: make(chan struct{})}
+	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys}, started.UnixNano())
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -60,6 +66,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	go func() { s.served <- s.grpc.Serve(lis) }()
+	go s.background()
 
 	s.etcd, err = membership.Dial(opts.Etcd)
 	if err != nil {
@@ -95,6 +102,7 @@ func (s *Server) Store() *Store { return s.store }
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stop.Do(func() {
+		close(s.done)
 		s.health.Shutdown()
 		err = s.reg.Close(ctx)
 		done := make(chan struct{})
@@ -113,17 +121,50 @@ func (s *Server) Stop(ctx context.Context) error {
 // membership lease is left to expire.
 func (s *Server) Kill() {
 	s.stop.Do(func() {
+		close(s.done)
 		s.reg.Abandon()
 		s.grpc.Stop()
 		_ = s.etcd.Close()
 	})
 }
 
+// load is the shard's decision rate over the last whole second as a
+// fraction of its configured capacity, for elastic rules.
+func (s *Server) load() float64 {
+	return float64(s.lastRate.Load()) / float64(s.opts.Capacity)
+}
+
+// background measures the decision rate every second and sweeps one stripe
+// of the store every SweepInterval/256, so every key is looked at once per
+// interval.
+func (s *Server) background() {
+	second := time.NewTicker(time.Second)
+	defer second.Stop()
+	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
+	defer sweep.Stop()
+	next := 0
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-second.C:
+			s.lastRate.Store(s.rate.Swap(0))
+		case <-sweep.C:
+			s.store.Sweep(next, next+1, time.Now().UnixNano())
+			next = (next + 1) % stripes
+		}
+	}
+}
+
 // Decide implements the shard API.
 func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
 	rules := make([]limiter.Rule, len(req.Rules))
 	for i, p := range req.Rules {
-		rules[i] = limiter.Rule{Algorithm: limiter.Algorithm(p.Algorithm), Limit: p.Limit, Period: p.PeriodNs, Burst: p.Burst}
+		rules[i] = limiter.Rule{
+			Algorithm: limiter.Algorithm(p.Algorithm), Limit: p.Limit, Period: p.PeriodNs, Burst: p.Burst,
+			MaxDelay: p.MaxDelayNs, SoftPercent: p.SoftPercent, ElasticPercent: p.ElasticPercent,
+			ElasticLoadPercent: p.ElasticLoadPercent, Shadow: p.Shadow,
+		}
 		if err := rules[i].Validate(); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "rules[%d].%v", i, err)
 		}
@@ -137,13 +178,17 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 		}
 	}
 	now := time.Now().UnixNano()
+	load := s.load()
+	s.rate.Add(uint64(len(req.Checks)))
 	out := make([]shardlimitv1.ShardDecision, len(req.Checks))
 	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}
 	for i, c := range req.Checks {
-		r := &rules[c.Rule]
-		d := s.store.Decide(MakeKey(c.Service, req.Rules[c.Rule].Name, c.User), now, r, c.Hits)
+		name := req.Rules[c.Rule].Name
+		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits}
+		d := s.store.Decide(MakeKey(c.Service, name, c.User), &chk, now, &rules[c.Rule], load)
 		o := &out[i]
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
+		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied
 		resp.Decisions[i] = o
 	}
 	return resp, nil

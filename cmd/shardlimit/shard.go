@@ -35,5 +35,8 @@ func shardCmd() *cobra.Command {
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
+	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "bound on counter keys held; past it the least recently used idle keys are evicted (0: unbounded)")
+	f.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often idle keys that are fresh again are dropped")
+	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
 	return cmd
 }

@@ -44,6 +44,23 @@ type Rule struct {
 	Period Duration `yaml:"period" json:"period"`
 	// Burst is the bucket capacity for bucket algorithms; default Limit.
 	Burst int64 `yaml:"burst,omitempty" json:"burst,omitempty"`
+	// MaxDelay, for leaky_bucket only, lets a request wait in the queue up
+	// to this long instead of being denied; the answer's delay says how
+	// long to wait. Default 0: deny rather than queue.
+	MaxDelay Duration `yaml:"max_delay,omitempty" json:"max_delay,omitempty"`
+	// SoftPercent makes the limit soft: this many percent over the limit are
+	// allowed, and such answers say the allowance was used. Default 0: hard.
+	SoftPercent int64 `yaml:"soft_percent,omitempty" json:"soft_percent,omitempty"`
+	// ElasticPercent lets the limit grow by up to this many percent while
+	// the owner shard's load is under ElasticLoadPercent; default 0: fixed.
+	ElasticPercent int64 `yaml:"elastic_percent,omitempty" json:"elastic_percent,omitempty"`
+	// ElasticLoadPercent is the shard load (percent of its configured
+	// capacity) under which an elastic limit grows; required with
+	// ElasticPercent.
+	ElasticLoadPercent int64 `yaml:"elastic_load_percent,omitempty" json:"elastic_load_percent,omitempty"`
+	// Shadow decides and counts but never denies: answers are allowed and
+	// say whether they would have been denied. Default false.
+	Shadow bool `yaml:"shadow,omitempty" json:"shadow,omitempty"`
 	// FailurePolicy is "allow" (default) or "deny": the answer when the
 	// owner shard is unreachable or late.
 	FailurePolicy string `yaml:"failure_policy,omitempty" json:"failure_policy,omitempty"`
@@ -52,7 +69,11 @@ type Rule struct {
 // Limiter returns the parameters the algorithms need. The rule must be valid.
 func (r *Rule) Limiter() limiter.Rule {
 	a, _ := limiter.ParseAlgorithm(r.algorithm())
-	return limiter.Rule{Algorithm: a, Limit: r.Limit, Period: int64(r.Period), Burst: r.Burst}
+	return limiter.Rule{
+		Algorithm: a, Limit: r.Limit, Period: int64(r.Period), Burst: r.Burst,
+		MaxDelay: int64(r.MaxDelay), SoftPercent: r.SoftPercent,
+		ElasticPercent: r.ElasticPercent, ElasticLoadPercent: r.ElasticLoadPercent, Shadow: r.Shadow,
+	}
 }
 
 // FailOpen reports whether the rule allows when its owner cannot answer.

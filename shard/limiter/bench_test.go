@@ -18,32 +18,53 @@ var benchRules = []Rule{
 // allowed and denied decisions is measured.
 const benchStep = 250_000
 
+// benchDecision keeps the benchmarked decisions alive.
+var benchDecision Decision
+
+// BenchmarkDecide measures one decision as the store makes it: Decide, or
+// DecideLog for sliding_log.
 func BenchmarkDecide(b *testing.B) {
 	for _, r := range benchRules {
 		b.Run(r.Algorithm.String(), func(b *testing.B) {
 			b.ReportAllocs()
-			x := newSubject(&r)
+			var s State
+			l := Log{Times: make([]int64, r.LogSize())}
 			now := t0
+			if r.Algorithm.UsesLog() {
+				for b.Loop() {
+					now += benchStep
+					benchDecision = DecideLog(&l, now, &r, 1, 1)
+				}
+				return
+			}
 			for b.Loop() {
 				now += benchStep
-				x.decide(now, &r, 1, 1)
+				benchDecision = Decide(&s, now, &r, 1)
 			}
 		})
 	}
 }
 
 // BenchmarkDecideKinds runs the same rules as soft (20%), elastic (up to
-// 100% under 50% load, at load 0.25) and shadow.
+// 100% under 50% load, at load 0.25) and shadow, through DecideLoad.
 func BenchmarkDecideKinds(b *testing.B) {
 	for _, r := range benchRules {
 		r.SoftPercent, r.ElasticPercent, r.ElasticLoadPercent, r.Shadow = 20, 100, 50, true
 		b.Run(r.Algorithm.String(), func(b *testing.B) {
 			b.ReportAllocs()
-			x := newSubject(&r)
+			var s State
+			l := Log{Times: make([]int64, r.LogSize())}
 			now := t0
+			if r.Algorithm.UsesLog() {
+				for b.Loop() {
+					now += benchStep
+					benchDecision = DecideLog(&l, now, &r, 1, 0.25)
+				}
+				return
+			}
 			for b.Loop() {
 				now += benchStep
-				x.decide(now, &r, 1, 0.25)
+				benchDecision = DecideLoad(&s, now, &r, 1, 0.25)
 			}
 		})
 	}

@@ -6,7 +6,7 @@ package limiter
 //
 // n hits are allowed when count + n <= Limit; a denied request is allowed
 // when the window ends, where the count starts again from zero.
-func fixedWindow(s *State, now int64, r *Rule, hits int64) Decision {
+func fixedWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	start := now - now%r.Period
 	count := int64(0)
 	if s.A >= start {
@@ -15,7 +15,7 @@ func fixedWindow(s *State, now int64, r *Rule, hits int64) Decision {
 		start, count = s.A, s.B
 	}
 	end := start + r.Period
-	d := Decision{Limit: r.Limit}
+	*d = Decision{Limit: r.Limit}
 	switch {
 	case hits > r.Limit:
 		d.RetryAfter = Never
@@ -32,5 +32,4 @@ func fixedWindow(s *State, now int64, r *Rule, hits int64) Decision {
 	if count > 0 {
 		d.ResetAfter = end - now
 	}
-	return d
 }

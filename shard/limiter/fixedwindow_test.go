@@ -16,6 +16,6 @@ func TestFixedWindowTable(t *testing.T) {
 	runTable(t, Rule{Algorithm: FixedWindow, Limit: 1, Period: 7 * ms}, []row{
 		{at: 7*ms*1000 + 5*ms, hits: 1, allowed: true, remaining: 0, reset: 2 * ms},
 		{at: 7*ms*1000 + 6*ms, hits: 1, remaining: 0, retry: ms, reset: ms},
-		{at: 7*ms*1001, hits: 1, allowed: true, remaining: 0, reset: 7 * ms},
+		{at: 7 * ms * 1001, hits: 1, allowed: true, remaining: 0, reset: 7 * ms},
 	})
 }

@@ -14,7 +14,7 @@ package limiter
 // With this τ, GCRA takes exactly the decisions of tokenBucket for the same
 // rule (a GCRA is a token bucket seen from the other side); it is written
 // in GCRA's own terms so it can be checked against the standard.
-func gcra(s *State, now int64, r *Rule, hits int64) Decision {
+func gcra(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	den := r.Limit
 	capacity := r.Capacity()
 	t := mulDiv(1, r.Period, den)            // emission interval T
@@ -22,7 +22,7 @@ func gcra(s *State, now int64, r *Rule, hits int64) Decision {
 	nowM := mixed{now, 0}
 	tat := loadTime(s, den).max(nowM)
 	latest := nowM.add(tau, den) // the latest TAT that conforms at now
-	d := Decision{Limit: r.Limit}
+	*d = Decision{Limit: r.Limit}
 	switch {
 	case hits > capacity:
 		d.RetryAfter = Never
@@ -41,5 +41,4 @@ func gcra(s *State, now int64, r *Rule, hits int64) Decision {
 	// k more cells conform while tat + (k−1)·T <= now + τ.
 	d.Remaining = latest.add(t, den).sub(tat, den).floorDiv(r.Period, den)
 	d.ResetAfter = tat.sub(nowM, den).ceil()
-	return d
 }

@@ -91,12 +91,11 @@ func overBase(s *State, now int64, eff, base *Rule) bool {
 	return false
 }
 
-// finish applies the soft flag and shadow mode to a decision.
-func (r *Rule) finish(d Decision, soft bool) Decision {
-	d.SoftAllowanceUsed = d.Allowed && soft
+// finish applies the soft mark and shadow mode to a decision.
+func (r *Rule) finish(d *Decision, soft bool) {
+	d.SoftAllowanceUsed = soft
 	if r.Shadow {
 		d.Shadow, d.ShadowDenied = true, !d.Allowed
 		d.Allowed, d.RetryAfter, d.Delay = true, 0, 0
 	}
-	return d
 }

@@ -11,7 +11,7 @@ package limiter
 // max(empty, now) + n·T <= now + Capacity·T, and its wait is at most
 // Rule.MaxDelay; then empty becomes max(empty, now) + n·T, and
 // Decision.Delay tells the caller how long to wait before going ahead.
-func leakyBucket(s *State, now int64, r *Rule, hits int64) Decision {
+func leakyBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	den := r.Limit
 	capacity := r.Capacity()
 	nowM := mixed{now, 0}
@@ -19,7 +19,7 @@ func leakyBucket(s *State, now int64, r *Rule, hits int64) Decision {
 	empty := loadTime(s, den).max(nowM) // when a request arriving now is served
 	full := nowM.add(mulDiv(capacity, r.Period, den), den)
 	wait := empty.sub(nowM, den)
-	d := Decision{Limit: r.Limit, Delay: wait.ceil()}
+	*d = Decision{Limit: r.Limit, Delay: wait.ceil()}
 	switch {
 	case hits > capacity:
 		d.RetryAfter = Never
@@ -48,5 +48,4 @@ func leakyBucket(s *State, now int64, r *Rule, hits int64) Decision {
 		d.Remaining = full.sub(empty, den).floorDiv(r.Period, den)
 	}
 	d.ResetAfter = left.ceil()
-	return d
 }

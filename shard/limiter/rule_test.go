@@ -26,7 +26,7 @@ func TestValidate(t *testing.T) {
 		{"burst refills too slowly", func(r *Rule) { r.Limit, r.Period, r.Burst = 1, int64(MaxPeriod), 10 }, "burst:", ErrOutOfRange},
 		{"window ignores burst", func(r *Rule) { r.Algorithm, r.Limit, r.Period, r.Burst = FixedWindow, 1, int64(MaxPeriod), 10 }, "", nil},
 		{"negative max_delay", func(r *Rule) { r.Algorithm, r.MaxDelay = LeakyBucket, -1 }, "max_delay:", ErrOutOfRange},
-		{"huge max_delay", func(r *Rule) { r.Algorithm, r.MaxDelay = LeakyBucket, int64(MaxPeriod) + 1 }, "max_delay:", ErrOutOfRange},
+		{"huge max_delay", func(r *Rule) { r.Algorithm, r.MaxDelay = LeakyBucket, int64(MaxPeriod)+1 }, "max_delay:", ErrOutOfRange},
 		{"max_delay off leaky_bucket", func(r *Rule) { r.MaxDelay = sec }, "max_delay:", ErrNotApplicable},
 		{"max_delay on leaky_bucket", func(r *Rule) { r.Algorithm, r.MaxDelay = LeakyBucket, sec }, "", nil},
 		{"negative soft", func(r *Rule) { r.SoftPercent = -1 }, "soft_percent:", ErrOutOfRange},
@@ -41,7 +41,7 @@ func TestValidate(t *testing.T) {
 			r.Limit, r.SoftPercent, r.ElasticPercent, r.ElasticLoadPercent = MaxLimit, MaxSoftPercent, 200, 50
 		}, "elastic_percent:", ErrOutOfRange},
 		{"soft at the top", func(r *Rule) { r.Limit, r.SoftPercent = MaxLimit, MaxSoftPercent }, "", nil},
-		{"log too big", func(r *Rule) { r.Algorithm, r.Limit = SlidingLog, MaxLogSize + 1 }, "limit:", ErrOutOfRange},
+		{"log too big", func(r *Rule) { r.Algorithm, r.Limit = SlidingLog, MaxLogSize+1 }, "limit:", ErrOutOfRange},
 		{"log too big with soft", func(r *Rule) { r.Algorithm, r.Limit, r.SoftPercent = SlidingLog, MaxLogSize, 1 }, "limit:", ErrOutOfRange},
 		{"log at the top", func(r *Rule) { r.Algorithm, r.Limit = SlidingLog, MaxLogSize }, "", nil},
 	} {

@@ -82,19 +82,22 @@ func DecideLog(l *Log, now int64, r *Rule, hits int64, load float64) Decision {
 	if r.Algorithm != SlidingLog {
 		panic("limiter: DecideLog called for " + r.Algorithm.String() + ": call Decide")
 	}
+	var d Decision
 	if !r.hasKinds() {
-		return slidingLog(l, now, r, hits)
+		slidingLog(&d, l, now, r, hits)
+		return d
 	}
 	base, eff := r.effective(load)
-	d := slidingLog(l, now, &eff, hits)
-	return r.finish(d, d.Allowed && hits > 0 && int64(l.Len) > base.Limit)
+	slidingLog(&d, l, now, &eff, hits)
+	r.finish(&d, r.SoftPercent > 0 && d.Allowed && hits > 0 && int64(l.Len) > base.Limit)
+	return d
 }
 
-func slidingLog(l *Log, now int64, r *Rule, hits int64) Decision {
+func slidingLog(d *Decision, l *Log, now int64, r *Rule, hits int64) {
 	l.expire(now - r.Period)
 	limit := min(r.Limit, int64(len(l.Times)))
 	count := int64(l.Len)
-	d := Decision{Limit: limit}
+	*d = Decision{Limit: limit}
 	switch {
 	case hits > limit:
 		d.RetryAfter = Never
@@ -115,5 +118,4 @@ func slidingLog(l *Log, now int64, r *Rule, hits int64) Decision {
 	if l.Len > 0 {
 		d.ResetAfter = l.newest() + r.Period - now
 	}
-	return d
 }

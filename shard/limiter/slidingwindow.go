@@ -16,7 +16,7 @@ package limiter
 // falls, and at the next window start it equals the cur it replaces. So
 // RetryAfter is the first time the count is low enough, and waiting it out
 // is enough.
-func slidingWindow(s *State, now int64, r *Rule, hits int64) Decision {
+func slidingWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	p, limit := r.Period, r.Limit
 	start := now - now%p
 	prev, cur := hi32(s.B), s.B&low32
@@ -29,7 +29,7 @@ func slidingWindow(s *State, now int64, r *Rule, hits int64) Decision {
 		prev, cur = 0, 0
 	}
 	elapsed := max(now-start, 0)
-	d := Decision{Limit: limit}
+	*d = Decision{Limit: limit}
 	switch {
 	case hits > limit:
 		d.RetryAfter = Never
@@ -60,7 +60,6 @@ func slidingWindow(s *State, now int64, r *Rule, hits int64) Decision {
 	case prev > 0:
 		d.ResetAfter = start + p - now
 	}
-	return d
 }
 
 // weightedFits reports whether prev·left/p + cur <= room, exactly.

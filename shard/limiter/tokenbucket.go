@@ -7,13 +7,13 @@ package limiter
 //
 // n hits are allowed at now when max(TAT, now) + n·T <= now + Capacity·T,
 // with T = Period/Limit, and then TAT becomes max(TAT, now) + n·T.
-func tokenBucket(s *State, now int64, r *Rule, hits int64) Decision {
+func tokenBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	den := r.Limit
 	capacity := r.Capacity()
 	nowM := mixed{now, 0}
 	tat := loadTime(s, den).max(nowM)
 	horizon := nowM.add(mulDiv(capacity, r.Period, den), den) // now + Capacity·T
-	d := Decision{Limit: r.Limit}
+	*d = Decision{Limit: r.Limit}
 	switch {
 	case hits > capacity:
 		d.RetryAfter = Never
@@ -31,5 +31,4 @@ func tokenBucket(s *State, now int64, r *Rule, hits int64) Decision {
 	}
 	d.Remaining = horizon.sub(tat, den).floorDiv(r.Period, den)
 	d.ResetAfter = tat.sub(nowM, den).ceil()
-	return d
 }

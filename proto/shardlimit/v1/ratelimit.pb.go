@@ -200,6 +200,15 @@ type Decision struct {
 	// True when the owner shard was unreachable or late and the answer comes
 	// from the rule's failure policy, not from a counter.
 	FailurePolicy bool `protobuf:"varint,7,opt,name=failure_policy,json=failurePolicy,proto3" json:"failure_policy,omitempty"`
+	// For leaky_bucket rules that queue (max_delay): how long the caller must
+	// wait before going ahead when allowed.
+	Delay *durationpb.Duration `protobuf:"bytes,8,opt,name=delay,proto3" json:"delay,omitempty"`
+	// The hits were allowed within the rule's soft allowance, over its limit.
+	SoftAllowanceUsed bool `protobuf:"varint,9,opt,name=soft_allowance_used,json=softAllowanceUsed,proto3" json:"soft_allowance_used,omitempty"`
+	// The rule is in shadow mode: the answer is always allowed, and
+	// shadow_denied says whether it would have been denied.
+	Shadow        bool `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	ShadowDenied  bool `protobuf:"varint,11,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,6 +292,34 @@ func (x *Decision) GetFailurePolicy() bool {
 	return false
 }
 
+func (x *Decision) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *Decision) GetSoftAllowanceUsed() bool {
+	if x != nil {
+		return x.SoftAllowanceUsed
+	}
+	return false
+}
+
+func (x *Decision) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *Decision) GetShadowDenied() bool {
+	if x != nil {
+		return x.ShadowDenied
+	}
+	return false
+}
+
 var File_shardlimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
@@ -297,7 +334,7 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x04hits\x18\x04 \x01(\x03H\x00R\x04hits\x88\x01\x01B\a\n" +
 	"\x05_hits\"F\n" +
 	"\rCheckResponse\x125\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\x8b\x02\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\xa9\x03\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -307,7 +344,12 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x12\n" +
 	"\x04rule\x18\x06 \x01(\tR\x04rule\x12%\n" +
-	"\x0efailure_policy\x18\a \x01(\bR\rfailurePolicy2Q\n" +
+	"\x0efailure_policy\x18\a \x01(\bR\rfailurePolicy\x12/\n" +
+	"\x05delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12.\n" +
+	"\x13soft_allowance_used\x18\t \x01(\bR\x11softAllowanceUsed\x12\x16\n" +
+	"\x06shadow\x18\n" +
+	" \x01(\bR\x06shadow\x12#\n" +
+	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied2Q\n" +
 	"\vRateLimiter\x12B\n" +
 	"\x05Check\x12\x1b.shardlimit.v1.CheckRequest\x1a\x1c.shardlimit.v1.CheckResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
@@ -336,13 +378,14 @@ var file_shardlimit_v1_ratelimit_proto_depIdxs = []int32{
 	3, // 1: shardlimit.v1.CheckResponse.decisions:type_name -> shardlimit.v1.Decision
 	4, // 2: shardlimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
 	4, // 3: shardlimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
-	0, // 4: shardlimit.v1.RateLimiter.Check:input_type -> shardlimit.v1.CheckRequest
-	2, // 5: shardlimit.v1.RateLimiter.Check:output_type -> shardlimit.v1.CheckResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 4: shardlimit.v1.Decision.delay:type_name -> google.protobuf.Duration
+	0, // 5: shardlimit.v1.RateLimiter.Check:input_type -> shardlimit.v1.CheckRequest
+	2, // 6: shardlimit.v1.RateLimiter.Check:output_type -> shardlimit.v1.CheckResponse
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_ratelimit_proto_init() }

@@ -93,7 +93,17 @@ type RuleParams struct {
 	// Period in nanoseconds.
 	PeriodNs int64 `protobuf:"varint,4,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
 	// Bucket capacity for bucket algorithms; 0 means limit.
-	Burst         int64 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
+	Burst int64 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
+	// leaky_bucket: longest queueing delay an allowed request may get, ns.
+	MaxDelayNs int64 `protobuf:"varint,6,opt,name=max_delay_ns,json=maxDelayNs,proto3" json:"max_delay_ns,omitempty"`
+	// Soft allowance over the limit, percent.
+	SoftPercent int64 `protobuf:"varint,7,opt,name=soft_percent,json=softPercent,proto3" json:"soft_percent,omitempty"`
+	// Elastic growth of the limit, percent, while the shard's load is under
+	// elastic_load_percent.
+	ElasticPercent     int64 `protobuf:"varint,8,opt,name=elastic_percent,json=elasticPercent,proto3" json:"elastic_percent,omitempty"`
+	ElasticLoadPercent int64 `protobuf:"varint,9,opt,name=elastic_load_percent,json=elasticLoadPercent,proto3" json:"elastic_load_percent,omitempty"`
+	// Decide and count, never deny.
+	Shadow        bool `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +171,41 @@ func (x *RuleParams) GetBurst() int64 {
 		return x.Burst
 	}
 	return 0
+}
+
+func (x *RuleParams) GetMaxDelayNs() int64 {
+	if x != nil {
+		return x.MaxDelayNs
+	}
+	return 0
+}
+
+func (x *RuleParams) GetSoftPercent() int64 {
+	if x != nil {
+		return x.SoftPercent
+	}
+	return 0
+}
+
+func (x *RuleParams) GetElasticPercent() int64 {
+	if x != nil {
+		return x.ElasticPercent
+	}
+	return 0
+}
+
+func (x *RuleParams) GetElasticLoadPercent() int64 {
+	if x != nil {
+		return x.ElasticLoadPercent
+	}
+	return 0
+}
+
+func (x *RuleParams) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
 }
 
 type ShardCheck struct {
@@ -302,14 +347,18 @@ func (x *DecideRequest) GetChecks() []*ShardCheck {
 }
 
 type ShardDecision struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Allowed       bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
-	Limit         int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	Remaining     int64                  `protobuf:"varint,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	ResetAfterNs  int64                  `protobuf:"varint,4,opt,name=reset_after_ns,json=resetAfterNs,proto3" json:"reset_after_ns,omitempty"`
-	RetryAfterNs  int64                  `protobuf:"varint,5,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Allowed           bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Limit             int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Remaining         int64                  `protobuf:"varint,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetAfterNs      int64                  `protobuf:"varint,4,opt,name=reset_after_ns,json=resetAfterNs,proto3" json:"reset_after_ns,omitempty"`
+	RetryAfterNs      int64                  `protobuf:"varint,5,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	DelayNs           int64                  `protobuf:"varint,6,opt,name=delay_ns,json=delayNs,proto3" json:"delay_ns,omitempty"`
+	SoftAllowanceUsed bool                   `protobuf:"varint,7,opt,name=soft_allowance_used,json=softAllowanceUsed,proto3" json:"soft_allowance_used,omitempty"`
+	Shadow            bool                   `protobuf:"varint,8,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	ShadowDenied      bool                   `protobuf:"varint,9,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ShardDecision) Reset() {
@@ -377,6 +426,34 @@ func (x *ShardDecision) GetRetryAfterNs() int64 {
 	return 0
 }
 
+func (x *ShardDecision) GetDelayNs() int64 {
+	if x != nil {
+		return x.DelayNs
+	}
+	return 0
+}
+
+func (x *ShardDecision) GetSoftAllowanceUsed() bool {
+	if x != nil {
+		return x.SoftAllowanceUsed
+	}
+	return false
+}
+
+func (x *ShardDecision) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *ShardDecision) GetShadowDenied() bool {
+	if x != nil {
+		return x.ShadowDenied
+	}
+	return false
+}
+
 type DecideResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One decision per check, in request order.
@@ -422,18 +499,583 @@ func (x *DecideResponse) GetDecisions() []*ShardDecision {
 	return nil
 }
 
+type StatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the hottest keys to return; 0 means the shard's default.
+	TopKeys       uint32 `protobuf:"varint,1,opt,name=top_keys,json=topKeys,proto3" json:"top_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StatsRequest) GetTopKeys() uint32 {
+	if x != nil {
+		return x.TopKeys
+	}
+	return 0
+}
+
+type HotKey struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Rule    string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	User    string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// Estimated decisions, and the most the estimate may exceed the truth.
+	Count         uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Error         uint64 `protobuf:"varint,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HotKey) Reset() {
+	*x = HotKey{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HotKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HotKey) ProtoMessage() {}
+
+func (x *HotKey) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
+func (*HotKey) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HotKey) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *HotKey) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *HotKey) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *HotKey) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *HotKey) GetError() uint64 {
+	if x != nil {
+		return x.Error
+	}
+	return 0
+}
+
+type StatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Decisions per partition over the last minute, indexed by partition.
+	PartitionLoad []uint64 `protobuf:"varint,2,rep,packed,name=partition_load,json=partitionLoad,proto3" json:"partition_load,omitempty"`
+	// Decisions over the last minute in all.
+	Load    uint64    `protobuf:"varint,3,opt,name=load,proto3" json:"load,omitempty"`
+	HotKeys []*HotKey `protobuf:"bytes,4,rep,name=hot_keys,json=hotKeys,proto3" json:"hot_keys,omitempty"`
+	// Counter keys held, and the configured bound (0: unbounded).
+	Keys    uint64 `protobuf:"varint,5,opt,name=keys,proto3" json:"keys,omitempty"`
+	MaxKeys uint64 `protobuf:"varint,6,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	// Keys evicted under the bound, and keys expired idle, since start.
+	Evictions   uint64 `protobuf:"varint,7,opt,name=evictions,proto3" json:"evictions,omitempty"`
+	Expirations uint64 `protobuf:"varint,8,opt,name=expirations,proto3" json:"expirations,omitempty"`
+	// Estimated bytes of counter state.
+	MemoryBytes uint64 `protobuf:"varint,9,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// Decisions since start.
+	Decisions     uint64 `protobuf:"varint,10,opt,name=decisions,proto3" json:"decisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsResponse) Reset() {
+	*x = StatsResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsResponse) ProtoMessage() {}
+
+func (x *StatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
+func (*StatsResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *StatsResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *StatsResponse) GetPartitionLoad() []uint64 {
+	if x != nil {
+		return x.PartitionLoad
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetLoad() uint64 {
+	if x != nil {
+		return x.Load
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetHotKeys() []*HotKey {
+	if x != nil {
+		return x.HotKeys
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetMaxKeys() uint64 {
+	if x != nil {
+		return x.MaxKeys
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetEvictions() uint64 {
+	if x != nil {
+		return x.Evictions
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetExpirations() uint64 {
+	if x != nil {
+		return x.Expirations
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetDecisions() uint64 {
+	if x != nil {
+		return x.Decisions
+	}
+	return 0
+}
+
+type LimitedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// Episodes overlapping [since, until] in Unix ns; 0 means unbounded.
+	SinceUnixNs int64 `protobuf:"varint,2,opt,name=since_unix_ns,json=sinceUnixNs,proto3" json:"since_unix_ns,omitempty"`
+	UntilUnixNs int64 `protobuf:"varint,3,opt,name=until_unix_ns,json=untilUnixNs,proto3" json:"until_unix_ns,omitempty"`
+	// At most this many, newest first; 0 means 100.
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitedRequest) Reset() {
+	*x = LimitedRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitedRequest) ProtoMessage() {}
+
+func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitedRequest.ProtoReflect.Descriptor instead.
+func (*LimitedRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LimitedRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *LimitedRequest) GetSinceUnixNs() int64 {
+	if x != nil {
+		return x.SinceUnixNs
+	}
+	return 0
+}
+
+func (x *LimitedRequest) GetUntilUnixNs() int64 {
+	if x != nil {
+		return x.UntilUnixNs
+	}
+	return 0
+}
+
+func (x *LimitedRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// Episode is a stretch of time in which one key was denied.
+type Episode struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Service     string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Endpoint    string                 `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	User        string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	Rule        string                 `protobuf:"bytes,4,opt,name=rule,proto3" json:"rule,omitempty"`
+	BeganUnixNs int64                  `protobuf:"varint,5,opt,name=began_unix_ns,json=beganUnixNs,proto3" json:"began_unix_ns,omitempty"`
+	// 0 while the key is still limited.
+	EndedUnixNs   int64 `protobuf:"varint,6,opt,name=ended_unix_ns,json=endedUnixNs,proto3" json:"ended_unix_ns,omitempty"`
+	Denied        int64 `protobuf:"varint,7,opt,name=denied,proto3" json:"denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Episode) Reset() {
+	*x = Episode{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Episode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Episode) ProtoMessage() {}
+
+func (x *Episode) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Episode.ProtoReflect.Descriptor instead.
+func (*Episode) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Episode) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *Episode) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *Episode) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Episode) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *Episode) GetBeganUnixNs() int64 {
+	if x != nil {
+		return x.BeganUnixNs
+	}
+	return 0
+}
+
+func (x *Episode) GetEndedUnixNs() int64 {
+	if x != nil {
+		return x.EndedUnixNs
+	}
+	return 0
+}
+
+func (x *Episode) GetDenied() int64 {
+	if x != nil {
+		return x.Denied
+	}
+	return 0
+}
+
+type LimitedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Episodes      []*Episode             `protobuf:"bytes,1,rep,name=episodes,proto3" json:"episodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitedResponse) Reset() {
+	*x = LimitedResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitedResponse) ProtoMessage() {}
+
+func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitedResponse.ProtoReflect.Descriptor instead.
+func (*LimitedResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LimitedResponse) GetEpisodes() []*Episode {
+	if x != nil {
+		return x.Episodes
+	}
+	return nil
+}
+
+type ResetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Rule          string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetRequest) Reset() {
+	*x = ResetRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetRequest) ProtoMessage() {}
+
+func (x *ResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
+func (*ResetRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResetRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *ResetRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ResetRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type ResetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the key was held.
+	Existed       bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetResponse) Reset() {
+	*x = ResetResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetResponse) ProtoMessage() {}
+
+func (x *ResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
+func (*ResetResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ResetResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
 var File_shardlimit_v1_shard_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\n" +
-	"\x19shardlimit/v1/shard.proto\x12\rshardlimit.v1\"\xa1\x01\n" +
+	"\x19shardlimit/v1/shard.proto\x12\rshardlimit.v1\"\xd9\x02\n" +
 	"\n" +
 	"RuleParams\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
 	"\talgorithm\x18\x02 \x01(\x0e2\x18.shardlimit.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12\x1b\n" +
 	"\tperiod_ns\x18\x04 \x01(\x03R\bperiodNs\x12\x14\n" +
-	"\x05burst\x18\x05 \x01(\x03R\x05burst\"\x9c\x01\n" +
+	"\x05burst\x18\x05 \x01(\x03R\x05burst\x12 \n" +
+	"\fmax_delay_ns\x18\x06 \x01(\x03R\n" +
+	"maxDelayNs\x12!\n" +
+	"\fsoft_percent\x18\a \x01(\x03R\vsoftPercent\x12'\n" +
+	"\x0felastic_percent\x18\b \x01(\x03R\x0eelasticPercent\x120\n" +
+	"\x14elastic_load_percent\x18\t \x01(\x03R\x12elasticLoadPercent\x12\x16\n" +
+	"\x06shadow\x18\n" +
+	" \x01(\bR\x06shadow\"\x9c\x01\n" +
 	"\n" +
 	"ShardCheck\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
@@ -444,15 +1086,60 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\tpartition\x18\x06 \x01(\rR\tpartition\"s\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
-	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xa9\x01\n" +
+	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xb1\x02\n" +
 	"\rShardDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
 	"\tremaining\x18\x03 \x01(\x03R\tremaining\x12$\n" +
 	"\x0ereset_after_ns\x18\x04 \x01(\x03R\fresetAfterNs\x12$\n" +
-	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\"L\n" +
+	"\x0eretry_after_ns\x18\x05 \x01(\x03R\fretryAfterNs\x12\x19\n" +
+	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12.\n" +
+	"\x13soft_allowance_used\x18\a \x01(\bR\x11softAllowanceUsed\x12\x16\n" +
+	"\x06shadow\x18\b \x01(\bR\x06shadow\x12#\n" +
+	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\"L\n" +
 	"\x0eDecideResponse\x12:\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions*\xc7\x01\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\")\n" +
+	"\fStatsRequest\x12\x19\n" +
+	"\btop_keys\x18\x01 \x01(\rR\atopKeys\"v\n" +
+	"\x06HotKey\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\x04R\x05error\"\xbc\x02\n" +
+	"\rStatsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
+	"\x0epartition_load\x18\x02 \x03(\x04R\rpartitionLoad\x12\x12\n" +
+	"\x04load\x18\x03 \x01(\x04R\x04load\x120\n" +
+	"\bhot_keys\x18\x04 \x03(\v2\x15.shardlimit.v1.HotKeyR\ahotKeys\x12\x12\n" +
+	"\x04keys\x18\x05 \x01(\x04R\x04keys\x12\x19\n" +
+	"\bmax_keys\x18\x06 \x01(\x04R\amaxKeys\x12\x1c\n" +
+	"\tevictions\x18\a \x01(\x04R\tevictions\x12 \n" +
+	"\vexpirations\x18\b \x01(\x04R\vexpirations\x12!\n" +
+	"\fmemory_bytes\x18\t \x01(\x04R\vmemoryBytes\x12\x1c\n" +
+	"\tdecisions\x18\n" +
+	" \x01(\x04R\tdecisions\"\x88\x01\n" +
+	"\x0eLimitedRequest\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\"\n" +
+	"\rsince_unix_ns\x18\x02 \x01(\x03R\vsinceUnixNs\x12\"\n" +
+	"\runtil_unix_ns\x18\x03 \x01(\x03R\vuntilUnixNs\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xc7\x01\n" +
+	"\aEpisode\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x12\n" +
+	"\x04rule\x18\x04 \x01(\tR\x04rule\x12\"\n" +
+	"\rbegan_unix_ns\x18\x05 \x01(\x03R\vbeganUnixNs\x12\"\n" +
+	"\rended_unix_ns\x18\x06 \x01(\x03R\vendedUnixNs\x12\x16\n" +
+	"\x06denied\x18\a \x01(\x03R\x06denied\"E\n" +
+	"\x0fLimitedResponse\x122\n" +
+	"\bepisodes\x18\x01 \x03(\v2\x16.shardlimit.v1.EpisodeR\bepisodes\"P\n" +
+	"\fResetRequest\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\")\n" +
+	"\rResetResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted*\xc7\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1a\n" +
@@ -460,9 +1147,12 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062N\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\xa0\x02\n" +
 	"\x05Shard\x12E\n" +
-	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12B\n" +
+	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
+	"\aLimited\x12\x1d.shardlimit.v1.LimitedRequest\x1a\x1e.shardlimit.v1.LimitedResponse\x12B\n" +
+	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_shard_proto_rawDescOnce sync.Once
@@ -477,27 +1167,43 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
-	(Algorithm)(0),         // 0: shardlimit.v1.Algorithm
-	(*RuleParams)(nil),     // 1: shardlimit.v1.RuleParams
-	(*ShardCheck)(nil),     // 2: shardlimit.v1.ShardCheck
-	(*DecideRequest)(nil),  // 3: shardlimit.v1.DecideRequest
-	(*ShardDecision)(nil),  // 4: shardlimit.v1.ShardDecision
-	(*DecideResponse)(nil), // 5: shardlimit.v1.DecideResponse
+	(Algorithm)(0),          // 0: shardlimit.v1.Algorithm
+	(*RuleParams)(nil),      // 1: shardlimit.v1.RuleParams
+	(*ShardCheck)(nil),      // 2: shardlimit.v1.ShardCheck
+	(*DecideRequest)(nil),   // 3: shardlimit.v1.DecideRequest
+	(*ShardDecision)(nil),   // 4: shardlimit.v1.ShardDecision
+	(*DecideResponse)(nil),  // 5: shardlimit.v1.DecideResponse
+	(*StatsRequest)(nil),    // 6: shardlimit.v1.StatsRequest
+	(*HotKey)(nil),          // 7: shardlimit.v1.HotKey
+	(*StatsResponse)(nil),   // 8: shardlimit.v1.StatsResponse
+	(*LimitedRequest)(nil),  // 9: shardlimit.v1.LimitedRequest
+	(*Episode)(nil),         // 10: shardlimit.v1.Episode
+	(*LimitedResponse)(nil), // 11: shardlimit.v1.LimitedResponse
+	(*ResetRequest)(nil),    // 12: shardlimit.v1.ResetRequest
+	(*ResetResponse)(nil),   // 13: shardlimit.v1.ResetResponse
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
-	0, // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
-	1, // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
-	2, // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
-	4, // 3: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
-	3, // 4: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	5, // 5: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
+	1,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
+	2,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
+	4,  // 3: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
+	7,  // 4: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
+	10, // 5: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	3,  // 6: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 7: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	9,  // 8: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	12, // 9: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	5,  // 10: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	8,  // 11: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	11, // 12: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	13, // 13: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -511,7 +1217,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

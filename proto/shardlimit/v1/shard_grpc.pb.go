@@ -19,7 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Decide_FullMethodName = "/shardlimit.v1.Shard/Decide"
+	Shard_Decide_FullMethodName  = "/shardlimit.v1.Shard/Decide"
+	Shard_Stats_FullMethodName   = "/shardlimit.v1.Shard/Stats"
+	Shard_Limited_FullMethodName = "/shardlimit.v1.Shard/Limited"
+	Shard_Reset_FullMethodName   = "/shardlimit.v1.Shard/Reset"
 )
 
 // ShardClient is the client API for Shard service.
@@ -31,6 +34,12 @@ const (
 type ShardClient interface {
 	// Decide decides a batch of checks whose keys this shard owns.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+	// Stats reports the shard's load per partition, hottest keys and memory.
+	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	// Limited lists the episodes in which users of a service were limited.
+	Limited(ctx context.Context, in *LimitedRequest, opts ...grpc.CallOption) (*LimitedResponse, error)
+	// Reset forgets one counter key, so its next check starts fresh (admin).
+	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 }
 
 type shardClient struct {
@@ -51,6 +60,36 @@ func (c *shardClient) Decide(ctx context.Context, in *DecideRequest, opts ...grp
 	return out, nil
 }
 
+func (c *shardClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatsResponse)
+	err := c.cc.Invoke(ctx, Shard_Stats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Limited(ctx context.Context, in *LimitedRequest, opts ...grpc.CallOption) (*LimitedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LimitedResponse)
+	err := c.cc.Invoke(ctx, Shard_Limited_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetResponse)
+	err := c.cc.Invoke(ctx, Shard_Reset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -60,6 +99,12 @@ func (c *shardClient) Decide(ctx context.Context, in *DecideRequest, opts ...grp
 type ShardServer interface {
 	// Decide decides a batch of checks whose keys this shard owns.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	// Stats reports the shard's load per partition, hottest keys and memory.
+	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	// Limited lists the episodes in which users of a service were limited.
+	Limited(context.Context, *LimitedRequest) (*LimitedResponse, error)
+	// Reset forgets one counter key, so its next check starts fresh (admin).
+	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -72,6 +117,15 @@ type UnimplementedShardServer struct{}
 
 func (UnimplementedShardServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedShardServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedShardServer) Limited(context.Context, *LimitedRequest) (*LimitedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Limited not implemented")
+}
+func (UnimplementedShardServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -112,6 +166,60 @@ func _Shard_Decide_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Stats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Stats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Stats(ctx, req.(*StatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Limited_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LimitedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Limited(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Limited_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Limited(ctx, req.(*LimitedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Reset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Reset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Reset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Reset(ctx, req.(*ResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -122,6 +230,18 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decide",
 			Handler:    _Shard_Decide_Handler,
+		},
+		{
+			MethodName: "Stats",
+			Handler:    _Shard_Stats_Handler,
+		},
+		{
+			MethodName: "Limited",
+			Handler:    _Shard_Limited_Handler,
+		},
+		{
+			MethodName: "Reset",
+			Handler:    _Shard_Reset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
