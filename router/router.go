@@ -131,7 +131,7 @@ func (r *Router) Members() []membership.Member {
 // Owner returns the shard that owns the counter of (service, rule, user).
 func (r *Router) Owner(service, rule, user string) (membership.Member, bool) {
 	rt := r.routing.Load()
-	p := shardmap.Partition(shard.MakeKey(service, rule, user).Hi, rt.table.Partitions())
+	p := shardmap.Partition(shard.KeyHash(service, rule, user), rt.table.Partitions())
 	return rt.table.Owner(p)
 }
 
@@ -183,7 +183,7 @@ func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*sh
 			continue
 		}
 		checkRules[i] = rule
-		partitions[i] = shardmap.Partition(shard.MakeKey(c.Service, rule.Name, c.User).Hi, rt.table.Partitions())
+		partitions[i] = shardmap.Partition(shard.KeyHash(c.Service, rule.Name, c.User), rt.table.Partitions())
 		owners[i] = rt.table.OwnerIndex(partitions[i])
 		groups[owners[i]] = append(groups[owners[i]], i)
 	}

@@ -1,8 +1,10 @@
 package shard
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/shardlimit/shardlimit/shard/limiter"
@@ -10,14 +12,27 @@ import (
 
 const stripes = 256
 
-// Key is the 128-bit hash of a counter key.
+// Key is the 128-bit hash of a counter key. Hi is xxhash64 of the key and
+// places it (stripe, partition); Lo is xxhash64 with another seed.
 type Key struct{ Hi, Lo uint64 }
 
 // loSeed is the seed of the second hash; any constant other than zero.
 const loSeed = 0x9e3779b97f4a7c15
 
+// maxStackKey is the longest key hashed from a stack buffer; longer keys
+// (users over ~250 bytes) are hashed by streaming, a little slower.
+const maxStackKey = 512
+
 // MakeKey hashes (service, rule, user) into a Key without allocating.
 func MakeKey(service, rule, user string) Key {
+	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
+		var buf [maxStackKey]byte
+		b := appendKey(buf[:0], service, rule, user)
+		var h xxhash.Digest
+		h.ResetWithSeed(loSeed)
+		_, _ = h.Write(b)
+		return Key{Hi: xxhash.Sum64(b), Lo: h.Sum64()}
+	}
 	var h xxhash.Digest
 	h.Reset()
 	writeKey(&h, service, rule, user)
@@ -25,6 +40,29 @@ func MakeKey(service, rule, user string) Key {
 	h.ResetWithSeed(loSeed)
 	writeKey(&h, service, rule, user)
 	return Key{Hi: hi, Lo: h.Sum64()}
+}
+
+// KeyHash returns MakeKey(service, rule, user).Hi, the hash that places a
+// key on a partition, without computing Lo.
+func KeyHash(service, rule, user string) uint64 {
+	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
+		var buf [maxStackKey]byte
+		return xxhash.Sum64(appendKey(buf[:0], service, rule, user))
+	}
+	var h xxhash.Digest
+	h.Reset()
+	writeKey(&h, service, rule, user)
+	return h.Sum64()
+}
+
+// The key is service NUL rule NUL user; service and rule names cannot hold
+// NUL, so the encoding is unambiguous.
+func appendKey(b []byte, service, rule, user string) []byte {
+	b = append(b, service...)
+	b = append(b, 0)
+	b = append(b, rule...)
+	b = append(b, 0)
+	return append(b, user...)
 }
 
 var sep = []byte{0}
@@ -43,16 +81,6 @@ const (
 	flagUsed                // used since the eviction clock last passed
 )
 
-// entry is the state of one counter key: 24 bytes, 40 with its map key.
-type entry struct {
-	state limiter.State
-	// fresh is when the key is back to a fresh state: seconds since the
-	// store's epoch, rounded up. Past it the key can be dropped.
-	fresh uint32
-	algo  limiter.Algorithm
-	flags uint8
-}
-
 // logEntry is the state of one sliding_log key.
 type logEntry struct {
 	log   limiter.Log
@@ -62,7 +90,7 @@ type logEntry struct {
 
 type stripe struct {
 	mu        sync.Mutex
-	m         map[Key]entry
+	t         table
 	logs      map[Key]*logEntry
 	logSlots  int64  // timestamps held by logs, for the memory estimate
 	lastSweep uint32 // seconds since epoch of the last sweep
@@ -112,7 +140,6 @@ func NewStore(opts StoreOptions, now int64) *Store {
 		s.perStripe = max(1, (opts.MaxKeys+stripes-1)/stripes)
 	}
 	for i := range s.stripes {
-		s.stripes[i].m = make(map[Key]entry)
 		s.stripes[i].logs = make(map[Key]*logEntry)
 	}
 	return s
@@ -127,48 +154,57 @@ func (s *Store) seconds(ns int64) uint32 {
 	return uint32((d + 1e9 - 1) / 1e9)
 }
 
+// stored returns the key under which the store keeps k's state for
+// algorithm a: Lo's low 3 bits are replaced by a, so a rule that changes
+// algorithm starts afresh under a new key (the old one expires), and no
+// stored key is ever zero.
+func stored(k Key, a limiter.Algorithm) Key {
+	return Key{Hi: k.Hi, Lo: k.Lo&^7 | uint64(a)}
+}
+
 // Decide applies c.Hits to key k under rule r at now (Unix ns), with the
-// shard's load in [0, 1] for elastic rules. A key whose stored state belongs
-// to another algorithm starts afresh. A read (hits 0) of an absent key
-// stores nothing.
+// shard's load in [0, 1] for elastic rules. A read (hits 0) of an absent key
+// stores nothing; a key back to a fresh state is dropped at once.
 func (s *Store) Decide(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	k = stored(k, r.Algorithm)
 	st := &s.stripes[k.Hi>>56]
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if r.Algorithm == limiter.SlidingLog {
 		return s.decideLog(st, k, c, now, r, load)
 	}
-	e, ok := st.m[k]
-	if ok && e.algo != r.Algorithm {
-		s.endEpisode(k, e.flags, now)
-		e = entry{}
+	var state limiter.State
+	var flags uint8
+	i, ok := st.t.find(k)
+	if ok {
+		state.A, state.B = st.t.slots[i].state()
+		flags = st.t.slots[i].flags()
 	}
-	if !ok && c.Hits > 0 {
-		s.makeRoom(st, now)
-	}
-	e.algo = r.Algorithm
-	d := limiter.DecideLoad(&e.state, now, r, c.Hits, load)
-	e.flags = s.episode(k, c, e.flags, &d, now)
-	e.fresh = s.seconds(now + d.ResetAfter)
+	d := limiter.DecideLoad(&state, now, r, c.Hits, load)
+	flags = s.episode(k, c, flags, &d, now)
+	var sl *slot
 	switch {
-	case d.ResetAfter == 0 && e.flags&flagLimited == 0:
+	case d.ResetAfter == 0 && flags&flagLimited == 0:
 		if ok {
-			delete(st.m, k) // equivalent to a fresh key
+			st.t.deleteAt(i) // equivalent to a fresh key
 		}
-	case ok || c.Hits > 0:
-		e.flags |= flagUsed
-		st.m[k] = e
+		return d
+	case ok:
+		sl = &st.t.slots[i]
+	case c.Hits > 0:
+		s.makeRoom(st, now)
+		sl = st.t.insert(k)
+	default:
+		return d
 	}
+	sl.setState(state.A, state.B)
+	sl.setMeta(s.seconds(now+d.ResetAfter), flags|flagUsed)
 	return d
 }
 
 func (s *Store) decideLog(st *stripe, k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	le := st.logs[k]
 	if le == nil {
-		if _, stale := st.m[k]; stale { // the rule changed algorithm
-			s.endEpisode(k, st.m[k].flags, now)
-			delete(st.m, k)
-		}
 		if c.Hits == 0 {
 			limit, _ := limiter.EffectiveLimit(r, load)
 			return limiter.Decision{Allowed: true, Limit: limit, Remaining: limit}
@@ -223,12 +259,12 @@ func (s *Store) endEpisode(k Key, flags uint8, now int64) {
 // makeRoom keeps a stripe under its bound before a key is added: it drops
 // keys that are already fresh again, then evicts.
 func (s *Store) makeRoom(st *stripe, now int64) {
-	if s.perStripe == 0 || len(st.m)+len(st.logs) < s.perStripe {
+	if s.perStripe == 0 || st.t.len()+len(st.logs) < s.perStripe {
 		return
 	}
 	if sec := s.seconds(now); sec != st.lastSweep {
 		s.sweep(st, now)
-		if len(st.m)+len(st.logs) < s.perStripe {
+		if st.t.len()+len(st.logs) < s.perStripe {
 			return
 		}
 	}
@@ -245,20 +281,27 @@ func (s *Store) evict(st *stripe, now int64) {
 	var unused, idle, limited candidate
 	seen := 0
 	enough := func() bool { return seen >= sample && (unused.ok || idle.ok) }
-	for k, e := range st.m {
-		seen++
-		switch {
-		case e.flags&flagLimited != 0:
-			limited.offer(k, e.fresh)
-		case e.flags&flagUsed != 0:
-			idle.offer(k, e.fresh)
-			e.flags &^= flagUsed
-			st.m[k] = e
-		default:
-			unused.offer(k, e.fresh)
-		}
-		if enough() {
-			break
+	if n := len(st.t.slots); n > 0 {
+		start := rand.IntN(n)
+		for j := range n {
+			sl := &st.t.slots[(start+j)&(n-1)]
+			if sl.empty() {
+				continue
+			}
+			seen++
+			k, flags, fresh := sl.key(), sl.flags(), sl.fresh()
+			switch {
+			case flags&flagLimited != 0:
+				limited.offer(k, fresh)
+			case flags&flagUsed != 0:
+				idle.offer(k, fresh)
+				sl.setMeta(fresh, flags&^flagUsed)
+			default:
+				unused.offer(k, fresh)
+			}
+			if enough() {
+				break
+			}
 		}
 	}
 	if !enough() {
@@ -312,7 +355,9 @@ func (s *Store) drop(st *stripe, k Key) {
 		delete(st.logs, k)
 		return
 	}
-	delete(st.m, k)
+	if i, ok := st.t.find(k); ok {
+		st.t.deleteAt(i)
+	}
 }
 
 // Sweep drops every key of the stripes [from, to) that is fresh again at now,
@@ -329,12 +374,15 @@ func (s *Store) Sweep(from, to int, now int64) {
 func (s *Store) sweep(st *stripe, now int64) {
 	st.lastSweep = s.seconds(now)
 	n := 0
-	for k, e := range st.m {
-		if s.isFresh(e.fresh, now) {
-			s.endEpisode(k, e.flags, now)
-			delete(st.m, k)
+	for i := 0; i < len(st.t.slots); {
+		sl := &st.t.slots[i]
+		if !sl.empty() && s.isFresh(sl.fresh(), now) {
+			s.endEpisode(sl.key(), sl.flags(), now)
+			st.t.deleteAt(i) // shifts a later key into i: look at i again
 			n++
+			continue
 		}
+		i++
 	}
 	for k, le := range st.logs {
 		if s.isFresh(le.fresh, now) {
@@ -353,23 +401,26 @@ func (s *Store) isFresh(fresh uint32, now int64) bool {
 	return now >= s.epoch+int64(fresh)*1e9
 }
 
-// Reset forgets key k; it reports whether the key was held.
+// Reset forgets key k under every algorithm; it reports whether any state
+// was held.
 func (s *Store) Reset(k Key, now int64) bool {
 	st := &s.stripes[k.Hi>>56]
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	e, ok := st.m[k]
-	le, okLog := st.logs[k]
-	switch {
-	case ok:
-		s.endEpisode(k, e.flags, now)
-	case okLog:
-		s.endEpisode(k, le.flags, now)
-	default:
-		return false
+	held := false
+	for a := limiter.TokenBucket; a <= limiter.GCRA; a++ {
+		sk := stored(k, a)
+		if le := st.logs[sk]; le != nil {
+			s.endEpisode(sk, le.flags, now)
+		} else if i, ok := st.t.find(sk); ok {
+			s.endEpisode(sk, st.t.slots[i].flags(), now)
+		} else {
+			continue
+		}
+		s.drop(st, sk)
+		held = true
 	}
-	s.drop(st, k)
-	return true
+	return held
 }
 
 // StoreStats are the store's counts.
@@ -380,13 +431,9 @@ type StoreStats struct {
 	EstimatedBytes          int64
 }
 
-// Bytes per key used in the memory estimate: a Go map slot of 16-byte key
-// and 24-byte entry at the map's typical load, and a sliding_log key's
-// pointer slot, logEntry and ring header.
-const (
-	bytesPerKey    = 56
-	bytesPerLogKey = 32 + 64
-)
+// bytesPerLogKey estimates a sliding_log key's memory besides its ring: its
+// map slot, the logEntry and allocation overhead.
+const bytesPerLogKey = 96
 
 // Stats counts the keys held.
 func (s *Store) Stats() StoreStats {
@@ -394,12 +441,13 @@ func (s *Store) Stats() StoreStats {
 	for i := range s.stripes {
 		st := &s.stripes[i]
 		st.mu.Lock()
-		out.Keys += int64(len(st.m))
+		out.Keys += int64(st.t.len())
+		out.EstimatedBytes += int64(len(st.t.slots)) * int64(unsafe.Sizeof(slot{}))
 		out.LogKeys += int64(len(st.logs))
 		out.LogSlots += st.logSlots
 		st.mu.Unlock()
 	}
-	out.EstimatedBytes = out.Keys*bytesPerKey + out.LogKeys*bytesPerLogKey + out.LogSlots*8
+	out.EstimatedBytes += out.LogKeys*bytesPerLogKey + out.LogSlots*8
 	return out
 }
 

@@ -37,10 +37,12 @@
 //  4. When there is no candidate, stop: if S's load is one partition hotter
 //     than the mean by itself, no move can lower max/mean (moving it only
 //     makes another shard as hot), so it stays and the reason names it.
-//  5. Finally drop the trailing moves that did not lower the maximum (they
-//     happen when several shards tie at the top and not all of them can
-//     shed), so every move kept is part of the shortest prefix reaching the
-//     lowest max/mean the run found.
+//  5. Keep the moves up to the last one that lowered the maximum; later
+//     ones, which happen when shards tie at the top and not all of them
+//     can shed, are dropped. The cap does not cut the search short: when
+//     the greedy path still lowers the maximum after MaxMoves moves, the
+//     first MaxMoves are kept (Stop is StopMoveCap) and the next run goes
+//     on from there, even if those alone only broke a tie at the top.
 //
 // Loads are integers and the comparisons exact, so there are no rounding
 // ties; members are sorted by ID first, so their order in the input does
@@ -51,7 +53,8 @@
 //   - No move targets a member that is not live or not ready, and no move
 //     takes a partition from anyone but its current, live owner.
 //   - At most MaxMoves moves; a partition moves at most once per plan.
-//   - max/mean after ≤ max/mean before, strictly lower when there are moves.
+//   - max/mean after ≤ max/mean before; strictly lower when there are
+//     moves, except for a plan cut by the cap while shards tie at the top.
 //   - Every move takes l from S to T with T + l < S, which strictly lowers
 //     the sum of squared shard loads. So, while loads stay the same, no
 //     sequence of moves (within a run or across runs) ever returns to an

@@ -46,7 +46,8 @@ const (
 	// StopNoImprovement: no partition of the hottest shard fits under it
 	// on the coolest ready shard.
 	StopNoImprovement
-	// StopMoveCap: Options.MaxMoves moves were planned.
+	// StopMoveCap: Options.MaxMoves moves were planned, and more would
+	// lower max/mean further: the next run continues.
 	StopMoveCap
 )
 
@@ -119,13 +120,12 @@ func Compute(in Input, opts Options) (Plan, error) {
 	if g.n > 0 {
 		plan.Mean = float64(g.total) / float64(g.n)
 	}
-	plan.MaxBefore = g.load[g.hottest()]*b2u(g.n > 0) + 0
+	plan.MaxBefore = g.load[g.hottest()]
 	plan.RatioBefore = g.ratio(plan.MaxBefore)
 
 	end := g.run()
 	plan.Moves = g.moves
 	plan.Shards = g.shards()
-	plan.MaxAfter = 0
 	for _, s := range plan.Shards {
 		plan.MaxAfter = max(plan.MaxAfter, s.LoadAfter)
 	}
@@ -133,13 +133,6 @@ func Compute(in Input, opts Options) (Plan, error) {
 	plan.Stop = end.stop
 	plan.Reason = end.reason(&plan)
 	return plan, nil
-}
-
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // greedy holds the working state of one Compute call. Members are indexed
@@ -152,15 +145,17 @@ type greedy struct {
 	n     uint64   // live members
 	total uint64   // in-scope load
 	load  []uint64 // per member, as moves are applied
-	count []int    // partitions per member before any move
+	// before is load before any move.
+	before []uint64
+	count  []int // partitions per member before any move
 	// list holds the in-scope partitions grouped by owner, ascending within
 	// an owner; member i's are list[start[i]:start[i+1]]. A moved
 	// partition's entry becomes -1: it does not move twice in one plan.
 	list  []int32
 	start []int32
 	moves []Move
-	// moveTo holds each move's target index, parallel to moves.
-	moveTo []int32
+	// from and to hold each move's member indexes, parallel to moves.
+	from, to []int32
 
 	outside     int
 	outsideLoad uint64
@@ -202,8 +197,8 @@ func newGreedy(in *Input, opts Options) (*greedy, error) {
 		g.start[i+1] = g.start[i] + int32(g.count[i])
 	}
 	g.list = make([]int32, g.start[n])
-	next := owner[:0:0]
-	next = append(next, g.start[:n]...)
+	g.before = slices.Clone(g.load)
+	next := slices.Clone(g.start[:n])
 	for p, i := range owner {
 		if i >= 0 {
 			g.list[next[i]] = int32(p)
@@ -260,7 +255,7 @@ func (g *greedy) pick(h, t int) int {
 			continue
 		}
 		l := g.in.Load[p]
-		if l == 0 || l >= gap { // T + l < S, or the move does not help
+		if l == 0 || l >= gap { // the move must help: T + l < S
 			continue
 		}
 		if l*g.n <= excess && 2*l <= gap {
@@ -285,9 +280,24 @@ type ending struct {
 	giant   int // the giant partition for StopGiantPartition
 	dropped int // trailing moves dropped for not lowering the maximum
 	ids     []string
+	// hotLoad, coolLoad and giantLoad are the loads of hot, cool and
+	// giant when it stopped, before dropping moves.
+	hotLoad, coolLoad, giantLoad uint64
+	giantRatio                   float64
+	// unready counts the members that are not ready and cooler than the
+	// target (than the hottest with no target); names holds the first few.
+	unready  int
+	names    []string
+	anyReady bool
 }
 
-// run applies the greedy moves and returns why it stopped.
+// run applies the greedy moves and returns why it stopped. It does not
+// stop at the cap: it looks ahead until the maximum goes down past the cap
+// (then the moves within the cap are kept: they start a path that helps,
+// even when shards tie at the top and the cap comes first) or until it
+// cannot go on (then only the moves up to the last one that lowered the
+// maximum are kept). Each partition moves at most once, so the look-ahead
+// is bounded by the partitions.
 func (g *greedy) run() ending {
 	e := ending{ids: g.ids, cool: -1, giant: -1}
 	switch {
@@ -306,19 +316,23 @@ func (g *greedy) run() ending {
 			e.stop = StopUnderThreshold
 			break
 		}
-		if len(g.moves) == g.opts.MaxMoves {
-			e.stop = StopMoveCap
-			break
-		}
 		t := g.coolest(h)
 		e.cool = t
 		if t < 0 {
 			e.stop = StopNoReadyTarget
+			e.anyReady = g.ready[h]
+			e.unready, e.names = g.unreadyBelow(g.load[h], h)
 			break
 		}
 		pos := g.pick(h, t)
 		if pos < 0 {
 			e.stop, e.giant = g.stuck(h)
+			e.hotLoad, e.coolLoad = g.load[h], g.load[t]
+			e.unready, e.names = g.unreadyBelow(g.load[t], h)
+			if e.giant >= 0 {
+				e.giantLoad = g.in.Load[e.giant]
+				e.giantRatio = g.ratio(e.giantLoad)
+			}
 			break
 		}
 		p := g.list[pos]
@@ -327,15 +341,39 @@ func (g *greedy) run() ending {
 		g.load[h] -= l
 		g.load[t] += l
 		g.moves = append(g.moves, Move{Partition: int(p), From: g.ids[h], To: g.ids[t], Load: l})
-		g.moveTo = append(g.moveTo, int32(t))
+		g.from = append(g.from, int32(h))
+		g.to = append(g.to, int32(t))
 		if m := g.load[g.hottest()]; m < best {
 			best, keep = m, len(g.moves)
+			if keep > g.opts.MaxMoves {
+				// The path still lowers the maximum past the cap: the
+				// moves within the cap are its first steps, and the next
+				// run continues it.
+				e.stop, keep = StopMoveCap, g.opts.MaxMoves
+				break
+			}
 		}
 	}
-	e.dropped = len(g.moves) - keep
+	if e.stop != StopMoveCap {
+		e.dropped = len(g.moves) - keep
+	}
 	g.moves = g.moves[:keep:keep]
-	g.moveTo = g.moveTo[:keep]
+	g.from, g.to = g.from[:keep], g.to[:keep]
 	return e
+}
+
+// unreadyBelow counts the members other than h that are not ready and
+// carry less than limit, and names the first three.
+func (g *greedy) unreadyBelow(limit uint64, h int) (int, []string) {
+	n, names := 0, []string(nil)
+	for i := range int(g.n) {
+		if i != h && !g.ready[i] && g.load[i] < limit {
+			if n++; n <= 3 {
+				names = append(names, g.ids[i])
+			}
+		}
+	}
+	return n, names
 }
 
 // stuck tells apart the two reasons why no partition of h can move: its
@@ -349,7 +387,7 @@ func (g *greedy) stuck(h int) (Stop, int) {
 			hot++
 		}
 	}
-	for i, t := range g.moveTo {
+	for i, t := range g.to {
 		if int(t) == h && g.moves[i].Load > 0 {
 			giant = g.moves[i].Partition
 			hot++
@@ -368,24 +406,12 @@ func (g *greedy) shards() []Shard {
 		out[i] = Shard{
 			ID: g.ids[i], Ready: g.ready[i],
 			PartitionsBefore: g.count[i], PartitionsAfter: g.count[i],
+			LoadBefore: g.before[i], LoadAfter: g.before[i],
 		}
 	}
-	// g.load has every move applied, including dropped ones: recompute
-	// from the before loads.
-	index := make(map[string]int, len(out))
-	for i := range out {
-		index[out[i].ID] = i
-	}
-	for p, id := range g.in.Owners {
-		if i, ok := index[id]; ok {
-			out[i].LoadBefore += g.in.Load[p]
-		}
-	}
-	for i := range out {
-		out[i].LoadAfter = out[i].LoadBefore
-	}
-	for _, m := range g.moves {
-		f, t := index[m.From], index[m.To]
+	// g.load has the dropped moves applied too: replay the kept ones.
+	for k, m := range g.moves {
+		f, t := g.from[k], g.to[k]
 		out[f].LoadAfter -= m.Load
 		out[f].PartitionsAfter--
 		out[t].LoadAfter += m.Load

@@ -14,18 +14,19 @@
 // # State per algorithm
 //
 // Every algorithm but one keeps a 16-byte State{A, B}, whose zero value is
-// a fresh key. The bucket algorithms keep one time T as a mixed number: A
-// is its whole ns, the low 32 bits of B its remainder, and the high 32 bits
-// of B the limit the remainder is counted in, so that a change of limit
-// converts it (rounding up) instead of misreading it.
+// a fresh key. The bucket algorithms keep one time in it as a mixed number:
+// A is its whole ns, the low 32 bits of B its remainder, and the high 32
+// bits of B the limit the remainder is counted in, so that a change of
+// limit converts it (rounding up) instead of misreading it.
 //
-//   - token_bucket: T is the theoretical arrival time, when the bucket of
-//     Capacity tokens, refilled at Limit per Period, is full again.
-//   - gcra: T is the theoretical arrival time of the next hit (ITU-T I.371
-//     virtual scheduling, emission interval Period/Limit, tolerance
+//   - token_bucket: the time is the theoretical arrival time, when the
+//     bucket of Capacity tokens, refilled at Limit per Period, is full again.
+//   - gcra: the time is the theoretical arrival time of the next hit (ITU-T
+//     I.371 virtual scheduling, emission interval Period/Limit, tolerance
 //     (Capacity−1)·Period/Limit); it decides exactly as token_bucket.
-//   - leaky_bucket: T is when the queue of at most Capacity hits, drained
-//     at Limit per Period, is empty; T − now is the wait of a new request.
+//   - leaky_bucket: the time is when the queue of at most Capacity hits,
+//     drained at Limit per Period, is empty; minus now, it is the wait of a
+//     new request.
 //   - fixed_window: A is the start of the window (a multiple of Period
 //     since the Unix epoch) and B the hits allowed in it.
 //   - sliding_window: A is the start of the current window, B the hits of

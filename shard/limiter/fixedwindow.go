@@ -17,7 +17,7 @@ func fixedWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	end := start + r.Period
 	*d = Decision{Limit: r.Limit}
 	switch {
-	case hits > r.Limit:
+	case hits < 0 || hits > r.Limit:
 		d.RetryAfter = Never
 	case hits == 0:
 		d.Allowed = true

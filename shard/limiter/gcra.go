@@ -24,7 +24,7 @@ func gcra(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	latest := nowM.add(tau, den) // the latest TAT that conforms at now
 	*d = Decision{Limit: r.Limit}
 	switch {
-	case hits > capacity:
+	case hits < 0 || hits > capacity:
 		d.RetryAfter = Never
 	case hits == 0:
 		d.Allowed = true

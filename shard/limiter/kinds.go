@@ -28,7 +28,8 @@ import "math"
 //
 // The soft allowance then raises each result x to x + floor(x·SoftPercent/100).
 func EffectiveLimit(r *Rule, load float64) (limit, capacity int64) {
-	_, eff := r.effective(load)
+	var base, eff Rule
+	r.effective(load, &base, &eff)
 	return eff.Limit, eff.Burst
 }
 
@@ -37,17 +38,17 @@ func (r *Rule) hasKinds() bool {
 	return r.SoftPercent != 0 || r.ElasticPercent != 0 || r.Shadow
 }
 
-// effective returns r grown for load (base) and base raised by the soft
-// allowance (eff). Both have Burst set to their capacity.
-func (r *Rule) effective(load float64) (base, eff Rule) {
-	base = *r
+// effective sets base to r grown for load and eff to base raised by the
+// soft allowance, both with Burst set to their capacity. (It fills them in
+// place: returning two Rules by value cost more than the decision.)
+func (r *Rule) effective(load float64, base, eff *Rule) {
 	ppm := loadMillionths(load)
+	*base = *r
 	base.Limit = r.grow(r.Limit, ppm)
 	base.Burst = r.grow(r.Capacity(), ppm)
-	eff = base
-	eff.Limit += eff.Limit * r.SoftPercent / 100
-	eff.Burst += eff.Burst * r.SoftPercent / 100
-	return base, eff
+	*eff = *base
+	eff.Limit += base.Limit * r.SoftPercent / 100
+	eff.Burst += base.Burst * r.SoftPercent / 100
 }
 
 // grow applies the elastic growth at a load of ppm millionths to x.

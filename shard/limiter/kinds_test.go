@@ -176,7 +176,8 @@ func testKindsAgainstModel(t *testing.T, alg Algorithm, seed uint64) {
 			if !alg.usesBurst() {
 				load = rng.Float64()
 			}
-			base, eff := r.effective(load)
+			var base, eff Rule
+			r.effective(load, &base, &eff)
 			m.limit, m.capacity = eff.Limit, eff.Burst
 			m.forget(now)
 			allowed, delay := m.allows(now, hits), m.delay(now)

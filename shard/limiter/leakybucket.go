@@ -21,7 +21,7 @@ func leakyBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	wait := empty.sub(nowM, den)
 	*d = Decision{Limit: r.Limit, Delay: wait.ceil()}
 	switch {
-	case hits > capacity:
+	case hits < 0 || hits > capacity:
 		d.RetryAfter = Never
 	case hits == 0:
 		d.Allowed = true

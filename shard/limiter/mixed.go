@@ -8,8 +8,8 @@ type mixed struct {
 	i, f int64
 }
 
-// mulDiv returns n*p/den as a mixed number. n, p, den > 0 within the rule
-// bounds, so the quotient fits an int64.
+// mulDiv returns n*p/den as a mixed number. n >= 0 and p, den > 0 within
+// the rule bounds, so the quotient fits an int64.
 func mulDiv(n, p, den int64) mixed {
 	hi, lo := bits.Mul64(uint64(n), uint64(p))
 	q, r := bits.Div64(hi, lo, uint64(den))

@@ -83,3 +83,23 @@ func TestMisuse(t *testing.T) {
 	mustPanic("Decide on no algorithm", func() { Decide(&s, t0, &Rule{Limit: 1, Period: sec}, 1) })
 	mustPanic("DecideLog on fixed_window", func() { DecideLog(&Log{}, t0, &Rule{Algorithm: FixedWindow, Limit: 1, Period: sec}, 1, 1) })
 }
+
+func TestNegativeHits(t *testing.T) {
+	// Callers reject negative hits; should one slip through, it is denied
+	// for good and changes nothing.
+	for _, alg := range algorithms {
+		r := Rule{Algorithm: alg, Limit: 3, Period: sec}
+		x := newSubject(&r)
+		x.decide(t0, &r, 2, 1)
+		before := *x
+		before.l.Times = append([]int64(nil), x.l.Times...)
+		read := x.probe(t0, &r, 0, 1)
+		d := x.decide(t0, &r, -5, 1)
+		if d.Allowed || d.RetryAfter != Never || d.Remaining != read.Remaining {
+			t.Errorf("%v: %+v", alg, d)
+		}
+		if x.s != before.s || x.l.Len != before.l.Len {
+			t.Errorf("%v: state changed from %+v to %+v", alg, before, *x)
+		}
+	}
+}

@@ -87,7 +87,8 @@ func DecideLog(l *Log, now int64, r *Rule, hits int64, load float64) Decision {
 		slidingLog(&d, l, now, r, hits)
 		return d
 	}
-	base, eff := r.effective(load)
+	var base, eff Rule
+	r.effective(load, &base, &eff)
 	slidingLog(&d, l, now, &eff, hits)
 	r.finish(&d, r.SoftPercent > 0 && d.Allowed && hits > 0 && int64(l.Len) > base.Limit)
 	return d
@@ -99,7 +100,7 @@ func slidingLog(d *Decision, l *Log, now int64, r *Rule, hits int64) {
 	count := int64(l.Len)
 	*d = Decision{Limit: limit}
 	switch {
-	case hits > limit:
+	case hits < 0 || hits > limit:
 		d.RetryAfter = Never
 	case hits == 0:
 		d.Allowed = true

@@ -31,7 +31,7 @@ func slidingWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	elapsed := max(now-start, 0)
 	*d = Decision{Limit: limit}
 	switch {
-	case hits > limit:
+	case hits < 0 || hits > limit:
 		d.RetryAfter = Never
 	case hits == 0:
 		d.Allowed = true

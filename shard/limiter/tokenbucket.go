@@ -15,7 +15,7 @@ func tokenBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	horizon := nowM.add(mulDiv(capacity, r.Period, den), den) // now + Capacity·T
 	*d = Decision{Limit: r.Limit}
 	switch {
-	case hits > capacity:
+	case hits < 0 || hits > capacity:
 		d.RetryAfter = Never
 	case hits == 0:
 		d.Allowed = true

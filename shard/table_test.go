@@ -1,0 +1,86 @@
+package shard
+
+import (
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// The table agrees with a Go map through random inserts, updates and
+// deletes, including deletes during a sweep-style scan.
+func TestTableAgreesWithMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var tb table
+	ref := map[Key]int64{}
+	keys := make([]Key, 0, 3000)
+	for range 3000 {
+		// Few distinct home bits, to force long probe runs and wrap-around.
+		keys = append(keys, Key{Hi: rng.Uint64() & 0xff000000000003ff, Lo: rng.Uint64() | 1})
+	}
+	for step := range 60_000 {
+		k := keys[rng.IntN(len(keys))]
+		switch rng.IntN(3) {
+		case 0, 1:
+			i, ok := tb.find(k)
+			var s *slot
+			if ok {
+				s = &tb.slots[i]
+			} else {
+				s = tb.insert(k)
+			}
+			v := int64(step)
+			s.setState(v, -v)
+			ref[k] = v
+		case 2:
+			if i, ok := tb.find(k); ok {
+				tb.deleteAt(i)
+			}
+			delete(ref, k)
+		}
+	}
+	check := func() {
+		t.Helper()
+		if tb.len() != len(ref) {
+			t.Fatalf("table holds %d keys, map %d", tb.len(), len(ref))
+		}
+		for k, v := range ref {
+			i, ok := tb.find(k)
+			if !ok {
+				t.Fatalf("key %v lost", k)
+			}
+			if a, b := tb.slots[i].state(); a != v || b != -v {
+				t.Fatalf("key %v: state %d,%d want %d,%d", k, a, b, v, -v)
+			}
+		}
+	}
+	check()
+	// Delete every key with an odd state while scanning, as sweep does.
+	for i := 0; i < len(tb.slots); {
+		s := &tb.slots[i]
+		if a, _ := s.state(); !s.empty() && a%2 != 0 {
+			delete(ref, s.key())
+			tb.deleteAt(i)
+			continue
+		}
+		i++
+	}
+	check()
+}
+
+func TestSlotPacksInto36Bytes(t *testing.T) {
+	var s slot
+	s.setMeta(maxFresh+5, 3)
+	if s.fresh() != maxFresh || s.flags() != 3 {
+		t.Fatalf("meta round trip: fresh %d flags %d", s.fresh(), s.flags())
+	}
+	s.setState(-1, 1<<62+7)
+	if a, b := s.state(); a != -1 || b != 1<<62+7 {
+		t.Fatalf("state round trip: %d %d", a, b)
+	}
+}
+
+func TestSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 36 {
+		t.Fatalf("slot is %d bytes, want 36", n)
+	}
+}
