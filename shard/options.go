@@ -34,6 +34,17 @@ type Options struct {
 	// shard's load, which elastic rules grow under, is its decision rate
 	// over Capacity. Default 500000.
 	Capacity int
+	// Partitions is the partition count the routers use, for the load per
+	// partition that the rebalance job reads; default 1024.
+	Partitions int
+	// TopKeys is how many of the hottest keys Stats reports by default;
+	// default 20.
+	TopKeys int
+	// TopKeysPeriod is how long the hot-key counts cover: one to two
+	// periods; default 1m.
+	TopKeysPeriod time.Duration
+	// Episodes bounds the limited-user log; default 10000 episodes.
+	Episodes int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -43,6 +54,7 @@ func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
 		SweepInterval: 10 * time.Second, Capacity: 500_000,
+		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, Episodes: 10_000,
 	}
 }
 
@@ -63,6 +75,18 @@ func (o *Options) fill() {
 	if o.Capacity == 0 {
 		o.Capacity = d.Capacity
 	}
+	if o.Partitions == 0 {
+		o.Partitions = d.Partitions
+	}
+	if o.TopKeys == 0 {
+		o.TopKeys = d.TopKeys
+	}
+	if o.TopKeysPeriod == 0 {
+		o.TopKeysPeriod = d.TopKeysPeriod
+	}
+	if o.Episodes == 0 {
+		o.Episodes = d.Episodes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -80,6 +104,14 @@ func (o *Options) validate() error {
 		return fmt.Errorf("max keys: %d is negative", o.MaxKeys)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
 		return fmt.Errorf("sweep interval: %v not in 10ms..1h", o.SweepInterval)
+	case o.Partitions < 1 || o.Partitions > 1<<16:
+		return fmt.Errorf("partitions: %d not in 1..%d", o.Partitions, 1<<16)
+	case o.TopKeys < 1 || o.TopKeys > maxTopKeys:
+		return fmt.Errorf("top keys: %d not in 1..%d", o.TopKeys, maxTopKeys)
+	case o.TopKeysPeriod < time.Second:
+		return fmt.Errorf("top keys period: %v is under the minimum of 1s", o.TopKeysPeriod)
+	case o.Episodes < 1 || o.Episodes > 10_000_000:
+		return fmt.Errorf("episodes: %d not in 1..10000000", o.Episodes)
 	case o.Capacity < 1:
 		return fmt.Errorf("capacity: %d is under the minimum of 1 decision per second", o.Capacity)
 	}

@@ -18,7 +18,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/episodes"
+	"github.com/shardlimit/shardlimit/shard/hotkeys"
 	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/load"
 	"github.com/shardlimit/shardlimit/shard/membership"
 )
 
@@ -29,20 +32,24 @@ var Version = "dev"
 type Server struct {
 	shardlimitv1.UnimplementedShardServer
 
-	opts    Options
-	store   *Store
-	started time.Time
-	lis     net.Listener
-	grpc    *grpc.Server
-	health  *health.Server
-	etcd    *clientv3.Client
-	reg     *membership.Registration
-	served  chan error
-	stop    sync.Once
-	done    chan struct{} // closed on stop; ends the background loops
+	opts          Options
+	store         *Store
+	episodes      *episodes.Log
+	hot           *hotkeys.Tracker
+	partitionLoad *load.Counter
+	started       time.Time
+	lis           net.Listener
+	grpc          *grpc.Server
+	health        *health.Server
+	etcd          *clientv3.Client
+	reg           *membership.Registration
+	served        chan error
+	stop          sync.Once
+	done          chan struct{} // closed on stop; ends the background loops
 
-	// Decisions in the current second and in the last whole one.
-	rate, lastRate atomic.Uint64
+	// Decisions in the current second and in the last whole one, and since
+	// start.
+	rate, lastRate, decisions atomic.Uint64
 }
 
 // Start listens, serves, and registers the shard in etcd. It returns once
@@ -54,7 +61,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, started: started, served: make(chan error, 1), done: make(chan struct{})}
-	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys}, started.UnixNano())
+	var err error
+	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
+		return nil, fmt.Errorf("episodes: %w", err)
+	}
+	if s.hot, err = hotkeys.New(hotkeys.Options{K: opts.TopKeys}); err != nil {
+		return nil, fmt.Errorf("top keys: %w", err)
+	}
+	s.partitionLoad = load.New(opts.Partitions)
+	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -128,9 +143,9 @@ func (s *Server) Kill() {
 	})
 }
 
-// load is the shard's decision rate over the last whole second as a
+// utilization is the shard's decision rate over the last whole second as a
 // fraction of its configured capacity, for elastic rules.
-func (s *Server) load() float64 {
+func (s *Server) utilization() float64 {
 	return float64(s.lastRate.Load()) / float64(s.opts.Capacity)
 }
 
@@ -140,6 +155,8 @@ func (s *Server) load() float64 {
 func (s *Server) background() {
 	second := time.NewTicker(time.Second)
 	defer second.Stop()
+	rotate := time.NewTicker(s.opts.TopKeysPeriod)
+	defer rotate.Stop()
 	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
 	defer sweep.Stop()
 	next := 0
@@ -149,6 +166,9 @@ func (s *Server) background() {
 			return
 		case <-second.C:
 			s.lastRate.Store(s.rate.Swap(0))
+			s.episodes.Sweep(time.Now().UnixNano())
+		case <-rotate.C:
+			s.hot.Rotate()
 		case <-sweep.C:
 			s.store.Sweep(next, next+1, time.Now().UnixNano())
 			next = (next + 1) % stripes
@@ -178,13 +198,14 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 		}
 	}
 	now := time.Now().UnixNano()
-	load := s.load()
+	load := s.utilization()
 	s.rate.Add(uint64(len(req.Checks)))
+	s.decisions.Add(uint64(len(req.Checks)))
 	out := make([]shardlimitv1.ShardDecision, len(req.Checks))
 	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}
 	for i, c := range req.Checks {
 		name := req.Rules[c.Rule].Name
-		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits}
+		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits, Partition: int(c.Partition)}
 		d := s.store.Decide(MakeKey(c.Service, name, c.User), &chk, now, &rules[c.Rule], load)
 		o := &out[i]
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter

@@ -7,7 +7,10 @@ import (
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/shardlimit/shardlimit/shard/hotkeys"
 	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/load"
 )
 
 const stripes = 256
@@ -105,6 +108,10 @@ type StoreOptions struct {
 	MaxKeys int
 	// Episodes receives the limited-user episodes; nil records none.
 	Episodes EpisodeLog
+	// Load counts decisions per partition; nil counts none.
+	Load *load.Counter
+	// Hot finds the hottest keys; nil tracks none.
+	Hot *hotkeys.Tracker
 }
 
 // EpisodeLog is what the store tells the limited-user log: a key starts
@@ -120,6 +127,8 @@ type EpisodeLog interface {
 type Check struct {
 	Service, Endpoint, User, Rule string
 	Hits                          int64
+	// Partition is the key's partition as the router computed it.
+	Partition int
 }
 
 // Store holds the counters of one shard host.
@@ -166,7 +175,16 @@ func stored(k Key, a limiter.Algorithm) Key {
 // shard's load in [0, 1] for elastic rules. A read (hits 0) of an absent key
 // stores nothing; a key back to a fresh state is dropped at once.
 func (s *Store) Decide(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
-	k = stored(k, r.Algorithm)
+	if s.opts.Load != nil {
+		s.opts.Load.Add(c.Partition, now, 1)
+	}
+	if s.opts.Hot != nil {
+		s.opts.Hot.Observe(hotkeys.Key(k), c.Service, c.Rule, c.User, 1)
+	}
+	return s.decide(stored(k, r.Algorithm), c, now, r, load)
+}
+
+func (s *Store) decide(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	st := &s.stripes[k.Hi>>56]
 	st.mu.Lock()
 	defer st.mu.Unlock()

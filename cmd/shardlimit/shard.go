@@ -37,6 +37,10 @@ func shardCmd() *cobra.Command {
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
 	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "bound on counter keys held; past it the least recently used idle keys are evicted (0: unbounded)")
 	f.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often idle keys that are fresh again are dropped")
+	f.IntVar(&o.Partitions, "partitions", o.Partitions, "partition count the routers use, for per-partition load")
+	f.IntVar(&o.TopKeys, "top-keys", o.TopKeys, "hottest keys reported by default")
+	f.DurationVar(&o.TopKeysPeriod, "top-keys-period", o.TopKeysPeriod, "hot-key counts cover one to two of these periods")
+	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
 	return cmd
 }

@@ -5,9 +5,10 @@
 // The shard's decision path calls Counter.Add once per decision (or once per
 // batch and partition, with n > 1); the stats handler calls Snapshot when
 // the rebalance job asks. Add is one atomic load and one atomic add: no
-// lock, no allocation. Once per bucket (10 s) the first Add of the new
-// bucket clears that bucket's slot under a mutex that only this rotation
-// takes.
+// lock, no allocation. Once per bucket (10 s), the first Add of the new
+// bucket allocates it (8 bytes a partition) and swaps it into the slot of
+// the bucket that just left the window, with a compare-and-swap, so no Add
+// ever waits. Snapshot takes no lock either.
 //
 // # Granularity and error
 //
@@ -24,7 +25,8 @@
 // # Memory
 //
 // 8 bytes × 7 buckets × (partitions + 1): 57 KiB for 1024 partitions,
-// 3.5 MiB (3,670,072 bytes) for the maximum of 65536.
+// 3.5 MiB (3,670,072 bytes) for the maximum of 65536; a bucket that leaves
+// the window is garbage (at most 512 KiB every 10 s).
 //
 // # Out-of-range partitions
 //
@@ -34,7 +36,8 @@
 // Other over the same sliding minute, so a nonzero value is visible in
 // metrics.
 //
-// Time is always passed in (Unix nanoseconds); an Add more than a minute
-// older than the newest Add of its bucket slot is dropped. It must never read
-// the clock, take a lock on the Add path, or allocate after New.
+// Time is always passed in (Unix nanoseconds). An Add whose slot already
+// holds a newer bucket (one at least 60 s late) is dropped.
+//
+// It must never read the clock, take a lock, or allocate but once a bucket.
 package load

@@ -133,7 +133,7 @@ func TestErrorBound(t *testing.T) {
 			if a >= now-Window && a <= now {
 				exact++
 			}
-			perBucket[bucketOf(a)]++
+			perBucket[numberOf(a)]++
 		}
 		for _, n := range perBucket {
 			worst = max(worst, n)

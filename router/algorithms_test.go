@@ -1,0 +1,82 @@
+package router_test
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+// Every algorithm and limit kind is selectable in a rule file and decided by
+// the owner shard, end to end.
+func TestEveryAlgorithmThroughTheRouter(t *testing.T) {
+	rs, err := rules.Parse("algorithms.yaml", []byte(`
+rules:
+  - {service: alg, endpoint: /token, algorithm: token_bucket, limit: 3, period: 1h}
+  - {service: alg, endpoint: /gcra, algorithm: gcra, limit: 3, period: 1h}
+  - {service: alg, endpoint: /fixed, algorithm: fixed_window, limit: 3, period: 1h}
+  - {service: alg, endpoint: /log, algorithm: sliding_log, limit: 3, period: 1h}
+  - {service: alg, endpoint: /window, algorithm: sliding_window, limit: 3, period: 1h}
+  - {service: alg, endpoint: /leaky, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3}
+  - {service: kinds, endpoint: /queue, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3, max_delay: 1h}
+  - {service: kinds, endpoint: /soft, algorithm: fixed_window, limit: 10, period: 1h, soft_percent: 20}
+  - {service: kinds, endpoint: /shadow, algorithm: fixed_window, limit: 3, period: 1h, shadow: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: rs})
+	cl := c.Client(0)
+
+	for _, ep := range []string{"/token", "/gcra", "/fixed", "/log", "/window"} {
+		for i := range 3 {
+			if d := check(t, cl, "alg", ep, "u"); !d.Allowed || d.Remaining != int64(2-i) || d.Limit != 3 {
+				t.Fatalf("%s hit %d: %v", ep, i+1, d)
+			}
+		}
+		if d := check(t, cl, "alg", ep, "u"); d.Allowed || d.RetryAfter.AsDuration() <= 0 || d.FailurePolicy {
+			t.Fatalf("%s hit 4: %v, want denied by the shard with a retry time", ep, d)
+		}
+	}
+	// Leaky bucket without max_delay: smooth output, one at a time.
+	if d := check(t, cl, "alg", "/leaky", "u"); !d.Allowed {
+		t.Fatalf("/leaky first: %v", d)
+	}
+	if d := check(t, cl, "alg", "/leaky", "u"); d.Allowed || d.Delay.AsDuration() <= 0 {
+		t.Fatalf("/leaky second: %v, want denied with the wait it would have had", d)
+	}
+	// Leaky bucket with max_delay: queued requests are allowed with a delay.
+	check(t, cl, "kinds", "/queue", "u")
+	if d := check(t, cl, "kinds", "/queue", "u"); !d.Allowed || d.Delay.AsDuration() <= 0 {
+		t.Fatalf("/queue second: %v, want allowed with a delay", d)
+	}
+	// Soft: 20% over 10 is allowed and says so.
+	resp, err := cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{
+		{Service: "kinds", Endpoint: "/soft", User: "u", Hits: proto.Int64(10)},
+		{Service: "kinds", Endpoint: "/soft", User: "v", Hits: proto.Int64(1)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.Decisions[0]; !d.Allowed || d.SoftAllowanceUsed {
+		t.Fatalf("/soft at the limit: %v", d)
+	}
+	if d := check(t, cl, "kinds", "/soft", "u"); !d.Allowed || !d.SoftAllowanceUsed {
+		t.Fatalf("/soft over the limit: %v, want allowed with the allowance used", d)
+	}
+	check(t, cl, "kinds", "/soft", "u")
+	if d := check(t, cl, "kinds", "/soft", "u"); d.Allowed {
+		t.Fatalf("/soft past the allowance: %v", d)
+	}
+	// Shadow: never denies, says when it would have.
+	for i := range 5 {
+		d := check(t, cl, "kinds", "/shadow", "u")
+		if !d.Allowed || !d.Shadow || d.ShadowDenied != (i >= 3) {
+			t.Fatalf("/shadow hit %d: %v", i+1, d)
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package episodes
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Key is the 128-bit hash of a counter key. It has shard.Key's layout, so
+// the store converts with episodes.Key(k); this package cannot import shard,
+// which imports it.
+type Key struct{ Hi, Lo uint64 }
+
+// Episode is one period during which a key was denied.
+type Episode struct {
+	// ID is unique within the Log and grows with Began's order of arrival.
+	ID       uint64 `json:"id"`
+	Service  string `json:"service"`
+	Endpoint string `json:"endpoint"`
+	User     string `json:"user"`
+	Rule     string `json:"rule"`
+	// Began is the time of the first denial, in Unix ns.
+	Began int64 `json:"began"`
+	// Ended is the time of the first allow after, or of the key's expiry,
+	// in Unix ns; 0 while the episode is open.
+	Ended int64 `json:"ended"`
+	// LastDenied is the time of the latest denial, in Unix ns.
+	LastDenied int64 `json:"last_denied"`
+	// Denied counts the denials, the first one included.
+	Denied uint64 `json:"denied"`
+}
+
+// Options configure a Log.
+type Options struct {
+	// Capacity bounds the episodes held, open and closed; default 10000.
+	Capacity int
+	// Merge is how soon after an End a Begin of the same key reopens the
+	// episode instead of starting a new one; default 10s. Negative: never.
+	Merge time.Duration
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options { return Options{Capacity: 10000, Merge: 10 * time.Second} }
+
+// ErrOptions is wrapped by New's errors.
+var ErrOptions = errors.New("episodes: bad options")
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.Capacity == 0 {
+		o.Capacity = d.Capacity
+	}
+	switch {
+	case o.Merge == 0:
+		o.Merge = d.Merge
+	case o.Merge < 0:
+		o.Merge = 0
+	}
+}
+
+func (o *Options) validate() error {
+	if o.Capacity < 1 {
+		return fmt.Errorf("%w: capacity %d is below 1", ErrOptions, o.Capacity)
+	}
+	return nil
+}
+
+const stripes = 64
+
+// Log is the limited-user log of one shard. It is safe for concurrent use.
+type Log struct {
+	capacity int
+	merge    int64
+	stripes  [stripes]stripe
+	dropped  atomic.Uint64
+
+	// mu guards the closed episodes and the count of live ones. Begin and
+	// End take it after a stripe's lock; nothing takes a stripe's lock
+	// while holding it.
+	mu     sync.Mutex
+	closed ring // ended episodes filed for good, oldest first
+	live   int  // open and closing episodes, held in the stripes
+	seq    uint64
+}
+
+// New returns an empty Log; zero options take their defaults.
+func New(opts Options) (*Log, error) {
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{capacity: opts.Capacity, merge: int64(opts.Merge)}
+	for i := range l.stripes {
+		l.stripes[i].live = make(map[Key]*Episode)
+	}
+	return l, nil
+}
+
+func (l *Log) stripe(k Key) *stripe { return &l.stripes[k.Lo>>58] }
+
+// Begin records the first denial of k at now. If k's episode is still
+// open it counts as a denial; if it ended within Merge it reopens.
+func (l *Log) Begin(k Key, service, endpoint, user, rule string, now int64) {
+	st := l.stripe(k)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l.settle(st, now)
+	if e := st.live[k]; e != nil {
+		if e.Ended == 0 || now-e.Ended <= l.merge {
+			e.Ended = 0
+			deny(e, now)
+			return
+		}
+		l.file(st, k, e) // ended long enough ago, though not yet settled
+	}
+	l.mu.Lock()
+	if l.live+l.closed.n >= l.capacity {
+		if l.closed.n == 0 {
+			l.mu.Unlock()
+			l.dropped.Add(1)
+			return
+		}
+		l.closed.pop()
+		l.dropped.Add(1)
+	}
+	l.live++
+	l.seq++
+	id := l.seq
+	l.mu.Unlock()
+
+	// One allocation for the four strings, so the episode pins none of
+	// the caller's memory.
+	s := service + endpoint + user + rule
+	a, b, c := len(service), len(service)+len(endpoint), len(service)+len(endpoint)+len(user)
+	st.live[k] = &Episode{
+		ID: id, Service: s[:a], Endpoint: s[a:b], User: s[b:c], Rule: s[c:],
+		Began: now, LastDenied: now, Denied: 1,
+	}
+}
+
+// Deny counts a further denial of k at now, if k has an open episode. It
+// allocates nothing and locks only k's stripe.
+func (l *Log) Deny(k Key, now int64) {
+	st := l.stripe(k)
+	st.mu.Lock()
+	if e := st.live[k]; e != nil && e.Ended == 0 {
+		deny(e, now)
+	}
+	st.mu.Unlock()
+}
+
+func deny(e *Episode, now int64) {
+	e.Denied++
+	e.LastDenied = max(e.LastDenied, now)
+}
+
+// End closes k's open episode at now: the first allow after the denials,
+// or the key's expiry. It does nothing if k has no open episode.
+func (l *Log) End(k Key, now int64) {
+	st := l.stripe(k)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if e := st.live[k]; e != nil && e.Ended == 0 {
+		e.Ended = max(now, e.Began, 1)
+		if l.merge == 0 {
+			l.file(st, k, e)
+		} else {
+			st.closing = append(st.closing, closing{k: k, e: e, ended: e.Ended})
+		}
+	}
+	l.settle(st, now)
+}
+
+// Sweep files the episodes that ended more than Merge before now, so they
+// count as closed (and can be dropped first) without waiting for another
+// Begin or End in their stripe. The store calls it from its expiry loop.
+func (l *Log) Sweep(now int64) {
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		st.mu.Lock()
+		l.settle(st, now)
+		st.mu.Unlock()
+	}
+}
+
+// settle files st's episodes that ended more than Merge before now.
+// st.mu is held.
+func (l *Log) settle(st *stripe, now int64) {
+	for st.head < len(st.closing) {
+		c := st.closing[st.head]
+		if now-c.ended <= l.merge {
+			break
+		}
+		st.closing[st.head] = closing{}
+		st.head++
+		// Skip an entry whose episode has since reopened, or been filed.
+		if st.live[c.k] == c.e && c.e.Ended == c.ended {
+			l.file(st, c.k, c.e)
+		}
+	}
+	switch {
+	case st.head == len(st.closing):
+		st.closing, st.head = st.closing[:0], 0
+	case st.head > 64 && st.head > len(st.closing)/2:
+		n := copy(st.closing, st.closing[st.head:])
+		clear(st.closing[n:])
+		st.closing, st.head = st.closing[:n], 0
+	}
+}
+
+// file moves k's ended episode e from st into the closed ring. st.mu is
+// held.
+func (l *Log) file(st *stripe, k Key, e *Episode) {
+	delete(st.live, k)
+	l.mu.Lock()
+	l.live--
+	l.closed.push(*e, l.capacity)
+	l.mu.Unlock()
+}
+
+// List returns the episodes of service (every service if service is "")
+// that overlap [from, to], open ones included, newest (latest Began) first,
+// at most limit of them (all if limit ≤ 0).
+func (l *Log) List(service string, from, to int64, limit int) []Episode {
+	match := func(e *Episode) bool {
+		return (service == "" || e.Service == service) && e.Began <= to && (e.Ended == 0 || e.Ended >= from)
+	}
+	var out []Episode
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		st.mu.Lock()
+		for _, e := range st.live {
+			if match(e) {
+				out = append(out, *e)
+			}
+		}
+		st.mu.Unlock()
+	}
+	// An episode filed between the two loops was seen live: skip it here.
+	seen := make(map[uint64]struct{}, len(out))
+	for _, e := range out {
+		seen[e.ID] = struct{}{}
+	}
+	l.mu.Lock()
+	for i := range l.closed.n {
+		e := l.closed.at(i)
+		if _, dup := seen[e.ID]; !dup && match(e) {
+			out = append(out, *e)
+		}
+	}
+	l.mu.Unlock()
+	slices.SortFunc(out, func(a, b Episode) int {
+		if a.Began != b.Began {
+			return cmpInt(b.Began, a.Began)
+		}
+		return cmpInt(b.ID, a.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit:limit]
+	}
+	return out
+}
+
+func cmpInt[T int64 | uint64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Len returns the number of episodes held, open and closed.
+func (l *Log) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.live + l.closed.n
+}
+
+// Dropped returns the number of episodes dropped to keep within Capacity.
+func (l *Log) Dropped() uint64 { return l.dropped.Load() }

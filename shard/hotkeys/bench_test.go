@@ -1,0 +1,79 @@
+package hotkeys
+
+import (
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkObserve is the per-decision call, on three streams:
+//   - zipf: s=1.1 over 100k keys, mostly hits of monitored keys;
+//   - uniform: 1M keys evenly, nearly every call evicts (the worst case);
+//   - one-key: a single flooding key, which striping by key would make
+//     every core's lock.
+//
+// Each stream runs with the default 8 stripes and with 1, to show what
+// spreading writers over stripes saves under two cores.
+func BenchmarkObserve(b *testing.B) {
+	zipfStream, _ := zipf(1<<16, 100_000, 1.1, 1)
+	uniform := make([]int, 1<<16)
+	x := uint64(88172645463325252)
+	for i := range uniform {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		uniform[i] = int(x % 1_000_000)
+	}
+	streams := []struct {
+		name   string
+		stream []int
+	}{
+		{"zipf", zipfStream},
+		{"uniform", uniform},
+		{"one-key", make([]int, 1<<16)},
+	}
+	users := make([]string, 1024)
+	for i := range users {
+		users[i] = strconv.Itoa(i)
+	}
+	for _, s := range streams {
+		for _, o := range []Options{{Stripes: 8}, {Stripes: 1}, {Stripes: 8, Sample: 8}} {
+			name := fmt.Sprintf("%s/stripes=%d", s.name, o.Stripes)
+			if o.Sample > 1 {
+				name += fmt.Sprintf("/sample=%d", o.Sample)
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				tr := newTracker(b, o)
+				var start atomic.Uint64
+				b.RunParallel(func(pb *testing.PB) {
+					j := int(start.Add(1 << 15)) // writers start apart in the stream
+					for pb.Next() {
+						i := s.stream[j&(1<<16-1)]
+						tr.Observe(key(i), "service", "rule", users[i&1023], 1) // users from the same small set: the strings are only referenced
+						j++
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkTop merges the default Tracker's 16 full summaries; it is not
+// on the decision path.
+func BenchmarkTop(b *testing.B) {
+	b.ReportAllocs()
+	tr := newTracker(b, Options{})
+	stream, _ := zipf(1<<16, 100_000, 1.1, 1)
+	for _, i := range stream {
+		tr.Observe(key(i), "service", "rule", "user", 1)
+	}
+	tr.Rotate()
+	for _, i := range stream {
+		tr.Observe(key(i), "service", "rule", "user", 1)
+	}
+	for b.Loop() {
+		tr.Top(0)
+	}
+}

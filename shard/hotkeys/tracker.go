@@ -1,0 +1,253 @@
+package hotkeys
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Key is the 128-bit hash of a counter key. It has shard.Key's layout, so
+// the store converts with hotkeys.Key(k); this package cannot import shard,
+// which imports it.
+type Key struct{ Hi, Lo uint64 }
+
+// HotKey is one of the hottest keys.
+type HotKey struct {
+	Key     Key    `json:"-"`
+	Service string `json:"service"`
+	Rule    string `json:"rule"`
+	User    string `json:"user"`
+	// Count is the estimated weight, never below the true one (with
+	// Sample 1; see the package documentation for Sample > 1).
+	Count uint64 `json:"count"`
+	// Error bounds the overestimate: the true weight is at least
+	// Count − Error. It is at most Total/Counters.
+	Error uint64 `json:"error"`
+}
+
+// Options configure a Tracker.
+type Options struct {
+	// K is how many keys Top returns when asked for k ≤ 0; default 20.
+	K int
+	// Counters is the number of counters in each summary, at least K;
+	// default max(256, 8·K). A key with more than 1/Counters of the
+	// observations is always found, and Error ≤ Total/Counters.
+	Counters int
+	// Stripes is the number of summaries that writers spread over, rounded
+	// up to a power of two, at most 256; default 8. At least GOMAXPROCS
+	// lets each P keep a stripe of its own.
+	Stripes int
+	// Sample observes one call in Sample, at random, weighted Sample
+	// times, at most 65536; default 1: every call, and the bounds are
+	// exact.
+	Sample int
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options { return Options{K: 20, Counters: 256, Stripes: 8, Sample: 1} }
+
+// ErrOptions is wrapped by New's errors.
+var ErrOptions = errors.New("hotkeys: bad options")
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.K == 0 {
+		o.K = d.K
+	}
+	if o.Counters == 0 {
+		o.Counters = max(d.Counters, 8*o.K)
+	}
+	if o.Stripes == 0 {
+		o.Stripes = d.Stripes
+	}
+	if o.Sample == 0 {
+		o.Sample = d.Sample
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.K < 1:
+		return fmt.Errorf("%w: k %d is below 1", ErrOptions, o.K)
+	case o.Counters < o.K || o.Counters > 1<<20:
+		return fmt.Errorf("%w: counters %d not in k..%d", ErrOptions, o.Counters, 1<<20)
+	case o.Stripes < 1 || o.Stripes > 256:
+		return fmt.Errorf("%w: stripes %d not in 1..256", ErrOptions, o.Stripes)
+	case o.Sample < 1 || o.Sample > 1<<16:
+		return fmt.Errorf("%w: sample %d not in 1..%d", ErrOptions, o.Sample, 1<<16)
+	}
+	return nil
+}
+
+// Tracker finds the hottest keys. It is safe for concurrent use.
+type Tracker struct {
+	k        int
+	counters int
+	mask     uint32
+	stripes  []stripe
+	sample   uint64 // Options.Sample
+	// threshold is 2³²/Sample: a call is observed when a random uint32 is
+	// below it.
+	threshold uint32
+	next      atomic.Uint32 // the stripe the pool hands out when it has none
+	affinity  sync.Pool     // of *stripe: the stripe this P used last
+}
+
+type stripe struct {
+	mu        sync.Mutex
+	i         uint32 // index in Tracker.stripes
+	cur, prev summary
+	_         [64]byte // keep stripes' locks on separate cache lines
+}
+
+// New returns an empty Tracker; zero options take their defaults.
+func New(opts Options) (*Tracker, error) {
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	n := 1
+	for n < opts.Stripes {
+		n *= 2
+	}
+	t := &Tracker{
+		k: opts.K, counters: opts.Counters, mask: uint32(n - 1), stripes: make([]stripe, n),
+		sample: uint64(opts.Sample), threshold: uint32((1 << 32) / uint64(opts.Sample)),
+	}
+	t.affinity.New = func() any { return &t.stripes[t.next.Add(1)&t.mask] }
+	for i := range t.stripes {
+		t.stripes[i].i = uint32(i)
+		t.stripes[i].cur = newSummary(opts.Counters)
+		t.stripes[i].prev = newSummary(opts.Counters)
+	}
+	return t, nil
+}
+
+// Observe counts n decisions of key k, which hashes (service, rule, user).
+// It allocates nothing, and waits for another writer only when every
+// stripe is busy.
+func (t *Tracker) Observe(k Key, service, rule, user string, n uint64) {
+	if n == 0 {
+		return
+	}
+	if t.sample > 1 {
+		if rand.Uint32() >= t.threshold {
+			return
+		}
+		n *= t.sample
+	}
+	st := t.affinity.Get().(*stripe)
+	if !st.mu.TryLock() {
+		st = t.lockOther(st)
+	}
+	st.cur.observe(k, service, rule, user, n)
+	st.mu.Unlock()
+	t.affinity.Put(st)
+}
+
+// lockOther locks the first free stripe after busy, or, when every stripe
+// is busy, waits for busy.
+func (t *Tracker) lockOther(busy *stripe) *stripe {
+	i := busy.i
+	for range t.mask {
+		i = (i + 1) & t.mask
+		if st := &t.stripes[i]; st.mu.TryLock() {
+			return st
+		}
+	}
+	st := &t.stripes[(i+1)&t.mask]
+	st.mu.Lock()
+	return st
+}
+
+// Rotate starts a new period: the one before the current is forgotten.
+func (t *Tracker) Rotate() {
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		st.mu.Lock()
+		st.cur, st.prev = st.prev, st.cur
+		st.cur.reset()
+		st.mu.Unlock()
+	}
+}
+
+// Total returns the weight observed in the period Top covers.
+func (t *Tracker) Total() uint64 {
+	var n uint64
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		st.mu.Lock()
+		n += st.cur.n + st.prev.n
+		st.mu.Unlock()
+	}
+	return n
+}
+
+// Top returns at most k of the hottest keys (K if k ≤ 0), by Count, highest
+// first; ties go to the smaller Error.
+func (t *Tracker) Top(k int) []HotKey {
+	if k <= 0 {
+		k = t.k
+	}
+	views := make([]view, 0, 2*len(t.stripes))
+	for i := range t.stripes {
+		st := &t.stripes[i]
+		st.mu.Lock()
+		views = append(views, st.cur.view(), st.prev.view())
+		st.mu.Unlock()
+	}
+	type agg struct {
+		HotKey
+		boundPresent uint64 // the summed bounds of the summaries holding it
+	}
+	var aggs []agg
+	index := map[Key]int{}
+	for v := range views {
+		for _, h := range views[v].keys {
+			j, ok := index[h.Key]
+			if !ok {
+				j = len(aggs)
+				index[h.Key] = j
+				aggs = append(aggs, agg{HotKey: HotKey{Key: h.Key, Service: h.Service, Rule: h.Rule, User: h.User}})
+			}
+			a := &aggs[j]
+			a.Count += h.Count
+			a.Error += h.Error
+			a.boundPresent += views[v].bound(h.Key)
+		}
+	}
+	out := make([]HotKey, len(aggs))
+	for i, a := range aggs {
+		// Where a summary does not hold the key, its weight there is
+		// anything from 0 to its bucket there.
+		absent := -a.boundPresent
+		for v := range views {
+			absent += views[v].bound(a.Key)
+		}
+		a.Count += absent
+		a.Error += absent
+		out[i] = a.HotKey
+	}
+	slices.SortFunc(out, func(a, b HotKey) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Error, b.Error),
+			cmp.Compare(a.Key.Hi, b.Key.Hi), cmp.Compare(a.Key.Lo, b.Key.Lo))
+	})
+	if len(out) > k {
+		out = out[:k:k]
+	}
+	return out
+}
+
+// Bytes returns the memory the Tracker holds, not counting the strings it
+// refers to.
+func (t *Tracker) Bytes() int {
+	s := &t.stripes[0].cur
+	per := len(s.slots)*int(unsafe.Sizeof(slot{})) + len(s.filter)*8 +
+		t.counters*int(unsafe.Sizeof(entry{})+unsafe.Sizeof(node{}))
+	return int(unsafe.Sizeof(*t)) + len(t.stripes)*(int(unsafe.Sizeof(stripe{}))+2*per)
+}
