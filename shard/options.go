@@ -43,6 +43,11 @@ type Options struct {
 	// TopKeysPeriod is how long the hot-key counts cover: one to two
 	// periods; default 1m.
 	TopKeysPeriod time.Duration
+	// TopKeysSample observes one decision in this many for the hot keys,
+	// weighted as many; default 8 (about 20 ns a decision instead of 50;
+	// counts then carry a random error, see package hotkeys). 1 observes
+	// every decision.
+	TopKeysSample int
 	// Episodes bounds the limited-user log; default 10000 episodes.
 	Episodes int
 	// Logger; default slog.Default().
@@ -54,7 +59,7 @@ func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
 		SweepInterval: 10 * time.Second, Capacity: 500_000,
-		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, Episodes: 10_000,
+		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, Episodes: 10_000,
 	}
 }
 
@@ -84,6 +89,9 @@ func (o *Options) fill() {
 	if o.TopKeysPeriod == 0 {
 		o.TopKeysPeriod = d.TopKeysPeriod
 	}
+	if o.TopKeysSample == 0 {
+		o.TopKeysSample = d.TopKeysSample
+	}
 	if o.Episodes == 0 {
 		o.Episodes = d.Episodes
 	}
@@ -110,6 +118,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("top keys: %d not in 1..%d", o.TopKeys, maxTopKeys)
 	case o.TopKeysPeriod < time.Second:
 		return fmt.Errorf("top keys period: %v is under the minimum of 1s", o.TopKeysPeriod)
+	case o.TopKeysSample < 1 || o.TopKeysSample > 65536:
+		return fmt.Errorf("top keys sample: %d not in 1..65536", o.TopKeysSample)
 	case o.Episodes < 1 || o.Episodes > 10_000_000:
 		return fmt.Errorf("episodes: %d not in 1..10000000", o.Episodes)
 	case o.Capacity < 1:

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"hash/maphash"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -15,12 +16,15 @@ import (
 
 const stripes = 256
 
-// Key is the 128-bit hash of a counter key. Hi is xxhash64 of the key and
-// places it (stripe, partition); Lo is xxhash64 with another seed.
+// Key is the 128-bit hash of a counter key. Hi is xxhash64 of the key: it is
+// the same in every process and places the key (stripe, partition). Lo is
+// the runtime's AES-based maphash of the key with this process's seed: it
+// only tells keys apart inside one shard, so it need not be the same
+// elsewhere.
 type Key struct{ Hi, Lo uint64 }
 
-// loSeed is the seed of the second hash; any constant other than zero.
-const loSeed = 0x9e3779b97f4a7c15
+// seed is this process's maphash seed for Key.Lo.
+var seed = maphash.MakeSeed()
 
 // maxStackKey is the longest key hashed from a stack buffer; longer keys
 // (users over ~250 bytes) are hashed by streaming, a little slower.
@@ -31,18 +35,15 @@ func MakeKey(service, rule, user string) Key {
 	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
 		var buf [maxStackKey]byte
 		b := appendKey(buf[:0], service, rule, user)
-		var h xxhash.Digest
-		h.ResetWithSeed(loSeed)
-		_, _ = h.Write(b)
-		return Key{Hi: xxhash.Sum64(b), Lo: h.Sum64()}
+		return Key{Hi: xxhash.Sum64(b), Lo: maphash.Bytes(seed, b)}
 	}
 	var h xxhash.Digest
 	h.Reset()
 	writeKey(&h, service, rule, user)
-	hi := h.Sum64()
-	h.ResetWithSeed(loSeed)
-	writeKey(&h, service, rule, user)
-	return Key{Hi: hi, Lo: h.Sum64()}
+	var m maphash.Hash
+	m.SetSeed(seed)
+	writeKey(&m, service, rule, user)
+	return Key{Hi: h.Sum64(), Lo: m.Sum64()}
 }
 
 // KeyHash returns MakeKey(service, rule, user).Hi, the hash that places a
@@ -70,7 +71,13 @@ func appendKey(b []byte, service, rule, user string) []byte {
 
 var sep = []byte{0}
 
-func writeKey(h *xxhash.Digest, service, rule, user string) {
+// keyWriter is a streaming hash: *xxhash.Digest or *maphash.Hash.
+type keyWriter interface {
+	Write([]byte) (int, error)
+	WriteString(string) (int, error)
+}
+
+func writeKey(h keyWriter, service, rule, user string) {
 	_, _ = h.WriteString(service)
 	_, _ = h.Write(sep)
 	_, _ = h.WriteString(rule)

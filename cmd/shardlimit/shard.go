@@ -40,6 +40,7 @@ func shardCmd() *cobra.Command {
 	f.IntVar(&o.Partitions, "partitions", o.Partitions, "partition count the routers use, for per-partition load")
 	f.IntVar(&o.TopKeys, "top-keys", o.TopKeys, "hottest keys reported by default")
 	f.DurationVar(&o.TopKeysPeriod, "top-keys-period", o.TopKeysPeriod, "hot-key counts cover one to two of these periods")
+	f.IntVar(&o.TopKeysSample, "top-keys-sample", o.TopKeysSample, "observe one decision in this many for the hot keys (1: every decision)")
 	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
 	return cmd

@@ -8,13 +8,15 @@
 // admin API calls List to answer "which users of service S were limited
 // between from and to", and metrics read Len and Dropped.
 //
-// Deny is the per-decision call: it takes only the lock of one of 64
-// stripes chosen by the key, looks the key up in that stripe's map and
-// bumps a counter, allocating nothing, so no key waits on another stripe's
-// keys. Begin and End run once per episode: they also take the log's own
-// lock (to bound the log and to file closed episodes), and Begin copies the
-// four strings into one allocation, so a kept episode never pins the
-// caller's buffers.
+// Deny is the per-decision call: it finds the key's record in one of 64
+// stripes (chosen by the key) through an open-addressed table of atomic
+// pointers, and bumps the record's atomic counters. It takes no lock and
+// allocates nothing, so denials of different keys share no memory that is
+// written. Begin and End run once per episode: they take their stripe's
+// lock, then the log's own (to bound the log and file closed episodes),
+// and Begin copies the four strings into one allocation, so a kept episode
+// never pins the caller's buffers. The store calls Begin, Deny and End for
+// one key in order (under its own per-key lock), as the flag implies.
 //
 // The log holds at most Capacity episodes, open and closed. A Begin that
 // finds it full drops the oldest closed episode; when every held episode
@@ -27,6 +29,10 @@
 // which the store calls from its expiry loop, and later Begins and Ends in
 // the same stripe file it into the log proper.
 //
+// Memory: about 210 bytes per open episode and 155 per closed one with
+// 40 bytes of strings (measured), so 1.5–2.1 MB at the default capacity of
+// 10000.
+//
 // Time is always passed in, as Unix nanoseconds. It must never read the
-// clock, call back into the store, do I/O, or allocate in Deny.
+// clock, call back into the store, do I/O, or lock or allocate in Deny.
 package episodes

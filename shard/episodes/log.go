@@ -1,6 +1,7 @@
 package episodes
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -94,7 +95,7 @@ func New(opts Options) (*Log, error) {
 	}
 	l := &Log{capacity: opts.Capacity, merge: int64(opts.Merge)}
 	for i := range l.stripes {
-		l.stripes[i].live = make(map[Key]*Episode)
+		l.stripes[i].tab.Store(newTable(8))
 	}
 	return l, nil
 }
@@ -108,13 +109,13 @@ func (l *Log) Begin(k Key, service, endpoint, user, rule string, now int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	l.settle(st, now)
-	if e := st.live[k]; e != nil {
-		if e.Ended == 0 || now-e.Ended <= l.merge {
-			e.Ended = 0
-			deny(e, now)
+	if r := st.find(k); r != nil {
+		if ended := r.ended.Load(); ended == 0 || now-ended <= l.merge {
+			r.ended.Store(0)
+			r.deny(now)
 			return
 		}
-		l.file(st, k, e) // ended long enough ago, though not yet settled
+		l.file(st, r) // ended long enough ago, though not yet settled
 	}
 	l.mu.Lock()
 	if l.live+l.closed.n >= l.capacity {
@@ -135,26 +136,19 @@ func (l *Log) Begin(k Key, service, endpoint, user, rule string, now int64) {
 	// the caller's memory.
 	s := service + endpoint + user + rule
 	a, b, c := len(service), len(service)+len(endpoint), len(service)+len(endpoint)+len(user)
-	st.live[k] = &Episode{
-		ID: id, Service: s[:a], Endpoint: s[a:b], User: s[b:c], Rule: s[c:],
-		Began: now, LastDenied: now, Denied: 1,
-	}
+	r := &rec{key: k, id: id, service: s[:a], endpoint: s[a:b], user: s[b:c], rule: s[c:], began: now}
+	r.last.Store(now)
+	r.denied.Store(1)
+	st.add(r)
 }
 
 // Deny counts a further denial of k at now, if k has an open episode. It
-// allocates nothing and locks only k's stripe.
+// takes no lock and allocates nothing: a lock-free table lookup and two
+// atomic operations on k's own record.
 func (l *Log) Deny(k Key, now int64) {
-	st := l.stripe(k)
-	st.mu.Lock()
-	if e := st.live[k]; e != nil && e.Ended == 0 {
-		deny(e, now)
+	if r := l.stripe(k).find(k); r != nil && r.ended.Load() == 0 {
+		r.deny(now)
 	}
-	st.mu.Unlock()
-}
-
-func deny(e *Episode, now int64) {
-	e.Denied++
-	e.LastDenied = max(e.LastDenied, now)
 }
 
 // End closes k's open episode at now: the first allow after the denials,
@@ -163,12 +157,13 @@ func (l *Log) End(k Key, now int64) {
 	st := l.stripe(k)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if e := st.live[k]; e != nil && e.Ended == 0 {
-		e.Ended = max(now, e.Began, 1)
+	if r := st.find(k); r != nil && r.ended.Load() == 0 {
+		ended := max(now, r.began, 1)
+		r.ended.Store(ended)
 		if l.merge == 0 {
-			l.file(st, k, e)
+			l.file(st, r)
 		} else {
-			st.closing = append(st.closing, closing{k: k, e: e, ended: e.Ended})
+			st.closing = append(st.closing, closing{r: r, ended: ended})
 		}
 	}
 	l.settle(st, now)
@@ -197,8 +192,8 @@ func (l *Log) settle(st *stripe, now int64) {
 		st.closing[st.head] = closing{}
 		st.head++
 		// Skip an entry whose episode has since reopened, or been filed.
-		if st.live[c.k] == c.e && c.e.Ended == c.ended {
-			l.file(st, c.k, c.e)
+		if c.r.ended.Load() == c.ended && st.find(c.r.key) == c.r {
+			l.file(st, c.r)
 		}
 	}
 	switch {
@@ -211,19 +206,20 @@ func (l *Log) settle(st *stripe, now int64) {
 	}
 }
 
-// file moves k's ended episode e from st into the closed ring. st.mu is
+// file moves the ended episode r from st into the closed ring. st.mu is
 // held.
-func (l *Log) file(st *stripe, k Key, e *Episode) {
-	delete(st.live, k)
+func (l *Log) file(st *stripe, r *rec) {
+	st.remove(r)
 	l.mu.Lock()
 	l.live--
-	l.closed.push(*e, l.capacity)
+	l.closed.push(r.episode(), l.capacity)
 	l.mu.Unlock()
 }
 
-// List returns the episodes of service (every service if service is "")
-// that overlap [from, to], open ones included, newest (latest Began) first,
-// at most limit of them (all if limit ≤ 0).
+// List returns the episodes of service (every service if service is "";
+// the admin API passes the caller's own service unless it holds the admin
+// credential) that overlap [from, to], open ones included, newest (latest
+// Began) first, at most limit of them (all if limit ≤ 0).
 func (l *Log) List(service string, from, to int64, limit int) []Episode {
 	match := func(e *Episode) bool {
 		return (service == "" || e.Service == service) && e.Began <= to && (e.Ended == 0 || e.Ended >= from)
@@ -232,11 +228,11 @@ func (l *Log) List(service string, from, to int64, limit int) []Episode {
 	for i := range l.stripes {
 		st := &l.stripes[i]
 		st.mu.Lock()
-		for _, e := range st.live {
-			if match(e) {
-				out = append(out, *e)
+		st.each(func(r *rec) {
+			if e := r.episode(); match(&e) {
+				out = append(out, e)
 			}
-		}
+		})
 		st.mu.Unlock()
 	}
 	// An episode filed between the two loops was seen live: skip it here.
@@ -253,25 +249,12 @@ func (l *Log) List(service string, from, to int64, limit int) []Episode {
 	}
 	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b Episode) int {
-		if a.Began != b.Began {
-			return cmpInt(b.Began, a.Began)
-		}
-		return cmpInt(b.ID, a.ID)
+		return cmp.Or(cmp.Compare(b.Began, a.Began), cmp.Compare(b.ID, a.ID))
 	})
 	if limit > 0 && len(out) > limit {
 		out = out[:limit:limit]
 	}
 	return out
-}
-
-func cmpInt[T int64 | uint64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Len returns the number of episodes held, open and closed.

@@ -165,13 +165,18 @@ func TestOutOfRange(t *testing.T) {
 
 func TestAddAllocatesNothing(t *testing.T) {
 	l := New(1024)
+	l.Add(0, t0, 1) // starts the bucket
 	now := t0
 	allocs := testing.AllocsPerRun(1000, func() {
-		now += int64(time.Millisecond) * 37 // crosses buckets, so rotation is included
+		now += int64(time.Microsecond)
 		l.Add(int(now%1024), now, 1)
 	})
 	if allocs != 0 {
 		t.Fatalf("Add allocates %.1f times", allocs)
+	}
+	// Starting a bucket allocates it, once.
+	if allocs := testing.AllocsPerRun(1, func() { now += Bucket; l.Add(0, now, 1) }); allocs != 2 {
+		t.Fatalf("a new bucket costs %.1f allocations, want 2 (the bucket and its counts)", allocs)
 	}
 }
 
