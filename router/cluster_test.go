@@ -236,7 +236,7 @@ func TestBadInputIsRejectedAndNotCounted(t *testing.T) {
 	}{
 		{"no checks", nil, codes.InvalidArgument, "checks: at least 1"},
 		{"empty service", []*shardlimitv1.Check{good(), {Endpoint: "/checkout", User: "bob"}}, codes.InvalidArgument, "checks[1].service: required"},
-		{"empty user", []*shardlimitv1.Check{good(), {Service: "shop", Endpoint: "/checkout"}}, codes.InvalidArgument, "checks[1].user: required"},
+		{"empty user", []*shardlimitv1.Check{good(), {Service: "shop", Endpoint: "/checkout"}}, codes.InvalidArgument, `checks[1].user: required by rule "checkout"`},
 		{"negative hits", []*shardlimitv1.Check{good(), {Service: "shop", Endpoint: "/checkout", User: "bob", Hits: proto.Int64(-1)}}, codes.InvalidArgument, "checks[1].hits: -1 not in 0..1000000000"},
 		{"too many checks", many, codes.InvalidArgument, "checks: 51 checks exceed the maximum of 50"},
 		{"user too long", []*shardlimitv1.Check{good(), {Service: "shop", Endpoint: "/checkout", User: strings.Repeat("x", 257)}}, codes.InvalidArgument, "checks[1].user: length 257 exceeds the maximum of 256 bytes"},

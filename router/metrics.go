@@ -18,6 +18,7 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 	shardErrors *prometheus.CounterVec
 	members     prometheus.Gauge
+	refunds     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,6 +36,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Live shards the router routes to.",
 		}),
 	}
-	reg.MustRegister(m.decisions, m.shardErrors, m.members)
+	m.refunds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardlimit_router_refunds_total",
+		Help: "Rule decisions whose hits were given back because another rule of the same check denied it.",
+	})
+	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds)
 	return m
 }

@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"log/slog"
@@ -128,7 +129,8 @@ func (r *Router) Members() []membership.Member {
 	return nil
 }
 
-// Owner returns the shard that owns the counter of (service, rule, user).
+// Owner returns the shard that owns the counter of (service, rule, user),
+// where user is the counter's name under the rule (rules.Rule.CounterUser).
 func (r *Router) Owner(service, rule, user string) (membership.Member, bool) {
 	rt := r.routing.Load()
 	p := shardmap.Partition(shard.KeyHash(service, rule, user), rt.table.Partitions())
@@ -162,74 +164,165 @@ func (r *Router) Stop(ctx context.Context) {
 	})
 }
 
-// Check implements the public API.
+// Rules returns the rules in use now.
+func (r *Router) Rules() *rules.Set { return r.rules.Load() }
+
+// Check implements the public API: every rule that applies to a check is
+// decided on its owner shard; the check is allowed only if all allow. When
+// some deny, the hits that the others took are given back (refunded), so a
+// denied check consumes nothing.
 func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
 	if err := r.validate(req); err != nil {
 		return nil, toStatus(err)
 	}
 	rs := r.rules.Load()
-	rt := r.routing.Load()
 	n := len(req.Checks)
-	checkRules := make([]*rules.Rule, n)
-	owners := make([]int, n)
-	partitions := make([]int, n)
-	groups := make(map[int][]int) // owner index (-1: none) → check indices
+	// spans[i] is the range of resolved entries that belong to check i.
+	spans := make([][2]int, n)
+	resolved := make([]rules.Resolved, 0, n)
 	for i, c := range req.Checks {
-		rule := rs.Resolve(c.Service, c.Endpoint)
-		if rule == nil {
-			if !rs.HasService(c.Service) {
-				return nil, toStatus(fmt.Errorf("checks[%d].service: %w %q", i, ErrUnknownService, c.Service))
-			}
-			continue
+		matched := rs.Resolve(c.Service, c.Endpoint)
+		if matched == nil && !rs.HasService(c.Service) {
+			return nil, toStatus(fmt.Errorf("checks[%d].service: %w %q", i, ErrUnknownService, c.Service))
 		}
-		checkRules[i] = rule
-		partitions[i] = shardmap.Partition(shard.KeyHash(c.Service, rule.Name, c.User), rt.table.Partitions())
-		owners[i] = rt.table.OwnerIndex(partitions[i])
-		groups[owners[i]] = append(groups[owners[i]], i)
+		spans[i][0] = len(resolved)
+		for _, rule := range matched {
+			user, missing := rule.CounterUser(rules.Attributes{User: c.User, APIKey: c.ApiKey, IP: c.Ip})
+			if missing != "" {
+				return nil, toStatus(fmt.Errorf("%w: checks[%d].%s: required by rule %q", ErrInvalidCheck, i, missing, rule.Name))
+			}
+			resolved = append(resolved, rules.Resolved{Rule: rule, Service: c.Service, Endpoint: c.Endpoint, User: user, Hits: hits(c)})
+		}
+		spans[i][1] = len(resolved)
 	}
+	decisions := r.Decide(ctx, resolved)
+	r.refundMixed(ctx, resolved, decisions, spans)
 
 	resp := &shardlimitv1.CheckResponse{Decisions: make([]*shardlimitv1.Decision, n)}
-	var wg sync.WaitGroup
-	for owner, idx := range groups {
-		if owner < 0 {
-			r.answerByPolicy(resp, req, checkRules, idx)
-			continue
-		}
-		wg.Go(func() { r.callShard(ctx, rt.peers[owner], req, checkRules, partitions, idx, resp) })
-	}
-	wg.Wait()
 	for i, c := range req.Checks {
-		if checkRules[i] == nil {
+		if spans[i][0] == spans[i][1] {
 			resp.Decisions[i] = &shardlimitv1.Decision{Allowed: true, ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0)}
 			r.metrics.decisions.WithLabelValues(c.Service, "", resultNoRule).Inc()
+			continue
 		}
+		resp.Decisions[i] = merge(decisions[spans[i][0]:spans[i][1]])
 	}
 	return resp, nil
 }
 
+// refundMixed gives back the hits of the rules that allowed a check that
+// another of its rules denied. Refunds are best effort: a refund that fails
+// leaves the hits consumed, which only ever under-admits.
+func (r *Router) refundMixed(ctx context.Context, resolved []rules.Resolved, decisions []*shardlimitv1.Decision, spans [][2]int) {
+	var refunds []rules.Resolved
+	for _, sp := range spans {
+		if sp[1]-sp[0] < 2 {
+			continue
+		}
+		denied := false
+		for _, d := range decisions[sp[0]:sp[1]] {
+			denied = denied || !d.Allowed
+		}
+		if !denied {
+			continue
+		}
+		for k := sp[0]; k < sp[1]; k++ {
+			if d := decisions[k]; d.Allowed && !d.FailurePolicy && !d.Shadow && resolved[k].Hits > 0 {
+				refunds = append(refunds, resolved[k])
+			}
+		}
+	}
+	if len(refunds) > 0 {
+		r.decide(ctx, refunds, true)
+		r.metrics.refunds.Add(float64(len(refunds)))
+	}
+}
+
+// merge combines the decisions of the rules of one check: denied if any
+// denies; the reported rule is the denying one with the longest wait, or,
+// when all allow, the one with the least remaining.
+func merge(ds []*shardlimitv1.Decision) *shardlimitv1.Decision {
+	if len(ds) == 1 {
+		return ds[0]
+	}
+	best := ds[0]
+	for _, d := range ds[1:] {
+		switch {
+		case best.Allowed && !d.Allowed:
+			best = d
+		case !best.Allowed && !d.Allowed:
+			if d.RetryAfter.AsDuration() > best.RetryAfter.AsDuration() {
+				best = d
+			}
+		case best.Allowed && d.Allowed:
+			if d.Remaining < best.Remaining {
+				best = d
+			}
+		}
+	}
+	out := proto.Clone(best).(*shardlimitv1.Decision)
+	for _, d := range ds {
+		out.FailurePolicy = out.FailurePolicy || d.FailurePolicy
+		out.SoftAllowanceUsed = out.SoftAllowanceUsed || d.SoftAllowanceUsed
+		if d.Delay.AsDuration() > out.Delay.AsDuration() {
+			out.Delay = d.Delay
+		}
+	}
+	return out
+}
+
+// Decide decides checks already bound to their rules, one decision per
+// entry, in order: it groups them by owner shard, calls the owners in
+// parallel with the deadline, and answers a shard's checks by each rule's
+// failure policy when it cannot.
+func (r *Router) Decide(ctx context.Context, checks []rules.Resolved) []*shardlimitv1.Decision {
+	return r.decide(ctx, checks, false)
+}
+
+func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund bool) []*shardlimitv1.Decision {
+	rt := r.routing.Load()
+	out := make([]*shardlimitv1.Decision, len(checks))
+	partitions := make([]int, len(checks))
+	groups := make(map[int][]int) // owner index (-1: none) → indices into checks
+	for i := range checks {
+		c := &checks[i]
+		partitions[i] = shardmap.Partition(shard.KeyHash(c.Service, c.Rule.Name, c.User), rt.table.Partitions())
+		owner := rt.table.OwnerIndex(partitions[i])
+		groups[owner] = append(groups[owner], i)
+	}
+	var wg sync.WaitGroup
+	for owner, idx := range groups {
+		if owner < 0 {
+			r.answerByPolicy(out, checks, idx, refund)
+			continue
+		}
+		wg.Go(func() { r.callShard(ctx, rt.peers[owner], checks, partitions, idx, out, refund) })
+	}
+	wg.Wait()
+	return out
+}
+
 // callShard decides the checks idx on one shard, or by policy when the shard
 // cannot answer in time.
-func (r *Router) callShard(ctx context.Context, p *peer, req *shardlimitv1.CheckRequest, checkRules []*rules.Rule, partitions, idx []int, resp *shardlimitv1.CheckResponse) {
-	now := time.Now()
-	if p.client == nil || !p.breaker.allow(now) {
+func (r *Router) callShard(ctx context.Context, p *peer, checks []rules.Resolved, partitions, idx []int, out []*shardlimitv1.Decision, refund bool) {
+	if p.client == nil || !p.breaker.allow(time.Now()) {
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
-		r.answerByPolicy(resp, req, checkRules, idx)
+		r.answerByPolicy(out, checks, idx, refund)
 		return
 	}
 	sreq := &shardlimitv1.DecideRequest{Checks: make([]*shardlimitv1.ShardCheck, len(idx))}
 	ruleIndex := map[*rules.Rule]uint32{}
 	for j, i := range idx {
-		rule := checkRules[i]
-		ri, ok := ruleIndex[rule]
+		c := &checks[i]
+		ri, ok := ruleIndex[c.Rule]
 		if !ok {
 			ri = uint32(len(sreq.Rules))
-			ruleIndex[rule] = ri
-			sreq.Rules = append(sreq.Rules, ruleParams(rule))
+			ruleIndex[c.Rule] = ri
+			sreq.Rules = append(sreq.Rules, ruleParams(c.Rule))
 		}
-		c := req.Checks[i]
 		sreq.Checks[j] = &shardlimitv1.ShardCheck{
-			Service: c.Service, Endpoint: c.Endpoint, User: c.User, Hits: hits(c),
-			Rule: ri, Partition: uint32(partitions[i]),
+			Service: c.Service, Endpoint: c.Endpoint, User: c.User, Hits: c.Hits,
+			Rule: ri, Partition: uint32(partitions[i]), Refund: refund,
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Deadline)
@@ -245,23 +338,26 @@ func (r *Router) callShard(ctx context.Context, p *peer, req *shardlimitv1.Check
 			reason = "deadline"
 		}
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, reason).Inc()
-		r.answerByPolicy(resp, req, checkRules, idx)
+		r.answerByPolicy(out, checks, idx, refund)
 		return
 	}
 	p.breaker.success()
 	for j, i := range idx {
 		d := sresp.Decisions[j]
-		resp.Decisions[i] = &shardlimitv1.Decision{
+		out[i] = &shardlimitv1.Decision{
 			Allowed:           d.Allowed,
 			Limit:             d.Limit,
 			Remaining:         d.Remaining,
 			ResetAfter:        durationpb.New(time.Duration(d.ResetAfterNs)),
 			RetryAfter:        durationpb.New(time.Duration(d.RetryAfterNs)),
-			Rule:              checkRules[i].Name,
+			Rule:              checks[i].Rule.Name,
 			Delay:             durationpb.New(time.Duration(d.DelayNs)),
 			SoftAllowanceUsed: d.SoftAllowanceUsed,
 			Shadow:            d.Shadow,
 			ShadowDenied:      d.ShadowDenied,
+		}
+		if refund {
+			continue
 		}
 		result := resultAllowed
 		switch {
@@ -270,7 +366,7 @@ func (r *Router) callShard(ctx context.Context, p *peer, req *shardlimitv1.Check
 		case !d.Allowed:
 			result = resultDenied
 		}
-		r.metrics.decisions.WithLabelValues(req.Checks[i].Service, checkRules[i].Name, result).Inc()
+		r.metrics.decisions.WithLabelValues(checks[i].Service, checks[i].Rule.Name, result).Inc()
 	}
 }
 
@@ -286,20 +382,24 @@ func ruleParams(rule *rules.Rule) *shardlimitv1.RuleParams {
 }
 
 // answerByPolicy answers checks idx by their rules' failure policies.
-func (r *Router) answerByPolicy(resp *shardlimitv1.CheckResponse, req *shardlimitv1.CheckRequest, checkRules []*rules.Rule, idx []int) {
+func (r *Router) answerByPolicy(out []*shardlimitv1.Decision, checks []rules.Resolved, idx []int, refund bool) {
 	for _, i := range idx {
-		rule := checkRules[i]
+		rule := checks[i].Rule
 		d := &shardlimitv1.Decision{
 			Allowed: rule.FailOpen(), Limit: rule.Limit, Rule: rule.Name, FailurePolicy: true,
-			ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0),
+			ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0), Delay: durationpb.New(0),
+		}
+		if refund {
+			out[i] = d
+			continue
 		}
 		result := resultFailedOpen
 		if !d.Allowed {
 			result = resultFailedClosed
 			d.RetryAfter = durationpb.New(r.opts.BreakerCooldown)
 		}
-		resp.Decisions[i] = d
-		r.metrics.decisions.WithLabelValues(req.Checks[i].Service, rule.Name, result).Inc()
+		out[i] = d
+		r.metrics.decisions.WithLabelValues(checks[i].Service, rule.Name, result).Inc()
 	}
 }
 

@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -15,8 +16,13 @@ var (
 	ErrUnknownService = errors.New("no rules for service")
 )
 
-// MaxHits bounds the cost of one check.
-const MaxHits = limiter.MaxBurst
+// Bounds on a check's fields besides those of the rules package.
+const (
+	// MaxHits bounds the cost of one check.
+	MaxHits = limiter.MaxBurst
+	// MaxAPIKeyLength bounds a check's api_key in bytes.
+	MaxAPIKeyLength = 512
+)
 
 // validate checks every field of every check against its bound, before
 // anything is counted.
@@ -35,8 +41,16 @@ func (r *Router) validate(req *shardlimitv1.CheckRequest) error {
 		if err := checkField(i, "endpoint", c.Endpoint, rules.MaxEndpointLength); err != nil {
 			return err
 		}
-		if err := checkField(i, "user", c.User, r.opts.MaxUserLength); err != nil {
-			return err
+		if len(c.User) > r.opts.MaxUserLength {
+			return fmt.Errorf("%w: checks[%d].user: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, len(c.User), r.opts.MaxUserLength)
+		}
+		if len(c.ApiKey) > MaxAPIKeyLength {
+			return fmt.Errorf("%w: checks[%d].api_key: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, len(c.ApiKey), MaxAPIKeyLength)
+		}
+		if c.Ip != "" {
+			if _, err := netip.ParseAddr(c.Ip); err != nil {
+				return fmt.Errorf("%w: checks[%d].ip: not an IP address", ErrInvalidCheck, i)
+			}
 		}
 		if h := c.GetHits(); c.Hits != nil && (h < 0 || h > MaxHits) {
 			return fmt.Errorf("%w: checks[%d].hits: %d not in 0..%d", ErrInvalidCheck, i, h, MaxHits)

@@ -25,7 +25,7 @@ func ParseFile(path string) ([]Rule, error) {
 }
 
 // Parse decodes a rules document, normalizes and validates every rule and
-// checks that no two rules share (service, endpoint) or (service, name).
+// checks that no two rules of a service share a name.
 // On any problem it returns no rules and an error listing every problem as
 // "file:line: field: message".
 func Parse(file string, b []byte) ([]Rule, error) {
@@ -47,7 +47,6 @@ func Parse(file string, b []byte) ([]Rule, error) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	out := make([]Rule, 0, len(doc.Rules))
-	byEndpoint := map[[2]string]int{}
 	byName := map[[2]string]int{}
 	for _, n := range doc.Rules {
 		var r Rule
@@ -59,12 +58,9 @@ func Parse(file string, b []byte) ([]Rule, error) {
 		for _, err := range r.Validate() {
 			fail(n.Line, err)
 		}
-		if prev, dup := byEndpoint[[2]string{r.Service, r.Endpoint}]; dup {
-			fail(n.Line, fmt.Errorf("%w: endpoint: service %q endpoint %q already has a rule at line %d", ErrInvalid, r.Service, r.Endpoint, prev))
-		} else if prev, dup := byName[[2]string{r.Service, r.Name}]; dup {
-			fail(n.Line, fmt.Errorf("%w: name: service %q already has a rule named %q at line %d", ErrInvalid, r.Service, r.Name, prev))
+		if prev, dup := byName[[2]string{r.Service, r.Name}]; dup {
+			fail(n.Line, fmt.Errorf("%w: name: service %q already has a rule named %q at line %d; rules of one service need distinct names", ErrInvalid, r.Service, r.Name, prev))
 		}
-		byEndpoint[[2]string{r.Service, r.Endpoint}] = n.Line
 		byName[[2]string{r.Service, r.Name}] = n.Line
 		out = append(out, r)
 	}

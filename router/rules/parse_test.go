@@ -26,10 +26,16 @@ rules:
 		t.Fatal(err)
 	}
 	s := NewSet(rs)
-	if r := s.Resolve("shop", "/checkout"); r == nil || r.Name != "/checkout" || r.Limit != 10 || time.Duration(r.Period) != time.Minute || !r.FailOpen() {
+	one := func(rs []*Rule) *Rule {
+		if len(rs) != 1 {
+			t.Fatalf("%d rules, want 1", len(rs))
+		}
+		return rs[0]
+	}
+	if r := one(s.Resolve("shop", "/checkout")); r.Name != "/checkout" || r.Limit != 10 || time.Duration(r.Period) != time.Minute || !r.FailOpen() {
 		t.Fatalf("exact rule: %+v", r)
 	}
-	if r := s.Resolve("shop", "/other"); r == nil || r.Name != "all" || time.Duration(r.Period) != 24*time.Hour || r.FailOpen() {
+	if r := one(s.Resolve("shop", "/other")); r.Name != "all" || time.Duration(r.Period) != 24*time.Hour || r.FailOpen() {
 		t.Fatalf("wildcard rule: %+v", r)
 	}
 	if s.Resolve("bank", "/x") != nil || s.HasService("bank") {
@@ -61,7 +67,7 @@ func TestParseReportsEveryErrorWithLineAndField(t *testing.T) {
 		"bad.yaml:2: invalid rule: limit: out of range: 0 not in 1..",
 		"bad.yaml:6: invalid rule: algorithm:",
 		"bad.yaml:6: invalid rule: failure_policy:",
-		"bad.yaml:12: invalid rule: endpoint: service \"shop\" endpoint \"/a\" already has a rule at line 2",
+		"bad.yaml:12: invalid rule: name: service \"shop\" already has a rule named \"/a\" at line 2",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -78,6 +84,63 @@ func TestParseRejectsUnknownFieldsAndBadDurations(t *testing.T) {
 			t.Errorf("accepted %q", doc)
 		} else if !strings.Contains(err.Error(), "line") && !strings.Contains(err.Error(), "f.yaml:") {
 			t.Errorf("error without a line: %v", err)
+		}
+	}
+}
+
+func TestSeveralRulesKeysAndDescriptors(t *testing.T) {
+	rs, err := Parse("many.yaml", []byte(`
+rules:
+  - {service: api, endpoint: /search, name: per-second, limit: 10, period: 1s}
+  - {service: api, endpoint: /search, name: per-day, limit: 1000, period: 1d, key: [api_key]}
+  - {service: api, endpoint: /login, name: per-ip, limit: 5, period: 1m, key: [ip, user]}
+  - service: api
+    name: envoy-per-ip
+    descriptor: [{key: remote_address}, {key: path, value: /checkout}]
+    limit: 100
+    period: 1m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSet(rs)
+	if got := s.Resolve("api", "/search"); len(got) != 2 || got[0].Name != "per-second" || got[1].Name != "per-day" {
+		t.Fatalf("/search rules: %v", got)
+	}
+	d := s.Descriptors("api")
+	if len(d) != 1 || d[0].Endpoint != "envoy:remote_address,path=/checkout" || len(d[0].Key) != 0 {
+		t.Fatalf("descriptor rules: %+v", d)
+	}
+	if s.Resolve("api", "envoy:remote_address,path=/checkout") != nil {
+		t.Fatal("a descriptor rule resolved as an endpoint")
+	}
+	login := s.Resolve("api", "/login")[0]
+	if u, missing := login.CounterUser(Attributes{User: "bob", IP: "10.0.0.1"}); u != "10.0.0.1|bob" || missing != "" {
+		t.Fatalf("counter user %q missing %q", u, missing)
+	}
+	if _, missing := login.CounterUser(Attributes{User: "bob"}); missing != "ip" {
+		t.Fatalf("missing %q, want ip", missing)
+	}
+	day := s.Resolve("api", "/search")[1]
+	u, _ := day.CounterUser(Attributes{APIKey: "sk_live_secret"})
+	if strings.Contains(u, "secret") || !strings.HasPrefix(u, "key:") || len(u) != 20 {
+		t.Fatalf("api key counter user %q must be a fingerprint", u)
+	}
+}
+
+func TestKeyAndDescriptorValidation(t *testing.T) {
+	for doc, want := range map[string]string{
+		"{service: a, endpoint: /x, limit: 1, period: 1s, key: [cookie]}":                                                                    `key: "cookie" is not one of user, api_key, ip`,
+		"{service: a, endpoint: /x, limit: 1, period: 1s, key: [ip, ip]}":                                                                    `key: "ip" listed twice`,
+		"{service: a, endpoint: /x, limit: 1, period: 1s, descriptor: [{key: k}]}":                                                           "endpoint: must be left out when descriptor is set",
+		"{service: a, limit: 1, period: 1s, descriptor: [{key: k}], key: [user]}":                                                            "key: must be left out when descriptor is set",
+		"{service: a, limit: 1, period: 1s, descriptor: [{key: 'k=v'}]}":                                                                     "descriptor[0]:",
+		"{service: a, endpoint: 'envoy:k', limit: 1, period: 1s}":                                                                            `endpoint: "envoy:" endpoints are derived from a descriptor`,
+		"{service: a, limit: 1, period: 1s, descriptor: [{key: a},{key: b},{key: c},{key: d},{key: e},{key: f},{key: g},{key: h},{key: i}]}": "descriptor: 9 entries exceed the maximum of 8",
+	} {
+		_, err := Parse("v.yaml", []byte("rules:\n  - "+doc+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", doc, err, want)
 		}
 	}
 }

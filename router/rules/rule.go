@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -33,8 +35,17 @@ type Rule struct {
 	// Service the rule applies to. Required.
 	Service string `yaml:"service" json:"service"`
 	// Endpoint the rule applies to, or "*" for every endpoint of the service
-	// without a rule of its own. Required.
-	Endpoint string `yaml:"endpoint" json:"endpoint"`
+	// without a rule of its own. Required unless Descriptor is set; then it
+	// is derived from the descriptor and must be left empty.
+	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
+	// Key lists the request attributes whose values name the counter:
+	// user, api_key, ip, or several of them; default [user].
+	Key []string `yaml:"key,omitempty" json:"key,omitempty"`
+	// Descriptor makes the rule match Envoy rate limit descriptors of the
+	// service's domain instead of endpoints: the entries in order, each with
+	// a key and optionally a value. An entry without a value matches any
+	// value and that value names the counter.
+	Descriptor []DescriptorEntry `yaml:"descriptor,omitempty" json:"descriptor,omitempty"`
 	// Algorithm: token_bucket (default), leaky_bucket, fixed_window,
 	// sliding_log, sliding_window or gcra.
 	Algorithm string `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
@@ -66,6 +77,40 @@ type Rule struct {
 	FailurePolicy string `yaml:"failure_policy,omitempty" json:"failure_policy,omitempty"`
 }
 
+// DescriptorEntry is one entry of an Envoy descriptor pattern.
+type DescriptorEntry struct {
+	Key   string `yaml:"key" json:"key"`
+	Value string `yaml:"value,omitempty" json:"value,omitempty"`
+}
+
+// Key attributes.
+const (
+	KeyUser   = "user"
+	KeyAPIKey = "api_key"
+	KeyIP     = "ip"
+)
+
+// MaxDescriptorEntries bounds a descriptor pattern.
+const MaxDescriptorEntries = 8
+
+// DescriptorEndpoint renders a descriptor pattern as the endpoint under
+// which its rule is stored: "envoy:key1,key2=value2".
+func DescriptorEndpoint(d []DescriptorEntry) string {
+	var b strings.Builder
+	b.WriteString("envoy:")
+	for i, e := range d {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('=')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
+}
+
 // Limiter returns the parameters the algorithms need. The rule must be valid.
 func (r *Rule) Limiter() limiter.Rule {
 	a, _ := limiter.ParseAlgorithm(r.algorithm())
@@ -88,6 +133,12 @@ func (r *Rule) algorithm() string {
 
 // normalize fills defaults in place.
 func (r *Rule) normalize() {
+	if len(r.Descriptor) > 0 && r.Endpoint == "" {
+		r.Endpoint = DescriptorEndpoint(r.Descriptor)
+	}
+	if len(r.Key) == 0 && len(r.Descriptor) == 0 {
+		r.Key = []string{KeyUser}
+	}
 	if r.Name == "" {
 		r.Name = r.Endpoint
 		if r.Endpoint == "*" {
@@ -126,6 +177,34 @@ func (r *Rule) Validate() []error {
 		bad("service", "must not contain '/'")
 	}
 	checkName("endpoint", r.Endpoint, MaxEndpointLength, true)
+	if len(r.Descriptor) > 0 {
+		if r.Endpoint != DescriptorEndpoint(r.Descriptor) {
+			bad("endpoint", "must be left out when descriptor is set")
+		}
+		if len(r.Key) > 0 {
+			bad("key", "must be left out when descriptor is set: the descriptor's values name the counter")
+		}
+		if len(r.Descriptor) > MaxDescriptorEntries {
+			bad("descriptor", "%d entries exceed the maximum of %d", len(r.Descriptor), MaxDescriptorEntries)
+		}
+		for i, e := range r.Descriptor {
+			if e.Key == "" || strings.ContainsAny(e.Key, ",=\x00\n") || strings.ContainsAny(e.Value, ",\x00\n") {
+				bad(fmt.Sprintf("descriptor[%d]", i), "key is required; key must not hold ',' '=' NUL or newline, value must not hold ',' NUL or newline")
+			}
+		}
+	} else if strings.HasPrefix(r.Endpoint, "envoy:") {
+		bad("endpoint", `"envoy:" endpoints are derived from a descriptor`)
+	}
+	seen := map[string]bool{}
+	for _, k := range r.Key {
+		switch {
+		case k != KeyUser && k != KeyAPIKey && k != KeyIP:
+			bad("key", "%q is not one of user, api_key, ip", k)
+		case seen[k]:
+			bad("key", "%q listed twice", k)
+		}
+		seen[k] = true
+	}
 	checkName("name", r.Name, MaxNameLength, false)
 	a, err := limiter.ParseAlgorithm(r.algorithm())
 	if err != nil {
@@ -196,4 +275,55 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	}
 	*d = v
 	return nil
+}
+
+// Resolved is one check bound to one of its rules: what the router decides
+// on a shard. User is the counter's name within the rule, built from the
+// rule's key attributes (see CounterUser).
+type Resolved struct {
+	Rule              *Rule
+	Service, Endpoint string
+	User              string
+	Hits              int64
+}
+
+// Attributes are a check's request attributes that a rule's key may name.
+type Attributes struct {
+	User, APIKey, IP string
+}
+
+// CounterUser builds the name of the counter a check uses under r, from the
+// attributes r.Key lists, joined by '|'. An API key is replaced by a
+// fingerprint ("key:" and 16 hex digits of its SHA-256), so that counters,
+// logs and hot-key lists never hold the key. It returns the first missing
+// attribute's name when one is empty.
+func (r *Rule) CounterUser(a Attributes) (user, missing string) {
+	if len(r.Key) == 1 && r.Key[0] == KeyUser { // the common case, without allocating
+		if a.User == "" {
+			return "", KeyUser
+		}
+		return a.User, ""
+	}
+	parts := make([]string, 0, len(r.Key))
+	for _, k := range r.Key {
+		switch k {
+		case KeyUser:
+			if a.User == "" {
+				return "", KeyUser
+			}
+			parts = append(parts, a.User)
+		case KeyAPIKey:
+			if a.APIKey == "" {
+				return "", KeyAPIKey
+			}
+			sum := sha256.Sum256([]byte(a.APIKey))
+			parts = append(parts, "key:"+hex.EncodeToString(sum[:8]))
+		case KeyIP:
+			if a.IP == "" {
+				return "", KeyIP
+			}
+			parts = append(parts, a.IP)
+		}
+	}
+	return strings.Join(parts, "|"), ""
 }

@@ -1,21 +1,30 @@
 package rules
 
+import "slices"
+
 // Set indexes rules by service and endpoint. It is immutable once built.
 type Set struct {
-	services map[string]map[string]*Rule
+	services    map[string]map[string][]*Rule
+	descriptors map[string][]*Rule
+	all         []Rule
 }
 
-// NewSet indexes rules that passed Parse.
+// NewSet indexes rules that passed Parse (or Validate). Rules of a service
+// that share an endpoint all apply to its checks.
 func NewSet(rules []Rule) *Set {
-	s := &Set{services: make(map[string]map[string]*Rule)}
-	for i := range rules {
-		r := &rules[i]
+	s := &Set{services: make(map[string]map[string][]*Rule), descriptors: make(map[string][]*Rule), all: slices.Clone(rules)}
+	for i := range s.all {
+		r := &s.all[i]
 		eps := s.services[r.Service]
 		if eps == nil {
-			eps = make(map[string]*Rule)
+			eps = make(map[string][]*Rule)
 			s.services[r.Service] = eps
 		}
-		eps[r.Endpoint] = r
+		if len(r.Descriptor) > 0 {
+			s.descriptors[r.Service] = append(s.descriptors[r.Service], r)
+			continue
+		}
+		eps[r.Endpoint] = append(eps[r.Endpoint], r)
 	}
 	return s
 }
@@ -26,21 +35,23 @@ func (s *Set) HasService(service string) bool {
 	return ok
 }
 
-// Resolve returns the rule for endpoint of service, else the service's "*"
-// rule, else nil.
-func (s *Set) Resolve(service, endpoint string) *Rule {
+// Resolve returns the rules for endpoint of service, else the service's "*"
+// rules, else nil. The slice must not be modified.
+func (s *Set) Resolve(service, endpoint string) []*Rule {
 	eps := s.services[service]
-	if r := eps[endpoint]; r != nil {
-		return r
+	if rs := eps[endpoint]; rs != nil {
+		return rs
 	}
 	return eps["*"]
 }
 
+// Descriptors returns the descriptor rules of service (an Envoy domain).
+// The slice must not be modified.
+func (s *Set) Descriptors(service string) []*Rule { return s.descriptors[service] }
+
+// Rules returns every rule, in the order given. The slice must not be
+// modified.
+func (s *Set) Rules() []Rule { return s.all }
+
 // Len returns the number of rules.
-func (s *Set) Len() int {
-	n := 0
-	for _, eps := range s.services {
-		n += len(eps)
-	}
-	return n
-}
+func (s *Set) Len() int { return len(s.all) }

@@ -74,7 +74,12 @@ type Check struct {
 	User     string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
 	// Cost of the call. Absent means 1; 0 reads the current state without
 	// consuming anything.
-	Hits          *int64 `protobuf:"varint,4,opt,name=hits,proto3,oneof" json:"hits,omitempty"`
+	Hits *int64 `protobuf:"varint,4,opt,name=hits,proto3,oneof" json:"hits,omitempty"`
+	// The caller's API key, for rules keyed by api_key. Counters and logs
+	// keep only a fingerprint of it, never the key.
+	ApiKey string `protobuf:"bytes,5,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	// The client's IP address, for rules keyed by ip.
+	Ip            string `protobuf:"bytes,6,opt,name=ip,proto3" json:"ip,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +142,20 @@ func (x *Check) GetHits() int64 {
 	return 0
 }
 
+func (x *Check) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *Check) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
 type CheckResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One decision per check, in request order.
@@ -195,7 +214,9 @@ type Decision struct {
 	// When denied: the wait after which the same check is allowed if nothing
 	// else consumes in between. Zero when allowed.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	// Name of the rule that decided; empty when no rule applies.
+	// Name of the rule that decided: when several rules apply, the one that
+	// denied (the longest retry_after), else the one with the least remaining.
+	// Empty when no rule applies.
 	Rule string `protobuf:"bytes,6,opt,name=rule,proto3" json:"rule,omitempty"`
 	// True when the owner shard was unreachable or late and the answer comes
 	// from the rule's failure policy, not from a counter.
@@ -326,12 +347,14 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
 	"\x1dshardlimit/v1/ratelimit.proto\x12\rshardlimit.v1\x1a\x1egoogle/protobuf/duration.proto\"<\n" +
 	"\fCheckRequest\x12,\n" +
-	"\x06checks\x18\x01 \x03(\v2\x14.shardlimit.v1.CheckR\x06checks\"s\n" +
+	"\x06checks\x18\x01 \x03(\v2\x14.shardlimit.v1.CheckR\x06checks\"\x9c\x01\n" +
 	"\x05Check\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x17\n" +
-	"\x04hits\x18\x04 \x01(\x03H\x00R\x04hits\x88\x01\x01B\a\n" +
+	"\x04hits\x18\x04 \x01(\x03H\x00R\x04hits\x88\x01\x01\x12\x17\n" +
+	"\aapi_key\x18\x05 \x01(\tR\x06apiKey\x12\x0e\n" +
+	"\x02ip\x18\x06 \x01(\tR\x02ipB\a\n" +
 	"\x05_hits\"F\n" +
 	"\rCheckResponse\x125\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\xa9\x03\n" +

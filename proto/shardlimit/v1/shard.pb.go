@@ -217,7 +217,10 @@ type ShardCheck struct {
 	// Index into DecideRequest.rules.
 	Rule uint32 `protobuf:"varint,5,opt,name=rule,proto3" json:"rule,omitempty"`
 	// Partition of the key, as the router computed it.
-	Partition     uint32 `protobuf:"varint,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	Partition uint32 `protobuf:"varint,6,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Give back hits that this rule allowed moments ago, because another rule
+	// of the same check denied it. The answer is the state after the refund.
+	Refund        bool `protobuf:"varint,7,opt,name=refund,proto3" json:"refund,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -292,6 +295,13 @@ func (x *ShardCheck) GetPartition() uint32 {
 		return x.Partition
 	}
 	return 0
+}
+
+func (x *ShardCheck) GetRefund() bool {
+	if x != nil {
+		return x.Refund
+	}
+	return false
 }
 
 type DecideRequest struct {
@@ -1075,7 +1085,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0felastic_percent\x18\b \x01(\x03R\x0eelasticPercent\x120\n" +
 	"\x14elastic_load_percent\x18\t \x01(\x03R\x12elasticLoadPercent\x12\x16\n" +
 	"\x06shadow\x18\n" +
-	" \x01(\bR\x06shadow\"\x9c\x01\n" +
+	" \x01(\bR\x06shadow\"\xb4\x01\n" +
 	"\n" +
 	"ShardCheck\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
@@ -1083,7 +1093,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x12\n" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x12\n" +
 	"\x04rule\x18\x05 \x01(\rR\x04rule\x12\x1c\n" +
-	"\tpartition\x18\x06 \x01(\rR\tpartition\"s\n" +
+	"\tpartition\x18\x06 \x01(\rR\tpartition\x12\x16\n" +
+	"\x06refund\x18\a \x01(\bR\x06refund\"s\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
 	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xb1\x02\n" +
