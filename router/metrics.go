@@ -15,10 +15,13 @@ const (
 )
 
 type metrics struct {
-	decisions   *prometheus.CounterVec
-	shardErrors *prometheus.CounterVec
-	members     prometheus.Gauge
-	refunds     prometheus.Counter
+	decisions    *prometheus.CounterVec
+	shardErrors  *prometheus.CounterVec
+	members      prometheus.Gauge
+	refunds      prometheus.Counter
+	rules        prometheus.Gauge
+	invalidRules prometheus.Gauge
+	ruleReloads  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,6 +43,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "shardlimit_router_refunds_total",
 		Help: "Rule decisions whose hits were given back because another rule of the same check denied it.",
 	})
-	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds)
+	m.rules = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shardlimit_router_rules",
+		Help: "Valid rules in use.",
+	})
+	m.invalidRules = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shardlimit_router_rules_invalid",
+		Help: "Rules stored in etcd that are not valid and are ignored (the last valid rule under the key stays in use).",
+	})
+	m.ruleReloads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardlimit_router_rule_reloads_total",
+		Help: "Rule sets loaded.",
+	})
+	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.ruleReloads)
 	return m
 }

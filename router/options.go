@@ -20,10 +20,11 @@ type Options struct {
 	Etcd []string
 	// Prefix is the etcd key prefix; default "/shardlimit/".
 	Prefix string
-	// RulesFile is a YAML rules file; read at start. One of RulesFile and
-	// Rules is required.
+	// RulesFile, when set, is a YAML rules file read at start and used
+	// instead of the rules in etcd, which are then not watched; default ""
+	// (rules come from etcd and changes apply within a second).
 	RulesFile string
-	// Rules are used instead of RulesFile when set (tests, dev).
+	// Rules, when non-nil, are used like RulesFile (tests).
 	Rules []rules.Rule
 	// Deadline bounds each call to a shard; default 20ms.
 	Deadline time.Duration
@@ -93,8 +94,6 @@ func (o *Options) validate() error {
 	switch {
 	case len(o.Etcd) == 0:
 		return fmt.Errorf("etcd: at least one endpoint is required")
-	case o.RulesFile == "" && o.Rules == nil:
-		return fmt.Errorf("rules: a rules file is required")
 	case o.Deadline < time.Millisecond || o.Deadline > 10*time.Second:
 		return fmt.Errorf("deadline: %v not in 1ms..10s", o.Deadline)
 	case o.MaxChecks < 1 || o.MaxChecks > 100_000:

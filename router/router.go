@@ -27,6 +27,7 @@ import (
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/membership"
 )
@@ -43,14 +44,13 @@ type Router struct {
 	registry *prometheus.Registry
 	metrics  *metrics
 
-	etcd    *clientv3.Client
-	lis     net.Listener
-	grpc    *grpc.Server
-	health  *health.Server
-	http    *http.Server
-	cancel  context.CancelFunc
-	watched chan struct{}
-	stop    sync.Once
+	etcd   *clientv3.Client
+	lis    net.Listener
+	grpc   *grpc.Server
+	health *health.Server
+	http   *http.Server
+	cancel context.CancelFunc
+	stop   sync.Once
 }
 
 // Start loads the rules, follows the shard members in etcd, and serves the
@@ -60,16 +60,15 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	rs := opts.Rules
-	if rs == nil {
+	static := opts.Rules
+	if static == nil && opts.RulesFile != "" {
 		var err error
-		if rs, err = rules.ParseFile(opts.RulesFile); err != nil {
+		if static, err = rules.ParseFile(opts.RulesFile); err != nil {
 			return nil, err
 		}
 	}
-	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), watched: make(chan struct{})}
+	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry()}
 	r.metrics = newMetrics(r.registry)
-	r.rules.Store(rules.NewSet(rs))
 
 	var err error
 	if r.etcd, err = membership.Dial(opts.Etcd); err != nil {
@@ -77,16 +76,28 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	var first sync.Once
+	membersRead, rulesRead := make(chan struct{}), make(chan struct{})
+	var firstMembers, firstRules sync.Once
 	go membership.Watch(watchCtx, r.etcd, opts.Prefix, r.log, func(ms []membership.Member) {
 		r.setMembers(ms)
-		first.Do(func() { close(r.watched) })
+		firstMembers.Do(func() { close(membersRead) })
 	})
-	select {
-	case <-r.watched:
-	case <-ctx.Done():
-		r.Stop(context.Background())
-		return nil, fmt.Errorf("waiting for the first member list from etcd: %w", ctx.Err())
+	if static != nil {
+		r.setRules(rulestore.Update{Rules: static})
+		close(rulesRead)
+	} else {
+		go rulestore.Watch(watchCtx, r.etcd, opts.Prefix, r.log, func(u rulestore.Update) {
+			r.setRules(u)
+			firstRules.Do(func() { close(rulesRead) })
+		})
+	}
+	for _, ch := range []chan struct{}{membersRead, rulesRead} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			r.Stop(context.Background())
+			return nil, fmt.Errorf("waiting for the first members and rules from etcd: %w", ctx.Err())
+		}
 	}
 
 	if r.lis, err = net.Listen("tcp", opts.Listen); err != nil {
@@ -95,6 +106,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	}
 	r.grpc = grpc.NewServer()
 	shardlimitv1.RegisterRateLimiterServer(r.grpc, r)
+	shardlimitv1.RegisterAdminServer(r.grpc, &admin{r: r})
 	r.health = health.NewServer()
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)
@@ -137,8 +149,14 @@ func (r *Router) Owner(service, rule, user string) (membership.Member, bool) {
 	return rt.table.Owner(p)
 }
 
-// SetRules replaces the rules in use.
-func (r *Router) SetRules(rs []rules.Rule) { r.rules.Store(rules.NewSet(rs)) }
+// setRules swaps in a new rule set.
+func (r *Router) setRules(u rulestore.Update) {
+	r.rules.Store(rules.NewSet(u.Rules))
+	r.metrics.rules.Set(float64(len(u.Rules)))
+	r.metrics.invalidRules.Set(float64(len(u.Invalid)))
+	r.metrics.ruleReloads.Inc()
+	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "revision", u.Revision)
+}
 
 // Stop stops serving and following etcd.
 func (r *Router) Stop(ctx context.Context) {

@@ -39,6 +39,9 @@ func StartEtcd(dir, clientAddr string) (*Etcd, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	// A rules file is applied in one transaction of up to one compare and
+	// one write per rule; etcd's default of 128 operations is too few.
+	cfg.MaxTxnOps = 8192
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
@@ -30,15 +32,48 @@ func ctlCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address")
 	cmd.PersistentFlags().DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call")
 	cmd.PersistentFlags().StringVarP(&cf.output, "output", "o", "text", "output format: text or json")
-	cmd.AddCommand(ctlCheckCmd(&cf))
+	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf))
 	return cmd
 }
 
-func (cf *ctlFlags) dial() (*grpc.ClientConn, error) {
-	if cf.output != "text" && cf.output != "json" {
-		return nil, fmt.Errorf("output: %q is not text or json", cf.output)
+// checkOutput rejects an output format the command does not print.
+func (cf *ctlFlags) checkOutput(formats ...string) error {
+	if len(formats) == 0 {
+		formats = []string{"text", "json"}
+	}
+	for _, f := range formats {
+		if cf.output == f {
+			return nil
+		}
+	}
+	return fmt.Errorf("output: %q is not one of %s", cf.output, strings.Join(formats, ", "))
+}
+
+// dial connects to the router after checking the output format (text or
+// json).
+func (cf *ctlFlags) dial() (*grpc.ClientConn, error) { return cf.dialAny("text", "json") }
+
+func (cf *ctlFlags) dialAny(formats ...string) (*grpc.ClientConn, error) {
+	if err := cf.checkOutput(formats...); err != nil {
+		return nil, err
 	}
 	return grpc.NewClient(cf.router, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// printJSON prints a proto message with protojson, anything else with
+// encoding/json, indented.
+func printJSON(w io.Writer, v any) error {
+	if m, ok := v.(proto.Message); ok {
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func ctlCheckCmd(cf *ctlFlags) *cobra.Command {

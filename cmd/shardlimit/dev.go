@@ -23,6 +23,7 @@ import (
 	"github.com/shardlimit/shardlimit/cmd/cluster"
 	"github.com/shardlimit/shardlimit/deploy"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard/membership"
 )
 
@@ -58,7 +59,7 @@ func devCmd() *cobra.Command {
 	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router")
 	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics")
 	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
-	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file (default: the built-in sample rules)")
+	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file stored in etcd at start (default: the built-in sample rules)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data (default: a temporary one, removed on exit)")
 	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
@@ -83,7 +84,8 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 			return err
 		}
 	}
-	if _, err := rules.ParseFile(rulesFile); err != nil {
+	initial, err := rules.ParseFile(rulesFile)
+	if err != nil {
 		return err
 	}
 	etcd, err := cluster.StartEtcd(filepath.Join(dir, "etcd"), o.etcdListen)
@@ -91,6 +93,9 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 	defer etcd.Close()
+	if err := storeRules(ctx, etcd.Endpoint(), o.prefix, initial); err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -107,7 +112,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		children = append(children, c)
 	}
 	rc, err := startChild(out, "router", exe, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
-		"--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--rules", rulesFile)
+		"--etcd", etcd.Endpoint(), "--prefix", o.prefix)
 	if err != nil {
 		return err
 	}
@@ -116,7 +121,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err := waitReady(ctx, etcd.Endpoint(), o, children); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules %s\n",
+	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules from %s stored in etcd\n",
 		time.Since(start).Round(time.Millisecond), o.routerListen, o.metricsListen, etcd.Endpoint(), rulesFile)
 	for _, c := range children {
 		fmt.Fprintf(out, "  %-8s pid %d\n", c.name, c.cmd.Process.Pid)
@@ -125,6 +130,20 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	<-ctx.Done()
 	fmt.Fprintln(out, "shardlimit dev stopping")
 	return nil
+}
+
+// storeRules writes the initial rules into etcd, where the router reads them
+// and `shardlimit ctl rules` changes them.
+func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) error {
+	cli, err := membership.Dial([]string{endpoint})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, _, err = rulestore.Apply(ctx, cli, prefix, rs, false, false)
+	return err
 }
 
 // waitReady waits until every shard is registered and the router serves.

@@ -35,7 +35,7 @@ func routerCmd() *cobra.Command {
 	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "HTTP address serving /metrics (default: off)")
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
-	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "YAML rules file (required)")
+	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "static YAML rules file used instead of the rules in etcd (default: follow the rules in etcd)")
 	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "deadline of each call to a shard; past it the rule's failure policy answers")
 	f.IntVar(&o.MaxChecks, "max-checks", o.MaxChecks, "maximum checks in one request")
 	f.IntVar(&o.MaxUserLength, "max-user-length", o.MaxUserLength, "maximum length of a check's user, in bytes")

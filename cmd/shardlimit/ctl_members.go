@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+func ctlMembersCmd(cf *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "members",
+		Short: "List the live shards: address, partitions, load, keys, host setup time.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			resp, err := shardlimitv1.NewAdminClient(conn).ListMembers(ctx, &shardlimitv1.ListMembersRequest{})
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tADDRESS\tZONE\tPARTITIONS\tLOAD/MIN\tKEYS\tMEMORY\tSETUP\tUP")
+			for _, m := range resp.Members {
+				setup := time.Duration(m.ReadyUnixNs - m.StartedUnixNs).Round(time.Millisecond)
+				up := time.Since(time.Unix(0, m.StartedUnixNs)).Round(time.Second)
+				load, keys, mem := "?", "?", "?"
+				if st := m.Stats; st != nil {
+					load, keys, mem = fmt.Sprint(st.Load), fmt.Sprint(st.Keys), fmt.Sprintf("%.1fMiB", float64(st.MemoryBytes)/(1<<20))
+				}
+				zone := m.Zone
+				if zone == "" {
+					zone = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%v\t%v\n", m.Id, m.Addr, zone, m.Partitions, load, keys, mem, setup, up)
+				if m.Error != "" {
+					fmt.Fprintf(tw, "\t  stats: %s\n", m.Error)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+}

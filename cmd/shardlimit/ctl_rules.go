@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+func ctlRulesCmd(cf *ctlFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "rules", Short: "Validate, apply, show, diff and delete the rules stored in etcd."}
+	cmd.AddCommand(ctlRulesValidateCmd(cf), ctlRulesApplyCmd(cf, false), ctlRulesApplyCmd(cf, true), ctlRulesGetCmd(cf), ctlRulesDeleteCmd(cf))
+	return cmd
+}
+
+func readRulesFile(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(path)
+}
+
+func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "validate -f FILE...",
+		Short: "Check rules files locally, reporting every error with file, line and field.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cf.checkOutput(); err != nil {
+				return err
+			}
+			var errs []string
+			total := 0
+			for _, f := range files {
+				b, err := readRulesFile(f)
+				if err != nil {
+					return err
+				}
+				rs, err := rules.Parse(f, b)
+				if err != nil {
+					errs = append(errs, err.Error())
+					continue
+				}
+				total += len(rs)
+			}
+			if len(errs) > 0 {
+				return fmt.Errorf("invalid rules:\n%s", strings.Join(errs, "\n"))
+			}
+			if cf.output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"valid": true, "files": len(files), "rules": total})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d rules in %d files are valid\n", total, len(files))
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "rules file (- for standard input); repeatable")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+// ctlRulesApplyCmd is `apply` or, with diff, `diff` (an apply that writes
+// nothing).
+func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
+	var file string
+	var dryRun, prune bool
+	use, short := "apply -f FILE", "Store every rule of a file, all or nothing; --dry-run shows the changes only."
+	if diff {
+		use, short = "diff -f FILE", "Show how the stored rules differ from a file, changing nothing."
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := readRulesFile(file)
+			if err != nil {
+				return err
+			}
+			if _, err := rules.Parse(file, b); err != nil { // report locally, before dialing
+				return fmt.Errorf("invalid rules, nothing applied:\n%w", err)
+			}
+			conn, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			resp, err := shardlimitv1.NewAdminClient(conn).ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{
+				FileName: file, Yaml: b, DryRun: dryRun || diff, Prune: prune,
+			})
+			if err != nil {
+				return err
+			}
+			return printChanges(cmd.OutOrStdout(), cf.output, resp)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&file, "file", "f", "", "rules file (- for standard input)")
+	f.BoolVar(&prune, "prune", false, "also delete stored rules of the file's services that the file lacks")
+	if !diff {
+		f.BoolVar(&dryRun, "dry-run", false, "show the changes without storing them")
+	}
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+func printChanges(w io.Writer, format string, resp *shardlimitv1.ApplyRulesResponse) error {
+	if format == "json" {
+		return printJSON(w, resp)
+	}
+	if len(resp.Changes) == 0 {
+		_, err := fmt.Fprintln(w, "no changes")
+		return err
+	}
+	for _, c := range resp.Changes {
+		switch c.Op {
+		case shardlimitv1.RuleChange_OP_ADD:
+			fmt.Fprintf(w, "+ %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  + ", c.After))
+		case shardlimitv1.RuleChange_OP_DELETE:
+			fmt.Fprintf(w, "- %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  - ", c.Before))
+		default:
+			fmt.Fprintf(w, "~ %s/%s\n%s", c.Service, c.Name, lineDiff(c.Before, c.After))
+		}
+	}
+	verb := "would change"
+	if resp.Applied {
+		verb = fmt.Sprintf("applied at revision %d:", resp.Revision)
+	}
+	_, err := fmt.Fprintf(w, "%s %d rules\n", verb, len(resp.Changes))
+	return err
+}
+
+func prefixLinesWith(p, s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString(p + l + "\n")
+	}
+	return b.String()
+}
+
+// lineDiff shows the lines of before missing from after (-) and the lines of
+// after missing from before (+); a rule's YAML is one field per line.
+func lineDiff(before, after string) string {
+	bl := strings.Split(strings.TrimRight(before, "\n"), "\n")
+	al := strings.Split(strings.TrimRight(after, "\n"), "\n")
+	in := func(ls []string, l string) bool {
+		for _, x := range ls {
+			if x == l {
+				return true
+			}
+		}
+		return false
+	}
+	var b strings.Builder
+	for _, l := range bl {
+		if !in(al, l) {
+			b.WriteString("  - " + l + "\n")
+		}
+	}
+	for _, l := range al {
+		if !in(bl, l) {
+			b.WriteString("  + " + l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func ctlRulesGetCmd(cf *ctlFlags) *cobra.Command {
+	var service string
+	cmd := &cobra.Command{
+		Use:   "get [--service S]",
+		Short: "Print the stored rules as a rules file (-o yaml round-trips through apply).",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := cf.dialAny("text", "json", "yaml")
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			resp, err := shardlimitv1.NewAdminClient(conn).GetRules(ctx, &shardlimitv1.GetRulesRequest{Service: service})
+			if err != nil {
+				return err
+			}
+			for _, k := range resp.Invalid {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s holds an invalid rule; routers ignore it\n", k)
+			}
+			if cf.output == "json" {
+				var f rules.File
+				if err := yaml.Unmarshal(resp.Yaml, &f); err != nil {
+					return err
+				}
+				return printJSON(cmd.OutOrStdout(), f)
+			}
+			_, err = cmd.OutOrStdout().Write(resp.Yaml)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&service, "service", "", "only this service's rules")
+	return cmd
+}
+
+func ctlRulesDeleteCmd(cf *ctlFlags) *cobra.Command {
+	var service, name string
+	cmd := &cobra.Command{
+		Use:   "delete --service S --name N",
+		Short: "Delete one stored rule.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			conn, err := cf.dial()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
+			defer cancel()
+			resp, err := shardlimitv1.NewAdminClient(conn).DeleteRule(ctx, &shardlimitv1.DeleteRuleRequest{Service: service, Name: name})
+			if err != nil {
+				return err
+			}
+			if cf.output == "json" {
+				return printJSON(cmd.OutOrStdout(), resp)
+			}
+			if !resp.Existed {
+				return fmt.Errorf("no rule %s/%s is stored", service, name)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted %s/%s\n", service, name)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&service, "service", "", "service (required)")
+	cmd.Flags().StringVar(&name, "name", "", "rule name (required)")
+	_ = cmd.MarkFlagRequired("service")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}

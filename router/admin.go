@@ -1,0 +1,210 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/router/rulestore"
+)
+
+// admin serves the Admin API on the router's gRPC port.
+type admin struct {
+	shardlimitv1.UnimplementedAdminServer
+	r *Router
+}
+
+// maxRulesFile bounds ApplyRulesRequest.yaml.
+const maxRulesFile = 1 << 20
+
+// etcdTimeout bounds each admin call's etcd work.
+const etcdTimeout = 5 * time.Second
+
+func (a *admin) ApplyRules(ctx context.Context, req *shardlimitv1.ApplyRulesRequest) (*shardlimitv1.ApplyRulesResponse, error) {
+	if len(req.Yaml) > maxRulesFile {
+		return nil, status.Errorf(codes.InvalidArgument, "yaml: %d bytes exceed the maximum of %d", len(req.Yaml), maxRulesFile)
+	}
+	name := req.FileName
+	if name == "" {
+		name = "rules.yaml"
+	}
+	desired, err := rules.Parse(name, req.Yaml)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	changes, rev, err := rulestore.Apply(ctx, a.r.etcd, a.r.opts.Prefix, desired, req.Prune, req.DryRun)
+	switch {
+	case errors.Is(err, rulestore.ErrConflict):
+		return nil, status.Error(codes.Aborted, err.Error())
+	case err != nil && strings.Contains(err.Error(), "too many operations in txn request"):
+		return nil, status.Errorf(codes.InvalidArgument, "yaml: %d rules changed at once exceed etcd's --max-txn-ops; raise it or split the file", len(changes))
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+	}
+	resp := &shardlimitv1.ApplyRulesResponse{Applied: !req.DryRun && len(changes) > 0, Revision: rev}
+	for _, c := range changes {
+		rc := &shardlimitv1.RuleChange{Service: c.Service(), Name: c.Name()}
+		switch c.Op {
+		case "add":
+			rc.Op = shardlimitv1.RuleChange_OP_ADD
+		case "change":
+			rc.Op = shardlimitv1.RuleChange_OP_CHANGE
+		case "delete":
+			rc.Op = shardlimitv1.RuleChange_OP_DELETE
+		}
+		if c.Before != nil {
+			b, _ := rulestore.Encode(c.Before)
+			rc.Before = string(b)
+		}
+		if c.After != nil {
+			b, _ := rulestore.Encode(c.After)
+			rc.After = string(b)
+		}
+		resp.Changes = append(resp.Changes, rc)
+	}
+	if resp.Applied {
+		a.r.log.Info("rules applied", "file", name, "changes", len(changes), "revision", rev)
+	}
+	return resp, nil
+}
+
+func (a *admin) GetRules(ctx context.Context, req *shardlimitv1.GetRulesRequest) (*shardlimitv1.GetRulesResponse, error) {
+	if strings.Contains(req.Service, "/") {
+		return nil, status.Error(codes.InvalidArgument, "service: must not contain '/'")
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	entries, invalid, rev, err := rulestore.List(ctx, a.r.etcd, a.r.opts.Prefix, req.Service)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+	}
+	rs := make([]rules.Rule, len(entries))
+	for i, e := range entries {
+		rs[i] = e.Rule
+	}
+	b, err := rulestore.File(rs)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	resp := &shardlimitv1.GetRulesResponse{Yaml: b, Revision: rev}
+	for _, in := range invalid {
+		resp.Invalid = append(resp.Invalid, in.Key)
+	}
+	return resp, nil
+}
+
+func (a *admin) DeleteRule(ctx context.Context, req *shardlimitv1.DeleteRuleRequest) (*shardlimitv1.DeleteRuleResponse, error) {
+	switch {
+	case req.Service == "" || strings.Contains(req.Service, "/"):
+		return nil, status.Error(codes.InvalidArgument, "service: required, without '/'")
+	case req.Name == "":
+		return nil, status.Error(codes.InvalidArgument, "name: required")
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	existed, err := rulestore.Delete(ctx, a.r.etcd, a.r.opts.Prefix, req.Service, req.Name)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+	}
+	if existed {
+		a.r.log.Info("rule deleted", "service", req.Service, "name", req.Name)
+	}
+	return &shardlimitv1.DeleteRuleResponse{Existed: existed}, nil
+}
+
+// ListMembers lists the live shards this router routes to, each with its
+// Stats, asked in parallel.
+func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequest) (*shardlimitv1.ListMembersResponse, error) {
+	rt := a.r.routing.Load()
+	counts := rt.table.Count()
+	resp := &shardlimitv1.ListMembersResponse{Partitions: uint32(rt.table.Partitions())}
+	resp.Members = make([]*shardlimitv1.Member, len(rt.peers))
+	var wg sync.WaitGroup
+	for i, p := range rt.peers {
+		m := p.member
+		out := &shardlimitv1.Member{
+			Id: m.ID, Addr: m.Addr, Zone: m.Zone, Version: m.Version,
+			StartedUnixNs: m.Started.UnixNano(), ReadyUnixNs: m.Ready.UnixNano(), Partitions: uint32(counts[m.ID]),
+		}
+		resp.Members[i] = out
+		if p.client == nil {
+			out.Error = "no client"
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			st, err := p.client.Stats(cctx, &shardlimitv1.StatsRequest{})
+			if err != nil {
+				out.Error = status.Convert(err).Message()
+				return
+			}
+			out.Stats = st
+		})
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+// ListLimited asks every live shard for the episodes of a service and
+// merges them, newest first.
+func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRequest) (*shardlimitv1.ListLimitedResponse, error) {
+	if req.Service == "" {
+		return nil, status.Error(codes.InvalidArgument, "service: required")
+	}
+	rt := a.r.routing.Load()
+	resp := &shardlimitv1.ListLimitedResponse{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sreq := &shardlimitv1.LimitedRequest{Service: req.Service, SinceUnixNs: req.SinceUnixNs, UntilUnixNs: req.UntilUnixNs, Limit: req.Limit}
+	var badArg error
+	for _, p := range rt.peers {
+		if p.client == nil {
+			resp.Unreachable = append(resp.Unreachable, p.member.ID)
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			lr, err := p.client.Limited(cctx, sreq)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case status.Code(err) == codes.InvalidArgument:
+				badArg = err
+			case err != nil:
+				resp.Unreachable = append(resp.Unreachable, p.member.ID)
+			default:
+				resp.Episodes = append(resp.Episodes, lr.Episodes...)
+			}
+		})
+	}
+	wg.Wait()
+	if badArg != nil {
+		return nil, badArg
+	}
+	slices.SortFunc(resp.Episodes, func(x, y *shardlimitv1.Episode) int {
+		switch {
+		case x.BeganUnixNs > y.BeganUnixNs:
+			return -1
+		case x.BeganUnixNs < y.BeganUnixNs:
+			return 1
+		}
+		return strings.Compare(x.User, y.User)
+	})
+	if limit := int(req.Limit); limit > 0 && len(resp.Episodes) > limit {
+		resp.Episodes = resp.Episodes[:limit]
+	}
+	slices.Sort(resp.Unreachable)
+	return resp, nil
+}

@@ -1,0 +1,173 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router"
+	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard/membership"
+)
+
+func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return shardlimitv1.NewAdminClient(conn)
+}
+
+// Rules applied through the admin API reach every router within a second;
+// an invalid file changes nothing; an invalid value written straight into
+// etcd is ignored and the last valid rule stays; changing only the limit
+// keeps the counters; get round-trips; delete removes.
+func TestRulesInEtcdHotReload(t *testing.T) {
+	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Routers: 2, Router: func(o *router.Options) {
+		o.Rules = nil // follow etcd
+	}})
+	adm := adminClient(t, c.Routers[0].Addr())
+	ctx := context.Background()
+	apply := func(doc string) (*shardlimitv1.ApplyRulesResponse, error) {
+		return adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: "r.yaml", Yaml: []byte(doc)})
+	}
+	waitRule := func(limit int64) {
+		t.Helper()
+		start := time.Now()
+		for i := range c.Routers {
+			cl := c.Client(i)
+			cluster.Eventually(t, 5*time.Second, func() error {
+				d := check(t, cl, "pay", "/charge", "probe")
+				if d.Limit != limit {
+					return fmt.Errorf("router %d: limit %d, want %d", i, d.Limit, limit)
+				}
+				return nil
+			})
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("rules reached every router after %v, want within 1s", took)
+		}
+	}
+
+	resp, err := apply("rules:\n  - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 5, period: 1h}\n")
+	if err != nil || !resp.Applied || len(resp.Changes) != 1 || resp.Changes[0].Op != shardlimitv1.RuleChange_OP_ADD {
+		t.Fatalf("apply: %v %v", resp, err)
+	}
+	waitRule(5)
+	for range 3 {
+		check(t, c.Client(0), "pay", "/charge", "alice")
+	}
+
+	// Only the limit changes: counters are kept (3 used of the new 10).
+	if _, err := apply("rules:\n  - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 10, period: 1h}\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitRule(10)
+	if d := check(t, c.Client(1), "pay", "/charge", "alice"); d.Remaining != 6 {
+		t.Fatalf("after the limit change: remaining %d, want 6 (counter kept)", d.Remaining)
+	}
+
+	// An invalid file changes nothing and names file, line and field.
+	_, err = apply("rules:\n  - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 20, period: 1h}\n  - {service: pay, endpoint: /x, limit: -1, period: 1h}\n")
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "r.yaml:3: invalid rule: limit:") {
+		t.Fatalf("invalid file: %v", err)
+	}
+	if d := check(t, c.Client(0), "pay", "/charge", "bob"); d.Limit != 10 {
+		t.Fatalf("an invalid file changed the rules: limit %d", d.Limit)
+	}
+
+	// A bad value straight in etcd is ignored; the last valid rule stays.
+	cli, err := membership.Dial([]string{c.Etcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	key := rulestore.Dir(c.Prefix) + "pay/charge"
+	if _, err := cli.Put(ctx, key, "service: pay\nendpoint: /charge\nname: charge\nlimit: nope\n"); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Eventually(t, 5*time.Second, func() error {
+		g, err := adm.GetRules(ctx, &shardlimitv1.GetRulesRequest{})
+		if err != nil || len(g.Invalid) != 1 {
+			return fmt.Errorf("invalid keys %v, err %v", g.GetInvalid(), err)
+		}
+		return nil
+	})
+	if d := check(t, c.Client(1), "pay", "/charge", "bob"); d.Limit != 10 {
+		t.Fatalf("an invalid stored value replaced the rule: limit %d", d.Limit)
+	}
+
+	// get -o yaml round-trips through apply.
+	if _, err := apply("rules:\n  - {service: pay, endpoint: /charge, name: charge, limit: 10, period: 1h, algorithm: gcra, burst: 2}\n"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := adm.GetRules(ctx, &shardlimitv1.GetRulesRequest{Service: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: "got.yaml", Yaml: g.Yaml, DryRun: true})
+	if err != nil || len(again.Changes) != 0 {
+		t.Fatalf("get output does not round-trip: %v %v\n%s", again, err, g.Yaml)
+	}
+
+	// Dry run and prune.
+	dry, err := adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{Yaml: []byte("rules:\n  - {service: pay, endpoint: /refund, limit: 1, period: 1m}\n"), DryRun: true, Prune: true})
+	if err != nil || dry.Applied || len(dry.Changes) != 2 {
+		t.Fatalf("dry run with prune: %v %v", dry, err)
+	}
+	if d := check(t, c.Client(0), "pay", "/charge", "bob"); d.Rule != "charge" {
+		t.Fatalf("a dry run changed the rules: %v", d)
+	}
+
+	// Delete.
+	del, err := adm.DeleteRule(ctx, &shardlimitv1.DeleteRuleRequest{Service: "pay", Name: "charge"})
+	if err != nil || !del.Existed {
+		t.Fatalf("delete: %v %v", del, err)
+	}
+	cluster.Eventually(t, 5*time.Second, func() error {
+		_, err := c.Client(1).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "x"}}})
+		if status.Code(err) != codes.NotFound {
+			return fmt.Errorf("after delete: %v", err)
+		}
+		return nil
+	})
+}
+
+// ListMembers and ListLimited fan out to the shards.
+func TestAdminMembersAndLimited(t *testing.T) {
+	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t)})
+	adm := adminClient(t, c.Routers[0].Addr())
+	cl := c.Client(0)
+	for range 12 {
+		check(t, cl, "shop", "/checkout", "eve")
+	}
+	ms, err := adm.ListMembers(context.Background(), &shardlimitv1.ListMembersRequest{})
+	if err != nil || len(ms.Members) != 3 || ms.Partitions != 1024 {
+		t.Fatalf("members: %v %v", ms, err)
+	}
+	total := uint32(0)
+	for _, m := range ms.Members {
+		if m.Stats == nil || m.ReadyUnixNs < m.StartedUnixNs || m.Partitions == 0 {
+			t.Fatalf("member %v", m)
+		}
+		total += m.Partitions
+	}
+	if total != 1024 {
+		t.Fatalf("members own %d partitions in all, want 1024", total)
+	}
+	lim, err := adm.ListLimited(context.Background(), &shardlimitv1.ListLimitedRequest{Service: "shop"})
+	if err != nil || len(lim.Episodes) != 1 || lim.Episodes[0].User != "eve" || lim.Episodes[0].Denied != 2 {
+		t.Fatalf("limited: %v %v", lim, err)
+	}
+}
