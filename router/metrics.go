@@ -1,6 +1,9 @@
 package router
 
 import (
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,13 +18,16 @@ const (
 )
 
 type metrics struct {
-	decisions    *prometheus.CounterVec
-	shardErrors  *prometheus.CounterVec
-	members      prometheus.Gauge
-	refunds      prometheus.Counter
-	rules        prometheus.Gauge
-	invalidRules prometheus.Gauge
-	ruleReloads  prometheus.Counter
+	memberChanges prometheus.Counter
+	mapVersion    prometheus.Gauge
+	mapWritten    atomic.Int64 // Unix ns the map in force was written
+	decisions     *prometheus.CounterVec
+	shardErrors   *prometheus.CounterVec
+	members       prometheus.Gauge
+	refunds       prometheus.Counter
+	rules         prometheus.Gauge
+	invalidRules  prometheus.Gauge
+	ruleReloads   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,6 +61,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "shardlimit_router_rule_reloads_total",
 		Help: "Rule sets loaded.",
 	})
-	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.ruleReloads)
+	m.memberChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardlimit_router_member_changes_total",
+		Help: "Changes of the live shard list seen.",
+	})
+	m.mapVersion = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shardlimit_router_shardmap_version",
+		Help: "Version of the shard map in force; 0 while the ring decides alone.",
+	})
+	mapAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shardlimit_router_shardmap_age_seconds",
+		Help: "Seconds since the shard map in force was written; 0 while there is none.",
+	}, func() float64 {
+		w := m.mapWritten.Load()
+		if w == 0 {
+			return 0
+		}
+		return time.Since(time.Unix(0, w)).Seconds()
+	})
+	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.ruleReloads,
+		m.memberChanges, m.mapVersion, mapAge)
 	return m
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
 	BreakerCooldown time.Duration
+	// EnvoyHeaders makes Envoy rate limit answers carry the RateLimit-Policy,
+	// RateLimit and Retry-After headers for Envoy to add; default false.
+	EnvoyHeaders bool
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal on every router.
 	Ring shardmap.Config

@@ -25,7 +25,9 @@ import (
 	"log/slog"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance/mapstore"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard"
@@ -40,7 +42,9 @@ type Router struct {
 	log      *slog.Logger
 	rules    atomic.Pointer[rules.Set]
 	routing  atomic.Pointer[routing]
-	peersMu  sync.Mutex
+	peersMu  sync.Mutex // guards members, shardMap and rebuilding routing
+	members  []membership.Member
+	shardMap *shardmap.Map
 	registry *prometheus.Registry
 	metrics  *metrics
 
@@ -76,8 +80,12 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	membersRead, rulesRead := make(chan struct{}), make(chan struct{})
-	var firstMembers, firstRules sync.Once
+	membersRead, rulesRead, mapRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var firstMembers, firstRules, firstMap sync.Once
+	go mapstore.Watch(watchCtx, r.etcd, opts.Prefix, r.log, func(m *shardmap.Map) {
+		r.setMap(m)
+		firstMap.Do(func() { close(mapRead) })
+	})
 	go membership.Watch(watchCtx, r.etcd, opts.Prefix, r.log, func(ms []membership.Member) {
 		r.setMembers(ms)
 		firstMembers.Do(func() { close(membersRead) })
@@ -91,12 +99,12 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			firstRules.Do(func() { close(rulesRead) })
 		})
 	}
-	for _, ch := range []chan struct{}{membersRead, rulesRead} {
+	for _, ch := range []chan struct{}{membersRead, rulesRead, mapRead} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			r.Stop(context.Background())
-			return nil, fmt.Errorf("waiting for the first members and rules from etcd: %w", ctx.Err())
+			return nil, fmt.Errorf("waiting for the first members, rules and shard map from etcd: %w", ctx.Err())
 		}
 	}
 
@@ -107,6 +115,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	r.grpc = grpc.NewServer()
 	shardlimitv1.RegisterRateLimiterServer(r.grpc, r)
 	shardlimitv1.RegisterAdminServer(r.grpc, &admin{r: r})
+	envoy.Register(r.grpc, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
 	r.health = health.NewServer()
 	healthpb.RegisterHealthServer(r.grpc, r.health)
 	reflection.Register(r.grpc)
@@ -132,6 +141,14 @@ func (r *Router) Addr() string { return r.lis.Addr().String() }
 
 // Registry returns the router's Prometheus registry.
 func (r *Router) Registry() *prometheus.Registry { return r.registry }
+
+// MapVersion returns the version of the shard map in force; 0 when none.
+func (r *Router) MapVersion() int64 {
+	if rt := r.routing.Load(); rt != nil && rt.m != nil {
+		return rt.m.Version
+	}
+	return 0
+}
 
 // Members returns the shards the router currently routes to.
 func (r *Router) Members() []membership.Member {

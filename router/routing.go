@@ -19,24 +19,57 @@ type peer struct {
 	breaker *breaker
 }
 
-// routing is an immutable snapshot: the partition table and a peer for each
-// of its members, at the same index. The router swaps whole snapshots.
+// routing is an immutable snapshot: the partition table in force (the ring
+// over the live members with the shard map's pins), a peer for each member
+// at the same index, and the map it came from. The router swaps whole
+// snapshots.
 type routing struct {
 	table *shardmap.Table
 	peers []*peer
+	m     *shardmap.Map
 }
 
-// setMembers builds a new snapshot for members, reusing the connections of
-// members that stayed at the same address, and closes the others after a
-// grace period so calls in flight can finish.
+// setMembers rebuilds the routing for a new member list.
 func (r *Router) setMembers(members []membership.Member) {
-	table, err := shardmap.Build(r.opts.Ring, members)
+	r.peersMu.Lock()
+	defer r.peersMu.Unlock()
+	r.members = members
+	r.rebuild()
+	r.metrics.members.Set(float64(len(members)))
+	r.metrics.memberChanges.Inc()
+	r.log.Info("shard members changed", "members", len(members))
+}
+
+// setMap rebuilds the routing for a new shard map.
+func (r *Router) setMap(m *shardmap.Map) {
+	r.peersMu.Lock()
+	defer r.peersMu.Unlock()
+	if m != nil {
+		if err := m.Validate(r.opts.Ring.Partitions); err != nil {
+			r.log.Error("ignoring a shard map that does not fit; the ring decides alone", "err", err)
+			m = nil
+		}
+	}
+	r.shardMap = m
+	r.rebuild()
+	if m != nil {
+		r.metrics.mapVersion.Set(float64(m.Version))
+		r.metrics.mapWritten.Store(m.WrittenAt.UnixNano())
+		r.log.Info("shard map in force", "version", m.Version, "pinned", m.Pinned(), "reason", m.Reason)
+	}
+}
+
+// rebuild builds a new snapshot from the current members and map, reusing
+// the connections of members that stayed at the same address, and closes
+// the others after a grace period so calls in flight can finish. The caller
+// holds peersMu.
+func (r *Router) rebuild() {
+	ring, err := shardmap.Build(r.opts.Ring, r.members)
 	if err != nil {
 		r.log.Error("cannot build the partition table; keeping the previous one", "err", err)
 		return
 	}
-	r.peersMu.Lock()
-	defer r.peersMu.Unlock()
+	table := shardmap.Resolve(ring, r.shardMap)
 	old := r.routing.Load()
 	byID := map[string]*peer{}
 	if old != nil {
@@ -44,7 +77,7 @@ func (r *Router) setMembers(members []membership.Member) {
 			byID[p.member.ID] = p
 		}
 	}
-	next := &routing{table: table, peers: make([]*peer, len(table.Members()))}
+	next := &routing{table: table, peers: make([]*peer, len(table.Members())), m: r.shardMap}
 	for i, m := range table.Members() {
 		if p := byID[m.ID]; p != nil && p.member.Addr == m.Addr {
 			next.peers[i] = p
@@ -69,8 +102,6 @@ func (r *Router) setMembers(members []membership.Member) {
 			time.AfterFunc(5*time.Second, func() { _ = p.conn.Close() })
 		}
 	}
-	r.metrics.members.Set(float64(len(members)))
-	r.log.Info("shard members changed", "members", len(members), "partitions", table.Partitions())
 }
 
 // closePeers closes every connection; used on stop.

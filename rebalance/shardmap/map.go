@@ -1,0 +1,90 @@
+package shardmap
+
+import (
+	"fmt"
+	"time"
+)
+
+// Map is the published shard map: the partitions the rebalance job has
+// pinned to a member. A partition without a pin ("") is placed by the
+// bounded-load ring, as is a pinned one whose member is not live; so with no
+// map, or an empty one, the ring alone decides.
+type Map struct {
+	// Version grows by one with every publication; the first map is 1.
+	Version int64 `json:"version"`
+	// Partitions is the partition count the map was written for; a map for
+	// another count is ignored.
+	Partitions int `json:"partitions"`
+	// Owners pins partition p to member Owners[p]; "" leaves it to the ring.
+	Owners []string `json:"owners"`
+	// Reason, WrittenAt and WrittenBy say why, when and by whom.
+	Reason    string    `json:"reason"`
+	WrittenAt time.Time `json:"written_at"`
+	WrittenBy string    `json:"written_by"`
+	// Moves are the partitions this version moved, for history.
+	Moves []Move `json:"moves,omitempty"`
+}
+
+// Move is one partition moved by a map version.
+type Move struct {
+	Partition int    `json:"partition"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Load      uint64 `json:"load,omitempty"`
+}
+
+// Validate checks a map's shape against the partition count in use.
+func (m *Map) Validate(partitions int) error {
+	switch {
+	case m.Version < 1:
+		return fmt.Errorf("shard map version: %d is under 1", m.Version)
+	case m.Partitions != partitions:
+		return fmt.Errorf("shard map partitions: %d, but %d are in use", m.Partitions, partitions)
+	case len(m.Owners) != m.Partitions:
+		return fmt.Errorf("shard map owners: %d entries for %d partitions", len(m.Owners), m.Partitions)
+	}
+	return nil
+}
+
+// Pinned returns how many partitions the map pins.
+func (m *Map) Pinned() int {
+	n := 0
+	for _, o := range m.Owners {
+		if o != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Resolve returns the owners in force: ring's, overridden by every pin of m
+// whose member is among ring's members. m may be nil. This is the one
+// function routers and the rebalance job share to agree on owners.
+func Resolve(ring *Table, m *Map) *Table {
+	if m == nil || m.Validate(ring.Partitions()) != nil {
+		return ring
+	}
+	index := make(map[string]int, len(ring.members))
+	for i, mem := range ring.members {
+		index[mem.ID] = i
+	}
+	t := &Table{owners: make([]int, len(ring.owners)), members: ring.members}
+	copy(t.owners, ring.owners)
+	for p, id := range m.Owners {
+		if i, live := index[id]; live && id != "" {
+			t.owners[p] = i
+		}
+	}
+	return t
+}
+
+// Owners returns the member ID owning each partition ("" when none).
+func (t *Table) Owners() []string {
+	out := make([]string, len(t.owners))
+	for p, i := range t.owners {
+		if i >= 0 {
+			out[p] = t.members[i].ID
+		}
+	}
+	return out
+}

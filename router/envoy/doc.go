@@ -1,0 +1,29 @@
+// Package envoy serves Envoy's rate limit service v3
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) on top of
+// a Decider, which the router is: Envoy's and Istio's global rate limit
+// filters call it with a domain and a list of descriptors, and get one
+// status per descriptor.
+//
+// A domain is a shardlimit service. Each descriptor is matched against the
+// service's descriptor rules (rules.Set.Descriptors) by Match: the most
+// specific matching rule decides it, and the values at the rule's wildcard
+// positions name its counter. The package turns the request into checks
+// bound to their rules (rules.Resolved), has the Decider decide them all in
+// one call, and turns the decisions into Envoy's statuses: code,
+// current_limit (see CurrentLimit for how a period becomes Envoy's unit),
+// limit_remaining and duration_until_reset, plus, when Options.Headers is
+// set, the RateLimit-Policy, RateLimit and Retry-After response headers of
+// draft-ietf-httpapi-ratelimit-headers-10.
+//
+// Unknown domains and descriptors that match no rule are answered OK
+// without a limit, as Envoy expects of a rate limit service. Malformed
+// requests are rejected whole with INVALID_ARGUMENT naming the field and
+// the bound, before anything is counted.
+//
+// Register is called by whoever owns the gRPC server (the router, or a
+// test). The package is glue like the router: it must never decide a
+// descriptor itself (counting and failure policies belong to the Decider),
+// never invent a limit for a descriptor no rule matches, and never echo a
+// descriptor's values in errors or logs, since they may be addresses,
+// user ids or credentials.
+package envoy

@@ -1,0 +1,143 @@
+package envoy
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// Header names of draft-ietf-httpapi-ratelimit-headers-10, and
+// Retry-After (RFC 9110).
+const (
+	HeaderPolicy     = "RateLimit-Policy"
+	HeaderRateLimit  = "RateLimit"
+	HeaderRetryAfter = "Retry-After"
+)
+
+// never is the retry_after at and past which a denial is taken to be
+// permanent (hits over a rule's capacity), so no Retry-After is promised.
+const never = 366 * 24 * time.Hour
+
+// limitState is what the headers say about one descriptor decided by a
+// counter.
+type limitState struct {
+	name       string        // the rule's name: the policy's name
+	limit      int64         // hits per period
+	period     time.Duration // the rule's period
+	remaining  int64
+	resetAfter time.Duration
+	overLimit  bool
+	retryAfter time.Duration // when overLimit
+	byPolicy   bool          // decided by failure policy: no counter state
+	shadow     bool          // shadow rule: nothing is enforced
+}
+
+// headers returns the response headers of
+// draft-ietf-httpapi-ratelimit-headers-10 for the descriptors decided in
+// one answer, nil when there is nothing to say:
+//
+//	RateLimit-Policy: "checkout";q=10;w=60
+//	RateLimit: "checkout";r=0;t=6
+//	Retry-After: 6
+//
+// Both RateLimit fields are Structured Field Lists with one Item per rule
+// (the policy's name is the rule's name, a String), in the order the
+// rules first appear among the descriptors. RateLimit-Policy has q, the
+// limit, and w, the period in seconds, as CurrentLimit expresses them (so
+// a 500ms period with limit 10 is q=20;w=1). RateLimit has r, the hits
+// remaining, and t, the seconds until the counter is back to a fresh state
+// (reset_after rounded up) — or, when the descriptor is over limit and
+// can be allowed later, the seconds until the same request is allowed
+// (retry_after rounded up), so that Retry-After never points earlier than
+// t (section 6 of the draft).
+// When a rule decides several descriptors, its RateLimit item is the most
+// restrictive one: over limit first, then the least remaining.
+//
+// Retry-After, in seconds rounded up and at least 1, is the longest
+// retry_after among the descriptors over limit, those denied by failure
+// policy included; it is left out when every denial is permanent (the
+// hits can never be allowed).
+//
+// Descriptors of shadow rules are left out (a client must not slow down
+// for a limit that is not enforced), and so are descriptors decided by
+// failure policy but for their Retry-After: no counter was read, so there
+// is nothing true to say about remaining or reset.
+func headers(states []limitState) []*corev3.HeaderValue {
+	var policy, limits []string
+	index := map[string]int{}
+	var worst []limitState
+	var retry time.Duration
+	retrySet := false
+	for _, s := range states {
+		if s.overLimit && s.retryAfter < never {
+			retry, retrySet = max(retry, s.retryAfter), true
+		}
+		if s.shadow || s.byPolicy {
+			continue
+		}
+		i, ok := index[s.name]
+		if !ok {
+			index[s.name] = len(worst)
+			worst = append(worst, s)
+			q, w := window(s.limit, s.period)
+			policy = append(policy, sfString(s.name)+";q="+strconv.FormatInt(q, 10)+";w="+strconv.FormatInt(w, 10))
+			continue
+		}
+		if w := worst[i]; (s.overLimit && !w.overLimit) || (s.overLimit == w.overLimit && s.remaining < w.remaining) {
+			worst[i] = s
+		}
+	}
+	for _, s := range worst {
+		t := seconds(s.resetAfter)
+		if s.overLimit && s.retryAfter < never {
+			t = seconds(s.retryAfter)
+		}
+		limits = append(limits, sfString(s.name)+";r="+strconv.FormatInt(max(s.remaining, 0), 10)+";t="+strconv.FormatInt(t, 10))
+	}
+	var hs []*corev3.HeaderValue
+	if len(policy) > 0 {
+		hs = append(hs,
+			&corev3.HeaderValue{Key: HeaderPolicy, Value: strings.Join(policy, ", ")},
+			&corev3.HeaderValue{Key: HeaderRateLimit, Value: strings.Join(limits, ", ")})
+	}
+	if retrySet {
+		hs = append(hs, &corev3.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(max(seconds(retry), 1), 10)})
+	}
+	return hs
+}
+
+// seconds rounds d up to whole seconds, 0 for d <= 0, capped at a year.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	if d >= never {
+		return int64(never / time.Second)
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// sfString serializes s as a Structured Field String (RFC 9651 section
+// 4.1.6): quoted, with '"' and '\' escaped. A String holds printable ASCII
+// only, so any other byte of a rule's name is written as '?'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

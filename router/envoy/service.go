@@ -1,0 +1,222 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+// Decider decides checks bound to their rules. *router.Router is one.
+type Decider interface {
+	// Rules returns the rules in use now.
+	Rules() *rules.Set
+	// Decide decides checks already bound to their rules, one decision
+	// per entry, in order; shard failures are answered by each rule's
+	// failure policy inside.
+	Decide(ctx context.Context, checks []rules.Resolved) []*shardlimitv1.Decision
+}
+
+// ErrInvalidRequest marks every rejected request; it is answered with
+// INVALID_ARGUMENT.
+var ErrInvalidRequest = errors.New("invalid rate limit request")
+
+// Register registers the rate limit service v3 on s, deciding with d. It
+// panics if opts are invalid: a programmer's mistake at start-up.
+func Register(s *grpc.Server, d Decider, opts Options) {
+	rlsv3.RegisterRateLimitServiceServer(s, newService(d, opts))
+}
+
+type service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	d    Decider
+	opts Options
+	log  *slog.Logger
+}
+
+func newService(d Decider, opts Options) *service {
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		panic(fmt.Sprintf("envoy.Register: %v", err))
+	}
+	if d == nil {
+		panic("envoy.Register: nil Decider")
+	}
+	return &service{d: d, opts: opts, log: opts.Logger}
+}
+
+// ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
+func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	hits, err := validate(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	var candidates []*rules.Rule
+	if set := s.d.Rules(); set != nil {
+		candidates = set.Descriptors(req.Domain)
+	}
+	n := len(req.Descriptors)
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	var checks []rules.Resolved
+	var idx []int // descriptor of each check
+	for i, desc := range req.Descriptors {
+		rule, counter := Match(candidates, desc.Entries, s.opts.MaxCounterLength)
+		if rule == nil {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			continue
+		}
+		checks = append(checks, rules.Resolved{Rule: rule, Service: rule.Service, Endpoint: rule.Endpoint, User: counter, Hits: hits[i]})
+		idx = append(idx, i)
+	}
+	if len(checks) == 0 {
+		return resp, nil
+	}
+	decisions := s.d.Decide(ctx, checks)
+	if len(decisions) != len(checks) {
+		s.log.Error("envoy: decider answered the wrong number of decisions", "domain", req.Domain, "checks", len(checks), "decisions", len(decisions))
+		return nil, status.Errorf(codes.Internal, "decided %d of %d descriptors", len(decisions), len(checks))
+	}
+	var states []limitState
+	if s.opts.Headers {
+		states = make([]limitState, 0, len(checks))
+	}
+	for j, d := range decisions {
+		c := &checks[j]
+		if d == nil {
+			s.log.Error("envoy: decider answered a nil decision", "domain", req.Domain, "rule", c.Rule.Name)
+			return nil, status.Error(codes.Internal, "a descriptor was left undecided")
+		}
+		st := descriptorStatus(c.Rule, d)
+		resp.Statuses[idx[j]] = st
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if s.opts.Headers {
+			states = append(states, stateOf(c.Rule, d))
+		}
+	}
+	if s.opts.Headers {
+		resp.ResponseHeadersToAdd = headers(states)
+	}
+	return resp, nil
+}
+
+// descriptorStatus is Envoy's status of a descriptor that rule decided.
+//
+// A denial is OVER_LIMIT, anything allowed is OK: shadow rules (always
+// allowed), the soft allowance, and a leaky_bucket's queueing delay, which
+// Envoy cannot wait out. A descriptor decided by failure policy has its
+// code but no current_limit, remaining or reset: no counter was read, and
+// Envoy's own headers would otherwise advertise a quota nobody measured.
+func descriptorStatus(rule *rules.Rule, d *shardlimitv1.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	if !d.Allowed {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if d.FailurePolicy {
+		return st
+	}
+	st.CurrentLimit = CurrentLimit(rule.Name, limitOf(rule, d), time.Duration(rule.Period))
+	st.LimitRemaining = clampUint32(float64(max(d.Remaining, 0)))
+	st.DurationUntilReset = durationpb.New(max(d.GetResetAfter().AsDuration(), 0))
+	return st
+}
+
+// limitOf is the limit that was enforced: the decision's (a rule's soft
+// and elastic allowances raise it), else the rule's.
+func limitOf(rule *rules.Rule, d *shardlimitv1.Decision) int64 {
+	if d.Limit > 0 {
+		return d.Limit
+	}
+	return rule.Limit
+}
+
+func stateOf(rule *rules.Rule, d *shardlimitv1.Decision) limitState {
+	return limitState{
+		name:       rule.Name,
+		limit:      limitOf(rule, d),
+		period:     time.Duration(rule.Period),
+		remaining:  d.Remaining,
+		resetAfter: d.GetResetAfter().AsDuration(),
+		overLimit:  !d.Allowed,
+		retryAfter: d.GetRetryAfter().AsDuration(),
+		byPolicy:   d.FailurePolicy,
+		shadow:     d.Shadow,
+	}
+}
+
+// validate checks req against every bound before anything is counted, and
+// returns each descriptor's hits: the descriptor's hits_addend when set (0
+// reads the counter without consuming), else the request's, where 0 (or
+// absent) means 1, as Envoy does.
+func validate(req *rlsv3.RateLimitRequest) ([]int64, error) {
+	bad := func(field, format string, args ...any) ([]int64, error) {
+		return nil, fmt.Errorf("%w: %s: %s", ErrInvalidRequest, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case req.Domain == "":
+		return bad("domain", "required")
+	case len(req.Domain) > rules.MaxServiceLength:
+		return bad("domain", "length %d exceeds the maximum of %d bytes", len(req.Domain), rules.MaxServiceLength)
+	case len(req.Descriptors) == 0:
+		return bad("descriptors", "at least 1 descriptor is required")
+	case len(req.Descriptors) > MaxDescriptors:
+		return bad("descriptors", "%d descriptors exceed the maximum of %d per request", len(req.Descriptors), MaxDescriptors)
+	case req.HitsAddend > MaxHits:
+		return bad("hits_addend", "%d exceeds the maximum of %d", req.HitsAddend, MaxHits)
+	}
+	reqHits := max(int64(req.HitsAddend), 1)
+	hits := make([]int64, len(req.Descriptors))
+	for i, d := range req.Descriptors {
+		if err := validateDescriptor(i, d); err != nil {
+			return nil, err
+		}
+		hits[i] = reqHits
+		if h := d.GetHitsAddend(); h != nil {
+			if h.Value > MaxHits {
+				return bad(fmt.Sprintf("descriptors[%d].hits_addend", i), "%d exceeds the maximum of %d", h.Value, MaxHits)
+			}
+			hits[i] = int64(h.Value)
+		}
+	}
+	return hits, nil
+}
+
+func validateDescriptor(i int, d *ratelimitv3.RateLimitDescriptor) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: descriptors[%d]%s: %s", ErrInvalidRequest, i, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case d == nil || len(d.Entries) == 0:
+		return bad(".entries", "at least 1 entry is required")
+	case len(d.Entries) > MaxEntries:
+		return bad(".entries", "%d entries exceed the maximum of %d", len(d.Entries), MaxEntries)
+	case d.IsNegativeHits:
+		return bad(".is_negative_hits", "returning hits to a limit is not supported")
+	}
+	for j, e := range d.Entries {
+		if e.GetKey() == "" {
+			return bad(fmt.Sprintf(".entries[%d].key", j), "required")
+		}
+	}
+	return nil
+}
+
+// toStatus maps the package's errors to gRPC status codes, in one place.
+func toStatus(err error) error {
+	if errors.Is(err, ErrInvalidRequest) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

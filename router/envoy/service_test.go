@@ -1,0 +1,213 @@
+package envoy
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+// fakeDecider records the checks and answers with decide.
+type fakeDecider struct {
+	set    *rules.Set
+	checks []rules.Resolved
+	decide func(rules.Resolved) *shardlimitv1.Decision
+}
+
+func (f *fakeDecider) Rules() *rules.Set { return f.set }
+
+func (f *fakeDecider) Decide(_ context.Context, checks []rules.Resolved) []*shardlimitv1.Decision {
+	f.checks = append(f.checks, checks...)
+	out := make([]*shardlimitv1.Decision, len(checks))
+	for i, c := range checks {
+		out[i] = f.decide(c)
+	}
+	return out
+}
+
+func parseRules(t *testing.T, yaml string) *rules.Set {
+	t.Helper()
+	rs, err := rules.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.NewSet(rs)
+}
+
+const fakeRules = `
+rules:
+  - service: edge
+    name: per-ip-path
+    descriptor: [{key: remote_address}, {key: path}]
+    limit: 10
+    period: 1m
+  - service: edge
+    name: shadowed
+    descriptor: [{key: generic_key, value: shadow}]
+    limit: 1
+    period: 1h
+    shadow: true
+  - service: edge
+    name: bank
+    descriptor: [{key: generic_key, value: bank}]
+    limit: 5
+    period: 1h
+    failure_policy: deny
+`
+
+func newFake(t *testing.T) (*fakeDecider, *service) {
+	f := &fakeDecider{set: parseRules(t, fakeRules)}
+	f.decide = func(c rules.Resolved) *shardlimitv1.Decision {
+		switch c.Rule.Name {
+		case "shadowed":
+			return &shardlimitv1.Decision{Allowed: true, Limit: 1, Remaining: 0, ResetAfter: durationpb.New(time.Hour), Shadow: true, ShadowDenied: true, Rule: c.Rule.Name}
+		case "bank":
+			return &shardlimitv1.Decision{Allowed: false, Limit: 5, FailurePolicy: true, ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(time.Second), Rule: c.Rule.Name}
+		}
+		return &shardlimitv1.Decision{Allowed: true, Limit: c.Rule.Limit, Remaining: 9, ResetAfter: durationpb.New(6 * time.Second), RetryAfter: durationpb.New(0), Rule: c.Rule.Name}
+	}
+	return f, newService(f, Options{Headers: true, Logger: slog.New(slog.DiscardHandler)})
+}
+
+func desc(entries ...string) *ratelimitv3.RateLimitDescriptor {
+	return &ratelimitv3.RateLimitDescriptor{Entries: descriptor(entries...)}
+}
+
+func TestShouldRateLimitStatuses(t *testing.T) {
+	f, s := newFake(t)
+	withHits := desc("remote_address=10.0.0.2", "path=/b")
+	withHits.HitsAddend = wrapperspb.UInt64(0)
+	resp, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 3, Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("remote_address=10.0.0.1", "path=/a"),
+		desc("unknown=x"),
+		desc("generic_key=shadow"),
+		desc("generic_key=bank"),
+		withHits,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || len(resp.Statuses) != 5 {
+		t.Fatalf("response %v", resp)
+	}
+	// The decided checks, in order, with their hits.
+	want := []rules.Resolved{
+		{Service: "edge", Endpoint: "envoy:remote_address,path", User: "10.0.0.1|/a", Hits: 3},
+		{Service: "edge", Endpoint: "envoy:generic_key=shadow", User: "*", Hits: 3},
+		{Service: "edge", Endpoint: "envoy:generic_key=bank", User: "*", Hits: 3},
+		{Service: "edge", Endpoint: "envoy:remote_address,path", User: "10.0.0.2|/b", Hits: 0},
+	}
+	if len(f.checks) != len(want) {
+		t.Fatalf("decided %d checks, want %d", len(f.checks), len(want))
+	}
+	for i, w := range want {
+		c := f.checks[i]
+		c.Rule = nil
+		if c != w {
+			t.Errorf("check %d: %+v, want %+v", i, c, w)
+		}
+	}
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	st := resp.Statuses
+	if st[0].Code != ok || st[0].CurrentLimit.GetRequestsPerUnit() != 10 || st[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE ||
+		st[0].CurrentLimit.GetName() != "per-ip-path" || st[0].LimitRemaining != 9 || st[0].DurationUntilReset.AsDuration() != 6*time.Second {
+		t.Errorf("decided by a counter: %v", st[0])
+	}
+	if st[1].Code != ok || st[1].CurrentLimit != nil || st[1].DurationUntilReset != nil {
+		t.Errorf("unmatched: %v, want OK without a limit", st[1])
+	}
+	if st[2].Code != ok || st[2].CurrentLimit.GetRequestsPerUnit() != 1 {
+		t.Errorf("shadow: %v, want OK with its limit", st[2])
+	}
+	if st[3].Code != over || st[3].CurrentLimit != nil {
+		t.Errorf("failure policy deny: %v, want OVER_LIMIT without a limit", st[3])
+	}
+	h := headerMap(resp.ResponseHeadersToAdd)
+	if h[HeaderPolicy] != `"per-ip-path";q=10;w=60` || h[HeaderRateLimit] != `"per-ip-path";r=9;t=6` || h[HeaderRetryAfter] != "1" {
+		t.Errorf("headers %v", h)
+	}
+}
+
+func TestShouldRateLimitWithoutRules(t *testing.T) {
+	f, s := newFake(t)
+	for _, domain := range []string{"nobody", "edge"} {
+		resp, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user=alice")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != 1 || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK ||
+			resp.Statuses[0].CurrentLimit != nil || resp.ResponseHeadersToAdd != nil {
+			t.Errorf("domain %s: %v", domain, resp)
+		}
+	}
+	if len(f.checks) != 0 {
+		t.Fatalf("decided %v", f.checks)
+	}
+}
+
+func TestShouldRateLimitInvalid(t *testing.T) {
+	d := func(entries ...string) []*ratelimitv3.RateLimitDescriptor {
+		return []*ratelimitv3.RateLimitDescriptor{desc(entries...)}
+	}
+	many := make([]*ratelimitv3.RateLimitDescriptor, MaxDescriptors+1)
+	for i := range many {
+		many[i] = desc("a=b")
+	}
+	longEntries := make([]string, MaxEntries+1)
+	for i := range longEntries {
+		longEntries[i] = "k=v"
+	}
+	for _, tc := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{&rlsv3.RateLimitRequest{Descriptors: d("a=b")}, "domain: required"},
+		{&rlsv3.RateLimitRequest{Domain: strings.Repeat("d", rules.MaxServiceLength+1), Descriptors: d("a=b")}, "domain: length 129 exceeds the maximum of 128 bytes"},
+		{&rlsv3.RateLimitRequest{Domain: "edge"}, "descriptors: at least 1 descriptor is required"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, "descriptors: 101 descriptors exceed the maximum of 100 per request"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d("a=b"), HitsAddend: MaxHits + 1}, "hits_addend: 1000000001 exceeds the maximum of 1000000000"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("a=b"), {}}}, "descriptors[1].entries: at least 1 entry is required"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d(longEntries...)}, "descriptors[0].entries: 65 entries exceed the maximum of 64"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d("a=b", "=c")}, "descriptors[0].entries[1].key: required"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: descriptor("a=b"), HitsAddend: wrapperspb.UInt64(MaxHits + 1)}}}, "descriptors[0].hits_addend: 1000000001 exceeds the maximum of 1000000000"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: descriptor("a=b"), HitsAddend: wrapperspb.UInt64(1), IsNegativeHits: true}}}, "descriptors[0].is_negative_hits: returning hits to a limit is not supported"},
+	} {
+		f, s := newFake(t)
+		_, err := s.ShouldRateLimit(context.Background(), tc.req)
+		if status.Code(err) != codes.InvalidArgument || !strings.HasSuffix(status.Convert(err).Message(), tc.want) {
+			t.Errorf("%v: %v, want InvalidArgument ending %q", tc.want, err, tc.want)
+		}
+		if len(f.checks) != 0 {
+			t.Errorf("%v: decided %v", tc.want, f.checks)
+		}
+	}
+}
+
+func TestShouldRateLimitDeciderBug(t *testing.T) {
+	f, s := newFake(t)
+	f.decide = func(rules.Resolved) *shardlimitv1.Decision { return nil }
+	_, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("generic_key=bank")}})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("%v, want Internal", err)
+	}
+}
+
+func TestRegisterPanicsOnBadOptions(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "max counter length") {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	newService(&fakeDecider{}, Options{MaxCounterLength: 10})
+}
