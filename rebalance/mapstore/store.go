@@ -27,8 +27,9 @@ func historyKey(prefix string, version int64) string {
 	return fmt.Sprintf("%s%020d", HistoryDir(prefix), version)
 }
 
-// ErrConflict means the map changed since it was read.
-var ErrConflict = errors.New("the shard map changed since it was read; nothing was written")
+// ErrConflict means the map changed since it was read, or the writer lost
+// its leadership.
+var ErrConflict = errors.New("the shard map changed since it was read, or the writer is no longer the leader; nothing was written")
 
 // Load reads the current map and its mod revision; (nil, 0) when none.
 func Load(ctx context.Context, cli *clientv3.Client, prefix string) (*shardmap.Map, int64, error) {
@@ -53,9 +54,11 @@ func load(ctx context.Context, cli *clientv3.Client, prefix string) (m *shardmap
 }
 
 // Publish writes m as the next version if the map's mod revision is still
-// rev (0: no map yet), keeps it in the history and trims the history to Keep
-// versions. It sets m.Version and m.WrittenAt.
-func Publish(ctx context.Context, cli *clientv3.Client, prefix string, m *shardmap.Map, prev *shardmap.Map, rev int64) error {
+// rev (0: no map yet) and every fence compare holds (the rebalance leader
+// passes its election key, so a deposed leader cannot write), keeps it in
+// the history and trims the history to Keep versions. It sets m.Version and
+// m.WrittenAt.
+func Publish(ctx context.Context, cli *clientv3.Client, prefix string, m *shardmap.Map, prev *shardmap.Map, rev int64, fence ...clientv3.Cmp) error {
 	m.Version = 1
 	if prev != nil {
 		m.Version = prev.Version + 1
@@ -76,7 +79,7 @@ func Publish(ctx context.Context, cli *clientv3.Client, prefix string, m *shardm
 	if old := m.Version - Keep; old >= 1 {
 		ops = append(ops, clientv3.OpDelete(historyKey(prefix, 1), clientv3.WithRange(historyKey(prefix, old+1))))
 	}
-	resp, err := cli.Txn(ctx).If(cmp).Then(ops...).Commit()
+	resp, err := cli.Txn(ctx).If(append([]clientv3.Cmp{cmp}, fence...)...).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("publish shard map: %w", err)
 	}

@@ -70,7 +70,321 @@ func (x RuleChange_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RuleChange_Op.Descriptor instead.
 func (RuleChange_Op) EnumDescriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{1, 0}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{7, 0}
+}
+
+type RebalanceRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Run   *RunRequest            `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	// Wait until this router routes by the published version.
+	Wait          bool `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRunRequest) Reset() {
+	*x = RebalanceRunRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRunRequest) ProtoMessage() {}
+
+func (x *RebalanceRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRunRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRunRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RebalanceRunRequest) GetRun() *RunRequest {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *RebalanceRunRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+type ShardMapHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardMapHistoryRequest) Reset() {
+	*x = ShardMapHistoryRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardMapHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardMapHistoryRequest) ProtoMessage() {}
+
+func (x *ShardMapHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardMapHistoryRequest.ProtoReflect.Descriptor instead.
+func (*ShardMapHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+type ShardMapVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	WrittenUnixNs int64                  `protobuf:"varint,3,opt,name=written_unix_ns,json=writtenUnixNs,proto3" json:"written_unix_ns,omitempty"`
+	WrittenBy     string                 `protobuf:"bytes,4,opt,name=written_by,json=writtenBy,proto3" json:"written_by,omitempty"`
+	Pinned        uint32                 `protobuf:"varint,5,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	Moves         []*PlannedMove         `protobuf:"bytes,6,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardMapVersion) Reset() {
+	*x = ShardMapVersion{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardMapVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardMapVersion) ProtoMessage() {}
+
+func (x *ShardMapVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardMapVersion.ProtoReflect.Descriptor instead.
+func (*ShardMapVersion) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ShardMapVersion) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ShardMapVersion) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ShardMapVersion) GetWrittenUnixNs() int64 {
+	if x != nil {
+		return x.WrittenUnixNs
+	}
+	return 0
+}
+
+func (x *ShardMapVersion) GetWrittenBy() string {
+	if x != nil {
+		return x.WrittenBy
+	}
+	return ""
+}
+
+func (x *ShardMapVersion) GetPinned() uint32 {
+	if x != nil {
+		return x.Pinned
+	}
+	return 0
+}
+
+func (x *ShardMapVersion) GetMoves() []*PlannedMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+type ShardMapHistoryResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Versions []*ShardMapVersion     `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	// The version in force at this router; 0 when none.
+	InForce       int64 `protobuf:"varint,2,opt,name=in_force,json=inForce,proto3" json:"in_force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardMapHistoryResponse) Reset() {
+	*x = ShardMapHistoryResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardMapHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardMapHistoryResponse) ProtoMessage() {}
+
+func (x *ShardMapHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardMapHistoryResponse.ProtoReflect.Descriptor instead.
+func (*ShardMapHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ShardMapHistoryResponse) GetVersions() []*ShardMapVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *ShardMapHistoryResponse) GetInForce() int64 {
+	if x != nil {
+		return x.InForce
+	}
+	return 0
+}
+
+type RebalanceRunsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRunsRequest) Reset() {
+	*x = RebalanceRunsRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRunsRequest) ProtoMessage() {}
+
+func (x *RebalanceRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRunsRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRunsRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RebalanceRunsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type RebalanceRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Runs          []*RunRecord           `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceRunsResponse) Reset() {
+	*x = RebalanceRunsResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRunsResponse) ProtoMessage() {}
+
+func (x *RebalanceRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRunsResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceRunsResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RebalanceRunsResponse) GetRuns() []*RunRecord {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
 }
 
 type ApplyRulesRequest struct {
@@ -88,7 +402,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +414,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +427,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyRulesRequest) GetFileName() string {
@@ -158,7 +472,7 @@ type RuleChange struct {
 
 func (x *RuleChange) Reset() {
 	*x = RuleChange{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +484,7 @@ func (x *RuleChange) String() string {
 func (*RuleChange) ProtoMessage() {}
 
 func (x *RuleChange) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +497,7 @@ func (x *RuleChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleChange.ProtoReflect.Descriptor instead.
 func (*RuleChange) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RuleChange) GetOp() RuleChange_Op {
@@ -234,7 +548,7 @@ type ApplyRulesResponse struct {
 
 func (x *ApplyRulesResponse) Reset() {
 	*x = ApplyRulesResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +560,7 @@ func (x *ApplyRulesResponse) String() string {
 func (*ApplyRulesResponse) ProtoMessage() {}
 
 func (x *ApplyRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +573,7 @@ func (x *ApplyRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyRulesResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApplyRulesResponse) GetChanges() []*RuleChange {
@@ -293,7 +607,7 @@ type GetRulesRequest struct {
 
 func (x *GetRulesRequest) Reset() {
 	*x = GetRulesRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +619,7 @@ func (x *GetRulesRequest) String() string {
 func (*GetRulesRequest) ProtoMessage() {}
 
 func (x *GetRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +632,7 @@ func (x *GetRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRulesRequest.ProtoReflect.Descriptor instead.
 func (*GetRulesRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRulesRequest) GetService() string {
@@ -341,7 +655,7 @@ type GetRulesResponse struct {
 
 func (x *GetRulesResponse) Reset() {
 	*x = GetRulesResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +667,7 @@ func (x *GetRulesResponse) String() string {
 func (*GetRulesResponse) ProtoMessage() {}
 
 func (x *GetRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +680,7 @@ func (x *GetRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRulesResponse.ProtoReflect.Descriptor instead.
 func (*GetRulesResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetRulesResponse) GetYaml() []byte {
@@ -400,7 +714,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +726,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +739,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteRuleRequest) GetService() string {
@@ -451,7 +765,7 @@ type DeleteRuleResponse struct {
 
 func (x *DeleteRuleResponse) Reset() {
 	*x = DeleteRuleResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +777,7 @@ func (x *DeleteRuleResponse) String() string {
 func (*DeleteRuleResponse) ProtoMessage() {}
 
 func (x *DeleteRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +790,7 @@ func (x *DeleteRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRuleResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRuleResponse) GetExisted() bool {
@@ -494,7 +808,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +820,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +833,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type Member struct {
@@ -542,7 +856,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +868,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +881,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Member) GetId() string {
@@ -643,7 +957,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +969,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +982,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -697,7 +1011,7 @@ type ListLimitedRequest struct {
 
 func (x *ListLimitedRequest) Reset() {
 	*x = ListLimitedRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +1023,7 @@ func (x *ListLimitedRequest) String() string {
 func (*ListLimitedRequest) ProtoMessage() {}
 
 func (x *ListLimitedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +1036,7 @@ func (x *ListLimitedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitedRequest.ProtoReflect.Descriptor instead.
 func (*ListLimitedRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListLimitedRequest) GetService() string {
@@ -765,7 +1079,7 @@ type ListLimitedResponse struct {
 
 func (x *ListLimitedResponse) Reset() {
 	*x = ListLimitedResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1091,7 @@ func (x *ListLimitedResponse) String() string {
 func (*ListLimitedResponse) ProtoMessage() {}
 
 func (x *ListLimitedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1104,7 @@ func (x *ListLimitedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitedResponse.ProtoReflect.Descriptor instead.
 func (*ListLimitedResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListLimitedResponse) GetEpisodes() []*Episode {
@@ -811,7 +1125,26 @@ var File_shardlimit_v1_admin_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x19shardlimit/v1/admin.proto\x12\rshardlimit.v1\x1a\x19shardlimit/v1/shard.proto\"s\n" +
+	"\x19shardlimit/v1/admin.proto\x12\rshardlimit.v1\x1a\x1dshardlimit/v1/rebalance.proto\x1a\x19shardlimit/v1/shard.proto\"V\n" +
+	"\x13RebalanceRunRequest\x12+\n" +
+	"\x03run\x18\x01 \x01(\v2\x19.shardlimit.v1.RunRequestR\x03run\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\"\x18\n" +
+	"\x16ShardMapHistoryRequest\"\xd4\x01\n" +
+	"\x0fShardMapVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12&\n" +
+	"\x0fwritten_unix_ns\x18\x03 \x01(\x03R\rwrittenUnixNs\x12\x1d\n" +
+	"\n" +
+	"written_by\x18\x04 \x01(\tR\twrittenBy\x12\x16\n" +
+	"\x06pinned\x18\x05 \x01(\rR\x06pinned\x120\n" +
+	"\x05moves\x18\x06 \x03(\v2\x1a.shardlimit.v1.PlannedMoveR\x05moves\"p\n" +
+	"\x17ShardMapHistoryResponse\x12:\n" +
+	"\bversions\x18\x01 \x03(\v2\x1e.shardlimit.v1.ShardMapVersionR\bversions\x12\x19\n" +
+	"\bin_force\x18\x02 \x01(\x03R\ainForce\",\n" +
+	"\x14RebalanceRunsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"E\n" +
+	"\x15RebalanceRunsResponse\x12,\n" +
+	"\x04runs\x18\x01 \x03(\v2\x18.shardlimit.v1.RunRecordR\x04runs\"s\n" +
 	"\x11ApplyRulesRequest\x12\x1b\n" +
 	"\tfile_name\x18\x01 \x01(\tR\bfileName\x12\x12\n" +
 	"\x04yaml\x18\x02 \x01(\fR\x04yaml\x12\x17\n" +
@@ -870,7 +1203,7 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"k\n" +
 	"\x13ListLimitedResponse\x122\n" +
 	"\bepisodes\x18\x01 \x03(\v2\x16.shardlimit.v1.EpisodeR\bepisodes\x12 \n" +
-	"\vunreachable\x18\x02 \x03(\tR\vunreachable2\xa6\x03\n" +
+	"\vunreachable\x18\x02 \x03(\tR\vunreachable2\xfe\x05\n" +
 	"\x05Admin\x12Q\n" +
 	"\n" +
 	"ApplyRules\x12 .shardlimit.v1.ApplyRulesRequest\x1a!.shardlimit.v1.ApplyRulesResponse\x12K\n" +
@@ -878,7 +1211,11 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"DeleteRule\x12 .shardlimit.v1.DeleteRuleRequest\x1a!.shardlimit.v1.DeleteRuleResponse\x12T\n" +
 	"\vListMembers\x12!.shardlimit.v1.ListMembersRequest\x1a\".shardlimit.v1.ListMembersResponse\x12T\n" +
-	"\vListLimited\x12!.shardlimit.v1.ListLimitedRequest\x1a\".shardlimit.v1.ListLimitedResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\vListLimited\x12!.shardlimit.v1.ListLimitedRequest\x1a\".shardlimit.v1.ListLimitedResponse\x12H\n" +
+	"\rRebalancePlan\x12\x1a.shardlimit.v1.PlanRequest\x1a\x1b.shardlimit.v1.PlanResponse\x12N\n" +
+	"\fRebalanceRun\x12\".shardlimit.v1.RebalanceRunRequest\x1a\x1a.shardlimit.v1.RunResponse\x12`\n" +
+	"\x0fShardMapHistory\x12%.shardlimit.v1.ShardMapHistoryRequest\x1a&.shardlimit.v1.ShardMapHistoryResponse\x12Z\n" +
+	"\rRebalanceRuns\x12#.shardlimit.v1.RebalanceRunsRequest\x1a$.shardlimit.v1.RebalanceRunsResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_admin_proto_rawDescOnce sync.Once
@@ -893,45 +1230,69 @@ func file_shardlimit_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_shardlimit_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_shardlimit_v1_admin_proto_goTypes = []any{
-	(RuleChange_Op)(0),          // 0: shardlimit.v1.RuleChange.Op
-	(*ApplyRulesRequest)(nil),   // 1: shardlimit.v1.ApplyRulesRequest
-	(*RuleChange)(nil),          // 2: shardlimit.v1.RuleChange
-	(*ApplyRulesResponse)(nil),  // 3: shardlimit.v1.ApplyRulesResponse
-	(*GetRulesRequest)(nil),     // 4: shardlimit.v1.GetRulesRequest
-	(*GetRulesResponse)(nil),    // 5: shardlimit.v1.GetRulesResponse
-	(*DeleteRuleRequest)(nil),   // 6: shardlimit.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),  // 7: shardlimit.v1.DeleteRuleResponse
-	(*ListMembersRequest)(nil),  // 8: shardlimit.v1.ListMembersRequest
-	(*Member)(nil),              // 9: shardlimit.v1.Member
-	(*ListMembersResponse)(nil), // 10: shardlimit.v1.ListMembersResponse
-	(*ListLimitedRequest)(nil),  // 11: shardlimit.v1.ListLimitedRequest
-	(*ListLimitedResponse)(nil), // 12: shardlimit.v1.ListLimitedResponse
-	(*StatsResponse)(nil),       // 13: shardlimit.v1.StatsResponse
-	(*Episode)(nil),             // 14: shardlimit.v1.Episode
+	(RuleChange_Op)(0),              // 0: shardlimit.v1.RuleChange.Op
+	(*RebalanceRunRequest)(nil),     // 1: shardlimit.v1.RebalanceRunRequest
+	(*ShardMapHistoryRequest)(nil),  // 2: shardlimit.v1.ShardMapHistoryRequest
+	(*ShardMapVersion)(nil),         // 3: shardlimit.v1.ShardMapVersion
+	(*ShardMapHistoryResponse)(nil), // 4: shardlimit.v1.ShardMapHistoryResponse
+	(*RebalanceRunsRequest)(nil),    // 5: shardlimit.v1.RebalanceRunsRequest
+	(*RebalanceRunsResponse)(nil),   // 6: shardlimit.v1.RebalanceRunsResponse
+	(*ApplyRulesRequest)(nil),       // 7: shardlimit.v1.ApplyRulesRequest
+	(*RuleChange)(nil),              // 8: shardlimit.v1.RuleChange
+	(*ApplyRulesResponse)(nil),      // 9: shardlimit.v1.ApplyRulesResponse
+	(*GetRulesRequest)(nil),         // 10: shardlimit.v1.GetRulesRequest
+	(*GetRulesResponse)(nil),        // 11: shardlimit.v1.GetRulesResponse
+	(*DeleteRuleRequest)(nil),       // 12: shardlimit.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),      // 13: shardlimit.v1.DeleteRuleResponse
+	(*ListMembersRequest)(nil),      // 14: shardlimit.v1.ListMembersRequest
+	(*Member)(nil),                  // 15: shardlimit.v1.Member
+	(*ListMembersResponse)(nil),     // 16: shardlimit.v1.ListMembersResponse
+	(*ListLimitedRequest)(nil),      // 17: shardlimit.v1.ListLimitedRequest
+	(*ListLimitedResponse)(nil),     // 18: shardlimit.v1.ListLimitedResponse
+	(*RunRequest)(nil),              // 19: shardlimit.v1.RunRequest
+	(*PlannedMove)(nil),             // 20: shardlimit.v1.PlannedMove
+	(*RunRecord)(nil),               // 21: shardlimit.v1.RunRecord
+	(*StatsResponse)(nil),           // 22: shardlimit.v1.StatsResponse
+	(*Episode)(nil),                 // 23: shardlimit.v1.Episode
+	(*PlanRequest)(nil),             // 24: shardlimit.v1.PlanRequest
+	(*PlanResponse)(nil),            // 25: shardlimit.v1.PlanResponse
+	(*RunResponse)(nil),             // 26: shardlimit.v1.RunResponse
 }
 var file_shardlimit_v1_admin_proto_depIdxs = []int32{
-	0,  // 0: shardlimit.v1.RuleChange.op:type_name -> shardlimit.v1.RuleChange.Op
-	2,  // 1: shardlimit.v1.ApplyRulesResponse.changes:type_name -> shardlimit.v1.RuleChange
-	13, // 2: shardlimit.v1.Member.stats:type_name -> shardlimit.v1.StatsResponse
-	9,  // 3: shardlimit.v1.ListMembersResponse.members:type_name -> shardlimit.v1.Member
-	14, // 4: shardlimit.v1.ListLimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	1,  // 5: shardlimit.v1.Admin.ApplyRules:input_type -> shardlimit.v1.ApplyRulesRequest
-	4,  // 6: shardlimit.v1.Admin.GetRules:input_type -> shardlimit.v1.GetRulesRequest
-	6,  // 7: shardlimit.v1.Admin.DeleteRule:input_type -> shardlimit.v1.DeleteRuleRequest
-	8,  // 8: shardlimit.v1.Admin.ListMembers:input_type -> shardlimit.v1.ListMembersRequest
-	11, // 9: shardlimit.v1.Admin.ListLimited:input_type -> shardlimit.v1.ListLimitedRequest
-	3,  // 10: shardlimit.v1.Admin.ApplyRules:output_type -> shardlimit.v1.ApplyRulesResponse
-	5,  // 11: shardlimit.v1.Admin.GetRules:output_type -> shardlimit.v1.GetRulesResponse
-	7,  // 12: shardlimit.v1.Admin.DeleteRule:output_type -> shardlimit.v1.DeleteRuleResponse
-	10, // 13: shardlimit.v1.Admin.ListMembers:output_type -> shardlimit.v1.ListMembersResponse
-	12, // 14: shardlimit.v1.Admin.ListLimited:output_type -> shardlimit.v1.ListLimitedResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	19, // 0: shardlimit.v1.RebalanceRunRequest.run:type_name -> shardlimit.v1.RunRequest
+	20, // 1: shardlimit.v1.ShardMapVersion.moves:type_name -> shardlimit.v1.PlannedMove
+	3,  // 2: shardlimit.v1.ShardMapHistoryResponse.versions:type_name -> shardlimit.v1.ShardMapVersion
+	21, // 3: shardlimit.v1.RebalanceRunsResponse.runs:type_name -> shardlimit.v1.RunRecord
+	0,  // 4: shardlimit.v1.RuleChange.op:type_name -> shardlimit.v1.RuleChange.Op
+	8,  // 5: shardlimit.v1.ApplyRulesResponse.changes:type_name -> shardlimit.v1.RuleChange
+	22, // 6: shardlimit.v1.Member.stats:type_name -> shardlimit.v1.StatsResponse
+	15, // 7: shardlimit.v1.ListMembersResponse.members:type_name -> shardlimit.v1.Member
+	23, // 8: shardlimit.v1.ListLimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	7,  // 9: shardlimit.v1.Admin.ApplyRules:input_type -> shardlimit.v1.ApplyRulesRequest
+	10, // 10: shardlimit.v1.Admin.GetRules:input_type -> shardlimit.v1.GetRulesRequest
+	12, // 11: shardlimit.v1.Admin.DeleteRule:input_type -> shardlimit.v1.DeleteRuleRequest
+	14, // 12: shardlimit.v1.Admin.ListMembers:input_type -> shardlimit.v1.ListMembersRequest
+	17, // 13: shardlimit.v1.Admin.ListLimited:input_type -> shardlimit.v1.ListLimitedRequest
+	24, // 14: shardlimit.v1.Admin.RebalancePlan:input_type -> shardlimit.v1.PlanRequest
+	1,  // 15: shardlimit.v1.Admin.RebalanceRun:input_type -> shardlimit.v1.RebalanceRunRequest
+	2,  // 16: shardlimit.v1.Admin.ShardMapHistory:input_type -> shardlimit.v1.ShardMapHistoryRequest
+	5,  // 17: shardlimit.v1.Admin.RebalanceRuns:input_type -> shardlimit.v1.RebalanceRunsRequest
+	9,  // 18: shardlimit.v1.Admin.ApplyRules:output_type -> shardlimit.v1.ApplyRulesResponse
+	11, // 19: shardlimit.v1.Admin.GetRules:output_type -> shardlimit.v1.GetRulesResponse
+	13, // 20: shardlimit.v1.Admin.DeleteRule:output_type -> shardlimit.v1.DeleteRuleResponse
+	16, // 21: shardlimit.v1.Admin.ListMembers:output_type -> shardlimit.v1.ListMembersResponse
+	18, // 22: shardlimit.v1.Admin.ListLimited:output_type -> shardlimit.v1.ListLimitedResponse
+	25, // 23: shardlimit.v1.Admin.RebalancePlan:output_type -> shardlimit.v1.PlanResponse
+	26, // 24: shardlimit.v1.Admin.RebalanceRun:output_type -> shardlimit.v1.RunResponse
+	4,  // 25: shardlimit.v1.Admin.ShardMapHistory:output_type -> shardlimit.v1.ShardMapHistoryResponse
+	6,  // 26: shardlimit.v1.Admin.RebalanceRuns:output_type -> shardlimit.v1.RebalanceRunsResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_admin_proto_init() }
@@ -939,6 +1300,7 @@ func file_shardlimit_v1_admin_proto_init() {
 	if File_shardlimit_v1_admin_proto != nil {
 		return
 	}
+	file_shardlimit_v1_rebalance_proto_init()
 	file_shardlimit_v1_shard_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -946,7 +1308,7 @@ func file_shardlimit_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_admin_proto_rawDesc), len(file_shardlimit_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

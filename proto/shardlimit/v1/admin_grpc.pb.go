@@ -19,11 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ApplyRules_FullMethodName  = "/shardlimit.v1.Admin/ApplyRules"
-	Admin_GetRules_FullMethodName    = "/shardlimit.v1.Admin/GetRules"
-	Admin_DeleteRule_FullMethodName  = "/shardlimit.v1.Admin/DeleteRule"
-	Admin_ListMembers_FullMethodName = "/shardlimit.v1.Admin/ListMembers"
-	Admin_ListLimited_FullMethodName = "/shardlimit.v1.Admin/ListLimited"
+	Admin_ApplyRules_FullMethodName      = "/shardlimit.v1.Admin/ApplyRules"
+	Admin_GetRules_FullMethodName        = "/shardlimit.v1.Admin/GetRules"
+	Admin_DeleteRule_FullMethodName      = "/shardlimit.v1.Admin/DeleteRule"
+	Admin_ListMembers_FullMethodName     = "/shardlimit.v1.Admin/ListMembers"
+	Admin_ListLimited_FullMethodName     = "/shardlimit.v1.Admin/ListLimited"
+	Admin_RebalancePlan_FullMethodName   = "/shardlimit.v1.Admin/RebalancePlan"
+	Admin_RebalanceRun_FullMethodName    = "/shardlimit.v1.Admin/RebalanceRun"
+	Admin_ShardMapHistory_FullMethodName = "/shardlimit.v1.Admin/ShardMapHistory"
+	Admin_RebalanceRuns_FullMethodName   = "/shardlimit.v1.Admin/RebalanceRuns"
 )
 
 // AdminClient is the client API for Admin service.
@@ -46,6 +50,14 @@ type AdminClient interface {
 	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 	// ListLimited asks every shard which users of a service were limited.
 	ListLimited(ctx context.Context, in *ListLimitedRequest, opts ...grpc.CallOption) (*ListLimitedResponse, error)
+	// RebalancePlan asks the rebalance leader for a plan, changing nothing.
+	RebalancePlan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
+	// RebalanceRun has the rebalance leader run now (or roll back).
+	RebalanceRun(ctx context.Context, in *RebalanceRunRequest, opts ...grpc.CallOption) (*RunResponse, error)
+	// ShardMapHistory lists the kept shard map versions, newest first.
+	ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error)
+	// RebalanceRuns lists the last runs of the rebalance job, newest first.
+	RebalanceRuns(ctx context.Context, in *RebalanceRunsRequest, opts ...grpc.CallOption) (*RebalanceRunsResponse, error)
 }
 
 type adminClient struct {
@@ -106,6 +118,46 @@ func (c *adminClient) ListLimited(ctx context.Context, in *ListLimitedRequest, o
 	return out, nil
 }
 
+func (c *adminClient) RebalancePlan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanResponse)
+	err := c.cc.Invoke(ctx, Admin_RebalancePlan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RebalanceRun(ctx context.Context, in *RebalanceRunRequest, opts ...grpc.CallOption) (*RunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunResponse)
+	err := c.cc.Invoke(ctx, Admin_RebalanceRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShardMapHistoryResponse)
+	err := c.cc.Invoke(ctx, Admin_ShardMapHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RebalanceRuns(ctx context.Context, in *RebalanceRunsRequest, opts ...grpc.CallOption) (*RebalanceRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebalanceRunsResponse)
+	err := c.cc.Invoke(ctx, Admin_RebalanceRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -126,6 +178,14 @@ type AdminServer interface {
 	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
 	// ListLimited asks every shard which users of a service were limited.
 	ListLimited(context.Context, *ListLimitedRequest) (*ListLimitedResponse, error)
+	// RebalancePlan asks the rebalance leader for a plan, changing nothing.
+	RebalancePlan(context.Context, *PlanRequest) (*PlanResponse, error)
+	// RebalanceRun has the rebalance leader run now (or roll back).
+	RebalanceRun(context.Context, *RebalanceRunRequest) (*RunResponse, error)
+	// ShardMapHistory lists the kept shard map versions, newest first.
+	ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error)
+	// RebalanceRuns lists the last runs of the rebalance job, newest first.
+	RebalanceRuns(context.Context, *RebalanceRunsRequest) (*RebalanceRunsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -150,6 +210,18 @@ func (UnimplementedAdminServer) ListMembers(context.Context, *ListMembersRequest
 }
 func (UnimplementedAdminServer) ListLimited(context.Context, *ListLimitedRequest) (*ListLimitedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLimited not implemented")
+}
+func (UnimplementedAdminServer) RebalancePlan(context.Context, *PlanRequest) (*PlanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RebalancePlan not implemented")
+}
+func (UnimplementedAdminServer) RebalanceRun(context.Context, *RebalanceRunRequest) (*RunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RebalanceRun not implemented")
+}
+func (UnimplementedAdminServer) ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShardMapHistory not implemented")
+}
+func (UnimplementedAdminServer) RebalanceRuns(context.Context, *RebalanceRunsRequest) (*RebalanceRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RebalanceRuns not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -262,6 +334,78 @@ func _Admin_ListLimited_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RebalancePlan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RebalancePlan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RebalancePlan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RebalancePlan(ctx, req.(*PlanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RebalanceRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RebalanceRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RebalanceRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RebalanceRun(ctx, req.(*RebalanceRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ShardMapHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShardMapHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ShardMapHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ShardMapHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ShardMapHistory(ctx, req.(*ShardMapHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RebalanceRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebalanceRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RebalanceRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RebalanceRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RebalanceRuns(ctx, req.(*RebalanceRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +432,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLimited",
 			Handler:    _Admin_ListLimited_Handler,
+		},
+		{
+			MethodName: "RebalancePlan",
+			Handler:    _Admin_RebalancePlan_Handler,
+		},
+		{
+			MethodName: "RebalanceRun",
+			Handler:    _Admin_RebalanceRun_Handler,
+		},
+		{
+			MethodName: "ShardMapHistory",
+			Handler:    _Admin_ShardMapHistory_Handler,
+		},
+		{
+			MethodName: "RebalanceRuns",
+			Handler:    _Admin_RebalanceRuns_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

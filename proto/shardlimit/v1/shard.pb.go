@@ -1067,6 +1067,399 @@ func (x *ResetResponse) GetExisted() bool {
 	return false
 }
 
+type ExportRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partitions []uint32               `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partition count the partitions are numbered in.
+	PartitionCount uint32 `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ExportRequest) Reset() {
+	*x = ExportRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportRequest) ProtoMessage() {}
+
+func (x *ExportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
+func (*ExportRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ExportRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ExportRequest) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+// KeyState is one counter key's state, portable between shards.
+type KeyState struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Hi        uint64                 `protobuf:"varint,1,opt,name=hi,proto3" json:"hi,omitempty"`
+	Lo        uint64                 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
+	Algorithm uint32                 `protobuf:"varint,3,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	A         int64                  `protobuf:"varint,4,opt,name=a,proto3" json:"a,omitempty"`
+	B         int64                  `protobuf:"varint,5,opt,name=b,proto3" json:"b,omitempty"`
+	// sliding_log: the allowed hits' times, oldest first.
+	Times []int64 `protobuf:"varint,6,rep,packed,name=times,proto3" json:"times,omitempty"`
+	// When the state is fresh again, Unix ns.
+	FreshUnixNs   int64 `protobuf:"varint,7,opt,name=fresh_unix_ns,json=freshUnixNs,proto3" json:"fresh_unix_ns,omitempty"`
+	Limited       bool  `protobuf:"varint,8,opt,name=limited,proto3" json:"limited,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyState) Reset() {
+	*x = KeyState{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyState) ProtoMessage() {}
+
+func (x *KeyState) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
+func (*KeyState) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *KeyState) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *KeyState) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *KeyState) GetAlgorithm() uint32 {
+	if x != nil {
+		return x.Algorithm
+	}
+	return 0
+}
+
+func (x *KeyState) GetA() int64 {
+	if x != nil {
+		return x.A
+	}
+	return 0
+}
+
+func (x *KeyState) GetB() int64 {
+	if x != nil {
+		return x.B
+	}
+	return 0
+}
+
+func (x *KeyState) GetTimes() []int64 {
+	if x != nil {
+		return x.Times
+	}
+	return nil
+}
+
+func (x *KeyState) GetFreshUnixNs() int64 {
+	if x != nil {
+		return x.FreshUnixNs
+	}
+	return 0
+}
+
+func (x *KeyState) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+type ExportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*KeyState            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportResponse) Reset() {
+	*x = ExportResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportResponse) ProtoMessage() {}
+
+func (x *ExportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
+func (*ExportResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExportResponse) GetKeys() []*KeyState {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type ImportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*KeyState            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportRequest) Reset() {
+	*x = ImportRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportRequest) ProtoMessage() {}
+
+func (x *ImportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
+func (*ImportRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ImportRequest) GetKeys() []*KeyState {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type ImportResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Imported uint64                 `protobuf:"varint,1,opt,name=imported,proto3" json:"imported,omitempty"`
+	// Keys already held whose own state was more restrictive.
+	Kept          uint64 `protobuf:"varint,2,opt,name=kept,proto3" json:"kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportResponse) Reset() {
+	*x = ImportResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportResponse) ProtoMessage() {}
+
+func (x *ImportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
+func (*ImportResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ImportResponse) GetImported() uint64 {
+	if x != nil {
+		return x.Imported
+	}
+	return 0
+}
+
+func (x *ImportResponse) GetKept() uint64 {
+	if x != nil {
+		return x.Kept
+	}
+	return 0
+}
+
+type DropRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Partitions     []uint32               `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	PartitionCount uint32                 `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DropRequest) Reset() {
+	*x = DropRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropRequest) ProtoMessage() {}
+
+func (x *DropRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropRequest.ProtoReflect.Descriptor instead.
+func (*DropRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DropRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DropRequest) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+type DropResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dropped       uint64                 `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropResponse) Reset() {
+	*x = DropResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropResponse) ProtoMessage() {}
+
+func (x *DropResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropResponse.ProtoReflect.Descriptor instead.
+func (*DropResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DropResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 var File_shardlimit_v1_shard_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_shard_proto_rawDesc = "" +
@@ -1150,7 +1543,35 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\")\n" +
 	"\rResetResponse\x12\x18\n" +
-	"\aexisted\x18\x01 \x01(\bR\aexisted*\xc7\x01\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"X\n" +
+	"\rExportRequest\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\rR\n" +
+	"partitions\x12'\n" +
+	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"\xb8\x01\n" +
+	"\bKeyState\x12\x0e\n" +
+	"\x02hi\x18\x01 \x01(\x04R\x02hi\x12\x0e\n" +
+	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x1c\n" +
+	"\talgorithm\x18\x03 \x01(\rR\talgorithm\x12\f\n" +
+	"\x01a\x18\x04 \x01(\x03R\x01a\x12\f\n" +
+	"\x01b\x18\x05 \x01(\x03R\x01b\x12\x14\n" +
+	"\x05times\x18\x06 \x03(\x03R\x05times\x12\"\n" +
+	"\rfresh_unix_ns\x18\a \x01(\x03R\vfreshUnixNs\x12\x18\n" +
+	"\alimited\x18\b \x01(\bR\alimited\"=\n" +
+	"\x0eExportResponse\x12+\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"<\n" +
+	"\rImportRequest\x12+\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"@\n" +
+	"\x0eImportResponse\x12\x1a\n" +
+	"\bimported\x18\x01 \x01(\x04R\bimported\x12\x12\n" +
+	"\x04kept\x18\x02 \x01(\x04R\x04kept\"V\n" +
+	"\vDropRequest\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\rR\n" +
+	"partitions\x12'\n" +
+	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
+	"\fDropResponse\x12\x18\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped*\xc7\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1a\n" +
@@ -1158,12 +1579,15 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\xa0\x02\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\xef\x03\n" +
 	"\x05Shard\x12E\n" +
 	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12B\n" +
 	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
 	"\aLimited\x12\x1d.shardlimit.v1.LimitedRequest\x1a\x1e.shardlimit.v1.LimitedResponse\x12B\n" +
-	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponse\x12E\n" +
+	"\x06Export\x12\x1c.shardlimit.v1.ExportRequest\x1a\x1d.shardlimit.v1.ExportResponse\x12E\n" +
+	"\x06Import\x12\x1c.shardlimit.v1.ImportRequest\x1a\x1d.shardlimit.v1.ImportResponse\x12?\n" +
+	"\x04Drop\x12\x1a.shardlimit.v1.DropRequest\x1a\x1b.shardlimit.v1.DropResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_shard_proto_rawDescOnce sync.Once
@@ -1178,7 +1602,7 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(Algorithm)(0),          // 0: shardlimit.v1.Algorithm
 	(*RuleParams)(nil),      // 1: shardlimit.v1.RuleParams
@@ -1194,6 +1618,13 @@ var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(*LimitedResponse)(nil), // 11: shardlimit.v1.LimitedResponse
 	(*ResetRequest)(nil),    // 12: shardlimit.v1.ResetRequest
 	(*ResetResponse)(nil),   // 13: shardlimit.v1.ResetResponse
+	(*ExportRequest)(nil),   // 14: shardlimit.v1.ExportRequest
+	(*KeyState)(nil),        // 15: shardlimit.v1.KeyState
+	(*ExportResponse)(nil),  // 16: shardlimit.v1.ExportResponse
+	(*ImportRequest)(nil),   // 17: shardlimit.v1.ImportRequest
+	(*ImportResponse)(nil),  // 18: shardlimit.v1.ImportResponse
+	(*DropRequest)(nil),     // 19: shardlimit.v1.DropRequest
+	(*DropResponse)(nil),    // 20: shardlimit.v1.DropResponse
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
@@ -1202,19 +1633,27 @@ var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	4,  // 3: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
 	7,  // 4: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
 	10, // 5: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	3,  // 6: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 7: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	9,  // 8: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	12, // 9: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	5,  // 10: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	8,  // 11: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	11, // 12: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	13, // 13: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	15, // 6: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
+	15, // 7: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
+	3,  // 8: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 9: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	9,  // 10: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	12, // 11: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	14, // 12: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	17, // 13: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	19, // 14: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	5,  // 15: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	8,  // 16: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	11, // 17: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	13, // 18: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	16, // 19: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	18, // 20: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	20, // 21: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -1228,7 +1667,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,9 @@ const (
 	Shard_Stats_FullMethodName   = "/shardlimit.v1.Shard/Stats"
 	Shard_Limited_FullMethodName = "/shardlimit.v1.Shard/Limited"
 	Shard_Reset_FullMethodName   = "/shardlimit.v1.Shard/Reset"
+	Shard_Export_FullMethodName  = "/shardlimit.v1.Shard/Export"
+	Shard_Import_FullMethodName  = "/shardlimit.v1.Shard/Import"
+	Shard_Drop_FullMethodName    = "/shardlimit.v1.Shard/Drop"
 )
 
 // ShardClient is the client API for Shard service.
@@ -40,6 +43,14 @@ type ShardClient interface {
 	Limited(ctx context.Context, in *LimitedRequest, opts ...grpc.CallOption) (*LimitedResponse, error)
 	// Reset forgets one counter key, so its next check starts fresh (admin).
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
+	// Export returns the counter state of every key in the given partitions,
+	// for a planned move to another shard.
+	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (*ExportResponse, error)
+	// Import merges exported state: where the shard already holds a key, the
+	// more restrictive state wins, so a hand-off never resets a quota.
+	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
+	// Drop forgets every key of the given partitions, after they moved away.
+	Drop(ctx context.Context, in *DropRequest, opts ...grpc.CallOption) (*DropResponse, error)
 }
 
 type shardClient struct {
@@ -90,6 +101,36 @@ func (c *shardClient) Reset(ctx context.Context, in *ResetRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *shardClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (*ExportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExportResponse)
+	err := c.cc.Invoke(ctx, Shard_Export_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportResponse)
+	err := c.cc.Invoke(ctx, Shard_Import_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) Drop(ctx context.Context, in *DropRequest, opts ...grpc.CallOption) (*DropResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropResponse)
+	err := c.cc.Invoke(ctx, Shard_Drop_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -105,6 +146,14 @@ type ShardServer interface {
 	Limited(context.Context, *LimitedRequest) (*LimitedResponse, error)
 	// Reset forgets one counter key, so its next check starts fresh (admin).
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
+	// Export returns the counter state of every key in the given partitions,
+	// for a planned move to another shard.
+	Export(context.Context, *ExportRequest) (*ExportResponse, error)
+	// Import merges exported state: where the shard already holds a key, the
+	// more restrictive state wins, so a hand-off never resets a quota.
+	Import(context.Context, *ImportRequest) (*ImportResponse, error)
+	// Drop forgets every key of the given partitions, after they moved away.
+	Drop(context.Context, *DropRequest) (*DropResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -126,6 +175,15 @@ func (UnimplementedShardServer) Limited(context.Context, *LimitedRequest) (*Limi
 }
 func (UnimplementedShardServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
+}
+func (UnimplementedShardServer) Export(context.Context, *ExportRequest) (*ExportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedShardServer) Import(context.Context, *ImportRequest) (*ImportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Import not implemented")
+}
+func (UnimplementedShardServer) Drop(context.Context, *DropRequest) (*DropResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Drop not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -220,6 +278,60 @@ func _Shard_Reset_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Export_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Export(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Export_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Export(ctx, req.(*ExportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Import_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Import(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Import_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Import(ctx, req.(*ImportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_Drop_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Drop(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Drop_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Drop(ctx, req.(*DropRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -242,6 +354,18 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reset",
 			Handler:    _Shard_Reset_Handler,
+		},
+		{
+			MethodName: "Export",
+			Handler:    _Shard_Export_Handler,
+		},
+		{
+			MethodName: "Import",
+			Handler:    _Shard_Import_Handler,
+		},
+		{
+			MethodName: "Drop",
+			Handler:    _Shard_Drop_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,267 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/membership"
+)
+
+// Job is one rebalance instance: it campaigns for leadership and, while it
+// leads, runs every Interval and on request.
+type Job struct {
+	shardlimitv1.UnimplementedRebalancerServer
+
+	opts     Options
+	log      *slog.Logger
+	etcd     *clientv3.Client
+	lis      net.Listener
+	grpc     *grpc.Server
+	health   *health.Server
+	registry *prometheus.Registry
+	metrics  *metrics
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu       sync.Mutex
+	election *concurrency.Election // set while leading
+	requests chan request          // runs asked for while leading
+}
+
+// request is a run or plan asked for over the API, served by the leader loop.
+type request struct {
+	plan  bool
+	run   *shardlimitv1.RunRequest
+	reply chan reply
+}
+
+type reply struct {
+	plan *shardlimitv1.PlanResponse
+	run  *shardlimitv1.RunRecord
+	err  error
+}
+
+// Start serves the Rebalancer API and starts campaigning.
+func Start(ctx context.Context, opts Options) (*Job, error) {
+	opts.fill()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	j := &Job{opts: opts, log: opts.Logger.With("instance", opts.ID), done: make(chan struct{}), requests: make(chan request)}
+	j.registry = prometheus.NewRegistry()
+	j.metrics = newMetrics(j.registry, opts.Interval)
+	var err error
+	if j.etcd, err = membership.Dial(opts.Etcd); err != nil {
+		return nil, err
+	}
+	if j.lis, err = net.Listen("tcp", opts.Listen); err != nil {
+		_ = j.etcd.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if j.opts.Advertise == "" {
+		j.opts.Advertise = j.lis.Addr().String()
+	}
+	j.grpc = grpc.NewServer()
+	shardlimitv1.RegisterRebalancerServer(j.grpc, j)
+	j.health = health.NewServer()
+	healthpb.RegisterHealthServer(j.grpc, j.health)
+	reflection.Register(j.grpc)
+	go func() { _ = j.grpc.Serve(j.lis) }()
+	runCtx, cancel := context.WithCancel(context.Background())
+	j.cancel = cancel
+	go j.campaign(runCtx)
+	j.log.Info("rebalance instance serving", "addr", j.opts.Advertise)
+	return j, nil
+}
+
+// Addr returns the Rebalancer API address.
+func (j *Job) Addr() string { return j.opts.Advertise }
+
+// Leading reports whether this instance leads now.
+func (j *Job) Leading() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.election != nil
+}
+
+// Registry returns the instance's Prometheus registry.
+func (j *Job) Registry() *prometheus.Registry { return j.registry }
+
+// Stop resigns leadership (so another instance takes over at once) and
+// stops.
+func (j *Job) Stop() {
+	j.cancel()
+	<-j.done
+	j.health.Shutdown()
+	j.grpc.Stop()
+	_ = j.etcd.Close()
+}
+
+// Kill stops abruptly, as a crash would: the election lease is left to
+// expire.
+func (j *Job) Kill() {
+	_ = j.etcd.Close()
+	j.cancel()
+	<-j.done
+	j.grpc.Stop()
+}
+
+// ElectionKey returns the etcd prefix of the election.
+func ElectionKey(prefix string) string { return prefixDir(prefix) + "rebalance/election" }
+
+// campaign runs for leadership until ctx ends: each time it wins, it leads
+// until its session is lost, then campaigns again.
+func (j *Job) campaign(ctx context.Context) {
+	defer close(j.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		session, err := concurrency.NewSession(j.etcd, concurrency.WithTTL(int(j.opts.SessionTTL/time.Second)), concurrency.WithContext(ctx))
+		if err != nil {
+			j.metrics.etcdUp.Set(0)
+			j.log.Warn("cannot open an election session; retrying", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		j.metrics.etcdUp.Set(1)
+		backoff = 100 * time.Millisecond
+		e := concurrency.NewElection(session, ElectionKey(j.opts.Prefix))
+		if err := e.Campaign(ctx, j.opts.Advertise); err != nil {
+			_ = session.Close()
+			continue
+		}
+		j.lead(ctx, session, e)
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = e.Resign(rctx) // lets another instance take over at once
+		cancel()
+		_ = session.Close()
+	}
+}
+
+// lead runs every Interval and on request until the session or ctx ends.
+func (j *Job) lead(ctx context.Context, session *concurrency.Session, e *concurrency.Election) {
+	j.mu.Lock()
+	j.election = e
+	j.mu.Unlock()
+	j.metrics.leader.Set(1)
+	j.log.Info("leading the rebalance job")
+	defer func() {
+		j.mu.Lock()
+		j.election = nil
+		j.mu.Unlock()
+		j.metrics.leader.Set(0)
+		j.log.Info("no longer leading the rebalance job")
+	}()
+	tick := time.NewTicker(j.opts.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-session.Done():
+			return
+		case <-tick.C:
+			j.run(ctx, e, &shardlimitv1.RunRequest{Trigger: "interval"})
+		case req := <-j.requests:
+			if req.plan {
+				p, err := j.plan(ctx)
+				req.reply <- reply{plan: p, err: err}
+				continue
+			}
+			rec := j.run(ctx, e, req.run)
+			req.reply <- reply{run: rec}
+		}
+	}
+}
+
+// ask hands a request to the leader loop, or says who leads.
+func (j *Job) ask(ctx context.Context, req request) (reply, error) {
+	if !j.Leading() {
+		leader, _ := Leader(ctx, j.etcd, j.opts.Prefix)
+		if leader == "" {
+			leader = "none elected"
+		}
+		return reply{}, status.Errorf(codes.FailedPrecondition, "this instance does not lead the rebalance job; the leader is %s", leader)
+	}
+	req.reply = make(chan reply, 1)
+	select {
+	case j.requests <- req:
+	case <-ctx.Done():
+		return reply{}, status.FromContextError(ctx.Err()).Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r, r.err
+	case <-ctx.Done():
+		return reply{}, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// Plan implements the Rebalancer API.
+func (j *Job) Plan(ctx context.Context, _ *shardlimitv1.PlanRequest) (*shardlimitv1.PlanResponse, error) {
+	r, err := j.ask(ctx, request{plan: true})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return r.plan, nil
+}
+
+// Run implements the Rebalancer API.
+func (j *Job) Run(ctx context.Context, req *shardlimitv1.RunRequest) (*shardlimitv1.RunResponse, error) {
+	if req.Trigger == "" {
+		req.Trigger = "api"
+	}
+	if req.RollbackTo < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "rollback_to: %d is negative", req.RollbackTo)
+	}
+	r, err := j.ask(ctx, request{run: req})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &shardlimitv1.RunResponse{Run: r.run}, nil
+}
+
+func toStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, errUnavailable) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// errUnavailable marks a run or plan that could not read etcd or a shard.
+var errUnavailable = errors.New("unavailable")
+
+// Leader returns the address of the rebalance leader, or "" when none.
+func Leader(ctx context.Context, cli *clientv3.Client, prefix string) (string, error) {
+	resp, err := cli.Get(ctx, ElectionKey(prefix)+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}

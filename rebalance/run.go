@@ -1,0 +1,314 @@
+package rebalance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance/mapstore"
+	"github.com/shardlimit/shardlimit/rebalance/planner"
+	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/membership"
+)
+
+// keepRuns is how many run records etcd keeps.
+const keepRuns = 100
+
+func prefixDir(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/" }
+
+// RunsDir returns the etcd prefix of the run records.
+func RunsDir(prefix string) string { return prefixDir(prefix) + "rebalance/runs/" }
+
+// snapshot is what a run starts from: members, the map in force, owners and
+// load per partition, and a client per member.
+type snapshot struct {
+	members []membership.Member
+	m       *shardmap.Map
+	mapRev  int64
+	table   *shardmap.Table
+	load    []uint64
+	clients map[string]shardlimitv1.ShardClient
+	conns   []*grpc.ClientConn
+}
+
+func (s *snapshot) close() {
+	for _, c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+// read takes a snapshot. Any member whose Stats cannot be read makes the
+// whole snapshot fail: a plan on partial load would be wrong.
+func (j *Job) read(ctx context.Context) (*snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*j.opts.StatsTimeout)
+	defer cancel()
+	resp, err := j.etcd.Get(ctx, membership.Prefix(j.opts.Prefix), clientv3.WithPrefix())
+	if err != nil {
+		j.metrics.etcdUp.Set(0)
+		return nil, fmt.Errorf("%w: read members from etcd: %v", errUnavailable, err)
+	}
+	j.metrics.etcdUp.Set(1)
+	s := &snapshot{clients: map[string]shardlimitv1.ShardClient{}}
+	for _, kv := range resp.Kvs {
+		var m membership.Member
+		if err := json.Unmarshal(kv.Value, &m); err == nil && m.ID != "" && m.Addr != "" {
+			s.members = append(s.members, m)
+		}
+	}
+	if s.m, s.mapRev, err = mapstore.Load(ctx, j.etcd, j.opts.Prefix); err != nil {
+		return nil, fmt.Errorf("%w: read the shard map from etcd: %v", errUnavailable, err)
+	}
+	ring, err := shardmap.Build(j.opts.Ring, s.members)
+	if err != nil {
+		return nil, err
+	}
+	s.table = shardmap.Resolve(ring, s.m)
+	s.load = make([]uint64, j.opts.Ring.Partitions)
+	var mu sync.Mutex
+	var errs []string
+	var wg sync.WaitGroup
+	for _, m := range s.members {
+		conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.conns = append(s.conns, conn)
+		c := shardlimitv1.NewShardClient(conn)
+		s.clients[m.ID] = c
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, j.opts.StatsTimeout)
+			defer cancel()
+			st, err := c.Stats(sctx, &shardlimitv1.StatsRequest{})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("shard %s: %v", m.ID, err))
+				return
+			}
+			for p, n := range st.PartitionLoad {
+				if p < len(s.load) {
+					s.load[p] += n
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		s.close()
+		slices.Sort(errs)
+		return nil, fmt.Errorf("%w: cannot read every shard's load, so nothing is planned: %s", errUnavailable, strings.Join(errs, "; "))
+	}
+	return s, nil
+}
+
+// planFor runs the planner over a snapshot.
+func (j *Job) planFor(s *snapshot) (planner.Plan, error) {
+	in := planner.Input{Owners: s.table.Owners(), Load: s.load}
+	for _, m := range s.members {
+		// A member is ready once it registered, which it does only when
+		// serving; its Stats answered too.
+		in.Members = append(in.Members, planner.Member{ID: m.ID, Ready: !m.Ready.IsZero()})
+	}
+	return planner.Compute(in, planner.Options{Threshold: j.opts.Threshold, MaxMoves: j.opts.MaxMoves})
+}
+
+func (j *Job) plan(ctx context.Context) (*shardlimitv1.PlanResponse, error) {
+	s, err := j.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	p, err := j.planFor(s)
+	if err != nil {
+		return nil, err
+	}
+	out := &shardlimitv1.PlanResponse{
+		RatioBefore: p.RatioBefore, RatioAfter: p.RatioAfter, Threshold: p.Options.Threshold,
+		Reason: p.Reason, Leader: j.opts.ID,
+	}
+	if s.m != nil {
+		out.MapVersion = s.m.Version
+	}
+	for _, mv := range p.Moves {
+		out.Moves = append(out.Moves, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
+	}
+	for _, sh := range p.Shards {
+		out.Shards = append(out.Shards, &shardlimitv1.ShardLoad{
+			Id: sh.ID, Ready: sh.Ready, PartitionsBefore: uint32(sh.PartitionsBefore), PartitionsAfter: uint32(sh.PartitionsAfter),
+			LoadBefore: sh.LoadBefore, LoadAfter: sh.LoadAfter,
+		})
+	}
+	return out, nil
+}
+
+// run does one run and records it.
+func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest) *shardlimitv1.RunRecord {
+	rec := &shardlimitv1.RunRecord{StartedUnixNs: time.Now().UnixNano(), Trigger: req.Trigger, Leader: j.opts.ID}
+	err := j.runInto(ctx, e, req, rec)
+	rec.FinishedUnixNs = time.Now().UnixNano()
+	if err != nil {
+		rec.Outcome, rec.Error = "failed", err.Error()
+		if strings.Contains(err.Error(), errUnavailable.Error()) {
+			rec.Outcome = "skipped"
+		}
+	}
+	j.metrics.observe(rec)
+	j.record(ctx, rec)
+	j.log.Info("rebalance run", "trigger", rec.Trigger, "outcome", rec.Outcome, "moves", len(rec.Moves),
+		"ratio_before", fmt.Sprintf("%.2f", rec.RatioBefore), "ratio_after", fmt.Sprintf("%.2f", rec.RatioAfter),
+		"version", rec.MapVersion, "keys_moved", rec.KeysMoved, "err", rec.Error)
+	return rec
+}
+
+func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest, rec *shardlimitv1.RunRecord) error {
+	s, err := j.read(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	next := &shardmap.Map{Partitions: j.opts.Ring.Partitions, WrittenBy: j.opts.ID}
+	if s.m != nil && s.m.Partitions == next.Partitions {
+		next.Owners = slices.Clone(s.m.Owners)
+	} else {
+		next.Owners = make([]string, next.Partitions)
+	}
+	var moves []shardmap.Move
+	if req.RollbackTo > 0 {
+		target, err := j.version(ctx, req.RollbackTo)
+		if err != nil {
+			return err
+		}
+		next.Owners = slices.Clone(target.Owners)
+		next.Reason = fmt.Sprintf("rollback to version %d (%s)", req.RollbackTo, req.Trigger)
+		after := shardmap.Resolve(mustRing(j, s), next)
+		for p := range next.Owners {
+			from, _ := s.table.Owner(p)
+			to, _ := after.Owner(p)
+			if from.ID != to.ID {
+				moves = append(moves, shardmap.Move{Partition: p, From: from.ID, To: to.ID, Load: s.load[p]})
+			}
+		}
+		rec.Outcome = "moved"
+	} else {
+		p, err := j.planFor(s)
+		if err != nil {
+			return err
+		}
+		rec.RatioBefore, rec.RatioAfter = p.RatioBefore, p.RatioAfter
+		if len(p.Moves) == 0 {
+			rec.Outcome = "balanced"
+			return nil
+		}
+		for _, mv := range p.Moves {
+			moves = append(moves, shardmap.Move{Partition: mv.Partition, From: mv.From, To: mv.To, Load: mv.Load})
+			next.Owners[mv.Partition] = mv.To
+		}
+		next.Reason = fmt.Sprintf("%s: max/mean load %.2f > %.2f; %s", req.Trigger, p.RatioBefore, p.Options.Threshold, p.Reason)
+		rec.Outcome = "moved"
+	}
+	next.Moves = moves
+	for _, mv := range moves {
+		rec.Moves = append(rec.Moves, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
+	}
+	if len(moves) == 0 {
+		rec.Outcome = "balanced"
+		return nil
+	}
+	// Hand-off: copy the moved partitions' counters to their new owners
+	// before routers switch, publish, let routers switch, copy again what
+	// changed at the old owners meanwhile, then drop the old copies.
+	h := &handoff{j: j, s: s, moves: moves}
+	if err := h.copy(ctx); err != nil {
+		return fmt.Errorf("hand-off before publishing, nothing published: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = mapstore.Publish(pctx, j.etcd, j.opts.Prefix, next, s.m, s.mapRev,
+		clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev()))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	rec.MapVersion = next.Version
+	select {
+	case <-time.After(j.opts.Settle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := h.copy(ctx); err != nil {
+		return fmt.Errorf("hand-off after publishing version %d (the map is in force; some counters may not have moved): %w", next.Version, err)
+	}
+	h.drop(ctx)
+	rec.KeysMoved = h.keys
+	return nil
+}
+
+func mustRing(j *Job, s *snapshot) *shardmap.Table {
+	ring, _ := shardmap.Build(j.opts.Ring, s.members)
+	return ring
+}
+
+// version reads a kept map version.
+func (j *Job) version(ctx context.Context, v int64) (*shardmap.Map, error) {
+	hist, err := mapstore.History(ctx, j.etcd, j.opts.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the shard map history: %v", errUnavailable, err)
+	}
+	for i := range hist {
+		if hist[i].Version == v {
+			if err := hist[i].Validate(j.opts.Ring.Partitions); err != nil {
+				return nil, err
+			}
+			return &hist[i], nil
+		}
+	}
+	return nil, fmt.Errorf("rollback_to: version %d is not among the %d kept versions", v, len(hist))
+}
+
+// record writes the run into etcd and trims old records. Failures are
+// logged: the run's effect does not depend on its record.
+func (j *Job) record(ctx context.Context, rec *shardlimitv1.RunRecord) {
+	b, err := protojson.Marshal(rec)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	key := fmt.Sprintf("%s%020d", RunsDir(j.opts.Prefix), rec.StartedUnixNs)
+	if _, err := j.etcd.Put(ctx, key, string(b)); err != nil {
+		j.log.Warn("cannot record the rebalance run", "err", err)
+		return
+	}
+	resp, err := j.etcd.Get(ctx, RunsDir(j.opts.Prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	if err == nil && len(resp.Kvs) > keepRuns {
+		oldest := string(resp.Kvs[keepRuns].Key)
+		_, _ = j.etcd.Delete(ctx, RunsDir(j.opts.Prefix), clientv3.WithRange(oldest+"\x00"))
+	}
+}
+
+// Runs reads the last run records, newest first.
+func Runs(ctx context.Context, cli *clientv3.Client, prefix string, limit int) ([]*shardlimitv1.RunRecord, error) {
+	resp, err := cli.Get(ctx, RunsDir(prefix), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*shardlimitv1.RunRecord, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var r shardlimitv1.RunRecord
+		if err := protojson.Unmarshal(kv.Value, &r); err == nil {
+			out = append(out, &r)
+		}
+	}
+	return out, nil
+}

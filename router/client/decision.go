@@ -1,0 +1,119 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+// Errors returned instead of a decision. Errors from a router keep their
+// gRPC status: status.Code(err) still reports it.
+var (
+	// ErrInvalidCheck: a check failed validation, in the client or in the
+	// router (INVALID_ARGUMENT); nothing was counted. The message names the
+	// field and the bound.
+	ErrInvalidCheck = errors.New("invalid check")
+	// ErrUnknownService: the routers have no rules for a check's service
+	// (NOT_FOUND); nothing was counted.
+	ErrUnknownService = errors.New("no rules for service")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("shardlimit client closed")
+)
+
+// Check asks whether a caller may call (Service, Endpoint) now. Which of
+// User, APIKey and IP name the counter is up to the rule; the ones a rule
+// keys by are required.
+type Check struct {
+	Service  string
+	Endpoint string
+	User     string
+	// APIKey is sent as the check's api_key; routers and shards keep only a
+	// fingerprint of it.
+	APIKey string
+	// IP is the client's address, for rules keyed by ip.
+	IP string
+	// Hits is the cost of the call, ≥ 0; 0 reads the current state without
+	// consuming anything. Unlike the wire format, there is no implicit 1:
+	// set it.
+	Hits int64
+}
+
+// Decision is the answer to one check: every field of the public API's
+// Decision, as Go types, plus FromFailureMode.
+type Decision struct {
+	// Allowed says whether the call may proceed.
+	Allowed bool
+	// Limit is the rule's limit per period; 0 when no rule applies.
+	Limit int64
+	// Remaining is the hits still available now.
+	Remaining int64
+	// ResetAfter is the time until the key is back to a fresh state.
+	ResetAfter time.Duration
+	// RetryAfter, when denied, is the wait after which the same check is
+	// allowed if nothing else consumes in between. Zero when allowed.
+	RetryAfter time.Duration
+	// Rule names the rule that decided; empty when no rule applies.
+	Rule string
+	// FailurePolicy: the router could not reach the owner shard in time and
+	// answered by the rule's failure policy, not from a counter.
+	FailurePolicy bool
+	// Delay, for leaky_bucket rules that queue, is how long the caller must
+	// wait before going ahead when allowed.
+	Delay time.Duration
+	// SoftAllowanceUsed: allowed within the rule's soft allowance, over its
+	// limit.
+	SoftAllowanceUsed bool
+	// Shadow: the rule is in shadow mode, so Allowed is always true and
+	// ShadowDenied says whether it would have been denied.
+	Shadow       bool
+	ShadowDenied bool
+	// FromFailureMode: no router answered in time and the client answered
+	// by its own Options.FailureMode. Only Allowed and RetryAfter are set.
+	FromFailureMode bool
+}
+
+// validate checks what the client can check without knowing the routers'
+// configurable bounds, so that obviously bad checks cost no RPC.
+func (c *Check) validate(i int) error {
+	switch {
+	case c.Service == "":
+		return fmt.Errorf("%w: checks[%d].service: required", ErrInvalidCheck, i)
+	case c.Endpoint == "":
+		return fmt.Errorf("%w: checks[%d].endpoint: required", ErrInvalidCheck, i)
+	case c.Hits < 0:
+		return fmt.Errorf("%w: checks[%d].hits: %d is negative", ErrInvalidCheck, i, c.Hits)
+	}
+	if c.IP != "" {
+		if _, err := netip.ParseAddr(c.IP); err != nil {
+			return fmt.Errorf("%w: checks[%d].ip: not an IP address", ErrInvalidCheck, i)
+		}
+	}
+	return nil
+}
+
+func (c *Check) proto() *shardlimitv1.Check {
+	hits := c.Hits
+	return &shardlimitv1.Check{
+		Service: c.Service, Endpoint: c.Endpoint, User: c.User,
+		ApiKey: c.APIKey, Ip: c.IP, Hits: &hits,
+	}
+}
+
+func fromProto(d *shardlimitv1.Decision) Decision {
+	return Decision{
+		Allowed:           d.GetAllowed(),
+		Limit:             d.GetLimit(),
+		Remaining:         d.GetRemaining(),
+		ResetAfter:        d.GetResetAfter().AsDuration(),
+		RetryAfter:        d.GetRetryAfter().AsDuration(),
+		Rule:              d.GetRule(),
+		FailurePolicy:     d.GetFailurePolicy(),
+		Delay:             d.GetDelay().AsDuration(),
+		SoftAllowanceUsed: d.GetSoftAllowanceUsed(),
+		Shadow:            d.GetShadow(),
+		ShadowDenied:      d.GetShadowDenied(),
+	}
+}

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+func testRules(t *testing.T) []rules.Rule {
+	t.Helper()
+	rs, err := rules.Parse("test.yaml", []byte(`
+rules:
+  - service: shop
+    endpoint: /checkout
+    name: checkout
+    limit: 10
+    period: 1m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func newClient(t *testing.T, o Options) *Client {
+	t.Helper()
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// deadAddr returns a loopback address with nothing listening.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// rpcCounter counts the client's RPC attempts per router and the checks
+// they carry, from a unary interceptor (one call per attempt).
+type rpcCounter struct {
+	mu       sync.Mutex
+	attempts map[string]int // router address → attempts
+	rpcs     atomic.Int64
+	checks   atomic.Int64
+}
+
+func (c *rpcCounter) option() grpc.DialOption {
+	c.attempts = map[string]int{}
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		c.mu.Lock()
+		c.attempts[cc.Target()[len("passthrough:///"):]]++
+		c.mu.Unlock()
+		c.rpcs.Add(1)
+		c.checks.Add(int64(len(req.(*shardlimitv1.CheckRequest).Checks)))
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+}
+
+func (c *rpcCounter) to(addr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts[addr]
+}
+
+// hangingRouter serves the public API and never answers: every Check waits
+// until its deadline.
+type hangingRouter struct {
+	shardlimitv1.UnimplementedRateLimiterServer
+	calls atomic.Int64
+	addr  string
+}
+
+func startHangingRouter(t *testing.T) *hangingRouter {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hangingRouter{addr: lis.Addr().String()}
+	s := grpc.NewServer()
+	shardlimitv1.RegisterRateLimiterServer(s, h)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return h
+}
+
+func (h *hangingRouter) Check(ctx context.Context, _ *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
+	h.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func withOpts(o ...grpc.DialOption) []grpc.DialOption { return o }

@@ -1,0 +1,18 @@
+// Package httpmw is net/http middleware that rate limits requests through a
+// shardlimit client: each request becomes one check of (Options.Service,
+// the request's endpoint, the caller's key), and a denied check is answered
+// with 429 Too Many Requests, Retry-After and the RateLimit-Policy and
+// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10, without
+// calling the wrapped handler.
+//
+// Services call New once at start-up and wrap their handlers with the
+// result. The key is a header (a user id set by an authenticating proxy),
+// an API key header, or the client's IP; forwarding headers are believed
+// only from peers in Options.TrustedProxies, right-most untrusted hop first,
+// so a client cannot choose its own key by sending X-Forwarded-For.
+//
+// It must never let a request through that the client denied, never write
+// an API key or a user id to a log or a response, and never turn a limiter
+// outage into an error of its own: when no router answers it follows the
+// client's failure mode.
+package httpmw

@@ -1,0 +1,200 @@
+package shard
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/limiter"
+)
+
+// Exported is one key's state as it travels between shards in a hand-off.
+type Exported struct {
+	Key   Key // the stored key: Lo's low 3 bits hold the algorithm
+	Algo  limiter.Algorithm
+	State limiter.State
+	Times []int64 // sliding_log: oldest first
+	Fresh int64   // Unix ns when the state is fresh again
+}
+
+// partitionSet returns a membership test for partitions numbered in count.
+func partitionSet(parts []uint32, count int) func(Key) bool {
+	set := make(map[uint64]bool, len(parts))
+	for _, p := range parts {
+		set[uint64(p)] = true
+	}
+	return func(k Key) bool { return set[k.Hi%uint64(count)] }
+}
+
+// Export returns the state of every key in the given partitions.
+func (s *Store) Export(parts []uint32, count int) []Exported {
+	in := partitionSet(parts, count)
+	var out []Exported
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		st.mu.Lock()
+		for j := range st.t.slots {
+			sl := &st.t.slots[j]
+			if sl.empty() {
+				continue
+			}
+			k := sl.key()
+			if !in(k) {
+				continue
+			}
+			a, b := sl.state()
+			out = append(out, Exported{Key: k, Algo: limiter.Algorithm(k.Lo & 7), State: limiter.State{A: a, B: b}, Fresh: s.epoch + int64(sl.fresh())*1e9})
+		}
+		for k, le := range st.logs {
+			if in(k) {
+				out = append(out, Exported{Key: k, Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9})
+			}
+		}
+		st.mu.Unlock()
+	}
+	return out
+}
+
+// Import merges exported keys: a key not held is added; a key held keeps
+// the more restrictive of the two states, so a hand-off never gives a user
+// quota back. It returns how many keys were added or changed and how many
+// kept their own state.
+func (s *Store) Import(keys []Exported, now int64) (imported, kept int) {
+	for _, e := range keys {
+		if e.Algo == limiter.Unspecified || e.Algo > limiter.GCRA || limiter.Algorithm(e.Key.Lo&7) != e.Algo {
+			continue
+		}
+		st := &s.stripes[e.Key.Hi>>56]
+		st.mu.Lock()
+		fresh := s.seconds(e.Fresh)
+		if e.Algo == limiter.SlidingLog {
+			le := st.logs[e.Key]
+			if le == nil {
+				s.makeRoom(st, now)
+				le = &logEntry{log: limiter.Log{Times: make([]int64, max(1, len(e.Times)))}}
+				st.logs[e.Key] = le
+				st.logSlots += int64(len(le.log.Times))
+			}
+			before := le.log.Len
+			limiter.MergeLog(&le.log, e.Times)
+			le.fresh = max(le.fresh, fresh)
+			if le.log.Len != before || before == 0 {
+				imported++
+			} else {
+				kept++
+			}
+			st.mu.Unlock()
+			continue
+		}
+		i, ok := st.t.find(e.Key)
+		var sl *slot
+		if ok {
+			sl = &st.t.slots[i]
+			a, b := sl.state()
+			cur := limiter.State{A: a, B: b}
+			merged := limiter.Merge(e.Algo, cur, e.State)
+			if merged == cur {
+				kept++
+			} else {
+				imported++
+			}
+			sl.setState(merged.A, merged.B)
+			sl.setMeta(max(sl.fresh(), fresh), sl.flags())
+		} else {
+			s.makeRoom(st, now)
+			sl = st.t.insert(e.Key)
+			sl.setState(e.State.A, e.State.B)
+			sl.setMeta(fresh, flagUsed)
+			imported++
+		}
+		st.mu.Unlock()
+	}
+	return imported, kept
+}
+
+// Drop forgets every key of the given partitions, ending their episodes.
+func (s *Store) Drop(parts []uint32, count int, now int64) int {
+	in := partitionSet(parts, count)
+	n := 0
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		st.mu.Lock()
+		for j := 0; j < len(st.t.slots); {
+			sl := &st.t.slots[j]
+			if !sl.empty() && in(sl.key()) {
+				s.endEpisode(sl.key(), sl.flags(), now)
+				st.t.deleteAt(j) // shifts a later key into j: look at j again
+				n++
+				continue
+			}
+			j++
+		}
+		for k, le := range st.logs {
+			if in(k) {
+				s.endEpisode(k, le.flags, now)
+				st.logSlots -= int64(len(le.log.Times))
+				delete(st.logs, k)
+				n++
+			}
+		}
+		st.mu.Unlock()
+	}
+	return n
+}
+
+// maxExportPartitions bounds the partitions of one Export or Drop.
+const maxExportPartitions = 1 << 16
+
+func checkPartitions(parts []uint32, count uint32) error {
+	switch {
+	case count < 1 || count > maxExportPartitions:
+		return status.Errorf(codes.InvalidArgument, "partition_count: %d not in 1..%d", count, maxExportPartitions)
+	case len(parts) == 0:
+		return status.Error(codes.InvalidArgument, "partitions: at least 1 is required")
+	}
+	for i, p := range parts {
+		if p >= count {
+			return status.Errorf(codes.InvalidArgument, "partitions[%d]: %d not in 0..%d", i, p, count-1)
+		}
+	}
+	return nil
+}
+
+// Export implements the shard API.
+func (s *Server) Export(_ context.Context, req *shardlimitv1.ExportRequest) (*shardlimitv1.ExportResponse, error) {
+	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
+		return nil, err
+	}
+	resp := &shardlimitv1.ExportResponse{}
+	for _, e := range s.store.Export(req.Partitions, int(req.PartitionCount)) {
+		resp.Keys = append(resp.Keys, &shardlimitv1.KeyState{
+			Hi: e.Key.Hi, Lo: e.Key.Lo, Algorithm: uint32(e.Algo), A: e.State.A, B: e.State.B, Times: e.Times, FreshUnixNs: e.Fresh,
+		})
+	}
+	return resp, nil
+}
+
+// Import implements the shard API.
+func (s *Server) Import(_ context.Context, req *shardlimitv1.ImportRequest) (*shardlimitv1.ImportResponse, error) {
+	keys := make([]Exported, len(req.Keys))
+	for i, k := range req.Keys {
+		if k.Algorithm < uint32(limiter.TokenBucket) || k.Algorithm > uint32(limiter.GCRA) || k.Lo&7 != uint64(k.Algorithm) {
+			return nil, status.Errorf(codes.InvalidArgument, "keys[%d].algorithm: %d does not match the key", i, k.Algorithm)
+		}
+		keys[i] = Exported{Key: Key{Hi: k.Hi, Lo: k.Lo}, Algo: limiter.Algorithm(k.Algorithm), State: limiter.State{A: k.A, B: k.B}, Times: k.Times, Fresh: k.FreshUnixNs}
+	}
+	imported, kept := s.store.Import(keys, time.Now().UnixNano())
+	return &shardlimitv1.ImportResponse{Imported: uint64(imported), Kept: uint64(kept)}, nil
+}
+
+// Drop implements the shard API.
+func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardlimitv1.DropResponse, error) {
+	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
+		return nil, err
+	}
+	n := s.store.Drop(req.Partitions, int(req.PartitionCount), time.Now().UnixNano())
+	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil
+}
