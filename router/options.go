@@ -14,8 +14,6 @@ import (
 type Options struct {
 	// Listen is the gRPC address; default "127.0.0.1:0" (any free port).
 	Listen string
-	// MetricsListen serves /metrics over HTTP; default "" (not served).
-	MetricsListen string
 	// Etcd lists the etcd endpoints. Required.
 	Etcd []string
 	// Prefix is the etcd key prefix; default "/shardlimit/".

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -52,7 +50,6 @@ type Router struct {
 	lis    net.Listener
 	grpc   *grpc.Server
 	health *health.Server
-	http   *http.Server
 	cancel context.CancelFunc
 	stop   sync.Once
 }
@@ -121,17 +118,6 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	reflection.Register(r.grpc)
 	go func() { _ = r.grpc.Serve(r.lis) }()
 
-	if opts.MetricsListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(r.registry, promhttp.HandlerOpts{}))
-		r.http = &http.Server{Addr: opts.MetricsListen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		mlis, err := net.Listen("tcp", opts.MetricsListen)
-		if err != nil {
-			r.Stop(context.Background())
-			return nil, fmt.Errorf("metrics listen: %w", err)
-		}
-		go func() { _ = r.http.Serve(mlis) }()
-	}
 	r.log.Info("router serving", "addr", r.Addr(), "rules", r.rules.Load().Len())
 	return r, nil
 }
@@ -148,6 +134,14 @@ func (r *Router) MapVersion() int64 {
 		return rt.m.Version
 	}
 	return 0
+}
+
+// Ready reports whether the router routes to at least one shard.
+func (r *Router) Ready() error {
+	if len(r.Members()) == 0 {
+		return errors.New("no live shards")
+	}
+	return nil
 }
 
 // Members returns the shards the router currently routes to.
@@ -189,9 +183,6 @@ func (r *Router) Stop(ctx context.Context) {
 			case <-ctx.Done():
 				r.grpc.Stop()
 			}
-		}
-		if r.http != nil {
-			_ = r.http.Shutdown(ctx)
 		}
 		r.cancel()
 		_ = r.etcd.Close()

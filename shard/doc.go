@@ -4,9 +4,9 @@
 // A Store keeps one fixed-size state per counter key in 256 stripes, each a
 // map under its own mutex, so no single key serialises the host and a
 // decision allocates nothing. Keys are stored by a 128-bit hash of
-// (service, rule, user): xxhash64, which also places the key, and the
-// runtime's maphash with a per-process seed; the store keeps the rule's
-// algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the
+// (service, rule, user): two xxhash64 sums with different seeds, the same
+// in every process so that keys can move between shards; the store keeps
+// the rule's algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the
 // chance of any collision is about n²/2¹²⁶ ≈ 1.2·10⁻²², far below one in a
 // billion.
 //

@@ -189,6 +189,7 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 			return nil, status.Errorf(codes.InvalidArgument, "rules[%d].%v", i, err)
 		}
 	}
+	refunds := 0
 	for i, c := range req.Checks {
 		if int(c.Rule) >= len(rules) {
 			return nil, status.Errorf(codes.InvalidArgument, "checks[%d].rule: index %d out of range 0..%d", i, c.Rule, len(rules)-1)
@@ -196,17 +197,31 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 		if c.Hits < 0 {
 			return nil, status.Errorf(codes.InvalidArgument, "checks[%d].hits: %d is negative", i, c.Hits)
 		}
+		if c.Refund {
+			if c.Hits < 1 {
+				return nil, status.Errorf(codes.InvalidArgument, "checks[%d].hits: a refund gives back at least 1 hit, not %d", i, c.Hits)
+			}
+			refunds++
+		}
 	}
 	now := time.Now().UnixNano()
 	load := s.utilization()
-	s.rate.Add(uint64(len(req.Checks)))
-	s.decisions.Add(uint64(len(req.Checks)))
+	// A refund is no decision: it counts toward neither the rate that
+	// drives elastic limits nor the decisions served.
+	s.rate.Add(uint64(len(req.Checks) - refunds))
+	s.decisions.Add(uint64(len(req.Checks) - refunds))
 	out := make([]shardlimitv1.ShardDecision, len(req.Checks))
 	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}
 	for i, c := range req.Checks {
 		name := req.Rules[c.Rule].Name
 		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits, Partition: int(c.Partition)}
-		d := s.store.Decide(MakeKey(c.Service, name, c.User), &chk, now, &rules[c.Rule], load)
+		k := MakeKey(c.Service, name, c.User)
+		var d limiter.Decision
+		if c.Refund {
+			d = s.store.Refund(k, &chk, now, &rules[c.Rule], load)
+		} else {
+			d = s.store.Decide(k, &chk, now, &rules[c.Rule], load)
+		}
 		o := &out[i]
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
 		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied

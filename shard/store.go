@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"hash/maphash"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -16,15 +15,14 @@ import (
 
 const stripes = 256
 
-// Key is the 128-bit hash of a counter key. Hi is xxhash64 of the key: it is
-// the same in every process and places the key (stripe, partition). Lo is
-// the runtime's AES-based maphash of the key with this process's seed: it
-// only tells keys apart inside one shard, so it need not be the same
-// elsewhere.
+// Key is the 128-bit hash of a counter key: two xxhash64 sums with
+// different seeds. Hi places the key (stripe, partition). Both halves are
+// the same in every process, so a key's state can move between shards in a
+// hand-off.
 type Key struct{ Hi, Lo uint64 }
 
-// seed is this process's maphash seed for Key.Lo.
-var seed = maphash.MakeSeed()
+// loSeed is the seed of the second hash; any constant other than zero.
+const loSeed = 0x9e3779b97f4a7c15
 
 // maxStackKey is the longest key hashed from a stack buffer; longer keys
 // (users over ~250 bytes) are hashed by streaming, a little slower.
@@ -35,15 +33,18 @@ func MakeKey(service, rule, user string) Key {
 	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
 		var buf [maxStackKey]byte
 		b := appendKey(buf[:0], service, rule, user)
-		return Key{Hi: xxhash.Sum64(b), Lo: maphash.Bytes(seed, b)}
+		var h xxhash.Digest
+		h.ResetWithSeed(loSeed)
+		_, _ = h.Write(b)
+		return Key{Hi: xxhash.Sum64(b), Lo: h.Sum64()}
 	}
 	var h xxhash.Digest
 	h.Reset()
 	writeKey(&h, service, rule, user)
-	var m maphash.Hash
-	m.SetSeed(seed)
-	writeKey(&m, service, rule, user)
-	return Key{Hi: h.Sum64(), Lo: m.Sum64()}
+	hi := h.Sum64()
+	h.ResetWithSeed(loSeed)
+	writeKey(&h, service, rule, user)
+	return Key{Hi: hi, Lo: h.Sum64()}
 }
 
 // KeyHash returns MakeKey(service, rule, user).Hi, the hash that places a
@@ -71,13 +72,7 @@ func appendKey(b []byte, service, rule, user string) []byte {
 
 var sep = []byte{0}
 
-// keyWriter is a streaming hash: *xxhash.Digest or *maphash.Hash.
-type keyWriter interface {
-	Write([]byte) (int, error)
-	WriteString(string) (int, error)
-}
-
-func writeKey(h keyWriter, service, rule, user string) {
+func writeKey(h *xxhash.Digest, service, rule, user string) {
 	_, _ = h.WriteString(service)
 	_, _ = h.Write(sep)
 	_, _ = h.WriteString(rule)
@@ -231,19 +226,82 @@ func (s *Store) decideLog(st *stripe, k Key, c *Check, now int64, r *limiter.Rul
 	le := st.logs[k]
 	if le == nil {
 		if c.Hits == 0 {
-			limit, _ := limiter.EffectiveLimit(r, load)
-			return limiter.Decision{Allowed: true, Limit: limit, Remaining: limit}
+			return freshLog(r, load)
 		}
 		s.makeRoom(st, now)
 		le = &logEntry{log: limiter.Log{Times: make([]int64, r.LogSize())}}
 		st.logs[k] = le
 		st.logSlots += int64(len(le.log.Times))
-	} else if size := int(r.LogSize()); size != len(le.log.Times) {
-		st.logSlots += int64(size - len(le.log.Times))
-		le.log.Move(make([]int64, size))
+	} else {
+		st.fitLog(le, r)
 	}
 	d := limiter.DecideLog(&le.log, now, r, c.Hits, load)
 	le.flags = s.episode(k, c, le.flags, &d, now) | flagUsed
+	le.fresh = s.seconds(now + d.ResetAfter)
+	if d.ResetAfter == 0 && le.flags&flagLimited == 0 {
+		st.logSlots -= int64(len(le.log.Times))
+		delete(st.logs, k)
+	}
+	return d
+}
+
+// freshLog is the answer for a sliding_log key the store does not hold: a
+// fresh key's, without allocating its ring.
+func freshLog(r *limiter.Rule, load float64) limiter.Decision {
+	limit, _ := limiter.EffectiveLimit(r, load)
+	return limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Shadow: r.Shadow}
+}
+
+// fitLog re-homes le's ring when the length r needs changed (the rule's
+// limit or allowances were edited), keeping the newest entries.
+func (st *stripe) fitLog(le *logEntry, r *limiter.Rule) {
+	if size := int(r.LogSize()); size != len(le.log.Times) {
+		st.logSlots += int64(size - len(le.log.Times))
+		le.log.Move(make([]int64, size))
+	}
+}
+
+// Refund gives back c.Hits that key k allowed moments ago under rule r, at
+// now (Unix ns) and the shard's load, because another rule of the same
+// check denied it (see limiter.Refund), and answers the state after the
+// refund. An absent key has nothing to give back: the answer is a fresh
+// key's, and nothing is stored.
+//
+// A refund is not traffic: it counts no load and no hot key, opens or ends
+// no episode, and does not mark the key used for eviction. A key it leaves
+// fresh is dropped, as Decide drops one, unless an episode is open on it.
+func (s *Store) Refund(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	k = stored(k, r.Algorithm)
+	st := &s.stripes[k.Hi>>56]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if r.Algorithm == limiter.SlidingLog {
+		return s.refundLog(st, k, c, now, r, load)
+	}
+	var state limiter.State
+	i, ok := st.t.find(k)
+	if !ok {
+		return limiter.DecideLoad(&state, now, r, 0, load)
+	}
+	sl := &st.t.slots[i]
+	state.A, state.B = sl.state()
+	d := limiter.Refund(&state, now, r, c.Hits, load)
+	if flags := sl.flags(); d.ResetAfter != 0 || flags&flagLimited != 0 {
+		sl.setState(state.A, state.B)
+		sl.setMeta(s.seconds(now+d.ResetAfter), flags)
+	} else {
+		st.t.deleteAt(i) // equivalent to a fresh key
+	}
+	return d
+}
+
+func (s *Store) refundLog(st *stripe, k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	le := st.logs[k]
+	if le == nil {
+		return freshLog(r, load)
+	}
+	st.fitLog(le, r)
+	d := limiter.RefundLog(&le.log, now, r, c.Hits, load)
 	le.fresh = s.seconds(now + d.ResetAfter)
 	if d.ResetAfter == 0 && le.flags&flagLimited == 0 {
 		st.logSlots -= int64(len(le.log.Times))

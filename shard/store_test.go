@@ -1,14 +1,21 @@
 package shard
 
 import (
+	"context"
 	"fmt"
-	"hash/maphash"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/hotkeys"
 	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/load"
 )
 
 const t0 = int64(1_800_000_000_000_000_000)
@@ -35,6 +42,11 @@ func tokenRule(limit int64, period time.Duration) *limiter.Rule {
 func decide(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
 	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
 	return s.Decide(MakeKey(c.Service, c.Rule, c.User), &c, now, r, 1)
+}
+
+func refund(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
+	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
+	return s.Refund(MakeKey(c.Service, c.Rule, c.User), &c, now, r, 1)
 }
 
 func TestStoreExpiresIdleKeysOnceFresh(t *testing.T) {
@@ -208,11 +220,10 @@ func TestStoreConcurrentExactness(t *testing.T) {
 func TestMakeKeyLongAndShortAgree(t *testing.T) {
 	for _, user := range []string{"", "alice", string(make([]byte, 400)), string(make([]byte, 4000))} {
 		k := MakeKey("svc", "rule", user)
-		var h1 xxhash.Digest
+		var h1, h2 xxhash.Digest
 		h1.Reset()
 		writeKey(&h1, "svc", "rule", user)
-		var h2 maphash.Hash
-		h2.SetSeed(seed)
+		h2.ResetWithSeed(loSeed)
 		writeKey(&h2, "svc", "rule", user)
 		if k.Hi != h1.Sum64() || k.Lo != h2.Sum64() || KeyHash("svc", "rule", user) != k.Hi {
 			t.Fatalf("user of %d bytes: keys differ", len(user))
@@ -220,5 +231,116 @@ func TestMakeKeyLongAndShortAgree(t *testing.T) {
 	}
 	if MakeKey("a", "b\x00c", "") == MakeKey("a", "b", "c") {
 		t.Log("NUL in a rule name would be ambiguous; rule validation forbids it")
+	}
+}
+
+func TestStoreRefund(t *testing.T) {
+	s := NewStore(StoreOptions{}, t0)
+	tb := tokenRule(3, time.Hour)
+	decide(s, "a", t0, tb, 2)
+	if d := refund(s, "a", t0+sec, tb, 1); !d.Allowed || d.Remaining != 2 || d.RetryAfter != 0 || s.Len() != 1 {
+		t.Fatalf("token bucket, 1 of 2 back: %+v, %d keys", d, s.Len())
+	}
+	// Back to a full bucket: equivalent to a fresh key, so dropped.
+	if d := refund(s, "a", t0+sec, tb, 1); d.Remaining != 3 || d.ResetAfter != 0 || s.Len() != 0 {
+		t.Fatalf("token bucket, all back: %+v, %d keys", d, s.Len())
+	}
+
+	fw := &limiter.Rule{Algorithm: limiter.FixedWindow, Limit: 3, Period: int64(time.Hour)}
+	decide(s, "a", t0, fw, 3)
+	if d := refund(s, "a", t0, fw, 2); d.Remaining != 2 || s.Len() != 1 {
+		t.Fatalf("fixed window: %+v, %d keys", d, s.Len())
+	}
+	if d := decide(s, "a", t0, fw, 3); d.Allowed {
+		t.Fatalf("fixed window: 3 allowed over 1 counted: %+v", d)
+	}
+
+	log := &limiter.Rule{Algorithm: limiter.SlidingLog, Limit: 3, Period: int64(time.Hour)}
+	decide(s, "b", t0, log, 1)
+	decide(s, "b", t0+sec, log, 1)
+	if d := refund(s, "b", t0+sec, log, 2); d.Remaining != 1 {
+		t.Fatalf("sliding log, 2 that are not one consume: %+v", d)
+	}
+	refund(s, "b", t0+sec, log, 1)
+	if d := refund(s, "b", t0+sec, log, 1); d.Remaining != 3 || d.ResetAfter != 0 {
+		t.Fatalf("sliding log, all back: %+v", d)
+	}
+	if st := s.Stats(); st.LogKeys != 0 || st.LogSlots != 0 {
+		t.Fatalf("fresh log key kept: %+v", st)
+	}
+}
+
+func TestStoreRefundAbsentKey(t *testing.T) {
+	s := NewStore(StoreOptions{}, t0)
+	for _, r := range []*limiter.Rule{
+		tokenRule(5, time.Hour),
+		{Algorithm: limiter.SlidingLog, Limit: 5, Period: int64(time.Hour), Shadow: true},
+	} {
+		d := refund(s, "a", t0, r, 3)
+		if want := (limiter.Decision{Allowed: true, Limit: 5, Remaining: 5, Shadow: r.Shadow}); d != want || s.Len() != 0 {
+			t.Fatalf("%v: %+v, %d keys; want %+v, none", r.Algorithm, d, s.Len(), want)
+		}
+	}
+}
+
+// A refund counts no load, no hot key and no episode; a limited key it
+// leaves fresh stays until its episode ends.
+func TestStoreRefundIsNoTraffic(t *testing.T) {
+	rec := &recorder{}
+	hot, err := hotkeys.New(hotkeys.Options{K: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := load.New(4)
+	s := NewStore(StoreOptions{Episodes: rec, Load: lc, Hot: hot}, t0)
+	r := tokenRule(1, time.Hour)
+	decide(s, "a", t0, r, 1)
+	decide(s, "a", t0, r, 1) // denied: begins an episode
+	loads, total := fmt.Sprint(lc.Snapshot(t0)), hot.Total()
+	if d := refund(s, "a", t0, r, 1); d.Remaining != 1 || d.ResetAfter != 0 {
+		t.Fatalf("refund: %+v", d)
+	}
+	if got := fmt.Sprint(lc.Snapshot(t0)); got != loads || hot.Total() != total {
+		t.Fatalf("refund counted: load %s → %s, hot total %d → %d", loads, got, total, hot.Total())
+	}
+	if s.Len() != 1 || len(rec.events) != 1 {
+		t.Fatalf("%d keys, episode events %v; want the limited key kept and only its begin", s.Len(), rec.events)
+	}
+	s.Sweep(0, stripes, t0)
+	if s.Len() != 0 || len(rec.events) != 2 || rec.events[1] != "end @0" {
+		t.Fatalf("after the sweep: %d keys, episode events %v", s.Len(), rec.events)
+	}
+}
+
+func TestServerDecideRefund(t *testing.T) {
+	srv := &Server{store: NewStore(StoreOptions{}, time.Now().UnixNano()), opts: Options{Capacity: 1000}}
+	req := func(hits int64, refund bool) *shardlimitv1.DecideRequest {
+		return &shardlimitv1.DecideRequest{
+			Rules: []*shardlimitv1.RuleParams{{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 5, PeriodNs: int64(366 * 24 * time.Hour)}},
+			Checks: []*shardlimitv1.ShardCheck{
+				{Service: "svc", User: "a", Hits: 1},
+				{Service: "svc", User: "a", Hits: hits, Refund: refund},
+			},
+		}
+	}
+	resp, err := srv.Decide(context.Background(), req(3, false))
+	if err != nil || resp.Decisions[1].Remaining != 1 {
+		t.Fatalf("consume: %v, %v", resp, err)
+	}
+	resp, err = srv.Decide(context.Background(), req(3, true))
+	if err != nil || !resp.Decisions[1].Allowed || resp.Decisions[1].Remaining != 3 {
+		t.Fatalf("refund: %v, %v", resp, err)
+	}
+	if n := srv.decisions.Load(); n != 3 {
+		t.Fatalf("%d decisions counted, want 3: a refund is none", n)
+	}
+	for _, hits := range []int64{0, -1} {
+		_, err = srv.Decide(context.Background(), req(hits, true))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "checks[1].hits") {
+			t.Fatalf("refund of %d hits: %v", hits, err)
+		}
+	}
+	if resp, _ := srv.Decide(context.Background(), req(0, false)); resp.Decisions[1].Remaining != 2 {
+		t.Fatalf("rejected requests changed the count: %v", resp)
 	}
 }

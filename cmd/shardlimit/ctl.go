@@ -32,7 +32,7 @@ func ctlCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address")
 	cmd.PersistentFlags().DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call")
 	cmd.PersistentFlags().StringVarP(&cf.output, "output", "o", "text", "output format: text or json")
-	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf))
+	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf))
 	return cmd
 }
 

@@ -19,7 +19,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(shardCmd(), routerCmd(), devCmd(), ctlCmd())
+	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), ctlCmd())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {

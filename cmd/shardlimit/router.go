@@ -11,6 +11,7 @@ import (
 
 func routerCmd() *cobra.Command {
 	o := router.DefaultOptions()
+	var metricsListen string
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the public RateLimiter API in front of the shards.",
@@ -23,6 +24,12 @@ func routerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ops, err := serveOps(metricsListen, r.Registry(), r.Ready)
+			if err != nil {
+				r.Stop(context.Background())
+				return err
+			}
+			defer ops.close()
 			<-cmd.Context().Done()
 			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -32,7 +39,7 @@ func routerCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
-	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "HTTP address serving /metrics (default: off)")
+	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "static YAML rules file used instead of the rules in etcd (default: follow the rules in etcd)")

@@ -42,5 +42,42 @@
 // (EffectiveLimit, from a load the caller passes in), and shadow mode
 // changes only the answer. The state is the same.
 //
+// # Refunds
+//
+// A check can match several rules, possibly on different shards. The
+// router consumes on all of them at once and, when one denies, refunds the
+// hits to those that allowed, so that a denied check consumes nothing.
+// Refund and RefundLog give the hits back and answer the state after it,
+// as a read (hits 0) would.
+//
+// A refund names the key and the hits, not the consume it undoes, so it
+// undoes them where the key's last consume of that many hits put them:
+// buckets move their time back by hits·T, but not below now; the window
+// algorithms take the hits off the window the state last counted in, if
+// that window still counts and holds them; a log drops its newest hits
+// entries, if they are one consume's. Where the state shows that the hits
+// are not there (drained, expired, fewer counted), nothing more comes
+// back: a refund never creates capacity from hits it cannot find.
+//
+// That is exact, however late the refund, when nothing else was counted on
+// the key in between: every later decision is the one the key would have
+// got had the consume never happened. When others were counted in between,
+// no rule that sees only the state can be both exact and never over-admit:
+// "consume n, refund n" and "consume n, let it drain or leave the window,
+// another request consumes n, refund n" can leave the same state and need
+// different answers. Exactness wins; the refund then leaves the key at
+// least as restrictive as if the hits counted in between had been counted
+// at the time of the refunded consume. So what it may over-admit is bounded
+// by the refund's delay: nothing when the refund comes at the instant of
+// the consume, at most what that delay let drain or leave the window
+// otherwise (for fixed_window, at most the refunded hits, and only when
+// the consume and the refund fall on either side of a window boundary).
+//
+// Soft and elastic limits refund the same counter: the window algorithms
+// count hits whatever the limit, and the buckets move their time back in
+// the limit the consume stored it with, so a change of load in between
+// changes nothing. In shadow mode only the hits the rule would have allowed
+// were counted, and only those may be refunded.
+//
 // It must never depend on the network, etcd, gRPC or the wall clock.
 package limiter

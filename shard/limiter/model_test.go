@@ -197,6 +197,13 @@ func (x *subject) decide(now int64, r *Rule, hits int64, load float64) Decision 
 	return DecideLoad(&x.s, now, r, hits, load)
 }
 
+func (x *subject) refund(now int64, r *Rule, hits int64, load float64) Decision {
+	if r.Algorithm.UsesLog() {
+		return RefundLog(&x.l, now, r, hits, load)
+	}
+	return Refund(&x.s, now, r, hits, load)
+}
+
 // probe decides on a copy, leaving x as it was.
 func (x *subject) probe(now int64, r *Rule, hits int64, load float64) Decision {
 	c := subject{s: x.s, l: x.l}

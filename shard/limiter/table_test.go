@@ -14,9 +14,11 @@ const (
 	sec = int64(time.Second)
 )
 
-// row is one check of a table test and the decision it must get.
+// row is one check of a table test, or with refund set one refund, and
+// the decision it must get.
 type row struct {
 	at, hits  int64
+	refund    bool
 	allowed   bool
 	remaining int64
 	retry     int64
@@ -32,10 +34,15 @@ func runTable(t *testing.T, r Rule, rows []row) {
 	}
 	x := newSubject(&r)
 	for i, w := range rows {
-		d := x.decide(w.at, &r, w.hits, 1)
+		var d Decision
+		if w.refund {
+			d = x.refund(w.at, &r, w.hits, 1)
+		} else {
+			d = x.decide(w.at, &r, w.hits, 1)
+		}
 		if d.Allowed != w.allowed || d.Remaining != w.remaining || d.RetryAfter != w.retry || d.ResetAfter != w.reset || d.Delay != w.delay {
-			t.Fatalf("row %d (t0+%v, hits %d):\n got allowed=%v remaining=%d retry=%d reset=%d delay=%d\nwant allowed=%v remaining=%d retry=%d reset=%d delay=%d",
-				i, time.Duration(w.at-t0), w.hits,
+			t.Fatalf("row %d (t0+%v, hits %d, refund %v):\n got allowed=%v remaining=%d retry=%d reset=%d delay=%d\nwant allowed=%v remaining=%d retry=%d reset=%d delay=%d",
+				i, time.Duration(w.at-t0), w.hits, w.refund,
 				d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter, d.Delay,
 				w.allowed, w.remaining, w.retry, w.reset, w.delay)
 		}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/shardlimit/shardlimit/rebalance"
+)
+
+func rebalanceCmd() *cobra.Command {
+	o := rebalance.DefaultOptions()
+	var metricsListen string
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Run a rebalance instance: the elected leader moves hot partitions between shards.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Logger = logger()
+			j, err := rebalance.Start(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			ops, err := serveOps(metricsListen, j.Registry(), func() error { return nil })
+			if err != nil {
+				j.Stop()
+				return err
+			}
+			defer ops.close()
+			<-cmd.Context().Done()
+			j.Stop()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ID, "id", o.ID, "instance name in the election and run records (default: the host name)")
+	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC address of the Rebalancer API")
+	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial to reach this instance (default: the bound listen address)")
+	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
+	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
+	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
+	f.DurationVar(&o.Interval, "interval", o.Interval, "time between runs of the leader")
+	f.Float64Var(&o.Threshold, "threshold", o.Threshold, "max/mean shard load over which a run moves partitions")
+	f.IntVar(&o.MaxMoves, "max-moves", o.MaxMoves, "most partitions one run moves")
+	f.DurationVar(&o.SessionTTL, "session-ttl", o.SessionTTL, "election lease; a dead leader is replaced within about this long")
+	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
+	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
+	return cmd
+}

@@ -1,0 +1,104 @@
+package router
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance"
+	"github.com/shardlimit/shardlimit/rebalance/mapstore"
+)
+
+// leader dials the rebalance leader found in etcd.
+func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, func(), error) {
+	addr, err := rebalance.Leader(ctx, a.r.etcd, a.r.opts.Prefix)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+	}
+	if addr == "" {
+		return nil, nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
+	}
+	return shardlimitv1.NewRebalancerClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func (a *admin) RebalancePlan(ctx context.Context, req *shardlimitv1.PlanRequest) (*shardlimitv1.PlanResponse, error) {
+	c, done, err := a.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return c.Plan(ctx, req)
+}
+
+func (a *admin) RebalanceRun(ctx context.Context, req *shardlimitv1.RebalanceRunRequest) (*shardlimitv1.RunResponse, error) {
+	if req.Run == nil {
+		req.Run = &shardlimitv1.RunRequest{}
+	}
+	if req.Run.Trigger == "" {
+		req.Run.Trigger = "admin"
+	}
+	c, done, err := a.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	resp, err := c.Run(ctx, req.Run)
+	if err != nil || !req.Wait || resp.Run.MapVersion == 0 {
+		return resp, err
+	}
+	// Wait until this router routes by the published version.
+	for a.r.MapVersion() < resp.Run.MapVersion {
+		select {
+		case <-ctx.Done():
+			return nil, status.Errorf(codes.DeadlineExceeded, "version %d published, but this router still routes by %d", resp.Run.MapVersion, a.r.MapVersion())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return resp, nil
+}
+
+func (a *admin) ShardMapHistory(ctx context.Context, _ *shardlimitv1.ShardMapHistoryRequest) (*shardlimitv1.ShardMapHistoryResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	hist, err := mapstore.History(ctx, a.r.etcd, a.r.opts.Prefix)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+	}
+	resp := &shardlimitv1.ShardMapHistoryResponse{InForce: a.r.MapVersion()}
+	for _, m := range hist {
+		v := &shardlimitv1.ShardMapVersion{
+			Version: m.Version, Reason: m.Reason, WrittenUnixNs: m.WrittenAt.UnixNano(), WrittenBy: m.WrittenBy, Pinned: uint32(m.Pinned()),
+		}
+		for _, mv := range m.Moves {
+			v.Moves = append(v.Moves, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
+		}
+		resp.Versions = append(resp.Versions, v)
+	}
+	return resp, nil
+}
+
+func (a *admin) RebalanceRuns(ctx context.Context, req *shardlimitv1.RebalanceRunsRequest) (*shardlimitv1.RebalanceRunsResponse, error) {
+	limit := int(req.Limit)
+	switch {
+	case limit == 0:
+		limit = 20
+	case limit > 100:
+		return nil, status.Errorf(codes.InvalidArgument, "limit: %d exceeds the maximum of 100", limit)
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	runs, err := rebalance.Runs(ctx, a.r.etcd, a.r.opts.Prefix, limit)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+	}
+	return &shardlimitv1.RebalanceRunsResponse{Runs: runs}, nil
+}
