@@ -38,6 +38,7 @@ type Job struct {
 	metrics  *metrics
 	cancel   context.CancelFunc
 	done     chan struct{}
+	stopped  sync.Once
 
 	mu       sync.Mutex
 	election *concurrency.Election // set while leading
@@ -106,20 +107,24 @@ func (j *Job) Registry() *prometheus.Registry { return j.registry }
 // Stop resigns leadership (so another instance takes over at once) and
 // stops.
 func (j *Job) Stop() {
-	j.cancel()
-	<-j.done
-	j.health.Shutdown()
-	j.grpc.Stop()
-	_ = j.etcd.Close()
+	j.stopped.Do(func() {
+		j.cancel()
+		<-j.done
+		j.health.Shutdown()
+		j.grpc.Stop()
+		_ = j.etcd.Close()
+	})
 }
 
 // Kill stops abruptly, as a crash would: the election lease is left to
 // expire.
 func (j *Job) Kill() {
-	_ = j.etcd.Close()
-	j.cancel()
-	<-j.done
-	j.grpc.Stop()
+	j.stopped.Do(func() {
+		_ = j.etcd.Close()
+		j.cancel()
+		<-j.done
+		j.grpc.Stop()
+	})
 }
 
 // ElectionKey returns the etcd prefix of the election.

@@ -152,6 +152,11 @@ func (r *Router) Members() []membership.Member {
 	return nil
 }
 
+// Partition returns the partition of the counter of (service, rule, user).
+func (r *Router) Partition(service, rule, user string) int {
+	return shardmap.Partition(shard.KeyHash(service, rule, user), r.routing.Load().table.Partitions())
+}
+
 // Owner returns the shard that owns the counter of (service, rule, user),
 // where user is the counter's name under the rule (rules.Rule.CounterUser).
 func (r *Router) Owner(service, rule, user string) (membership.Member, bool) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
@@ -25,21 +26,23 @@ type Options struct {
 	Shards, Routers int
 	// Rules given to every router. Required.
 	Rules []rules.Rule
-	// Shard and Router, when set, adjust each component's options before it
-	// starts.
-	Shard  func(*shard.Options)
-	Router func(*router.Options)
+	// Shard, Router and Rebalance, when set, adjust each component's
+	// options before it starts.
+	Shard     func(*shard.Options)
+	Router    func(*router.Options)
+	Rebalance func(*rebalance.Options)
 }
 
 // Cluster is a running test cluster.
 type Cluster struct {
-	tb      testing.TB
-	opts    Options
-	Etcd    string
-	Prefix  string
-	Shards  []*shard.Server
-	Routers []*router.Router
-	nextID  int
+	tb          testing.TB
+	opts        Options
+	Etcd        string
+	Prefix      string
+	Shards      []*shard.Server
+	Routers     []*router.Router
+	Rebalancers []*rebalance.Job
+	nextID      int
 }
 
 var prefixes atomic.Int64
@@ -132,6 +135,37 @@ func (c *Cluster) StartRouter() *router.Router {
 	})
 	c.Routers = append(c.Routers, r)
 	return r
+}
+
+// StartRebalance starts one more rebalance instance. It runs only when
+// asked (a one-hour interval) and waits a short settle time.
+func (c *Cluster) StartRebalance() *rebalance.Job {
+	c.tb.Helper()
+	o := rebalance.DefaultOptions()
+	o.ID = fmt.Sprintf("rebalance-%d", len(c.Rebalancers))
+	o.Etcd, o.Prefix, o.Logger = []string{c.Etcd}, c.Prefix, Logger()
+	o.Interval, o.SessionTTL, o.Settle = time.Hour, 1*time.Second, 200*time.Millisecond
+	if c.opts.Rebalance != nil {
+		c.opts.Rebalance(&o)
+	}
+	j, err := rebalance.Start(context.Background(), o)
+	if err != nil {
+		c.tb.Fatalf("start rebalance: %v", err)
+	}
+	c.tb.Cleanup(j.Kill)
+	c.Rebalancers = append(c.Rebalancers, j)
+	return j
+}
+
+// Admin returns an Admin client connected to router i.
+func (c *Cluster) Admin(i int) shardlimitv1.AdminClient {
+	c.tb.Helper()
+	conn, err := grpc.NewClient(c.Routers[i].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	c.tb.Cleanup(func() { _ = conn.Close() })
+	return shardlimitv1.NewAdminClient(conn)
 }
 
 // Client returns a RateLimiter client connected to router i.

@@ -1,0 +1,44 @@
+package rebalance_test
+
+import (
+	"context"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/shardlimit/shardlimit/rebalance"
+	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+)
+
+func dialTo(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func emptyMap() *shardmap.Map {
+	return &shardmap.Map{Partitions: 1024, Owners: make([]string, 1024), Reason: "test"}
+}
+
+// mapstoreFenceOfDeadLeader returns the fence a leader whose election key
+// is gone would use: its key no longer exists, so the compare fails.
+func mapstoreFenceOfDeadLeader(t *testing.T, cli *clientv3.Client, prefix string) clientv3.Cmp {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), rebalance.ElectionKey(prefix)+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev int64 = 1
+	for _, kv := range resp.Kvs {
+		rev = max(rev, kv.CreateRevision)
+	}
+	// A key that a dead leader held: any key under the election prefix that
+	// is not there now, with the revision it was created at.
+	return clientv3.Compare(clientv3.CreateRevision(rebalance.ElectionKey(prefix)+"/dead-leader"), "=", rev)
+}
