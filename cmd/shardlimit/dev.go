@@ -28,20 +28,21 @@ import (
 )
 
 type devOptions struct {
-	etcdListen    string
-	routerListen  string
-	metricsListen string
-	shards        int
-	rulesFile     string
-	dataDir       string
-	prefix        string
-	leaseTTL      time.Duration
+	etcdListen        string
+	routerListen      string
+	metricsListen     string
+	shards            int
+	rulesFile         string
+	dataDir           string
+	prefix            string
+	leaseTTL          time.Duration
+	rebalanceInterval time.Duration
 }
 
 func devCmd() *cobra.Command {
 	o := devOptions{
 		etcdListen: "127.0.0.1:2379", routerListen: "127.0.0.1:8081", metricsListen: "127.0.0.1:9091",
-		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second,
+		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second, rebalanceInterval: time.Minute,
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -63,6 +64,7 @@ func devCmd() *cobra.Command {
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data (default: a temporary one, removed on exit)")
 	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
+	f.DurationVar(&o.rebalanceInterval, "rebalance-interval", o.rebalanceInterval, "time between the rebalance job's runs")
 	return cmd
 }
 
@@ -117,6 +119,12 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 	children = append(children, rc)
+	bc, err := startChild(out, "rebalance", exe, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
+		"--interval", o.rebalanceInterval.String())
+	if err != nil {
+		return err
+	}
+	children = append(children, bc)
 
 	if err := waitReady(ctx, etcd.Endpoint(), o, children); err != nil {
 		return err
@@ -126,7 +134,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	for _, c := range children {
 		fmt.Fprintf(out, "  %-8s pid %d\n", c.name, c.cmd.Process.Pid)
 	}
-	fmt.Fprintf(out, "try: shardlimit ctl check --service shop --endpoint /checkout --user alice   (Ctrl-C stops everything)\n")
+	fmt.Fprintf(out, "try: bin/shardlimit ctl check --service shop --endpoint /checkout --user alice; bin/shardlimit ctl members; bin/shardlimit ctl rebalance plan   (Ctrl-C stops everything)\n")
 	<-ctx.Done()
 	fmt.Fprintln(out, "shardlimit dev stopping")
 	return nil
@@ -237,7 +245,8 @@ func prefixLines(out io.Writer, name string, r io.Reader) {
 	}
 }
 
-// stopChildren stops the router first, then the shards (which deregister),
+// stopChildren stops the rebalance job and the router first, then the
+// shards (which deregister),
 // each with SIGTERM and a 10s grace before SIGKILL.
 func stopChildren(out io.Writer, children []*child) {
 	for i := len(children) - 1; i >= 0; i-- {

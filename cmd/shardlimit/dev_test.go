@@ -67,7 +67,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)$`)
 	ready := false
 	timeout := time.After(20 * time.Second)
-	for !ready || len(pids) < 4 {
+	for !ready || len(pids) < 5 {
 		select {
 		case l, ok := <-lines:
 			if !ok {

@@ -144,3 +144,19 @@ func TestKeyAndDescriptorValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestDurationStringRoundTrips(t *testing.T) {
+	for _, in := range []string{"1s", "90s", "1m", "1m30s", "1h", "1h30m", "2d", "500ms", "25h"} {
+		d, err := ParseDuration(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseDuration(d.String())
+		if err != nil || back != d {
+			t.Errorf("%s → %s → %v (%v)", in, d.String(), back, err)
+		}
+	}
+	if got := Duration(time.Hour).String(); got != "1h" {
+		t.Errorf("1h prints as %q", got)
+	}
+}

@@ -245,10 +245,18 @@ func ParseDuration(s string) (Duration, error) {
 // String prints days when the duration is a whole number of them.
 func (d Duration) String() string {
 	day := 24 * time.Hour
-	if t := time.Duration(d); t >= day && t%day == 0 {
+	t := time.Duration(d)
+	if t >= day && t%day == 0 {
 		return fmt.Sprintf("%dd", t/day)
 	}
-	return time.Duration(d).String()
+	s := t.String()
+	if t >= time.Minute { // "1h0m0s" → "1h", "1m30s" stays
+		s = strings.TrimSuffix(s, "0s")
+		if t >= time.Hour {
+			s = strings.TrimSuffix(s, "0m")
+		}
+	}
+	return s
 }
 
 // UnmarshalYAML parses a duration string.
