@@ -250,9 +250,11 @@ func (d Duration) String() string {
 		return fmt.Sprintf("%dd", t/day)
 	}
 	s := t.String()
-	if t >= time.Minute { // "1h0m0s" → "1h", "1m30s" stays
-		s = strings.TrimSuffix(s, "0s")
-		if t >= time.Hour {
+	if t >= time.Minute { // "1h0m0s" → "1h", "1m0s" → "1m", "1m30s" stays
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
 			s = strings.TrimSuffix(s, "0m")
 		}
 	}
