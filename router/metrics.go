@@ -5,7 +5,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/shardlimit/shardlimit/router/rules"
 )
+
+// decided counts one rule decision.
+func (m *metrics) decided(c *rules.Resolved, result string) {
+	m.decisions.WithLabelValues(c.Service, c.Rule.Endpoint, c.Rule.Name, c.Rule.Limiter().Algorithm.String(), result).Inc()
+}
 
 // Results of a decision, the values of the result label.
 const (
@@ -18,6 +26,8 @@ const (
 )
 
 type metrics struct {
+	duration      prometheus.Histogram
+	etcdUp        prometheus.Gauge
 	memberChanges prometheus.Counter
 	mapVersion    prometheus.Gauge
 	mapWritten    atomic.Int64 // Unix ns the map in force was written
@@ -34,8 +44,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_decisions_total",
-			Help: "Checks answered, by service, rule and result (allowed, denied, shadow_denied, failed_open, failed_closed, no_rule).",
-		}, []string{"service", "rule", "result"}),
+			Help: "Rule decisions, by service, the rule's endpoint, rule, algorithm and result (allowed, denied, shadow_denied, failed_open, failed_closed; no_rule for checks no rule applies to).",
+		}, []string{"service", "endpoint", "rule", "algorithm", "result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shardlimit_router_decision_duration_seconds",
+			Help:    "Time to answer one Check request, shard calls included.",
+			Buckets: []float64{5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1},
+		}),
+		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_router_etcd_up", Help: "1 when etcd answered the last health probe.",
+		}),
 		shardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_shard_errors_total",
 			Help: "Calls to a shard that failed, timed out or were refused by its open circuit, by shard and reason.",
@@ -80,6 +98,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		return time.Since(time.Unix(0, w)).Seconds()
 	})
 	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.ruleReloads,
-		m.memberChanges, m.mapVersion, mapAge)
+		m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -118,6 +118,13 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	reflection.Register(r.grpc)
 	go func() { _ = r.grpc.Serve(r.lis) }()
 
+	go membership.WatchHealth(watchCtx, r.etcd, 5*time.Second, func(up bool) {
+		if up {
+			r.metrics.etcdUp.Set(1)
+		} else {
+			r.metrics.etcdUp.Set(0)
+		}
+	})
 	r.log.Info("router serving", "addr", r.Addr(), "rules", r.rules.Load().Len())
 	return r, nil
 }
@@ -203,6 +210,8 @@ func (r *Router) Rules() *rules.Set { return r.rules.Load() }
 // some deny, the hits that the others took are given back (refunded), so a
 // denied check consumes nothing.
 func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
+	start := time.Now()
+	defer func() { r.metrics.duration.Observe(time.Since(start).Seconds()) }()
 	if err := r.validate(req); err != nil {
 		return nil, toStatus(err)
 	}
@@ -233,7 +242,7 @@ func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*sh
 	for i, c := range req.Checks {
 		if spans[i][0] == spans[i][1] {
 			resp.Decisions[i] = &shardlimitv1.Decision{Allowed: true, ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0)}
-			r.metrics.decisions.WithLabelValues(c.Service, "", resultNoRule).Inc()
+			r.metrics.decisions.WithLabelValues(c.Service, "", "", "", resultNoRule).Inc()
 			continue
 		}
 		resp.Decisions[i] = merge(decisions[spans[i][0]:spans[i][1]])
@@ -397,7 +406,7 @@ func (r *Router) callShard(ctx context.Context, p *peer, checks []rules.Resolved
 		case !d.Allowed:
 			result = resultDenied
 		}
-		r.metrics.decisions.WithLabelValues(checks[i].Service, checks[i].Rule.Name, result).Inc()
+		r.metrics.decided(&checks[i], result)
 	}
 }
 
@@ -430,7 +439,7 @@ func (r *Router) answerByPolicy(out []*shardlimitv1.Decision, checks []rules.Res
 			d.RetryAfter = durationpb.New(r.opts.BreakerCooldown)
 		}
 		out[i] = d
-		r.metrics.decisions.WithLabelValues(checks[i].Service, rule.Name, result).Inc()
+		r.metrics.decided(&checks[i], result)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,6 +48,12 @@ type Server struct {
 	stop          sync.Once
 	done          chan struct{} // closed on stop; ends the background loops
 
+	registry *prometheus.Registry
+	metrics  *metrics
+	ready    atomic.Bool
+	ctx      context.Context // ends on stop
+	cancel   context.CancelFunc
+
 	// Decisions in the current second and in the last whole one, and since
 	// start.
 	rate, lastRate, decisions atomic.Uint64
@@ -61,6 +68,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, started: started, served: make(chan error, 1), done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
 		return nil, fmt.Errorf("episodes: %w", err)
@@ -69,6 +77,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("top keys: %w", err)
 	}
 	s.partitionLoad = load.New(opts.Partitions)
+	s.registry = prometheus.NewRegistry()
+	s.metrics = newMetrics(s.registry, s)
 	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	lis, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
@@ -99,8 +109,30 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		_ = s.etcd.Close()
 		return nil, err
 	}
-	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", time.Since(started).Round(time.Millisecond))
+	s.metrics.setup.Set(m.Ready.Sub(started).Seconds())
+	s.metrics.registered.Set(1)
+	s.ready.Store(true)
+	go membership.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
+	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", m.Ready.Sub(started).Round(time.Millisecond))
 	return s, nil
+}
+
+// Registry returns the shard's Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Ready reports whether the shard serves and is registered in etcd.
+func (s *Server) Ready() error {
+	if !s.ready.Load() {
+		return errors.New("not serving or not registered")
+	}
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Addr returns the address the shard listens on.
@@ -118,6 +150,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stop.Do(func() {
 		close(s.done)
+		s.cancel()
+		s.ready.Store(false)
+		s.metrics.registered.Set(0)
 		s.health.Shutdown()
 		err = s.reg.Close(ctx)
 		done := make(chan struct{})
@@ -137,6 +172,8 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) Kill() {
 	s.stop.Do(func() {
 		close(s.done)
+		s.cancel()
+		s.ready.Store(false)
 		s.reg.Abandon()
 		s.grpc.Stop()
 		_ = s.etcd.Close()
@@ -212,6 +249,7 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 	s.decisions.Add(uint64(len(req.Checks) - refunds))
 	out := make([]shardlimitv1.ShardDecision, len(req.Checks))
 	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}
+	var counts [limiter.GCRA + 1][results]float64
 	for i, c := range req.Checks {
 		name := req.Rules[c.Rule].Name
 		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits, Partition: int(c.Partition)}
@@ -226,6 +264,24 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
 		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied
 		resp.Decisions[i] = o
+		if !c.Refund {
+			r := resultAllowed
+			switch {
+			case d.ShadowDenied:
+				r = resultShadowDenied
+			case !d.Allowed:
+				r = resultDenied
+			}
+			counts[rules[c.Rule].Algorithm][r]++
+		}
 	}
+	for a := range counts {
+		for r, n := range counts[a] {
+			if n > 0 {
+				s.metrics.decisions[a][r].Add(n)
+			}
+		}
+	}
+	s.metrics.duration.Observe(float64(time.Now().UnixNano()-now) / 1e9)
 	return resp, nil
 }

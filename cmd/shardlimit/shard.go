@@ -11,6 +11,7 @@ import (
 
 func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
+	var metricsListen string
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
@@ -21,6 +22,12 @@ func shardCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ops, err := serveOps(metricsListen, s.Registry(), s.Ready)
+			if err != nil {
+				s.Kill()
+				return err
+			}
+			defer ops.close()
 			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -30,6 +37,7 @@ func shardCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.ID, "id", o.ID, "member id, unique among live shards (required)")
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
+	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (ready: serving and registered; default: off)")
 	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial (default: the bound listen address)")
 	f.StringVar(&o.Zone, "zone", o.Zone, "failure domain written in the member record")
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")

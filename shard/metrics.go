@@ -1,0 +1,101 @@
+package shard
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/shardlimit/shardlimit/shard/limiter"
+)
+
+// Decision results, the values of the result label.
+const (
+	resultAllowed = iota
+	resultDenied
+	resultShadowDenied
+	results
+)
+
+var resultNames = [results]string{"allowed", "denied", "shadow_denied"}
+
+// metrics are the shard's Prometheus metrics. Decision counters are
+// resolved once per (algorithm, result) so that a batch adds to them
+// without label lookups.
+type metrics struct {
+	decisions  [limiter.GCRA + 1][results]prometheus.Counter
+	duration   prometheus.Histogram
+	setup      prometheus.Gauge
+	registered prometheus.Gauge
+	etcdUp     prometheus.Gauge
+}
+
+func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
+	m := &metrics{
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shardlimit_shard_decision_duration_seconds",
+			Help:    "Time to decide one batch of checks on the shard.",
+			Buckets: []float64{1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.01},
+		}),
+		setup: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_shard_setup_seconds",
+			Help: "Host setup time: process start to serving and registered in etcd.",
+		}),
+		registered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_shard_registered", Help: "1 while the shard is registered in etcd under its lease.",
+		}),
+		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_shard_etcd_up", Help: "1 when etcd answered the last health probe.",
+		}),
+	}
+	dec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardlimit_shard_decisions_total",
+		Help: "Checks decided on the shard, by algorithm and result (allowed, denied, shadow_denied).",
+	}, []string{"algorithm", "result"})
+	for a := limiter.TokenBucket; a <= limiter.GCRA; a++ {
+		for r := range results {
+			m.decisions[a][r] = dec.WithLabelValues(a.String(), resultNames[r])
+		}
+	}
+	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.etcdUp, &storeCollector{s: s},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+var (
+	descLoad          = prometheus.NewDesc("shardlimit_shard_load", "Decisions over the last minute.", nil, nil)
+	descPartitionLoad = prometheus.NewDesc("shardlimit_shard_partition_load", "Decisions over the last minute, per partition with any.", []string{"partition"}, nil)
+	descKeys          = prometheus.NewDesc("shardlimit_shard_keys", "Counter keys held.", nil, nil)
+	descMemory        = prometheus.NewDesc("shardlimit_shard_memory_bytes", "Estimated bytes of counter state.", nil, nil)
+	descEvictions     = prometheus.NewDesc("shardlimit_shard_evictions_total", "Keys evicted under --max-keys.", nil, nil)
+	descExpirations   = prometheus.NewDesc("shardlimit_shard_expirations_total", "Idle keys dropped once fresh again.", nil, nil)
+	descEpisodes      = prometheus.NewDesc("shardlimit_shard_episodes", "Limited-user episodes held in the log.", nil, nil)
+)
+
+// storeCollector reads the store's counts at scrape time.
+type storeCollector struct{ s *Server }
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLoad, descPartitionLoad, descKeys, descMemory, descEvictions, descExpirations, descEpisodes} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now().UnixNano()
+	st := c.s.store.Stats()
+	total := c.s.partitionLoad.Other(now)
+	for p, n := range c.s.partitionLoad.Snapshot(now) {
+		if n > 0 {
+			total += n
+			ch <- prometheus.MustNewConstMetric(descPartitionLoad, prometheus.GaugeValue, float64(n), strconv.Itoa(p))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, float64(total))
+	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys+st.LogKeys))
+	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(st.EstimatedBytes))
+	ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(st.Evictions))
+	ch <- prometheus.MustNewConstMetric(descExpirations, prometheus.CounterValue, float64(st.Expirations))
+	ch <- prometheus.MustNewConstMetric(descEpisodes, prometheus.GaugeValue, float64(c.s.episodes.Len()))
+}
