@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -314,6 +315,7 @@ func TestStoreRefundIsNoTraffic(t *testing.T) {
 
 func TestServerDecideRefund(t *testing.T) {
 	srv := &Server{store: NewStore(StoreOptions{}, time.Now().UnixNano()), opts: Options{Capacity: 1000}}
+	srv.metrics = newMetrics(prometheus.NewRegistry(), srv)
 	req := func(hits int64, refund bool) *shardlimitv1.DecideRequest {
 		return &shardlimitv1.DecideRequest{
 			Rules: []*shardlimitv1.RuleParams{{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 5, PeriodNs: int64(366 * 24 * time.Hour)}},
