@@ -68,7 +68,7 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	j.registry = prometheus.NewRegistry()
 	j.metrics = newMetrics(j.registry, opts.Interval)
 	var err error
-	if j.etcd, err = membership.Dial(opts.Etcd); err != nil {
+	if j.etcd, err = membership.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
 	if j.lis, err = net.Listen("tcp", opts.Listen); err != nil {
@@ -78,7 +78,7 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	if j.opts.Advertise == "" {
 		j.opts.Advertise = j.lis.Addr().String()
 	}
-	j.grpc = grpc.NewServer()
+	j.grpc = grpc.NewServer(membership.ServerCreds(opts.TLS)...)
 	shardlimitv1.RegisterRebalancerServer(j.grpc, j)
 	j.health = health.NewServer()
 	healthpb.RegisterHealthServer(j.grpc, j.health)

@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,6 +47,14 @@ type Options struct {
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal to the routers'.
 	Ring shardmap.Config
+	// TLS, when set, makes the gRPC server speak TLS with this config;
+	// default nil: plain text.
+	TLS *tls.Config
+	// ShardTLS secures calls to shards (with a client certificate for
+	// mTLS); default nil: plain text.
+	ShardTLS *tls.Config
+	// EtcdTLS secures the etcd connection; default nil: plain text.
+	EtcdTLS *tls.Config
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }

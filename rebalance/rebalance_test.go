@@ -319,7 +319,7 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	if err != nil || run.Run.Leader != follower.Addr() && run.Run.Leader == "" {
 		t.Fatalf("run by the new leader: %v %v", run, err)
 	}
-	cli, err := membership.Dial([]string{c.Etcd})
+	cli, err := membership.Dial([]string{c.Etcd}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

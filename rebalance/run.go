@@ -12,7 +12,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -79,7 +78,7 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	var errs []string
 	var wg sync.WaitGroup
 	for _, m := range s.members {
-		conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(m.Addr, membership.DialCreds(j.opts.ShardTLS))
 		if err != nil {
 			s.close()
 			return nil, err

@@ -6,12 +6,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance"
 	"github.com/shardlimit/shardlimit/rebalance/mapstore"
+	"github.com/shardlimit/shardlimit/shard/membership"
 )
 
 // leader dials the rebalance leader found in etcd.
@@ -23,7 +23,7 @@ func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, func
 	if addr == "" {
 		return nil, nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, membership.DialCreds(a.r.opts.ShardTLS))
 	if err != nil {
 		return nil, nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
 	}

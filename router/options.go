@@ -1,6 +1,7 @@
 package router
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -36,6 +37,14 @@ type Options struct {
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
 	BreakerCooldown time.Duration
+	// TLS, when set, makes the gRPC server speak TLS with this config;
+	// default nil: plain text.
+	TLS *tls.Config
+	// ShardTLS secures calls to shards and to the rebalance leader (with a
+	// client certificate for mTLS); default nil: plain text.
+	ShardTLS *tls.Config
+	// EtcdTLS secures the etcd connection; default nil: plain text.
+	EtcdTLS *tls.Config
 	// EnvoyHeaders makes Envoy rate limit answers carry the RateLimit-Policy,
 	// RateLimit and Retry-After headers for Envoy to add; default false.
 	EnvoyHeaders bool

@@ -72,7 +72,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	r.metrics = newMetrics(r.registry)
 
 	var err error
-	if r.etcd, err = membership.Dial(opts.Etcd); err != nil {
+	if r.etcd, err = membership.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
@@ -109,7 +109,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.Stop(context.Background())
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	r.grpc = grpc.NewServer()
+	r.grpc = grpc.NewServer(membership.ServerCreds(opts.TLS)...)
 	shardlimitv1.RegisterRateLimiterServer(r.grpc, r)
 	shardlimitv1.RegisterAdminServer(r.grpc, &admin{r: r})
 	envoy.Register(r.grpc, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})

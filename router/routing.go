@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
@@ -84,7 +83,7 @@ func (r *Router) rebuild() {
 			delete(byID, m.ID)
 			continue
 		}
-		conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(m.Addr, membership.DialCreds(r.opts.ShardTLS))
 		if err != nil {
 			r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
 			conn = nil

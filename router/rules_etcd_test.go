@@ -88,7 +88,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	}
 
 	// A bad value straight in etcd is ignored; the last valid rule stays.
-	cli, err := membership.Dial([]string{c.Etcd})
+	cli, err := membership.Dial([]string{c.Etcd}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -50,6 +51,11 @@ type Options struct {
 	TopKeysSample int
 	// Episodes bounds the limited-user log; default 10000 episodes.
 	Episodes int
+	// TLS, when set, makes the gRPC server speak TLS with this config
+	// (mTLS when it requires client certificates); default nil: plain text.
+	TLS *tls.Config
+	// EtcdTLS secures the etcd connection; default nil: plain text.
+	EtcdTLS *tls.Config
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }

@@ -85,7 +85,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	s.lis = lis
-	s.grpc = grpc.NewServer()
+	s.grpc = grpc.NewServer(membership.ServerCreds(opts.TLS)...)
 	shardlimitv1.RegisterShardServer(s.grpc, s)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -93,7 +93,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	go func() { s.served <- s.grpc.Serve(lis) }()
 	go s.background()
 
-	s.etcd, err = membership.Dial(opts.Etcd)
+	s.etcd, err = membership.Dial(opts.Etcd, opts.EtcdTLS)
 	if err != nil {
 		s.grpc.Stop()
 		return nil, fmt.Errorf("etcd: %w", err)

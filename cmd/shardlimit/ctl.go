@@ -10,17 +10,18 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/membership"
 )
 
 type ctlFlags struct {
 	router  string
 	timeout time.Duration
 	output  string
+	tls     tlsFlags
 }
 
 func ctlCmd() *cobra.Command {
@@ -31,8 +32,9 @@ func ctlCmd() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address")
 	cmd.PersistentFlags().DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call")
-	cmd.PersistentFlags().StringVarP(&cf.output, "output", "o", "text", "output format: text or json")
-	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf))
+	cmd.PersistentFlags().StringVarP(&cf.output, "output", "o", "text", "output format: text or json (rules get: also yaml)")
+	cf.tls.register(cmd.PersistentFlags(), false)
+	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf), ctlLimitedCmd(&cf), ctlTopCmd(&cf))
 	return cmd
 }
 
@@ -57,7 +59,11 @@ func (cf *ctlFlags) dialAny(formats ...string) (*grpc.ClientConn, error) {
 	if err := cf.checkOutput(formats...); err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(cf.router, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cfg, err := cf.tls.client()
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient(cf.router, membership.DialCreds(cfg))
 }
 
 // printJSON prints a proto message with protojson, anything else with

@@ -143,7 +143,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 // storeRules writes the initial rules into etcd, where the router reads them
 // and `shardlimit ctl rules` changes them.
 func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) error {
-	cli, err := membership.Dial([]string{endpoint})
+	cli, err := membership.Dial([]string{endpoint}, nil)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) e
 
 // waitReady waits until every shard is registered and the router serves.
 func waitReady(ctx context.Context, endpoint string, o devOptions, children []*child) error {
-	cli, err := membership.Dial([]string{endpoint})
+	cli, err := membership.Dial([]string{endpoint}, nil)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,13 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if logFormat != "text" && logFormat != "json" {
+			return fmt.Errorf("log-format: %q is not text or json", logFormat)
+		}
+		return nil
+	}
 	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), ctlCmd())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -33,6 +40,13 @@ func main() {
 	}
 }
 
+// logFormat is the --log-format flag.
+var logFormat = "text"
+
+// logger returns the components' logger: one line per event on stderr.
 func logger() *slog.Logger {
+	if logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
 	return slog.New(slog.NewTextHandler(os.Stderr, nil))
 }

@@ -9,12 +9,23 @@ import (
 func rebalanceCmd() *cobra.Command {
 	o := rebalance.DefaultOptions()
 	var metricsListen string
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Run a rebalance instance: the elected leader moves hot partitions between shards.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
+			var err error
+			if o.TLS, err = tf.server(); err != nil {
+				return err
+			}
+			if o.ShardTLS, err = tf.client(); err != nil {
+				return err
+			}
+			if o.EtcdTLS, err = tf.etcd(); err != nil {
+				return err
+			}
 			j, err := rebalance.Start(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -43,5 +54,6 @@ func rebalanceCmd() *cobra.Command {
 	f.DurationVar(&o.SessionTTL, "session-ttl", o.SessionTTL, "election lease; a dead leader is replaced within about this long")
 	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
+	tf.register(f, true)
 	return cmd
 }

@@ -12,12 +12,23 @@ import (
 func routerCmd() *cobra.Command {
 	o := router.DefaultOptions()
 	var metricsListen string
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the public RateLimiter API in front of the shards.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
+			var err error
+			if o.TLS, err = tf.server(); err != nil {
+				return err
+			}
+			if o.ShardTLS, err = tf.client(); err != nil {
+				return err
+			}
+			if o.EtcdTLS, err = tf.etcd(); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			r, err := router.Start(ctx, o)
 			cancel()
@@ -50,5 +61,6 @@ func routerCmd() *cobra.Command {
 	f.DurationVar(&o.BreakerCooldown, "breaker-cooldown", o.BreakerCooldown, "how long an open circuit answers by policy before probing the shard")
 	f.BoolVar(&o.EnvoyHeaders, "envoy-headers", o.EnvoyHeaders, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy rate limit answers")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
+	tf.register(f, true)
 	return cmd
 }

@@ -12,12 +12,20 @@ import (
 func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
 	var metricsListen string
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
+			var err error
+			if o.TLS, err = tf.server(); err != nil {
+				return err
+			}
+			if o.EtcdTLS, err = tf.etcd(); err != nil {
+				return err
+			}
 			s, err := shard.Start(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -51,5 +59,6 @@ func shardCmd() *cobra.Command {
 	f.IntVar(&o.TopKeysSample, "top-keys-sample", o.TopKeysSample, "observe one decision in this many for the hot keys (1: every decision)")
 	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
+	tf.register(f, true)
 	return cmd
 }

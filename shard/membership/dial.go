@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -10,7 +11,10 @@ import (
 
 // Dial returns an etcd client for endpoints whose own logging is kept to
 // errors, so that component logs stay one line per event.
-func Dial(endpoints []string) (*clientv3.Client, error) {
+//
+// tlsCfg, when not nil, secures the connection (and presents a client
+// certificate if it holds one).
+func Dial(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("etcd: at least one endpoint is required")
 	}
@@ -22,6 +26,7 @@ func Dial(endpoints []string) (*clientv3.Client, error) {
 	}
 	return clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
+		TLS:         tlsCfg,
 		DialTimeout: 5 * time.Second,
 		Logger:      log,
 		// Fail fast when etcd is away; callers retry on their own schedule.

@@ -8,5 +8,8 @@
 // sorted list after every change and keeps the last known list while etcd is
 // unreachable.
 //
+// It also holds the connection plumbing every component shares: Dial for
+// etcd, DialCreds and ServerCreds for gRPC with or without TLS.
+//
 // It never decides ownership; that is the shard map's job.
 package membership

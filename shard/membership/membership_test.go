@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 
 func dial(t *testing.T) *clientv3.Client {
 	t.Helper()
-	cli, err := membership.Dial([]string{endpoint})
+	cli, err := membership.Dial([]string{endpoint}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
