@@ -239,6 +239,11 @@ func (j *Job) Run(ctx context.Context, req *shardlimitv1.RunRequest) (*shardlimi
 	if req.RollbackTo < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "rollback_to: %d is negative", req.RollbackTo)
 	}
+	if req.RollbackTo > 0 {
+		if _, err := j.version(ctx, req.RollbackTo); err != nil {
+			return nil, status.Error(codes.NotFound, err.Error())
+		}
+	}
 	r, err := j.ask(ctx, request{run: req})
 	if err != nil {
 		return nil, toStatus(err)

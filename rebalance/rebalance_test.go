@@ -367,3 +367,75 @@ func TestRunSkipsWhenAShardCannotBeRead(t *testing.T) {
 		}
 	}
 }
+
+// Rolling back to a kept version publishes its pins again, handing the
+// counters over like a run.
+func TestRollbackToKeptVersion(t *testing.T) {
+	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c.StartRebalance()
+	cl := c.Client(0)
+	adm := c.Admin(0)
+	ctx := context.Background()
+	hot := c.Shards[0].ID()
+	for _, u := range usersOn(t, c, "browse", hot, 30) {
+		for range 10 {
+			check(t, cl, "/browse", u, 1)
+		}
+	}
+	var run *shardlimitv1.RunResponse
+	cluster.Eventually(t, 10*time.Second, func() error {
+		var err error
+		run, err = adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}, Wait: true})
+		return err
+	})
+	if run.Run.MapVersion != 1 || len(run.Run.Moves) == 0 {
+		t.Fatalf("first run: %v", run.Run)
+	}
+	moved := int(run.Run.Moves[0].Partition)
+	pinnedTo := run.Run.Moves[0].To
+
+	// Version 2 drops every pin: the moved partition goes back to the ring.
+	cli, err := membership.Dial([]string{c.Etcd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	m, rev, err := mapstore.Load(ctx, cli, c.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mapstore.Publish(ctx, cli, c.Prefix, emptyMap(), m, rev); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Eventually(t, time.Second, func() error {
+		if v := c.Routers[0].MapVersion(); v != 2 {
+			return fmt.Errorf("router at version %d", v)
+		}
+		return nil
+	})
+	// A user in the moved partition, at its limit under version 2.
+	var user string
+	for i := 0; user == ""; i++ {
+		if u := fmt.Sprintf("r%d", i); c.Routers[0].Partition("shop", "checkout", u) == moved {
+			user = u
+		}
+	}
+	check(t, cl, "/checkout", user, 10)
+
+	back, err := adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test rollback", RollbackTo: 1}, Wait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Run.MapVersion != 3 || back.Run.Outcome != "moved" {
+		t.Fatalf("rollback: %v", back.Run)
+	}
+	if owner, _ := c.Routers[0].Owner("shop", "checkout", user); owner.ID != pinnedTo {
+		t.Fatalf("after rollback partition %d is owned by %s, want %s as in version 1", moved, owner.ID, pinnedTo)
+	}
+	if d := check(t, cl, "/checkout", user, 1); d.Allowed {
+		t.Fatalf("user at its limit allowed after the rollback moved its counter: %v", d)
+	}
+	if _, err := adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{RollbackTo: 99}}); err == nil {
+		t.Fatal("rollback to a version never written succeeded")
+	}
+}

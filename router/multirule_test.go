@@ -61,6 +61,34 @@ rules:
 	if d := resp.Decisions[0]; !d.Allowed || d.Rule != "per-user" || d.Remaining != 0 {
 		t.Fatalf("bob from another IP: %v, want per-user allowed with 0 left", d)
 	}
+	// A rule with consume_on_deny keeps the hits of checks another rule denied.
+	rs2, err := rules.Parse("multi2.yaml", []byte(`
+rules:
+  - {service: api, endpoint: /search, name: per-second, limit: 1, period: 1h}
+  - {service: api, endpoint: /search, name: per-day, limit: 5, period: 1d, consume_on_deny: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: rs2})
+	search := func() *shardlimitv1.Decision {
+		resp, err := c2.Client(0).Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "api", Endpoint: "/search", User: "carol"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Decisions[0]
+	}
+	search() // allowed: per-day 4 left
+	search() // denied by per-second; per-day keeps the hit: 3 left
+	if d := search(); d.Allowed || d.Rule != "per-second" {
+		t.Fatalf("third search: %v", d)
+	}
+	// Read the per-day counter alone: 3 of 5 consumed, denied checks included.
+	perDay := c2.Routers[0].Rules().Resolve("api", "/search")[1]
+	day := c2.Routers[0].Decide(context.Background(), []rules.Resolved{{Rule: perDay, Service: "api", Endpoint: "/search", User: "carol"}})[0]
+	if perDay.Name != "per-day" || day.Remaining != 2 {
+		t.Fatalf("per-day after 1 allowed and 2 denied checks: %v, want 2 left", day)
+	}
 	// A check that no rule's key can be built for is rejected.
 	_, err = cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "api", Endpoint: "/login", User: "x"}}})
 	if err == nil {

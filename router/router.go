@@ -267,7 +267,7 @@ func (r *Router) refundMixed(ctx context.Context, resolved []rules.Resolved, dec
 			continue
 		}
 		for k := sp[0]; k < sp[1]; k++ {
-			if d := decisions[k]; d.Allowed && !d.FailurePolicy && !d.Shadow && resolved[k].Hits > 0 {
+			if d := decisions[k]; d.Allowed && !d.FailurePolicy && !d.Shadow && resolved[k].Hits > 0 && !resolved[k].Rule.ConsumeOnDeny {
 				refunds = append(refunds, resolved[k])
 			}
 		}

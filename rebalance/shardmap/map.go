@@ -61,7 +61,7 @@ func (m *Map) Pinned() int {
 // whose member is among ring's members. m may be nil. This is the one
 // function routers and the rebalance job share to agree on owners.
 func Resolve(ring *Table, m *Map) *Table {
-	if m == nil || m.Validate(ring.Partitions()) != nil {
+	if m == nil || m.Partitions != ring.Partitions() || len(m.Owners) != m.Partitions {
 		return ring
 	}
 	index := make(map[string]int, len(ring.members))

@@ -72,6 +72,11 @@ type Rule struct {
 	// Shadow decides and counts but never denies: answers are allowed and
 	// say whether they would have been denied. Default false.
 	Shadow bool `yaml:"shadow,omitempty" json:"shadow,omitempty"`
+	// ConsumeOnDeny keeps this rule's hits consumed when another rule of
+	// the same check denies it (a check denied by a per-second rule still
+	// counts toward a per-day quota, say); default false: a denied check
+	// consumes nothing.
+	ConsumeOnDeny bool `yaml:"consume_on_deny,omitempty" json:"consume_on_deny,omitempty"`
 	// FailurePolicy is "allow" (default) or "deny": the answer when the
 	// owner shard is unreachable or late.
 	FailurePolicy string `yaml:"failure_policy,omitempty" json:"failure_policy,omitempty"`
