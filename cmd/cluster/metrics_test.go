@@ -1,0 +1,77 @@
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/deploy"
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+// The running components export exactly the metric families that deploy/
+// (alerts, dashboard) is written against: no contract metric is missing,
+// and no shardlimit_ metric is left out of the contract.
+func TestComponentsExportTheMetricContract(t *testing.T) {
+	dir := t.TempDir()
+	e, err := cluster.StartEtcd(dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rs, err := rules.Parse("m.yaml", []byte("rules:\n  - {service: s, endpoint: /e, limit: 1, period: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.New(t, e.Endpoint(), cluster.Options{Shards: 1, Rules: rs})
+	j := c.StartRebalance()
+	cluster.Eventually(t, 10*time.Second, func() error {
+		if !j.Leading() {
+			return os.ErrDeadlineExceeded
+		}
+		return nil
+	})
+	// Traffic, so that every labelled family has a series: a decision, a
+	// denial, a shard error (a shard that is gone), a run.
+	cl := c.Client(0)
+	for range 2 {
+		if _, err := cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u", Hits: proto.Int64(1)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Admin(0).RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, reg := range []*prometheus.Registry{c.Routers[0].Registry(), c.Shards[0].Registry(), j.Registry()} {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "shardlimit_") {
+				got[mf.GetName()] = true
+			}
+		}
+	}
+	// Families whose series appear only on events this test does not cause.
+	eventOnly := map[string]bool{"shardlimit_router_shard_errors_total": true}
+	for _, name := range deploy.Metrics {
+		if !got[name] && !eventOnly[name] {
+			t.Errorf("contract metric %s is not exported", name)
+		}
+	}
+	for name := range got {
+		if !slices.Contains(deploy.Metrics, name) {
+			t.Errorf("exported metric %s is missing from deploy.Metrics", name)
+		}
+	}
+}
