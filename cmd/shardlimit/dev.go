@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,7 @@ func devCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd")
 	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router")
-	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics")
+	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports")
 	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
 	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file stored in etcd at start (default: the built-in sample rules)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data (default: a temporary one, removed on exit)")
@@ -103,11 +104,16 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 
+	metricsAddr, err := metricsAddrs(o.metricsListen, o.shards+1)
+	if err != nil {
+		return err
+	}
 	var children []*child
 	defer func() { stopChildren(out, children) }()
 	for i := 1; i <= o.shards; i++ {
 		id := "shard-" + strconv.Itoa(i)
-		c, err := startChild(out, id, exe, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String())
+		c, err := startChild(out, id, exe, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
+			"--metrics-listen", metricsAddr[i])
 		if err != nil {
 			return err
 		}
@@ -120,7 +126,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	}
 	children = append(children, rc)
 	bc, err := startChild(out, "rebalance", exe, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
-		"--interval", o.rebalanceInterval.String())
+		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1])
 	if err != nil {
 		return err
 	}
@@ -131,13 +137,37 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	}
 	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules from %s stored in etcd\n",
 		time.Since(start).Round(time.Millisecond), o.routerListen, o.metricsListen, etcd.Endpoint(), rulesFile)
-	for _, c := range children {
-		fmt.Fprintf(out, "  %-8s pid %d\n", c.name, c.cmd.Process.Pid)
+	for i, c := range children {
+		m := metricsAddr[0]
+		if i < o.shards {
+			m = metricsAddr[i+1]
+		} else if c.name == "rebalance" {
+			m = metricsAddr[o.shards+1]
+		}
+		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", c.name, c.cmd.Process.Pid, m)
 	}
 	fmt.Fprintf(out, "try: bin/shardlimit ctl check --service shop --endpoint /checkout --user alice; bin/shardlimit ctl members; bin/shardlimit ctl rebalance plan   (Ctrl-C stops everything)\n")
 	<-ctx.Done()
 	fmt.Fprintln(out, "shardlimit dev stopping")
 	return nil
+}
+
+// metricsAddrs returns the router's metrics address and n more on the
+// following ports, for the shards and the rebalance instance.
+func metricsAddrs(router string, n int) ([]string, error) {
+	host, port, err := net.SplitHostPort(router)
+	if err != nil {
+		return nil, fmt.Errorf("metrics-listen: %w", err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p+n > 65535 {
+		return nil, fmt.Errorf("metrics-listen: port %q must leave room for %d more ports after it", port, n)
+	}
+	out := make([]string, n+1)
+	for i := range out {
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p+i))
+	}
+	return out, nil
 }
 
 // storeRules writes the initial rules into etcd, where the router reads them

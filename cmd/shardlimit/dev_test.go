@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +66,8 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		close(lines)
 	}()
 	pids := map[string]int{}
-	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)$`)
+	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s+metrics (\S+)$`)
+	metrics := map[string]string{}
 	ready := false
 	timeout := time.After(20 * time.Second)
 	for !ready || len(pids) < 5 {
@@ -80,6 +83,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 				var pid int
 				fmt.Sscan(m[2], &pid)
 				pids[m[1]] = pid
+				metrics[m[1]] = m[3]
 			}
 		case <-timeout:
 			t.Fatal("no ready line within 20s")
@@ -90,15 +94,16 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 	}()
 
-	ctl := func(args ...string) string {
+	ctlAny := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"ctl", "--router", routerAddr, "check"}, args...)...)
+		cmd := exec.Command(bin, append([]string{"ctl", "--router", routerAddr}, args...)...)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("ctl %v: %v\n%s", args, err, b)
 		}
 		return string(b)
 	}
+	ctl := func(args ...string) string { t.Helper(); return ctlAny(append([]string{"check"}, args...)...) }
 	for i := 1; i <= 10; i++ {
 		if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "ALLOWED") {
 			t.Fatalf("check %d: %s", i, got)
@@ -106,6 +111,30 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	}
 	if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "DENIED") || !strings.Contains(got, "retry_after=") {
 		t.Fatalf("11th check: %s", got)
+	}
+
+	// On-call sees the limited user, each shard's setup time, and metrics.
+	if got := ctlAny("limited", "--service", "shop"); !strings.Contains(got, "alice") || !strings.Contains(got, "checkout-per-user") {
+		t.Fatalf("ctl limited:\n%s", got)
+	}
+	if got := ctlAny("members"); strings.Count(got, "shard-") != 3 || !strings.Contains(got, "SETUP") {
+		t.Fatalf("ctl members:\n%s", got)
+	}
+	for _, probe := range []struct{ url, want string }{
+		{metrics["shard-1"], "shardlimit_shard_setup_seconds"},
+		{metrics["router"], "shardlimit_router_decisions_total"},
+		{metrics["rebalance"], "shardlimit_rebalance_leader 1"},
+		{strings.Replace(metrics["shard-1"], "/metrics", "/readyz", 1), "ready"},
+	} {
+		resp, err := http.Get(probe.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), probe.want) {
+			t.Fatalf("GET %s: %d, want %q in the body", probe.url, resp.StatusCode, probe.want)
+		}
 	}
 
 	if err := syscall.Kill(pids["shard-2"], syscall.SIGKILL); err != nil {
