@@ -11,11 +11,13 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION := v1.9.4
 
-# Packages whose tests share memory across goroutines run under -race.
+# Packages whose tests share memory across goroutines run under -race;
+# deploy/ runs under deploy-test (Makefile.deploy), with promtool.
 RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/...
-PLAIN_PKGS := ./deploy/... ./proto/...
 
 .DEFAULT_GOAL := help
+
+include Makefile.deploy
 
 .PHONY: help
 help: ## List the targets.
@@ -26,16 +28,16 @@ build: ## Build bin/shardlimit.
 	$(GO) build -o $(BIN)/shardlimit ./cmd/shardlimit
 
 .PHONY: run
-run: build ## Build and start a local cluster (embedded etcd, 3 shards, 1 router).
+run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router and a rebalance instance.
 	$(BIN)/shardlimit dev
 
 .PHONY: test
-test: ## Run every test (vet, gofmt check, unit and cluster tests with -race).
+test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race, alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 2m $(PLAIN_PKGS)
+	$(MAKE) --no-print-directory deploy-test
 
 .PHONY: bench
 bench: ## Run the Go benchmarks of the shard engine.

@@ -14,7 +14,7 @@ import (
 // components (mTLS), the CA that signs every component's certificate, and
 // the same three for etcd.
 type tlsFlags struct {
-	cert, key, ca             string
+	cert, key, ca, serverName string
 	etcdCert, etcdKey, etcdCA string
 }
 
@@ -22,6 +22,7 @@ func (t *tlsFlags) register(f *pflag.FlagSet, etcd bool) {
 	f.StringVar(&t.cert, "tls-cert", "", "PEM certificate for gRPC (server, and client towards other components); with --tls-key enables TLS")
 	f.StringVar(&t.key, "tls-key", "", "PEM key of --tls-cert")
 	f.StringVar(&t.ca, "tls-ca", "", "PEM CA that signs the other components' certificates; a server then requires client certificates (mTLS)")
+	f.StringVar(&t.serverName, "tls-server-name", "", "name to verify in other components' certificates instead of the dialed address (for pods that advertise an IP)")
 	if etcd {
 		f.StringVar(&t.etcdCert, "etcd-cert", "", "PEM client certificate for etcd")
 		f.StringVar(&t.etcdKey, "etcd-key", "", "PEM key of --etcd-cert")
@@ -81,7 +82,7 @@ func (t *tlsFlags) client() (*tls.Config, error) {
 	if err != nil || (certs == nil && t.ca == "") {
 		return nil, err
 	}
-	cfg := &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12, ServerName: t.serverName}
 	if t.ca != "" {
 		if cfg.RootCAs, err = loadCA("--tls-ca", t.ca); err != nil {
 			return nil, err

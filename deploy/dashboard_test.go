@@ -1,0 +1,122 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// dashboard is the part of a Grafana dashboard's JSON model these tests read.
+type dashboard struct {
+	UID        string           `json:"uid"`
+	Title      string           `json:"title"`
+	Panels     []dashboardPanel `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Query      any    `json:"query"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+type dashboardPanel struct {
+	ID         int    `json:"id"`
+	Type       string `json:"type"`
+	Title      string `json:"title"`
+	Datasource *struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	} `json:"datasource"`
+	GridPos struct{ H, W, X, Y int } `json:"gridPos"`
+	Targets []struct {
+		Expr         string `json:"expr"`
+		RefID        string `json:"refId"`
+		LegendFormat string `json:"legendFormat"`
+	} `json:"targets"`
+	Panels []dashboardPanel `json:"panels"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("grafana", "shardlimit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("grafana/shardlimit.json: %v", err)
+	}
+	return d
+}
+
+// The dashboard imports as is: valid JSON, a fixed uid, unique panel ids,
+// every query panel on the ${datasource} variable with a query per target,
+// and panels that do not overlap on the grid.
+func TestDashboard(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("grafana", "shardlimit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	d := readDashboard(t)
+	if d.UID != "shardlimit" || d.Title == "" {
+		t.Errorf("uid %q title %q: want uid shardlimit and a title", d.UID, d.Title)
+	}
+	hasDatasource := false
+	for _, v := range d.Templating.List {
+		if v.Name == "datasource" && v.Type == "datasource" && v.Query == "prometheus" {
+			hasDatasource = true
+		}
+	}
+	if !hasDatasource {
+		t.Error("no datasource variable of type prometheus")
+	}
+	ids := map[int]bool{}
+	type cell struct{ x, y int }
+	taken := map[cell]int{}
+	for _, p := range d.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d used twice", p.ID)
+		}
+		ids[p.ID] = true
+		if p.Title == "" {
+			t.Errorf("panel %d has no title", p.ID)
+		}
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %d %q: gridPos %+v off the 24-column grid", p.ID, p.Title, g)
+		}
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := taken[cell{x, y}]; ok {
+					t.Errorf("panel %d %q overlaps panel %d", p.ID, p.Title, other)
+					x, y = g.X+g.W, g.Y+g.H
+					break
+				}
+				taken[cell{x, y}] = p.ID
+			}
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %d %q: datasource is not ${datasource}", p.ID, p.Title)
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %d %q has no query", p.ID, p.Title)
+		}
+		for _, tg := range p.Targets {
+			if tg.Expr == "" || tg.RefID == "" {
+				t.Errorf("panel %d %q: a target without expr or refId", p.ID, p.Title)
+			}
+		}
+	}
+}

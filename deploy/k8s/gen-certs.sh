@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Makes a test PKI for the manifests in this directory and prints the
+# kubectl commands that store it as the four secrets they mount. For trying
+# shardlimit out; in production, issue the same certificates from your own
+# CA (cert-manager Certificates with these DNS names work as they are).
+#
+#   deploy/k8s/gen-certs.sh [NAMESPACE [OUTDIR]]    # default: shardlimit, ./shardlimit-certs
+#
+# Two CAs: one for shardlimit's own hops (callers → routers → shards,
+# routers → rebalance leader), one for etcd, so that a component
+# certificate is no etcd credential and the other way round.
+set -euo pipefail
+ns=${1:-shardlimit}
+out=${2:-./shardlimit-certs}
+days=${DAYS:-365}
+mkdir -p "$out"
+cd "$out"
+
+ca() { # name subject
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days "$days" \
+		-subj "/CN=$2" -keyout "$1-ca.key" -out "$1-ca.crt" 2>/dev/null
+}
+cert() { # name ca cn usage sans
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$3" \
+		-keyout "$1.key" -out "$1.csr" 2>/dev/null
+	printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=%s\nsubjectAltName=%s\n' "$4" "$5" >"$1.ext"
+	openssl x509 -req -in "$1.csr" -CA "$2-ca.crt" -CAkey "$2-ca.key" -CAcreateserial -days "$days" \
+		-extfile "$1.ext" -out "$1.crt" 2>/dev/null
+	rm -f "$1.csr" "$1.ext"
+}
+
+ca shardlimit "shardlimit CA"
+ca etcd "shardlimit etcd CA"
+
+# Every shardlimit component: server and client certificate in one.
+# Routers: the Services' names. Shards: --advertise=<pod>.shardlimit-shard.<ns>.svc.
+cert shardlimit shardlimit shardlimit serverAuth,clientAuth \
+	"DNS:shardlimit-router,DNS:shardlimit-router.$ns,DNS:shardlimit-router.$ns.svc,DNS:shardlimit-router-headless.$ns.svc,DNS:*.shardlimit-shard.$ns.svc,DNS:shardlimit-rebalance.$ns.svc,DNS:shardlimit.internal,DNS:localhost,IP:127.0.0.1"
+# etcd members, as clients (short names, the shardlimit-etcd ConfigMap) and
+# peers (full names, --initial-cluster) call them. Named one by one: a
+# wildcard over the two-label short names is refused by some TLS stacks.
+etcd_sans="DNS:localhost,IP:127.0.0.1"
+for i in 0 1 2; do
+	for suffix in "" ".$ns" ".$ns.svc" ".$ns.svc.cluster.local"; do
+		etcd_sans+=",DNS:shardlimit-etcd-$i.shardlimit-etcd$suffix"
+	done
+done
+cert etcd-server etcd shardlimit-etcd serverAuth,clientAuth "$etcd_sans"
+cert etcd-peer etcd shardlimit-etcd-peer serverAuth,clientAuth "$etcd_sans"
+cert etcd-client etcd shardlimit serverAuth,clientAuth "DNS:shardlimit-etcd-client"
+
+secret() { # name cert key ca
+	echo "kubectl -n $ns create secret generic $1 --from-file=tls.crt=$out/$2.crt --from-file=tls.key=$out/$2.key --from-file=ca.crt=$out/$3-ca.crt"
+}
+echo "# certificates in $out; store them with:"
+echo "kubectl create namespace $ns --dry-run=client -o yaml | kubectl apply -f -"
+secret shardlimit-tls shardlimit shardlimit
+secret shardlimit-etcd-client-tls etcd-client etcd
+secret shardlimit-etcd-server-tls etcd-server etcd
+secret shardlimit-etcd-peer-tls etcd-peer etcd
