@@ -1,7 +1,6 @@
 package rebalance_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,21 +11,4 @@ import (
 // own key prefix.
 var etcdEndpoint string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "shardlimit-rebalance-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	e, err := cluster.StartEtcd(dir, "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer e.Close()
-	etcdEndpoint = e.Endpoint()
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(cluster.RunWithEtcd(m, &etcdEndpoint)) }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -62,4 +63,25 @@ func (e *Etcd) Endpoint() string { return e.endpoint }
 func (e *Etcd) Close() {
 	e.level.SetLevel(zapcore.FatalLevel)
 	e.server.Close()
+}
+
+// RunWithEtcd is a test package's TestMain body: it starts one embedded
+// etcd for the whole package, sets *endpoint to its address, runs the tests
+// and returns their exit code. Each test then works under its own key
+// prefix (New gives every cluster one).
+func RunWithEtcd(m interface{ Run() int }, endpoint *string) int {
+	dir, err := os.MkdirTemp("", "shardlimit-test-etcd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	e, err := StartEtcd(dir, "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer e.Close()
+	*endpoint = e.Endpoint()
+	return m.Run()
 }

@@ -17,13 +17,7 @@ func rebalanceCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			var err error
-			if o.TLS, err = tf.server(); err != nil {
-				return err
-			}
-			if o.ShardTLS, err = tf.client(); err != nil {
-				return err
-			}
-			if o.EtcdTLS, err = tf.etcd(); err != nil {
+			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(); err != nil {
 				return err
 			}
 			j, err := rebalance.Start(cmd.Context(), o)

@@ -20,10 +20,7 @@ func shardCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			var err error
-			if o.TLS, err = tf.server(); err != nil {
-				return err
-			}
-			if o.EtcdTLS, err = tf.etcd(); err != nil {
+			if o.TLS, _, o.EtcdTLS, err = tf.configs(); err != nil {
 				return err
 			}
 			s, err := shard.Start(cmd.Context(), o)

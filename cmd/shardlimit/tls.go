@@ -56,6 +56,21 @@ func loadPair(certFlag, cert, keyFlag, key string) ([]tls.Certificate, error) {
 	return []tls.Certificate{pair}, nil
 }
 
+// configs returns the server, client and etcd TLS configs (nil where the
+// flags leave plain text), naming the first bad flag.
+func (t *tlsFlags) configs() (server, client, etcd *tls.Config, err error) {
+	if server, err = t.server(); err != nil {
+		return nil, nil, nil, err
+	}
+	if client, err = t.client(); err != nil {
+		return nil, nil, nil, err
+	}
+	if etcd, err = t.etcd(); err != nil {
+		return nil, nil, nil, err
+	}
+	return server, client, etcd, nil
+}
+
 // server returns the server TLS config, or nil for plain text.
 func (t *tlsFlags) server() (*tls.Config, error) {
 	certs, err := loadPair("--tls-cert", t.cert, "--tls-key", t.key)

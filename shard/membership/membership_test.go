@@ -19,21 +19,7 @@ import (
 
 var endpoint string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "shardlimit-membership-test-")
-	if err != nil {
-		panic(err)
-	}
-	e, err := cluster.StartEtcd(dir, "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	endpoint = e.Endpoint()
-	code := m.Run()
-	e.Close()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(cluster.RunWithEtcd(m, &endpoint)) }
 
 func dial(t *testing.T) *clientv3.Client {
 	t.Helper()
