@@ -48,8 +48,11 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 		for i := range c.Routers {
 			cl := c.Client(i)
 			cluster.Eventually(t, 5*time.Second, func() error {
-				d := check(t, cl, "pay", "/charge", "probe")
-				if d.Limit != limit {
+				resp, err := cl.Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "probe"}}})
+				if err != nil {
+					return fmt.Errorf("router %d: %v", i, err) // NotFound until the rule arrives
+				}
+				if d := resp.Decisions[0]; d.Limit != limit {
 					return fmt.Errorf("router %d: limit %d, want %d", i, d.Limit, limit)
 				}
 				return nil

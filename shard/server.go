@@ -91,11 +91,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	go func() { s.served <- s.grpc.Serve(lis) }()
-	go s.background()
 
 	s.etcd, err = membership.Dial(opts.Etcd, opts.EtcdTLS)
 	if err != nil {
 		s.grpc.Stop()
+		s.cancel()
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	addr := opts.Advertise
@@ -106,9 +106,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s.reg, err = membership.Register(ctx, s.etcd, opts.Prefix, m, opts.LeaseTTL, opts.Logger)
 	if err != nil {
 		s.grpc.Stop()
+		s.cancel()
 		_ = s.etcd.Close()
 		return nil, err
 	}
+	go s.background()
 	s.metrics.setup.Set(m.Ready.Sub(started).Seconds())
 	s.metrics.registered.Set(1)
 	s.ready.Store(true)
