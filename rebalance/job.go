@@ -87,9 +87,19 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
 	go j.campaign(runCtx)
+	go membership.WatchHealth(runCtx, j.etcd, 5*time.Second, func(up bool) {
+		if up {
+			j.metrics.etcdUp.Set(1)
+		} else {
+			j.metrics.etcdUp.Set(0)
+		}
+	})
 	j.log.Info("rebalance instance serving", "addr", j.opts.Advertise)
 	return j, nil
 }
+
+// ID returns the instance's name.
+func (j *Job) ID() string { return j.opts.ID }
 
 // Addr returns the Rebalancer API address.
 func (j *Job) Addr() string { return j.opts.Advertise }

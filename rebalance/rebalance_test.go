@@ -316,7 +316,7 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	}
 	// The new leader runs; a map write fenced by a stale election key fails.
 	run, err := c.Admin(0).RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}})
-	if err != nil || run.Run.Leader != follower.Addr() && run.Run.Leader == "" {
+	if err != nil || run.Run.Leader != follower.ID() {
 		t.Fatalf("run by the new leader: %v %v", run, err)
 	}
 	cli, err := membership.Dial([]string{c.Etcd}, nil)

@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -159,7 +160,7 @@ func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv
 	rec.FinishedUnixNs = time.Now().UnixNano()
 	if err != nil {
 		rec.Outcome, rec.Error = "failed", err.Error()
-		if strings.Contains(err.Error(), errUnavailable.Error()) {
+		if errors.Is(err, errUnavailable) {
 			rec.Outcome = "skipped"
 		}
 	}

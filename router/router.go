@@ -371,6 +371,12 @@ func (r *Router) callShard(ctx context.Context, p *peer, checks []rules.Resolved
 	if err == nil && len(sresp.Decisions) != len(idx) {
 		err = fmt.Errorf("shard answered %d decisions for %d checks", len(sresp.Decisions), len(idx))
 	}
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up or its own deadline was shorter than ours: the
+		// shard is not at fault.
+		r.answerByPolicy(out, checks, idx, refund)
+		return
+	}
 	if err != nil {
 		p.breaker.failure(time.Now())
 		reason := "error"

@@ -108,9 +108,11 @@ func ctlCheckCmd(cf *ctlFlags) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&c.Service, "service", "", "service (required)")
 	f.StringVar(&c.Endpoint, "endpoint", "", "endpoint (required)")
-	f.StringVar(&c.User, "user", "", "user (required)")
+	f.StringVar(&c.User, "user", "", "user (for rules keyed by user)")
+	f.StringVar(&c.ApiKey, "api-key", "", "API key (for rules keyed by api_key)")
+	f.StringVar(&c.Ip, "ip", "", "client IP (for rules keyed by ip)")
 	f.Int64Var(&hits, "hits", 1, "cost of the call; 0 reads without consuming")
-	for _, name := range []string{"service", "endpoint", "user"} {
+	for _, name := range []string{"service", "endpoint"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
@@ -139,7 +141,11 @@ func printDecision(w io.Writer, format string, c *shardlimitv1.Check, d *shardli
 		line += "  no rule applies"
 	default:
 		line += fmt.Sprintf("  rule=%s limit=%d remaining=%d reset_after=%v", d.Rule, d.Limit, d.Remaining, d.ResetAfter.AsDuration().Round(time.Millisecond))
-		if !d.Allowed {
+		switch {
+		case d.Allowed:
+		case d.RetryAfter.AsDuration() > 100*365*24*time.Hour:
+			line += " retry_after=never (the hits exceed what the rule can ever allow)"
+		default:
 			line += fmt.Sprintf(" retry_after=%v", d.RetryAfter.AsDuration().Round(time.Millisecond))
 		}
 	}

@@ -268,6 +268,7 @@ var outMu sync.Mutex
 
 func prefixLines(out io.Writer, name string, r io.Reader) {
 	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		outMu.Lock()
 		fmt.Fprintf(out, "%-8s | %s\n", name, sc.Text())

@@ -27,6 +27,9 @@ func historyKey(prefix string, version int64) string {
 	return fmt.Sprintf("%s%020d", HistoryDir(prefix), version)
 }
 
+// ErrUnreadable means the stored map is not a valid map.
+var ErrUnreadable = errors.New("unreadable shard map")
+
 // ErrConflict means the map changed since it was read, or the writer lost
 // its leadership.
 var ErrConflict = errors.New("the shard map changed since it was read, or the writer is no longer the leader; nothing was written")
@@ -48,7 +51,7 @@ func load(ctx context.Context, cli *clientv3.Client, prefix string) (m *shardmap
 	}
 	m = &shardmap.Map{}
 	if err := json.Unmarshal(resp.Kvs[0].Value, m); err != nil {
-		return nil, 0, 0, fmt.Errorf("%s: %w", Key(prefix), err)
+		return nil, resp.Kvs[0].ModRevision, resp.Header.Revision, fmt.Errorf("%w: %s: %v", ErrUnreadable, Key(prefix), err)
 	}
 	return m, resp.Kvs[0].ModRevision, resp.Header.Revision, nil
 }
@@ -116,6 +119,12 @@ func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.L
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		m, _, readRev, err := load(lctx, cli, prefix)
 		cancel()
+		if errors.Is(err, ErrUnreadable) {
+			// With no good map to keep, the ring decides until a readable
+			// map is published.
+			log.Error("the shard map in etcd is unreadable; routing by the ring alone", "err", err)
+			err, m = nil, nil
+		}
 		if err != nil {
 			log.Warn("shard map read failed; keeping the last known map", "err", err, "retry_in", backoff)
 			select {

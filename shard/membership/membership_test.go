@@ -120,3 +120,21 @@ func TestRegisterRejectsBadMembers(t *testing.T) {
 		}
 	}
 }
+
+// A member that crashed and restarts at once finds its old record still
+// held by the old lease: it waits for the lease to expire, then registers.
+func TestRestartWithinTheLeaseWaitsForIt(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	old, err := membership.Register(context.Background(), dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Abandon() // crashed: the lease lives on until its TTL
+	start := time.Now()
+	again, err := membership.Register(context.Background(), dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("restart within the lease: %v", err)
+	}
+	defer again.Close(context.Background())
+	t.Logf("registered again after %v", time.Since(start).Round(time.Millisecond))
+}

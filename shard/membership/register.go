@@ -45,7 +45,21 @@ func Register(ctx context.Context, cli *clientv3.Client, prefix string, m Member
 		cli: cli, key: Key(prefix, m.ID), value: string(b), ttl: int64(ttl / time.Second),
 		log: log.With("member", m.ID), done: make(chan struct{}), ctx: runCtx, cancel: cancel,
 	}
+	// A record held by another live member with our id is, after a crash
+	// and a quick restart, our own previous incarnation: wait for its lease
+	// to expire (at most the TTL) before giving up.
+	deadline := time.Now().Add(ttl + 2*time.Second)
 	ka, err := r.register(ctx)
+	for errors.Is(err, ErrDuplicateID) && time.Now().Before(deadline) {
+		r.log.Warn("member id still held, waiting for its lease to expire", "key", r.key)
+		select {
+		case <-ctx.Done():
+			cancel()
+			return nil, fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+		ka, err = r.register(ctx)
+	}
 	if err != nil {
 		cancel()
 		return nil, err

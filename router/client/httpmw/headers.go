@@ -57,6 +57,10 @@ func retryAfter(d client.Decision) string {
 	return strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)
 }
 
+// never reports a denial that no wait can lift (hits over the rule's
+// capacity): its retry_after is the limiter's "never", ~292 years.
+func never(d client.Decision) bool { return d.RetryAfter > 100*365*24*time.Hour }
+
 // ceilSeconds rounds d up to whole seconds, clamped to 0..maxSFInteger.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {

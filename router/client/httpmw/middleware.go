@@ -89,6 +89,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if hasCounter(d) {
 			setRateLimitFields(w.Header(), d, window)
 		}
+		if never(d) { // the request costs more than the rule ever allows
+			http.Error(w, "rate limit exceeded: this request costs more than the limit allows", http.StatusTooManyRequests)
+			return
+		}
 		w.Header().Set("Retry-After", retryAfter(d))
 		http.Error(w, fmt.Sprintf("rate limit exceeded: retry in %s s", retryAfter(d)), http.StatusTooManyRequests)
 		return
