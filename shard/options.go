@@ -114,8 +114,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
-	case o.MaxKeys < 0:
-		return fmt.Errorf("max keys: %d is negative", o.MaxKeys)
+	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):
+		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
 		return fmt.Errorf("sweep interval: %v not in 10ms..1h", o.SweepInterval)
 	case o.Partitions < 1 || o.Partitions > 1<<16:

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -99,14 +98,16 @@ type stripe struct {
 	logs      map[Key]*logEntry
 	logSlots  int64  // timestamps held by logs, for the memory estimate
 	lastSweep uint32 // seconds since epoch of the last sweep
+	hand      int    // where the next eviction scan starts
 	_         [24]byte
 }
 
 // StoreOptions bound a store.
 type StoreOptions struct {
-	// MaxKeys bounds the counter keys held; 0 (the default) is unbounded.
-	// Past it, new keys evict the least recently used idle keys first, and
-	// an over-limit key only when a stripe holds nothing else.
+	// MaxKeys bounds the counter keys held, as MaxKeys/256 per stripe; 0
+	// (the default) is unbounded. Past it, a new key evicts an idle key not
+	// used lately, else any idle key, and an over-limit key only when the
+	// 512 keys at the stripe's eviction hand are all over their limit.
 	MaxKeys int
 	// Episodes receives the limited-user episodes; nil records none.
 	Episodes EpisodeLog
@@ -148,7 +149,7 @@ type Store struct {
 func NewStore(opts StoreOptions, now int64) *Store {
 	s := &Store{opts: opts, epoch: now}
 	if opts.MaxKeys > 0 {
-		s.perStripe = max(1, (opts.MaxKeys+stripes-1)/stripes)
+		s.perStripe = max(1, opts.MaxKeys/stripes) // never more than MaxKeys in all
 	}
 	for i := range s.stripes {
 		s.stripes[i].logs = make(map[Key]*logEntry)
@@ -360,13 +361,18 @@ func (s *Store) makeRoom(st *stripe, now int64) {
 // key, else — only when the whole stripe holds nothing but over-limit keys —
 // an over-limit key. Within a class, the key closest to fresh goes first.
 func (s *Store) evict(st *stripe, now int64) {
-	const sample = 16
+	// sample keys are looked at when an idle one is among them; past
+	// maxScan the search stops, so that a stripe flooded with over-limit
+	// keys costs a bounded scan, not the whole stripe. The scan resumes at
+	// the stripe's hand, so successive evictions look at new keys.
+	const sample, maxScan = 16, 512
 	var unused, idle, limited candidate
 	seen := 0
-	enough := func() bool { return seen >= sample && (unused.ok || idle.ok) }
+	enough := func() bool { return (seen >= sample && (unused.ok || idle.ok)) || seen >= maxScan }
 	if n := len(st.t.slots); n > 0 {
-		start := rand.IntN(n)
+		start := st.hand & (n - 1)
 		for j := range n {
+			st.hand = start + j + 1
 			sl := &st.t.slots[(start+j)&(n-1)]
 			if sl.empty() {
 				continue
