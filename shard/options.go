@@ -2,7 +2,9 @@ package shard
 
 import (
 	"crypto/tls"
+
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"time"
 )
@@ -56,6 +58,12 @@ type Options struct {
 	TLS *tls.Config
 	// EtcdTLS secures the etcd connection; default nil: plain text.
 	EtcdTLS *tls.Config
+	// Started is when the process started, the start of the host setup
+	// time; default the time Start is called.
+	Started time.Time
+	// Registry receives the shard's metrics; default a new one. The binary
+	// passes its own, to serve /metrics while the shard is still starting.
+	Registry *prometheus.Registry
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }

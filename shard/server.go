@@ -77,7 +77,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("top keys: %w", err)
 	}
 	s.partitionLoad = load.New(opts.Partitions)
-	s.registry = prometheus.NewRegistry()
+	if !opts.Started.IsZero() {
+		s.started = opts.Started
+	}
+	s.registry = opts.Registry
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
 	s.metrics = newMetrics(s.registry, s)
 	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	lis, err := net.Listen("tcp", opts.Listen)
@@ -102,8 +108,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if addr == "" {
 		addr = lis.Addr().String()
 	}
-	m := membership.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: started, Ready: time.Now()}
+	m := membership.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, Ready: time.Now()}
 	s.reg, err = membership.Register(ctx, s.etcd, opts.Prefix, m, opts.LeaseTTL, opts.Logger)
+	if err == nil {
+		// Setup ends once registered: write the time it took into the record.
+		m.Ready = time.Now()
+		err = s.reg.Update(ctx, m)
+	}
 	if err != nil {
 		s.grpc.Stop()
 		s.cancel()
@@ -111,11 +122,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	go s.background()
-	s.metrics.setup.Set(m.Ready.Sub(started).Seconds())
+	s.metrics.setup.Set(m.Ready.Sub(s.started).Seconds())
 	s.metrics.registered.Set(1)
 	s.ready.Store(true)
 	go membership.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
-	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", m.Ready.Sub(started).Round(time.Millisecond))
+	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", m.Ready.Sub(s.started).Round(time.Millisecond))
 	return s, nil
 }
 

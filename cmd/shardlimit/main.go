@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/status"
@@ -39,6 +40,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// processStart is when this process started: the start of a shard's host
+// setup time.
+var processStart = time.Now()
 
 // logFormat is the --log-format flag.
 var logFormat = "text"

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/shard"
@@ -23,16 +26,25 @@ func shardCmd() *cobra.Command {
 			if o.TLS, _, o.EtcdTLS, err = tf.configs(); err != nil {
 				return err
 			}
+			// Serve /metrics before starting, so that a shard stuck
+			// registering is seen (registered 0, setup time growing).
+			o.Started, o.Registry = processStart, prometheus.NewRegistry()
+			var running atomic.Pointer[shard.Server]
+			ops, err := serveOps(metricsListen, o.Registry, func() error {
+				if s := running.Load(); s != nil {
+					return s.Ready()
+				}
+				return errors.New("starting: not yet serving and registered")
+			})
+			if err != nil {
+				return err
+			}
+			defer ops.close()
 			s, err := shard.Start(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
-			ops, err := serveOps(metricsListen, s.Registry(), s.Ready)
-			if err != nil {
-				s.Kill()
-				return err
-			}
-			defer ops.close()
+			running.Store(s)
 			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

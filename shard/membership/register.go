@@ -76,9 +76,12 @@ func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeep
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
+	r.mu.Lock()
+	value := r.value
+	r.mu.Unlock()
 	resp, err := r.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0)).
-		Then(clientv3.OpPut(r.key, r.value, clientv3.WithLease(lease.ID))).
+		Then(clientv3.OpPut(r.key, value, clientv3.WithLease(lease.ID))).
 		Commit()
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", r.key, err)
@@ -134,6 +137,24 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
+}
+
+// Update rewrites the member record under the current lease, and is what a
+// re-registration writes from then on.
+func (r *Registration) Update(ctx context.Context, m Member) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.value = string(b)
+	lease := r.lease
+	r.mu.Unlock()
+	_, err = r.cli.Put(ctx, r.key, string(b), clientv3.WithLease(lease))
+	return err
 }
 
 // Abandon stops keeping the lease alive without revoking it, as a crash
