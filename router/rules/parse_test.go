@@ -64,9 +64,9 @@ func TestParseReportsEveryErrorWithLineAndField(t *testing.T) {
 		t.Fatalf("got %v, want ErrInvalid", err)
 	}
 	for _, want := range []string{
-		"bad.yaml:2: invalid rule: limit: out of range: 0 not in 1..",
-		"bad.yaml:6: invalid rule: algorithm:",
-		"bad.yaml:6: invalid rule: failure_policy:",
+		"bad.yaml:4: invalid rule: limit: out of range: 0 not in 1..",
+		"bad.yaml:8: invalid rule: algorithm:",
+		"bad.yaml:11: invalid rule: failure_policy:",
 		"bad.yaml:12: invalid rule: name: service \"shop\" already has a rule named \"/a\" at line 2",
 	} {
 		if !strings.Contains(err.Error(), want) {
@@ -158,5 +158,41 @@ func TestDurationStringRoundTrips(t *testing.T) {
 	}
 	if got := Duration(time.Hour).String(); got != "1h" {
 		t.Errorf("1h prints as %q", got)
+	}
+}
+
+// An unknown field in one rule does not hide the errors of the others, and
+// an unknown algorithm does not hide the bounds that do not depend on it.
+func TestParseReportsEveryProblemOfEveryRule(t *testing.T) {
+	_, err := Parse("f.yaml", []byte(`rules:
+  - service: a
+    endpoint: /x
+    limitt: 3
+    limit: 1
+    period: 1m
+  - service: a
+    endpoint: /y
+    limit: 0
+    period: 1m
+  - service: a
+    endpoint: /z
+    algorithm: bogus
+    limit: 1
+    period: 0s
+  - service: a
+    endpoint: /w
+    limit: many
+    period: 1m
+`))
+	for _, want := range []string{
+		"f.yaml:4: invalid rule: limitt: unknown field",
+		"f.yaml:9: invalid rule: limit: out of range: 0",
+		"f.yaml:13: invalid rule: algorithm: unknown algorithm",
+		"f.yaml:15: invalid rule: period: out of range: 0s",
+		"f.yaml:18: invalid rule: cannot unmarshal",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
 	}
 }

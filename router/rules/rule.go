@@ -218,12 +218,14 @@ func (r *Rule) Validate() []error {
 	if r.FailurePolicy != FailAllow && r.FailurePolicy != FailDeny {
 		bad("failure_policy", "%q is not allow or deny", r.FailurePolicy)
 	}
-	if a != limiter.Unspecified {
-		lr := r.Limiter()
-		if err := lr.Validate(); err != nil {
-			field, detail, _ := strings.Cut(err.Error(), ": ")
-			bad(field, "%s", detail)
-		}
+	lr := r.Limiter()
+	if a == limiter.Unspecified {
+		// Still check the bounds that do not depend on the algorithm.
+		lr = limiter.Rule{Algorithm: limiter.FixedWindow, Limit: r.Limit, Period: int64(r.Period), Burst: r.Burst}
+	}
+	if err := lr.Validate(); err != nil {
+		field, detail, _ := strings.Cut(err.Error(), ": ")
+		bad(field, "%s", detail)
 	}
 	return errs
 }
