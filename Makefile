@@ -12,12 +12,12 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION := v1.9.4
 
 # Packages whose tests share memory across goroutines run under -race;
-# deploy/ runs under deploy-test (Makefile.deploy), with promtool.
+# deploy/ runs under deploy-test (deploy/deploy.mk), with promtool.
 RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/...
 
 .DEFAULT_GOAL := help
 
-include Makefile.deploy
+include deploy/deploy.mk
 
 .PHONY: help
 help: ## List the targets.

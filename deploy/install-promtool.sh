@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned promtool at DEST (default .bin/promtool), unless the
 # promtool already there reports the pinned version. Called by
-# `make promtool` (Makefile.deploy), which sets the pins.
+# `make promtool` (deploy/deploy.mk), which sets the pins.
 #
 # Two sources, the fast one first:
 #   debian  the promtool of Debian's prometheus package at exactly
@@ -62,7 +62,7 @@ from_source() {
 	local want
 	want=$(cd "$here/tools" && "$go" list -m -f '{{.Version}}' github.com/prometheus/prometheus)
 	if [[ $want != "$go_version" ]]; then
-		echo "promtool: deploy/tools/go.mod pins $want, Makefile.deploy $go_version: make them agree" >&2
+		echo "promtool: deploy/tools/go.mod pins $want, deploy/deploy.mk $go_version: make them agree" >&2
 		return 1
 	fi
 	mkdir -p "$(dirname "$dest")"

@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// The promtool versions pinned in Makefile.deploy agree with
+// The promtool versions pinned in deploy/deploy.mk agree with
 // deploy/tools/go.mod, the source install-promtool.sh builds from.
 func TestPromtoolPins(t *testing.T) {
-	mk, err := os.ReadFile(filepath.Join("..", "Makefile.deploy"))
+	mk, err := os.ReadFile("deploy.mk")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,12 +21,12 @@ func TestPromtoolPins(t *testing.T) {
 	pin := regexp.MustCompile(`(?m)^PROMTOOL_GO_VERSION := (\S+)$`).FindSubmatch(mk)
 	req := regexp.MustCompile(`(?m)^require github.com/prometheus/prometheus (\S+)$`).FindSubmatch(gomod)
 	if pin == nil || req == nil {
-		t.Fatalf("no PROMTOOL_GO_VERSION in Makefile.deploy (%q) or prometheus require in tools/go.mod (%q)", pin, req)
+		t.Fatalf("no PROMTOOL_GO_VERSION in deploy/deploy.mk (%q) or prometheus require in tools/go.mod (%q)", pin, req)
 	}
 	if string(pin[1]) != string(req[1]) {
-		t.Errorf("Makefile.deploy pins promtool %s, deploy/tools/go.mod %s", pin[1], req[1])
+		t.Errorf("deploy/deploy.mk pins promtool %s, deploy/tools/go.mod %s", pin[1], req[1])
 	}
 	if !regexp.MustCompile(`(?m)^PROMTOOL_DEB_VERSION := \d+\.\d+\.\d+\S*$`).Match(mk) {
-		t.Error("Makefile.deploy pins no exact PROMTOOL_DEB_VERSION")
+		t.Error("deploy/deploy.mk pins no exact PROMTOOL_DEB_VERSION")
 	}
 }

@@ -1,8 +1,9 @@
 // Package shard is a shard host: it holds the counters of the partitions it
 // owns in memory and decides checks that routers send it over gRPC.
 //
-// A Store keeps one fixed-size state per counter key in 256 stripes, each a
-// map under its own mutex, so no single key serialises the host and a
+// A Store keeps one fixed-size state per counter key in 256 stripes, each an
+// open-addressing table (sliding_log keys: a map of rings) under its own
+// mutex, so no single key serialises the host and a
 // decision allocates nothing. Keys are stored by a 128-bit hash of
 // (service, rule, user): two xxhash64 sums with different seeds, the same
 // in every process so that keys can move between shards; the store keeps
