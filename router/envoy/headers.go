@@ -6,13 +6,15 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/shardlimit/shardlimit/router/ratelimitheader"
 )
 
 // Header names of draft-ietf-httpapi-ratelimit-headers-10, and
 // Retry-After (RFC 9110).
 const (
-	HeaderPolicy     = "RateLimit-Policy"
-	HeaderRateLimit  = "RateLimit"
+	HeaderPolicy     = ratelimitheader.PolicyField
+	HeaderRateLimit  = ratelimitheader.LimitField
 	HeaderRetryAfter = "Retry-After"
 )
 
@@ -82,7 +84,7 @@ func headers(states []limitState) []*corev3.HeaderValue {
 			index[s.name] = len(worst)
 			worst = append(worst, s)
 			q, w := window(s.limit, s.period)
-			policy = append(policy, sfString(s.name)+";q="+strconv.FormatInt(q, 10)+";w="+strconv.FormatInt(w, 10))
+			policy = append(policy, ratelimitheader.Policy(s.name, q, w))
 			continue
 		}
 		if w := worst[i]; (s.overLimit && !w.overLimit) || (s.overLimit == w.overLimit && s.remaining < w.remaining) {
@@ -94,7 +96,7 @@ func headers(states []limitState) []*corev3.HeaderValue {
 		if s.overLimit && s.retryAfter < never {
 			t = seconds(s.retryAfter)
 		}
-		limits = append(limits, sfString(s.name)+";r="+strconv.FormatInt(max(s.remaining, 0), 10)+";t="+strconv.FormatInt(t, 10))
+		limits = append(limits, ratelimitheader.Limit(s.name, s.remaining, t))
 	}
 	var hs []*corev3.HeaderValue
 	if len(policy) > 0 {
@@ -117,27 +119,4 @@ func seconds(d time.Duration) int64 {
 		return int64(never / time.Second)
 	}
 	return int64((d + time.Second - 1) / time.Second)
-}
-
-// sfString serializes s as a Structured Field String (RFC 9651 section
-// 4.1.6): quoted, with '"' and '\' escaped. A String holds printable ASCII
-// only, so any other byte of a rule's name is written as '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

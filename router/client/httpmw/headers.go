@@ -3,14 +3,11 @@ package httpmw
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/shardlimit/shardlimit/router/client"
+	"github.com/shardlimit/shardlimit/router/ratelimitheader"
 )
-
-// maxSFInteger is the largest Integer of RFC 9651 structured fields.
-const maxSFInteger = 999_999_999_999_999
 
 // hasCounter reports whether d comes from a counter, so that RateLimit
 // fields describe something real: not when no rule applies, not when a
@@ -32,23 +29,12 @@ func hasCounter(d client.Decision) bool {
 // up, is RetryAfter when denied (when the same request may pass) and
 // ResetAfter when allowed (when the quota is whole again).
 func setRateLimitFields(h http.Header, d client.Decision, window time.Duration) {
-	name := sfString(d.Rule)
-	var p strings.Builder
-	p.WriteString(name)
-	p.WriteString(";q=")
-	p.WriteString(strconv.FormatInt(min(d.Limit, maxSFInteger), 10))
-	if window > 0 {
-		p.WriteString(";w=")
-		p.WriteString(strconv.FormatInt(ceilSeconds(window), 10))
-	}
-	h.Set("RateLimit-Policy", p.String())
-
+	h.Set(ratelimitheader.PolicyField, ratelimitheader.Policy(d.Rule, d.Limit, ceilSeconds(window)))
 	reset := d.ResetAfter
 	if !d.Allowed {
 		reset = d.RetryAfter
 	}
-	h.Set("RateLimit", name+";r="+strconv.FormatInt(min(max(d.Remaining, 0), maxSFInteger), 10)+
-		";t="+strconv.FormatInt(ceilSeconds(reset), 10))
+	h.Set(ratelimitheader.LimitField, ratelimitheader.Limit(d.Rule, d.Remaining, ceilSeconds(reset)))
 }
 
 // retryAfter is the Retry-After value of a denied decision: whole seconds,
@@ -61,7 +47,7 @@ func retryAfter(d client.Decision) string {
 // capacity): its retry_after is the limiter's "never", ~292 years.
 func never(d client.Decision) bool { return d.RetryAfter > 100*365*24*time.Hour }
 
-// ceilSeconds rounds d up to whole seconds, clamped to 0..maxSFInteger.
+// ceilSeconds rounds d up to whole seconds, clamped to 0..ratelimitheader.MaxInteger.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -70,28 +56,5 @@ func ceilSeconds(d time.Duration) int64 {
 	if d%time.Second != 0 {
 		s++
 	}
-	return min(s, maxSFInteger)
-}
-
-// sfString renders s as an RFC 9651 String: quoted, with '"' and '\'
-// escaped; bytes outside printable ASCII, which a String cannot hold,
-// become '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	return min(s, ratelimitheader.MaxInteger)
 }
