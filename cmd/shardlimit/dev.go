@@ -23,6 +23,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/cmd/cluster"
 	"github.com/shardlimit/shardlimit/deploy"
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -197,6 +198,7 @@ func waitReady(ctx context.Context, endpoint string, o devOptions, children []*c
 	}
 	defer conn.Close()
 	health := healthpb.NewHealthClient(conn)
+	admin := shardlimitv1.NewAdminClient(conn)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		for _, c := range children {
@@ -210,7 +212,14 @@ func waitReady(ctx context.Context, endpoint string, o devOptions, children []*c
 			h, err := health.Check(hctx, &healthpb.HealthCheckRequest{})
 			cancel()
 			if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
-				return nil
+				// Ready only once the router itself routes to every shard:
+				// before that, a key's owner can still change.
+				mctx, cancel := context.WithTimeout(ctx, time.Second)
+				ms, err := admin.ListMembers(mctx, &shardlimitv1.ListMembersRequest{})
+				cancel()
+				if err == nil && len(ms.Members) == o.shards {
+					return nil
+				}
 			}
 		}
 		if time.Now().After(deadline) {

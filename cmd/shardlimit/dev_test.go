@@ -28,6 +28,42 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// freePorts returns the first of n consecutive ports that are free now.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for try := 0; try < 100; try++ {
+		base := freePort(t)
+		ok := true
+		var ls []net.Listener
+		for i := 0; i < n && ok; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no run of free ports")
+	return 0
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -44,9 +80,12 @@ func freeAddr(t *testing.T) string {
 // every child process gone.
 func TestDevClusterEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
-	routerAddr := freeAddr(t)
-	dev := exec.Command(bin, "dev", "--etcd-listen", freeAddr(t), "--router-listen", routerAddr,
-		"--metrics-listen", freeAddr(t), "--lease-ttl", "2s")
+	// One run of free ports: etcd, router, and the metrics ports of the
+	// router, 3 shards and the rebalance instance, which dev takes in a row.
+	base := freePorts(t, 7)
+	routerAddr := fmt.Sprintf("127.0.0.1:%d", base+1)
+	dev := exec.Command(bin, "dev", "--etcd-listen", fmt.Sprintf("127.0.0.1:%d", base), "--router-listen", routerAddr,
+		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", base+2), "--lease-ttl", "2s")
 	out, err := dev.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
