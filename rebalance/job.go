@@ -144,22 +144,19 @@ func ElectionKey(prefix string) string { return prefixDir(prefix) + "rebalance/e
 // until its session is lost, then campaigns again.
 func (j *Job) campaign(ctx context.Context) {
 	defer close(j.done)
-	backoff := 100 * time.Millisecond
+	backoff := membership.Backoff{Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		session, err := concurrency.NewSession(j.etcd, concurrency.WithTTL(int(j.opts.SessionTTL/time.Second)), concurrency.WithContext(ctx))
 		if err != nil {
 			j.metrics.etcdUp.Set(0)
-			j.log.Warn("cannot open an election session; retrying", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			j.log.Warn("cannot open an election session; retrying", "err", err, "retry_in", backoff.Next())
+			if !backoff.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		j.metrics.etcdUp.Set(1)
-		backoff = 100 * time.Millisecond
+		backoff.Reset()
 		e := concurrency.NewElection(session, ElectionKey(j.opts.Prefix))
 		if err := e.Campaign(ctx, j.opts.Advertise); err != nil {
 			_ = session.Close()

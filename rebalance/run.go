@@ -36,7 +36,8 @@ type snapshot struct {
 	members []membership.Member
 	m       *shardmap.Map
 	mapRev  int64
-	table   *shardmap.Table
+	ring    *shardmap.Table // the ring alone
+	table   *shardmap.Table // the ring with the map's pins: owners in force
 	load    []uint64
 	clients map[string]shardlimitv1.ShardClient
 	conns   []*grpc.ClientConn
@@ -69,11 +70,10 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	if s.m, s.mapRev, err = mapstore.Load(ctx, j.etcd, j.opts.Prefix); err != nil {
 		return nil, fmt.Errorf("%w: read the shard map from etcd: %v", errUnavailable, err)
 	}
-	ring, err := shardmap.Build(j.opts.Ring, s.members)
-	if err != nil {
+	if s.ring, err = shardmap.Build(j.opts.Ring, s.members); err != nil {
 		return nil, err
 	}
-	s.table = shardmap.Resolve(ring, s.m)
+	s.table = shardmap.Resolve(s.ring, s.m)
 	s.load = make([]uint64, j.opts.Ring.Partitions)
 	var mu sync.Mutex
 	var errs []string
@@ -192,7 +192,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		}
 		next.Owners = slices.Clone(target.Owners)
 		next.Reason = fmt.Sprintf("rollback to version %d (%s)", req.RollbackTo, req.Trigger)
-		after := shardmap.Resolve(mustRing(j, s), next)
+		after := shardmap.Resolve(s.ring, next)
 		for p := range next.Owners {
 			from, _ := s.table.Owner(p)
 			to, _ := after.Owner(p)
@@ -252,11 +252,6 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 	h.drop(ctx)
 	rec.KeysMoved = h.keys
 	return nil
-}
-
-func mustRing(j *Job, s *snapshot) *shardmap.Table {
-	ring, _ := shardmap.Build(j.opts.Ring, s.members)
-	return ring
 }
 
 // version reads a kept map version.

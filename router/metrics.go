@@ -12,7 +12,7 @@ import (
 
 // decided counts one rule decision.
 func (m *metrics) decided(c *rules.Resolved, result string) {
-	m.decisions.WithLabelValues(c.Service, c.Rule.Endpoint, c.Rule.Name, c.Rule.Limiter().Algorithm.String(), result).Inc()
+	m.decisions.WithLabelValues(c.Service, c.Rule.Endpoint, c.Rule.Name, c.Rule.Algorithm, result).Inc()
 }
 
 // Results of a decision, the values of the result label.

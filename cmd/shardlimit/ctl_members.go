@@ -17,14 +17,11 @@ func ctlMembersCmd(cf *ctlFlags) *cobra.Command {
 		Short: "List the live shards: address, partitions, load, keys, host setup time.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := cf.dial()
-			if err != nil {
+			var resp *shardlimitv1.ListMembersResponse
+			err := cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
+				resp, err = c.ListMembers(ctx, &shardlimitv1.ListMembersRequest{})
 				return err
-			}
-			defer conn.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			resp, err := shardlimitv1.NewAdminClient(conn).ListMembers(ctx, &shardlimitv1.ListMembersRequest{})
+			})
 			if err != nil {
 				return err
 			}

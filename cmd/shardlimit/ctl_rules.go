@@ -88,15 +88,10 @@ func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 			if _, err := rules.Parse(file, b); err != nil { // report locally, before dialing
 				return fmt.Errorf("invalid rules, nothing applied:\n%w", err)
 			}
-			conn, err := cf.dial()
-			if err != nil {
+			var resp *shardlimitv1.ApplyRulesResponse
+			err = cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
+				resp, err = c.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: file, Yaml: b, DryRun: dryRun || diff, Prune: prune})
 				return err
-			}
-			defer conn.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			resp, err := shardlimitv1.NewAdminClient(conn).ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{
-				FileName: file, Yaml: b, DryRun: dryRun || diff, Prune: prune,
 			})
 			if err != nil {
 				return err
@@ -218,14 +213,11 @@ func ctlRulesDeleteCmd(cf *ctlFlags) *cobra.Command {
 		Short: "Delete one stored rule.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := cf.dial()
-			if err != nil {
+			var resp *shardlimitv1.DeleteRuleResponse
+			err := cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
+				resp, err = c.DeleteRule(ctx, &shardlimitv1.DeleteRuleRequest{Service: service, Name: name})
 				return err
-			}
-			defer conn.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			resp, err := shardlimitv1.NewAdminClient(conn).DeleteRule(ctx, &shardlimitv1.DeleteRuleRequest{Service: service, Name: name})
+			})
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/membership"
 )
 
 // Keep is how many versions the history holds.
@@ -114,7 +115,7 @@ func History(ctx context.Context, cli *clientv3.Client, prefix string) ([]shardm
 // unreachable it keeps the last map and retries. An unreadable map is logged
 // and skipped, keeping the last good one.
 func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Logger, onChange func(*shardmap.Map)) {
-	backoff := 100 * time.Millisecond
+	var backoff membership.Backoff
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		m, _, readRev, err := load(lctx, cli, prefix)
@@ -126,16 +127,13 @@ func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.L
 			err, m = nil, nil
 		}
 		if err != nil {
-			log.Warn("shard map read failed; keeping the last known map", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			log.Warn("shard map read failed; keeping the last known map", "err", err, "retry_in", backoff.Next())
+			if !backoff.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff.Reset()
 		onChange(m)
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for wr := range cli.Watch(wctx, Key(prefix), clientv3.WithRev(readRev+1)) {

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/membership"
 )
 
 // Update is what Watch reports after every change.
@@ -31,22 +32,19 @@ func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.L
 	dir := Dir(prefix)
 	valid := map[string]rules.Rule{}
 	invalid := map[string]bool{}
-	backoff := 100 * time.Millisecond
+	var backoff membership.Backoff
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		resp, err := cli.Get(lctx, dir, clientv3.WithPrefix())
 		cancel()
 		if err != nil {
-			log.Warn("rules list failed; keeping the last known rules", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			log.Warn("rules list failed; keeping the last known rules", "err", err, "retry_in", backoff.Next())
+			if !backoff.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff.Reset()
 		seen := map[string]bool{}
 		for _, kv := range resp.Kvs {
 			seen[string(kv.Key)] = true

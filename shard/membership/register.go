@@ -115,7 +115,7 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			return
 		}
 		r.log.Warn("membership lease lost; registering again")
-		backoff := 100 * time.Millisecond
+		var backoff Backoff
 		for {
 			var err error
 			attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -128,13 +128,10 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.log.Warn("membership register failed", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			r.log.Warn("membership register failed", "err", err, "retry_in", backoff.Next())
+			if !backoff.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 		}
 	}
 }

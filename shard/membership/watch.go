@@ -17,20 +17,17 @@ import (
 // calls onChange with a list it did not read.
 func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Logger, onChange func([]Member)) {
 	p := Prefix(prefix)
-	backoff := 100 * time.Millisecond
+	var backoff Backoff
 	for ctx.Err() == nil {
 		rev, members, err := list(ctx, cli, p, log)
 		if err != nil {
-			log.Warn("membership list failed; keeping the last known members", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			log.Warn("membership list failed; keeping the last known members", "err", err, "retry_in", backoff.Next())
+			if !backoff.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff.Reset()
 		onChange(sorted(members))
 		follow(ctx, cli, p, rev, members, log, onChange)
 	}
