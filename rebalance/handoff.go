@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 )
 

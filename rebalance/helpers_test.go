@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/shardlimit/shardlimit/rebalance"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 func dialTo(t *testing.T, addr string) *grpc.ClientConn {
@@ -30,7 +30,7 @@ func emptyMap() *shardmap.Map {
 // is gone would use: its key no longer exists, so the compare fails.
 func mapstoreFenceOfDeadLeader(t *testing.T, cli *clientv3.Client, prefix string) clientv3.Cmp {
 	t.Helper()
-	resp, err := cli.Get(context.Background(), rebalance.ElectionKey(prefix)+"/", clientv3.WithPrefix())
+	resp, err := cli.Get(context.Background(), etcd.Layout(prefix).Election()+"/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,5 +40,5 @@ func mapstoreFenceOfDeadLeader(t *testing.T, cli *clientv3.Client, prefix string
 	}
 	// A key that a dead leader held: any key under the election prefix that
 	// is not there now, with the revision it was created at.
-	return clientv3.Compare(clientv3.CreateRevision(rebalance.ElectionKey(prefix)+"/dead-leader"), "=", rev)
+	return clientv3.Compare(clientv3.CreateRevision(etcd.Layout(prefix).Election()+"/dead-leader"), "=", rev)
 }

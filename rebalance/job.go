@@ -3,24 +3,20 @@ package rebalance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance/runstore"
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Job is one rebalance instance: it campaigns for leadership and, while it
@@ -31,9 +27,7 @@ type Job struct {
 	opts     Options
 	log      *slog.Logger
 	etcd     *clientv3.Client
-	lis      net.Listener
-	grpc     *grpc.Server
-	health   *health.Server
+	srv      *rpc.Server
 	registry *prometheus.Registry
 	metrics  *metrics
 	cancel   context.CancelFunc
@@ -68,26 +62,22 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	j.registry = prometheus.NewRegistry()
 	j.metrics = newMetrics(j.registry, opts.Interval)
 	var err error
-	if j.etcd, err = membership.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
+	if j.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
-	if j.lis, err = net.Listen("tcp", opts.Listen); err != nil {
+	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
 		_ = j.etcd.Close()
-		return nil, fmt.Errorf("listen: %w", err)
+		return nil, err
 	}
 	if j.opts.Advertise == "" {
-		j.opts.Advertise = j.lis.Addr().String()
+		j.opts.Advertise = j.srv.Addr()
 	}
-	j.grpc = grpc.NewServer(membership.ServerCreds(opts.TLS)...)
-	shardlimitv1.RegisterRebalancerServer(j.grpc, j)
-	j.health = health.NewServer()
-	healthpb.RegisterHealthServer(j.grpc, j.health)
-	reflection.Register(j.grpc)
-	go func() { _ = j.grpc.Serve(j.lis) }()
+	shardlimitv1.RegisterRebalancerServer(j.srv.GRPC, j)
+	j.srv.Serve()
 	runCtx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel
 	go j.campaign(runCtx)
-	go membership.WatchHealth(runCtx, j.etcd, 5*time.Second, func(up bool) {
+	go etcd.WatchHealth(runCtx, j.etcd, 5*time.Second, func(up bool) {
 		if up {
 			j.metrics.etcdUp.Set(1)
 		} else {
@@ -120,8 +110,7 @@ func (j *Job) Stop() {
 	j.stopped.Do(func() {
 		j.cancel()
 		<-j.done
-		j.health.Shutdown()
-		j.grpc.Stop()
+		j.srv.Kill()
 		_ = j.etcd.Close()
 	})
 }
@@ -133,18 +122,18 @@ func (j *Job) Kill() {
 		_ = j.etcd.Close()
 		j.cancel()
 		<-j.done
-		j.grpc.Stop()
+		j.srv.Kill()
 	})
 }
 
-// ElectionKey returns the etcd prefix of the election.
-func ElectionKey(prefix string) string { return prefixDir(prefix) + "rebalance/election" }
+// layout returns the etcd keys of the instance's cluster.
+func (j *Job) layout() etcd.Layout { return etcd.Layout(j.opts.Prefix) }
 
 // campaign runs for leadership until ctx ends: each time it wins, it leads
 // until its session is lost, then campaigns again.
 func (j *Job) campaign(ctx context.Context) {
 	defer close(j.done)
-	backoff := membership.Backoff{Max: 5 * time.Second}
+	backoff := etcd.Backoff{Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		session, err := concurrency.NewSession(j.etcd, concurrency.WithTTL(int(j.opts.SessionTTL/time.Second)), concurrency.WithContext(ctx))
 		if err != nil {
@@ -157,7 +146,7 @@ func (j *Job) campaign(ctx context.Context) {
 		}
 		j.metrics.etcdUp.Set(1)
 		backoff.Reset()
-		e := concurrency.NewElection(session, ElectionKey(j.opts.Prefix))
+		e := concurrency.NewElection(session, j.layout().Election())
 		if err := e.Campaign(ctx, j.opts.Advertise); err != nil {
 			_ = session.Close()
 			continue
@@ -209,7 +198,7 @@ func (j *Job) lead(ctx context.Context, session *concurrency.Session, e *concurr
 // ask hands a request to the leader loop, or says who leads.
 func (j *Job) ask(ctx context.Context, req request) (reply, error) {
 	if !j.Leading() {
-		leader, _ := Leader(ctx, j.etcd, j.opts.Prefix)
+		leader, _ := runstore.Leader(ctx, j.etcd, j.layout())
 		if leader == "" {
 			leader = "none elected"
 		}
@@ -270,15 +259,3 @@ func toStatus(err error) error {
 
 // errUnavailable marks a run or plan that could not read etcd or a shard.
 var errUnavailable = errors.New("unavailable")
-
-// Leader returns the address of the rebalance leader, or "" when none.
-func Leader(ctx context.Context, cli *clientv3.Client, prefix string) (string, error) {
-	resp, err := cli.Get(ctx, ElectionKey(prefix)+"/", clientv3.WithFirstCreate()...)
-	if err != nil {
-		return "", err
-	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Value), nil
-}

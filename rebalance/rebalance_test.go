@@ -12,12 +12,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance"
 	"github.com/shardlimit/shardlimit/rebalance/mapstore"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 func testRules(t *testing.T) []rules.Rule {
@@ -44,14 +44,14 @@ func check(t *testing.T, c shardlimitv1.RateLimiterClient, endpoint, user string
 
 // usersOn returns n users of rule whose partitions are all different and
 // owned by shard id.
-func usersOn(t *testing.T, c *cluster.Cluster, rule, id string, n int) []string {
+func usersOn(t *testing.T, c *clustertest.Cluster, rule, id string, n int) []string {
 	t.Helper()
 	var out []string
 	seen := map[int]bool{}
 	for i := 0; len(out) < n; i++ {
 		u := fmt.Sprintf("u%d", i)
-		if m, _ := c.Routers[0].Owner("shop", rule, u); m.ID == id {
-			p := c.Routers[0].Partition("shop", rule, u)
+		if m := c.Owner("shop", rule, u); m.ID == id {
+			p := c.Partition("shop", rule, u)
 			if !seen[p] {
 				seen[p] = true
 				out = append(out, u)
@@ -65,12 +65,12 @@ func usersOn(t *testing.T, c *cluster.Cluster, rule, id string, n int) []string 
 }
 
 // usersIn returns n users of rule whose partitions are in parts.
-func usersIn(t *testing.T, c *cluster.Cluster, rule string, parts map[int]bool, n int) []string {
+func usersIn(t *testing.T, c *clustertest.Cluster, rule string, parts map[int]bool, n int) []string {
 	t.Helper()
 	var out []string
 	for i := 0; len(out) < n; i++ {
 		u := fmt.Sprintf("v%d", i)
-		if parts[c.Routers[0].Partition("shop", rule, u)] {
+		if parts[c.Partition("shop", rule, u)] {
 			out = append(out, u)
 		}
 		if i > 10_000_000 {
@@ -84,7 +84,7 @@ func usersIn(t *testing.T, c *cluster.Cluster, rule string, parts map[int]bool, 
 // threshold by one run; the plan changes nothing, the run moves partitions
 // and publishes a map that every router follows.
 func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Routers: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Routers: 2, Rules: testRules(t)})
 	c.StartRebalance()
 	cl := c.Client(0)
 	hot := c.Shards[0].ID()
@@ -101,7 +101,7 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 	adm := c.Admin(0)
 	ctx := context.Background()
 	var plan *shardlimitv1.PlanResponse
-	cluster.Eventually(t, 10*time.Second, func() error { // until a leader is elected
+	clustertest.Eventually(t, 10*time.Second, func() error { // until a leader is elected
 		var err error
 		plan, err = adm.RebalancePlan(ctx, &shardlimitv1.PlanRequest{})
 		return err
@@ -122,7 +122,7 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 	}
 	t.Logf("max/mean shard load %.2f before, %.2f after one run; %d partitions moved, %d counter keys handed over",
 		r.RatioBefore, r.RatioAfter, len(r.Moves), r.KeysMoved)
-	cluster.Eventually(t, time.Second, func() error {
+	clustertest.Eventually(t, time.Second, func() error {
 		for i, rt := range c.Routers {
 			if v := rt.MapVersion(); v != 1 {
 				return fmt.Errorf("router %d routes by version %d", i, v)
@@ -153,7 +153,7 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 // it, and while the move happens, checks keep flowing: the over-admission
 // measured during the move is reported.
 func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	c.StartRebalance()
 	cl := c.Client(0)
 	adm := c.Admin(0)
@@ -163,7 +163,7 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 	// it, among them the partitions of some checkout users at their limit.
 	hotParts := map[int]bool{}
 	for _, u := range usersOn(t, c, "browse", hot, 30) {
-		hotParts[c.Routers[0].Partition("shop", "browse", u)] = true
+		hotParts[c.Partition("shop", "browse", u)] = true
 		for range 10 {
 			check(t, cl, "/browse", u, 1)
 		}
@@ -210,7 +210,7 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 		}
 	})
 	var run *shardlimitv1.RunResponse
-	cluster.Eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		var err error
 		run, err = adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}, Wait: true})
 		return err
@@ -222,7 +222,7 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 	}
 	movedUsers := 0
 	for _, u := range limited {
-		if m, _ := c.Routers[0].Owner("shop", "checkout", u); m.ID != hot {
+		if m := c.Owner("shop", "checkout", u); m.ID != hot {
 			movedUsers++
 		}
 		if d := check(t, cl, "/checkout", u, 1); d.Allowed || d.FailurePolicy {
@@ -250,7 +250,7 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 		if n > 10 {
 			over += n - 10
 		}
-		if m, _ := c.Routers[0].Owner("shop", "checkout", u); m.ID != hot {
+		if m := c.Owner("shop", "checkout", u); m.ID != hot {
 			activeMoved++
 		}
 	}
@@ -263,10 +263,10 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 // Two instances: one leads; a write fenced by a deposed leader's key fails;
 // killing the leader hands over within a few seconds.
 func TestLeaderElectionFencingAndHandover(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	a, b := c.StartRebalance(), c.StartRebalance()
 	var leader, follower *rebalance.Job
-	cluster.Eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		switch {
 		case a.Leading() && b.Leading():
 			return fmt.Errorf("both instances lead")
@@ -302,7 +302,7 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	})
 	killed := time.Now()
 	leader.Kill()
-	cluster.Eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		if !follower.Leading() {
 			return fmt.Errorf("the follower does not lead yet")
 		}
@@ -319,14 +319,14 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	if err != nil || run.Run.Leader != follower.ID() {
 		t.Fatalf("run by the new leader: %v %v", run, err)
 	}
-	cli, err := membership.Dial([]string{c.Etcd}, nil)
+	cli, err := etcd.Dial([]string{c.Etcd}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	m, rev, _ := mapstore.Load(context.Background(), cli, c.Prefix)
+	m, rev, _ := mapstore.Load(context.Background(), cli, etcd.Layout(c.Prefix))
 	stale := mapstoreFenceOfDeadLeader(t, cli, c.Prefix)
-	err = mapstore.Publish(context.Background(), cli, c.Prefix, emptyMap(), m, rev, stale)
+	err = mapstore.Publish(context.Background(), cli, etcd.Layout(c.Prefix), emptyMap(), m, rev, stale)
 	if err != mapstore.ErrConflict {
 		t.Fatalf("a write fenced by a dead leader's key: %v, want ErrConflict", err)
 	}
@@ -335,13 +335,13 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 // A run does nothing, and says why, when a shard cannot be read; a dead
 // shard is never a target once its lease expired.
 func TestRunSkipsWhenAShardCannotBeRead(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	c.StartRebalance()
 	adm := c.Admin(0)
 	victim := c.Shards[2]
 	victim.Kill()
 	var run *shardlimitv1.RunResponse
-	cluster.Eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		var err error
 		run, err = adm.RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}})
 		return err
@@ -371,7 +371,7 @@ func TestRunSkipsWhenAShardCannotBeRead(t *testing.T) {
 // Rolling back to a kept version publishes its pins again, handing the
 // counters over like a run.
 func TestRollbackToKeptVersion(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	c.StartRebalance()
 	cl := c.Client(0)
 	adm := c.Admin(0)
@@ -383,7 +383,7 @@ func TestRollbackToKeptVersion(t *testing.T) {
 		}
 	}
 	var run *shardlimitv1.RunResponse
-	cluster.Eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		var err error
 		run, err = adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}, Wait: true})
 		return err
@@ -395,19 +395,19 @@ func TestRollbackToKeptVersion(t *testing.T) {
 	pinnedTo := run.Run.Moves[0].To
 
 	// Version 2 drops every pin: the moved partition goes back to the ring.
-	cli, err := membership.Dial([]string{c.Etcd}, nil)
+	cli, err := etcd.Dial([]string{c.Etcd}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	m, rev, err := mapstore.Load(ctx, cli, c.Prefix)
+	m, rev, err := mapstore.Load(ctx, cli, etcd.Layout(c.Prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mapstore.Publish(ctx, cli, c.Prefix, emptyMap(), m, rev); err != nil {
+	if err := mapstore.Publish(ctx, cli, etcd.Layout(c.Prefix), emptyMap(), m, rev); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, time.Second, func() error {
+	clustertest.Eventually(t, time.Second, func() error {
 		if v := c.Routers[0].MapVersion(); v != 2 {
 			return fmt.Errorf("router at version %d", v)
 		}
@@ -416,7 +416,7 @@ func TestRollbackToKeptVersion(t *testing.T) {
 	// A user in the moved partition, at its limit under version 2.
 	var user string
 	for i := 0; user == ""; i++ {
-		if u := fmt.Sprintf("r%d", i); c.Routers[0].Partition("shop", "checkout", u) == moved {
+		if u := fmt.Sprintf("r%d", i); c.Partition("shop", "checkout", u) == moved {
 			user = u
 		}
 	}
@@ -429,7 +429,7 @@ func TestRollbackToKeptVersion(t *testing.T) {
 	if back.Run.MapVersion != 3 || back.Run.Outcome != "moved" {
 		t.Fatalf("rollback: %v", back.Run)
 	}
-	if owner, _ := c.Routers[0].Owner("shop", "checkout", user); owner.ID != pinnedTo {
+	if owner := c.Owner("shop", "checkout", user); owner.ID != pinnedTo {
 		t.Fatalf("after rollback partition %d is owned by %s, want %s as in version 1", moved, owner.ID, pinnedTo)
 	}
 	if d := check(t, cl, "/checkout", user, 1); d.Allowed {

@@ -2,7 +2,6 @@ package rebalance
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,27 +12,21 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/mapstore"
 	"github.com/shardlimit/shardlimit/rebalance/planner"
+	"github.com/shardlimit/shardlimit/rebalance/runstore"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
-
-// keepRuns is how many run records etcd keeps.
-const keepRuns = 100
-
-func prefixDir(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/" }
-
-// RunsDir returns the etcd prefix of the run records.
-func RunsDir(prefix string) string { return prefixDir(prefix) + "rebalance/runs/" }
 
 // snapshot is what a run starts from: members, the map in force, owners and
 // load per partition, and a client per member.
 type snapshot struct {
-	members []membership.Member
+	members []member.Member
 	m       *shardmap.Map
 	mapRev  int64
 	ring    *shardmap.Table // the ring alone
@@ -54,20 +47,19 @@ func (s *snapshot) close() {
 func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*j.opts.StatsTimeout)
 	defer cancel()
-	resp, err := j.etcd.Get(ctx, membership.Prefix(j.opts.Prefix), clientv3.WithPrefix())
+	s := &snapshot{clients: map[string]shardlimitv1.ShardClient{}}
+	var malformed []error
+	var err error
+	s.members, malformed, err = membership.Read(ctx, j.etcd, j.layout())
 	if err != nil {
 		j.metrics.etcdUp.Set(0)
 		return nil, fmt.Errorf("%w: read members from etcd: %v", errUnavailable, err)
 	}
 	j.metrics.etcdUp.Set(1)
-	s := &snapshot{clients: map[string]shardlimitv1.ShardClient{}}
-	for _, kv := range resp.Kvs {
-		var m membership.Member
-		if err := json.Unmarshal(kv.Value, &m); err == nil && m.ID != "" && m.Addr != "" {
-			s.members = append(s.members, m)
-		}
+	for _, err := range malformed {
+		j.log.Warn("ignoring malformed member record", "err", err)
 	}
-	if s.m, s.mapRev, err = mapstore.Load(ctx, j.etcd, j.opts.Prefix); err != nil {
+	if s.m, s.mapRev, err = mapstore.Load(ctx, j.etcd, j.layout()); err != nil {
 		return nil, fmt.Errorf("%w: read the shard map from etcd: %v", errUnavailable, err)
 	}
 	if s.ring, err = shardmap.Build(j.opts.Ring, s.members); err != nil {
@@ -79,7 +71,7 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	var errs []string
 	var wg sync.WaitGroup
 	for _, m := range s.members {
-		conn, err := grpc.NewClient(m.Addr, membership.DialCreds(j.opts.ShardTLS))
+		conn, err := grpc.NewClient(m.Addr, rpc.DialCreds(j.opts.ShardTLS))
 		if err != nil {
 			s.close()
 			return nil, err
@@ -234,7 +226,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		return fmt.Errorf("hand-off before publishing, nothing published: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = mapstore.Publish(pctx, j.etcd, j.opts.Prefix, next, s.m, s.mapRev,
+	err = mapstore.Publish(pctx, j.etcd, j.layout(), next, s.m, s.mapRev,
 		clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev()))
 	cancel()
 	if err != nil {
@@ -256,7 +248,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 
 // version reads a kept map version.
 func (j *Job) version(ctx context.Context, v int64) (*shardmap.Map, error) {
-	hist, err := mapstore.History(ctx, j.etcd, j.opts.Prefix)
+	hist, err := mapstore.History(ctx, j.etcd, j.layout())
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the shard map history: %v", errUnavailable, err)
 	}
@@ -274,36 +266,9 @@ func (j *Job) version(ctx context.Context, v int64) (*shardmap.Map, error) {
 // record writes the run into etcd and trims old records. Failures are
 // logged: the run's effect does not depend on its record.
 func (j *Job) record(ctx context.Context, rec *shardlimitv1.RunRecord) {
-	b, err := protojson.Marshal(rec)
-	if err != nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	key := fmt.Sprintf("%s%020d", RunsDir(j.opts.Prefix), rec.StartedUnixNs)
-	if _, err := j.etcd.Put(ctx, key, string(b)); err != nil {
+	if err := runstore.Record(ctx, j.etcd, j.layout(), rec); err != nil {
 		j.log.Warn("cannot record the rebalance run", "err", err)
-		return
 	}
-	resp, err := j.etcd.Get(ctx, RunsDir(j.opts.Prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
-	if err == nil && len(resp.Kvs) > keepRuns {
-		oldest := string(resp.Kvs[keepRuns].Key)
-		_, _ = j.etcd.Delete(ctx, RunsDir(j.opts.Prefix), clientv3.WithRange(oldest+"\x00"))
-	}
-}
-
-// Runs reads the last run records, newest first.
-func Runs(ctx context.Context, cli *clientv3.Client, prefix string, limit int) ([]*shardlimitv1.RunRecord, error) {
-	resp, err := cli.Get(ctx, RunsDir(prefix), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit)))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*shardlimitv1.RunRecord, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var r shardlimitv1.RunRecord
-		if err := protojson.Unmarshal(kv.Value, &r); err == nil {
-			out = append(out, &r)
-		}
-	}
-	return out, nil
 }

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 )
@@ -46,8 +46,8 @@ func (a *admin) ApplyRules(ctx context.Context, req *shardlimitv1.ApplyRulesRequ
 	switch {
 	case errors.Is(err, rulestore.ErrConflict):
 		return nil, status.Error(codes.Aborted, err.Error())
-	case err != nil && strings.Contains(err.Error(), "too many operations in txn request"):
-		return nil, status.Errorf(codes.InvalidArgument, "yaml: %d rules changed at once exceed etcd's --max-txn-ops; raise it or split the file", len(changes))
+	case errors.Is(err, rulestore.ErrTooManyChanges):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case err != nil:
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
@@ -170,7 +170,9 @@ func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRe
 	var badArg error
 	for _, p := range rt.peers {
 		if p.client == nil {
+			mu.Lock()
 			resp.Unreachable = append(resp.Unreachable, p.member.ID)
+			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {

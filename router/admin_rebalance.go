@@ -8,22 +8,23 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/rebalance"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/mapstore"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/rebalance/runstore"
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // leader dials the rebalance leader found in etcd.
 func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, func(), error) {
-	addr, err := rebalance.Leader(ctx, a.r.etcd, a.r.opts.Prefix)
+	addr, err := runstore.Leader(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
 	if err != nil {
 		return nil, nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
 	if addr == "" {
 		return nil, nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
 	}
-	conn, err := grpc.NewClient(addr, membership.DialCreds(a.r.opts.ShardTLS))
+	conn, err := grpc.NewClient(addr, rpc.DialCreds(a.r.opts.ShardTLS))
 	if err != nil {
 		return nil, nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
 	}
@@ -69,7 +70,7 @@ func (a *admin) RebalanceRun(ctx context.Context, req *shardlimitv1.RebalanceRun
 func (a *admin) ShardMapHistory(ctx context.Context, _ *shardlimitv1.ShardMapHistoryRequest) (*shardlimitv1.ShardMapHistoryResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	hist, err := mapstore.History(ctx, a.r.etcd, a.r.opts.Prefix)
+	hist, err := mapstore.History(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
@@ -96,7 +97,7 @@ func (a *admin) RebalanceRuns(ctx context.Context, req *shardlimitv1.RebalanceRu
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	runs, err := rebalance.Runs(ctx, a.r.etcd, a.r.opts.Prefix, limit)
+	runs, err := runstore.Runs(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), limit)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 )
 
@@ -29,7 +29,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: rs})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: rs})
 	cl := c.Client(0)
 
 	for _, ep := range []string{"/token", "/gcra", "/fixed", "/log", "/window"} {

@@ -8,7 +8,10 @@ import (
 // breaker is a per-shard circuit breaker. After `failures` consecutive
 // failed calls it opens: calls are refused (answered by policy) until the
 // cooldown has passed, then a single probe is let through; its success
-// closes the circuit, its failure opens it for another cooldown.
+// closes the circuit, its failure opens it for another cooldown. A probe
+// that ends without a verdict (its caller gave up first) frees the slot at
+// once, and a probe slot held longer than the cooldown is taken as lost,
+// so the circuit can never stay half-open.
 type breaker struct {
 	failures int
 	cooldown time.Duration
@@ -17,28 +20,35 @@ type breaker struct {
 	failed    int
 	openUntil time.Time
 	probing   bool
+	probeAt   time.Time // when the probe in flight was let through
 }
 
-// allow reports whether a call may go to the shard now.
-func (b *breaker) allow(now time.Time) bool {
+// allow reports whether a call may go to the shard now, and whether that
+// call is the circuit's probe.
+func (b *breaker) allow(now time.Time) (probe, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.failed < b.failures:
-		return true
-	case now.Before(b.openUntil) || b.probing:
-		return false
+		return false, true
+	case now.Before(b.openUntil):
+		return false, false
+	case b.probing && now.Sub(b.probeAt) < b.cooldown:
+		return false, false
 	}
-	b.probing = true
-	return true
+	b.probing, b.probeAt = true, now
+	return true, true
 }
 
+// success closes the circuit.
 func (b *breaker) success() {
 	b.mu.Lock()
 	b.failed, b.probing = 0, false
 	b.mu.Unlock()
 }
 
+// failure counts a failed call; the circuit opens at `failures` in a row,
+// and a failed probe opens it for another cooldown.
 func (b *breaker) failure(now time.Time) {
 	b.mu.Lock()
 	b.failed++
@@ -46,6 +56,17 @@ func (b *breaker) failure(now time.Time) {
 	if b.failed >= b.failures {
 		b.openUntil = now.Add(b.cooldown)
 	}
+	b.mu.Unlock()
+}
+
+// abandon ends a call that gave no verdict on the shard: when it was the
+// probe, the next call may probe at once.
+func (b *breaker) abandon(probe bool) {
+	if !probe {
+		return
+	}
+	b.mu.Lock()
+	b.probing = false
 	b.mu.Unlock()
 }
 

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
 )
@@ -57,7 +57,7 @@ func check(t *testing.T, c shardlimitv1.RateLimiterClient, service, endpoint, us
 // 200 concurrent checks for one user through two routers against a limit of
 // 10 per minute allow exactly 10.
 func TestExactLimitAcrossTwoRouters(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Routers: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Routers: 2, Rules: testRules(t)})
 	clients := []shardlimitv1.RateLimiterClient{c.Client(0), c.Client(1)}
 	var allowed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -86,7 +86,7 @@ func TestExactLimitAcrossTwoRouters(t *testing.T) {
 
 // Keys spread over all shards: each of 3 shards owns some of 1,000 users.
 func TestKeysSpreadOverAllShards(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	cl := c.Client(0)
 	for u := 0; u < 1000; u += 100 {
 		req := &shardlimitv1.CheckRequest{}
@@ -105,7 +105,7 @@ func TestKeysSpreadOverAllShards(t *testing.T) {
 	}
 	total := 0
 	for _, s := range c.Shards {
-		n := s.Store().Len()
+		n := c.Keys(s)
 		if n == 0 {
 			t.Errorf("shard %s holds no keys", s.ID())
 		}
@@ -119,14 +119,11 @@ func TestKeysSpreadOverAllShards(t *testing.T) {
 
 // usersOf returns n users of (service, rule) whose counters shard id owns,
 // and n that it does not own.
-func usersOf(t *testing.T, r *router.Router, service, rule, id string, n int) (own, other []string) {
+func usersOf(t *testing.T, c *clustertest.Cluster, service, rule, id string, n int) (own, other []string) {
 	t.Helper()
 	for i := 0; len(own) < n || len(other) < n; i++ {
 		u := fmt.Sprintf("u%d", i)
-		m, ok := r.Owner(service, rule, u)
-		if !ok {
-			t.Fatal("no owner")
-		}
+		m := c.Owner(service, rule, u)
 		if m.ID == id && len(own) < n {
 			own = append(own, u)
 		} else if m.ID != id && len(other) < n {
@@ -142,12 +139,12 @@ func usersOf(t *testing.T, r *router.Router, service, rule, id string, n int) (o
 // restarts it gets keys again.
 func TestDeadShardFailsOpenThenMovesAndRejoins(t *testing.T) {
 	const deadline = 50 * time.Millisecond
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t), Router: func(o *router.Options) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t), Router: func(o *router.Options) {
 		o.Deadline = deadline
 	}})
 	cl := c.Client(0)
 	victim := c.Shards[1]
-	own, other := usersOf(t, c.Routers[0], "shop", "checkout", victim.ID(), 5)
+	own, other := usersOf(t, c, "shop", "checkout", victim.ID(), 5)
 	for _, u := range append(own, other...) {
 		for range 3 {
 			check(t, cl, "shop", "/checkout", u)
@@ -181,22 +178,22 @@ func TestDeadShardFailsOpenThenMovesAndRejoins(t *testing.T) {
 	back := c.StartShard(victim.ID())
 	c.WaitMembers(3)
 	for _, u := range own {
-		if m, _ := c.Routers[0].Owner("shop", "checkout", u); m.ID != victim.ID() {
+		if m := c.Owner("shop", "checkout", u); m.ID != victim.ID() {
 			t.Fatalf("user %s owned by %s after %s rejoined", u, m.ID, victim.ID())
 		}
 		check(t, cl, "shop", "/checkout", u)
 	}
-	if n := back.Store().Len(); n != len(own) {
+	if n := c.Keys(back); n != len(own) {
 		t.Fatalf("rejoined shard holds %d keys, want %d", n, len(own))
 	}
 }
 
 // A rule with failure policy deny denies while its owner is down.
 func TestFailurePolicyDeny(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	cl := c.Client(0)
 	victim := c.Shards[0]
-	own, _ := usersOf(t, c.Routers[0], "bank", "/transfer", victim.ID(), 3)
+	own, _ := usersOf(t, c, "bank", "/transfer", victim.ID(), 3)
 	victim.Kill()
 	for _, u := range own {
 		d := check(t, cl, "bank", "/transfer", u)
@@ -206,7 +203,7 @@ func TestFailurePolicyDeny(t *testing.T) {
 	}
 	// The same users under an allow rule are let through.
 	for _, u := range own {
-		if m, _ := c.Routers[0].Owner("shop", "checkout", u); m.ID == victim.ID() {
+		if m := c.Owner("shop", "checkout", u); m.ID == victim.ID() {
 			if d := check(t, cl, "shop", "/checkout", u); !d.Allowed || !d.FailurePolicy {
 				t.Errorf("user %s under an allow rule: %v", u, d)
 			}
@@ -217,7 +214,7 @@ func TestFailurePolicyDeny(t *testing.T) {
 // Bad input is rejected with InvalidArgument naming the field and bound, and
 // nothing of a rejected request is counted.
 func TestBadInputIsRejectedAndNotCounted(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t), Router: func(o *router.Options) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t), Router: func(o *router.Options) {
 		o.MaxChecks = 50
 	}})
 	cl := c.Client(0)
@@ -251,7 +248,7 @@ func TestBadInputIsRejectedAndNotCounted(t *testing.T) {
 		}
 	}
 	for _, s := range c.Shards {
-		if n := s.Store().Len(); n != 0 {
+		if n := c.Keys(s); n != 0 {
 			t.Fatalf("shard %s holds %d keys after rejected requests", s.ID(), n)
 		}
 	}
@@ -263,7 +260,7 @@ func TestBadInputIsRejectedAndNotCounted(t *testing.T) {
 // hits 0 reads without consuming, and an endpoint without a rule of its own
 // falls to the service's "*" rule.
 func TestReadOnlyHitsAndWildcard(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	cl := c.Client(0)
 	resp, err := cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{
 		{Service: "shop", Endpoint: "/browse", User: "carol", Hits: proto.Int64(2)},

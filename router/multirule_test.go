@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 )
 
@@ -21,7 +21,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: rs})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: rs})
 	cl := c.Client(0)
 	login := func(user string) *shardlimitv1.Decision {
 		t.Helper()
@@ -70,7 +70,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2 := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: rs2})
+	c2 := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs2})
 	search := func() *shardlimitv1.Decision {
 		resp, err := c2.Client(0).Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "api", Endpoint: "/search", User: "carol"}}})
 		if err != nil {

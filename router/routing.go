@@ -5,14 +5,15 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // peer is the router's connection to one shard.
 type peer struct {
-	member  membership.Member
+	member  member.Member
 	conn    *grpc.ClientConn
 	client  shardlimitv1.ShardClient
 	breaker *breaker
@@ -29,7 +30,7 @@ type routing struct {
 }
 
 // setMembers rebuilds the routing for a new member list.
-func (r *Router) setMembers(members []membership.Member) {
+func (r *Router) setMembers(members []member.Member) {
 	r.peersMu.Lock()
 	defer r.peersMu.Unlock()
 	r.members = members
@@ -83,7 +84,7 @@ func (r *Router) rebuild() {
 			delete(byID, m.ID)
 			continue
 		}
-		conn, err := grpc.NewClient(m.Addr, membership.DialCreds(r.opts.ShardTLS))
+		conn, err := grpc.NewClient(m.Addr, rpc.DialCreds(r.opts.ShardTLS))
 		if err != nil {
 			r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
 			conn = nil

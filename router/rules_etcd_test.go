@@ -12,11 +12,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
-	"github.com/shardlimit/shardlimit/router/rulestore"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
@@ -34,7 +33,7 @@ func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
 // etcd is ignored and the last valid rule stays; changing only the limit
 // keeps the counters; get round-trips; delete removes.
 func TestRulesInEtcdHotReload(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Routers: 2, Router: func(o *router.Options) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Router: func(o *router.Options) {
 		o.Rules = nil // follow etcd
 	}})
 	adm := adminClient(t, c.Routers[0].Addr())
@@ -47,7 +46,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 		start := time.Now()
 		for i := range c.Routers {
 			cl := c.Client(i)
-			cluster.Eventually(t, 5*time.Second, func() error {
+			clustertest.Eventually(t, 5*time.Second, func() error {
 				resp, err := cl.Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "probe"}}})
 				if err != nil {
 					return fmt.Errorf("router %d: %v", i, err) // NotFound until the rule arrives
@@ -91,16 +90,16 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	}
 
 	// A bad value straight in etcd is ignored; the last valid rule stays.
-	cli, err := membership.Dial([]string{c.Etcd}, nil)
+	cli, err := etcd.Dial([]string{c.Etcd}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	key := rulestore.Dir(c.Prefix) + "pay/charge"
+	key := etcd.Layout(c.Prefix).Rule("pay", "charge")
 	if _, err := cli.Put(ctx, key, "service: pay\nendpoint: /charge\nname: charge\nlimit: nope\n"); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Eventually(t, 5*time.Second, func() error {
+	clustertest.Eventually(t, 5*time.Second, func() error {
 		g, err := adm.GetRules(ctx, &shardlimitv1.GetRulesRequest{})
 		if err != nil || len(g.Invalid) != 1 {
 			return fmt.Errorf("invalid keys %v, err %v", g.GetInvalid(), err)
@@ -138,7 +137,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	if err != nil || !del.Existed {
 		t.Fatalf("delete: %v %v", del, err)
 	}
-	cluster.Eventually(t, 5*time.Second, func() error {
+	clustertest.Eventually(t, 5*time.Second, func() error {
 		_, err := c.Client(1).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "x"}}})
 		if status.Code(err) != codes.NotFound {
 			return fmt.Errorf("after delete: %v", err)
@@ -149,7 +148,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 
 // ListMembers and ListLimited fan out to the shards.
 func TestAdminMembersAndLimited(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	adm := adminClient(t, c.Routers[0].Addr())
 	cl := c.Client(0)
 	for range 12 {

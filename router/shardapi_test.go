@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 )
 
 func shardClient(t *testing.T, addr string) shardlimitv1.ShardClient {
@@ -28,14 +28,14 @@ func shardClient(t *testing.T, addr string) shardlimitv1.ShardClient {
 // partition, hottest keys) and Limited (the episode of a limited user), and
 // Reset gives a user a fresh counter.
 func TestShardStatsLimitedAndReset(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	cl := c.Client(0)
 	before := time.Now().UnixNano()
 	for range 12 {
 		check(t, cl, "shop", "/checkout", "mallory") // 10 allowed, 2 denied
 	}
 	check(t, cl, "shop", "/checkout", "bob")
-	owner, _ := c.Routers[0].Owner("shop", "checkout", "mallory")
+	owner := c.Owner("shop", "checkout", "mallory")
 	sc := shardClient(t, owner.Addr)
 	ctx := context.Background()
 

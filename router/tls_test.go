@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/shard"
 )
 
@@ -71,7 +71,7 @@ func (p testPKI) client() *tls.Config {
 // A plain-text caller and a caller without a client certificate are refused.
 func TestMutualTLSOnEveryHop(t *testing.T) {
 	pki := newPKI(t)
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t),
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t),
 		Shard: func(o *shard.Options) { o.TLS = pki.server() },
 		Router: func(o *router.Options) {
 			o.TLS, o.ShardTLS = pki.server(), pki.client()

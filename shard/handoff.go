@@ -7,13 +7,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
 // Exported is one key's state as it travels between shards in a hand-off.
 type Exported struct {
-	Key   Key // the stored key: Lo's low 3 bits hold the algorithm
+	Key   key.Key // the stored key: Lo's low 3 bits hold the algorithm
 	Algo  limiter.Algorithm
 	State limiter.State
 	Times []int64 // sliding_log: oldest first
@@ -21,12 +22,12 @@ type Exported struct {
 }
 
 // partitionSet returns a membership test for partitions numbered in count.
-func partitionSet(parts []uint32, count int) func(Key) bool {
+func partitionSet(parts []uint32, count int) func(key.Key) bool {
 	set := make(map[uint64]bool, len(parts))
 	for _, p := range parts {
 		set[uint64(p)] = true
 	}
-	return func(k Key) bool { return set[k.Hi%uint64(count)] }
+	return func(k key.Key) bool { return set[uint64(k.Partition(count))] }
 }
 
 // Export returns the state of every key in the given partitions.
@@ -184,7 +185,7 @@ func (s *Server) Import(_ context.Context, req *shardlimitv1.ImportRequest) (*sh
 		if k.Algorithm < uint32(limiter.TokenBucket) || k.Algorithm > uint32(limiter.GCRA) || k.Lo&7 != uint64(k.Algorithm) {
 			return nil, status.Errorf(codes.InvalidArgument, "keys[%d].algorithm: %d does not match the key", i, k.Algorithm)
 		}
-		keys[i] = Exported{Key: Key{Hi: k.Hi, Lo: k.Lo}, Algo: limiter.Algorithm(k.Algorithm), State: limiter.State{A: k.A, B: k.B}, Times: k.Times, Fresh: k.FreshUnixNs}
+		keys[i] = Exported{Key: key.Key{Hi: k.Hi, Lo: k.Lo}, Algo: limiter.Algorithm(k.Algorithm), State: limiter.State{A: k.A, B: k.B}, Times: k.Times, Fresh: k.FreshUnixNs}
 	}
 	imported, kept := s.store.Import(keys, time.Now().UnixNano())
 	return &shardlimitv1.ImportResponse{Imported: uint64(imported), Kept: uint64(kept)}, nil

@@ -4,9 +4,10 @@ import (
 	"crypto/tls"
 
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a shard host. Flags of `shardlimit shard` map 1:1 onto

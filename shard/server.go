@@ -4,26 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/episodes"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
+	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Version is the binary's version, written into the member record.
@@ -39,12 +38,9 @@ type Server struct {
 	hot           *hotkeys.Tracker
 	partitionLoad *load.Counter
 	started       time.Time
-	lis           net.Listener
-	grpc          *grpc.Server
-	health        *health.Server
+	srv           *rpc.Server
 	etcd          *clientv3.Client
 	reg           *membership.Registration
-	served        chan error
 	stop          sync.Once
 	done          chan struct{} // closed on stop; ends the background loops
 
@@ -67,7 +63,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, started: started, served: make(chan error, 1), done: make(chan struct{})}
+	s := &Server{opts: opts, started: started, done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
@@ -86,37 +82,31 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.registry, s)
 	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
-	lis, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
+		return nil, err
 	}
-	s.lis = lis
-	s.grpc = grpc.NewServer(membership.ServerCreds(opts.TLS)...)
-	shardlimitv1.RegisterShardServer(s.grpc, s)
-	s.health = health.NewServer()
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
-	go func() { s.served <- s.grpc.Serve(lis) }()
+	shardlimitv1.RegisterShardServer(s.srv.GRPC, s)
+	s.srv.Serve()
 
-	s.etcd, err = membership.Dial(opts.Etcd, opts.EtcdTLS)
+	s.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS)
 	if err != nil {
-		s.grpc.Stop()
+		s.srv.Kill()
 		s.cancel()
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	addr := opts.Advertise
 	if addr == "" {
-		addr = lis.Addr().String()
+		addr = s.srv.Addr()
 	}
-	m := membership.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, Ready: time.Now()}
-	s.reg, err = membership.Register(ctx, s.etcd, opts.Prefix, m, opts.LeaseTTL, opts.Logger)
+	m := member.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, Ready: time.Now()}
+	s.reg, err = membership.Register(ctx, s.etcd, etcd.Layout(opts.Prefix), m, opts.LeaseTTL, opts.Logger)
 	if err == nil {
 		// Setup ends once registered: write the time it took into the record.
 		m.Ready = time.Now()
 		err = s.reg.Update(ctx, m)
 	}
 	if err != nil {
-		s.grpc.Stop()
+		s.srv.Kill()
 		s.cancel()
 		_ = s.etcd.Close()
 		return nil, err
@@ -125,7 +115,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s.metrics.setup.Set(m.Ready.Sub(s.started).Seconds())
 	s.metrics.registered.Set(1)
 	s.ready.Store(true)
-	go membership.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
+	go etcd.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
 	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", m.Ready.Sub(s.started).Round(time.Millisecond))
 	return s, nil
 }
@@ -149,7 +139,7 @@ func b2f(b bool) float64 {
 }
 
 // Addr returns the address the shard listens on.
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+func (s *Server) Addr() string { return s.srv.Addr() }
 
 // ID returns the shard's member id.
 func (s *Server) ID() string { return s.opts.ID }
@@ -166,15 +156,8 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.cancel()
 		s.ready.Store(false)
 		s.metrics.registered.Set(0)
-		s.health.Shutdown()
 		err = s.reg.Close(ctx)
-		done := make(chan struct{})
-		go func() { s.grpc.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			s.grpc.Stop()
-		}
+		s.srv.Stop(ctx)
 		err = errors.Join(err, s.etcd.Close())
 	})
 	return err
@@ -188,7 +171,7 @@ func (s *Server) Kill() {
 		s.cancel()
 		s.ready.Store(false)
 		s.reg.Abandon()
-		s.grpc.Stop()
+		s.srv.Kill()
 		_ = s.etcd.Close()
 	})
 }
@@ -266,7 +249,7 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 	for i, c := range req.Checks {
 		name := req.Rules[c.Rule].Name
 		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits, Partition: int(c.Partition)}
-		k := MakeKey(c.Service, name, c.User)
+		k := key.Make(c.Service, name, c.User)
 		var d limiter.Decision
 		if c.Refund {
 			d = s.store.Refund(k, &chk, now, &rules[c.Rule], load)

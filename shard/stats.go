@@ -7,19 +7,19 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/router/rules"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/episodes"
+	"github.com/shardlimit/shardlimit/shard/key"
 )
 
 // episodeLog adapts the limited-user log to what the store tells it.
 type episodeLog struct{ l *episodes.Log }
 
-func (e episodeLog) Begin(k Key, c *Check, now int64) {
+func (e episodeLog) Begin(k key.Key, c *Check, now int64) {
 	e.l.Begin(episodes.Key(k), c.Service, c.Endpoint, c.User, c.Rule, now)
 }
-func (e episodeLog) Deny(k Key, now int64) { e.l.Deny(episodes.Key(k), now) }
-func (e episodeLog) End(k Key, now int64)  { e.l.End(episodes.Key(k), now) }
+func (e episodeLog) Deny(k key.Key, now int64) { e.l.Deny(episodes.Key(k), now) }
+func (e episodeLog) End(k key.Key, now int64)  { e.l.End(episodes.Key(k), now) }
 
 // maxTopKeys bounds StatsRequest.top_keys.
 const maxTopKeys = 1000
@@ -61,8 +61,8 @@ func (s *Server) Limited(_ context.Context, req *shardlimitv1.LimitedRequest) (*
 	switch {
 	case req.Service == "":
 		return nil, status.Error(codes.InvalidArgument, "service: required")
-	case len(req.Service) > rules.MaxServiceLength:
-		return nil, status.Errorf(codes.InvalidArgument, "service: length %d exceeds the maximum of %d bytes", len(req.Service), rules.MaxServiceLength)
+	case len(req.Service) > key.MaxServiceLength:
+		return nil, status.Errorf(codes.InvalidArgument, "service: length %d exceeds the maximum of %d bytes", len(req.Service), key.MaxServiceLength)
 	case req.Limit > maxEpisodes:
 		return nil, status.Errorf(codes.InvalidArgument, "limit: %d exceeds the maximum of %d", req.Limit, maxEpisodes)
 	case req.UntilUnixNs != 0 && req.UntilUnixNs < req.SinceUnixNs:
@@ -93,6 +93,6 @@ func (s *Server) Reset(_ context.Context, req *shardlimitv1.ResetRequest) (*shar
 			return nil, status.Errorf(codes.InvalidArgument, "%s: required", f.name)
 		}
 	}
-	existed := s.store.Reset(MakeKey(req.Service, req.Rule, req.User), time.Now().UnixNano())
+	existed := s.store.Reset(key.Make(req.Service, req.Rule, req.User), time.Now().UnixNano())
 	return &shardlimitv1.ResetResponse{Existed: existed}, nil
 }

@@ -5,81 +5,14 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
 )
 
 const stripes = 256
 
-// Key is the 128-bit hash of a counter key: two xxhash64 sums with
-// different seeds. Hi places the key (stripe, partition). Both halves are
-// the same in every process, so a key's state can move between shards in a
-// hand-off.
-type Key struct{ Hi, Lo uint64 }
-
-// loSeed is the seed of the second hash; any constant other than zero.
-const loSeed = 0x9e3779b97f4a7c15
-
-// maxStackKey is the longest key hashed from a stack buffer; longer keys
-// (users over ~250 bytes) are hashed by streaming, a little slower.
-const maxStackKey = 512
-
-// MakeKey hashes (service, rule, user) into a Key without allocating.
-func MakeKey(service, rule, user string) Key {
-	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
-		var buf [maxStackKey]byte
-		b := appendKey(buf[:0], service, rule, user)
-		var h xxhash.Digest
-		h.ResetWithSeed(loSeed)
-		_, _ = h.Write(b)
-		return Key{Hi: xxhash.Sum64(b), Lo: h.Sum64()}
-	}
-	var h xxhash.Digest
-	h.Reset()
-	writeKey(&h, service, rule, user)
-	hi := h.Sum64()
-	h.ResetWithSeed(loSeed)
-	writeKey(&h, service, rule, user)
-	return Key{Hi: hi, Lo: h.Sum64()}
-}
-
-// KeyHash returns MakeKey(service, rule, user).Hi, the hash that places a
-// key on a partition, without computing Lo.
-func KeyHash(service, rule, user string) uint64 {
-	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
-		var buf [maxStackKey]byte
-		return xxhash.Sum64(appendKey(buf[:0], service, rule, user))
-	}
-	var h xxhash.Digest
-	h.Reset()
-	writeKey(&h, service, rule, user)
-	return h.Sum64()
-}
-
-// The key is service NUL rule NUL user; service and rule names cannot hold
-// NUL, so the encoding is unambiguous.
-func appendKey(b []byte, service, rule, user string) []byte {
-	b = append(b, service...)
-	b = append(b, 0)
-	b = append(b, rule...)
-	b = append(b, 0)
-	return append(b, user...)
-}
-
-var sep = []byte{0}
-
-func writeKey(h *xxhash.Digest, service, rule, user string) {
-	_, _ = h.WriteString(service)
-	_, _ = h.Write(sep)
-	_, _ = h.WriteString(rule)
-	_, _ = h.Write(sep)
-	_, _ = h.WriteString(user)
-}
-
-// Flags of an entry.
 const (
 	flagLimited = 1 << iota // the key is denied: an episode is open
 	flagUsed                // used since the eviction clock last passed
@@ -95,7 +28,7 @@ type logEntry struct {
 type stripe struct {
 	mu        sync.Mutex
 	t         table
-	logs      map[Key]*logEntry
+	logs      map[key.Key]*logEntry
 	logSlots  int64  // timestamps held by logs, for the memory estimate
 	lastSweep uint32 // seconds since epoch of the last sweep
 	hand      int    // where the next eviction scan starts
@@ -121,9 +54,9 @@ type StoreOptions struct {
 // being denied, is denied again, or stops being denied (allowed again, or
 // dropped).
 type EpisodeLog interface {
-	Begin(k Key, c *Check, now int64)
-	Deny(k Key, now int64)
-	End(k Key, now int64)
+	Begin(k key.Key, c *Check, now int64)
+	Deny(k key.Key, now int64)
+	End(k key.Key, now int64)
 }
 
 // Check is one check as the store sees it.
@@ -152,7 +85,7 @@ func NewStore(opts StoreOptions, now int64) *Store {
 		s.perStripe = max(1, opts.MaxKeys/stripes) // never more than MaxKeys in all
 	}
 	for i := range s.stripes {
-		s.stripes[i].logs = make(map[Key]*logEntry)
+		s.stripes[i].logs = make(map[key.Key]*logEntry)
 	}
 	return s
 }
@@ -170,14 +103,14 @@ func (s *Store) seconds(ns int64) uint32 {
 // algorithm a: Lo's low 3 bits are replaced by a, so a rule that changes
 // algorithm starts afresh under a new key (the old one expires), and no
 // stored key is ever zero.
-func stored(k Key, a limiter.Algorithm) Key {
-	return Key{Hi: k.Hi, Lo: k.Lo&^7 | uint64(a)}
+func stored(k key.Key, a limiter.Algorithm) key.Key {
+	return key.Key{Hi: k.Hi, Lo: k.Lo&^7 | uint64(a)}
 }
 
 // Decide applies c.Hits to key k under rule r at now (Unix ns), with the
 // shard's load in [0, 1] for elastic rules. A read (hits 0) of an absent key
 // stores nothing; a key back to a fresh state is dropped at once.
-func (s *Store) Decide(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+func (s *Store) Decide(k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	if s.opts.Load != nil {
 		s.opts.Load.Add(c.Partition, now, 1)
 	}
@@ -187,7 +120,7 @@ func (s *Store) Decide(k Key, c *Check, now int64, r *limiter.Rule, load float64
 	return s.decide(stored(k, r.Algorithm), c, now, r, load)
 }
 
-func (s *Store) decide(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+func (s *Store) decide(k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	st := &s.stripes[k.Hi>>56]
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -223,7 +156,7 @@ func (s *Store) decide(k Key, c *Check, now int64, r *limiter.Rule, load float64
 	return d
 }
 
-func (s *Store) decideLog(st *stripe, k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+func (s *Store) decideLog(st *stripe, k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	le := st.logs[k]
 	if le == nil {
 		if c.Hits == 0 {
@@ -271,7 +204,7 @@ func (st *stripe) fitLog(le *logEntry, r *limiter.Rule) {
 // A refund is not traffic: it counts no load and no hot key, opens or ends
 // no episode, and does not mark the key used for eviction. A key it leaves
 // fresh is dropped, as Decide drops one, unless an episode is open on it.
-func (s *Store) Refund(k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+func (s *Store) Refund(k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	k = stored(k, r.Algorithm)
 	st := &s.stripes[k.Hi>>56]
 	st.mu.Lock()
@@ -296,7 +229,7 @@ func (s *Store) Refund(k Key, c *Check, now int64, r *limiter.Rule, load float64
 	return d
 }
 
-func (s *Store) refundLog(st *stripe, k Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+func (s *Store) refundLog(st *stripe, k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	le := st.logs[k]
 	if le == nil {
 		return freshLog(r, load)
@@ -312,7 +245,7 @@ func (s *Store) refundLog(st *stripe, k Key, c *Check, now int64, r *limiter.Rul
 }
 
 // episode updates the limited flag and tells the episode log about it.
-func (s *Store) episode(k Key, c *Check, flags uint8, d *limiter.Decision, now int64) uint8 {
+func (s *Store) episode(k key.Key, c *Check, flags uint8, d *limiter.Decision, now int64) uint8 {
 	denied := !d.Allowed || d.ShadowDenied
 	switch {
 	case c.Hits == 0:
@@ -334,7 +267,7 @@ func (s *Store) episode(k Key, c *Check, flags uint8, d *limiter.Decision, now i
 	return flags
 }
 
-func (s *Store) endEpisode(k Key, flags uint8, now int64) {
+func (s *Store) endEpisode(k key.Key, flags uint8, now int64) {
 	if flags&flagLimited != 0 && s.opts.Episodes != nil {
 		s.opts.Episodes.End(k, now)
 	}
@@ -427,18 +360,18 @@ func (s *Store) evict(st *stripe, now int64) {
 
 // candidate is the best key of one eviction class seen so far.
 type candidate struct {
-	k     Key
+	k     key.Key
 	fresh uint32
 	ok    bool
 }
 
-func (c *candidate) offer(k Key, fresh uint32) {
+func (c *candidate) offer(k key.Key, fresh uint32) {
 	if !c.ok || fresh < c.fresh {
 		*c = candidate{k: k, fresh: fresh, ok: true}
 	}
 }
 
-func (s *Store) drop(st *stripe, k Key) {
+func (s *Store) drop(st *stripe, k key.Key) {
 	if le := st.logs[k]; le != nil {
 		st.logSlots -= int64(len(le.log.Times))
 		delete(st.logs, k)
@@ -492,7 +425,7 @@ func (s *Store) isFresh(fresh uint32, now int64) bool {
 
 // Reset forgets key k under every algorithm; it reports whether any state
 // was held.
-func (s *Store) Reset(k Key, now int64) bool {
+func (s *Store) Reset(k key.Key, now int64) bool {
 	st := &s.stripes[k.Hi>>56]
 	st.mu.Lock()
 	defer st.mu.Unlock()

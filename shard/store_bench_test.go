@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/shard/episodes"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
 )
@@ -51,7 +52,7 @@ func BenchmarkDecide(b *testing.B) {
 				s := serverStore(b, time.Now().UnixNano())
 				for _, u := range us { // every key present, as in steady state
 					c := Check{Service: "svc", Rule: "r", User: u, Hits: 1}
-					s.Decide(MakeKey("svc", "r", u), &c, time.Now().UnixNano(), r, 1)
+					s.Decide(key.Make("svc", "r", u), &c, time.Now().UnixNano(), r, 1)
 				}
 				var start atomic.Int64
 				b.ReportAllocs()
@@ -62,7 +63,7 @@ func BenchmarkDecide(b *testing.B) {
 					for pb.Next() {
 						c.User = us[i]
 						c.Partition = i & 1023
-						s.Decide(MakeKey(c.Service, c.Rule, c.User), &c, time.Now().UnixNano(), r, 1)
+						s.Decide(key.Make(c.Service, c.Rule, c.User), &c, time.Now().UnixNano(), r, 1)
 						if i++; i == n {
 							i = 0
 						}
@@ -84,7 +85,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 				s := serverStore(b, time.Now().UnixNano())
 				for _, u := range us {
 					c := Check{Service: "svc", Rule: "r", User: u, Hits: 1}
-					s.Decide(MakeKey("svc", "r", u), &c, time.Now().UnixNano(), r, 1)
+					s.Decide(key.Make("svc", "r", u), &c, time.Now().UnixNano(), r, 1)
 				}
 				var start atomic.Int64
 				b.ReportAllocs()
@@ -98,7 +99,7 @@ func BenchmarkDecideBatch(b *testing.B) {
 							now = time.Now().UnixNano()
 						}
 						c.User, c.Partition = us[i], i&1023
-						s.Decide(MakeKey(c.Service, c.Rule, c.User), &c, now, r, 1)
+						s.Decide(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
 						if i++; i == n {
 							i = 0
 						}
@@ -126,7 +127,7 @@ func BenchmarkHotKeyBesideOthers(b *testing.B) {
 			if !hot {
 				c.User = us[i%1000]
 			}
-			s.Decide(MakeKey(c.Service, c.Rule, c.User), &c, time.Now().UnixNano(), r, 1)
+			s.Decide(key.Make(c.Service, c.Rule, c.User), &c, time.Now().UnixNano(), r, 1)
 		}
 	})
 }
@@ -242,7 +243,7 @@ func heapBytesPerKey(r *limiter.Rule, n int) float64 {
 	for i := range n {
 		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(i), 10)
 		c.User = string(buf)
-		s.Decide(MakeKey(c.Service, c.Rule, c.User), &c, now, r, 1)
+		s.Decide(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

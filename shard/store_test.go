@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
 )
@@ -30,11 +30,11 @@ type recorder struct {
 }
 
 func (r *recorder) add(s string) { r.mu.Lock(); r.events = append(r.events, s); r.mu.Unlock() }
-func (r *recorder) Begin(k Key, c *Check, now int64) {
+func (r *recorder) Begin(k key.Key, c *Check, now int64) {
 	r.add(fmt.Sprintf("begin %s@%d", c.User, (now-t0)/sec))
 }
-func (r *recorder) Deny(k Key, now int64) { r.add(fmt.Sprintf("deny @%d", (now-t0)/sec)) }
-func (r *recorder) End(k Key, now int64)  { r.add(fmt.Sprintf("end @%d", (now-t0)/sec)) }
+func (r *recorder) Deny(k key.Key, now int64) { r.add(fmt.Sprintf("deny @%d", (now-t0)/sec)) }
+func (r *recorder) End(k key.Key, now int64)  { r.add(fmt.Sprintf("end @%d", (now-t0)/sec)) }
 
 func tokenRule(limit int64, period time.Duration) *limiter.Rule {
 	return &limiter.Rule{Algorithm: limiter.TokenBucket, Limit: limit, Period: int64(period)}
@@ -42,12 +42,12 @@ func tokenRule(limit int64, period time.Duration) *limiter.Rule {
 
 func decide(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
 	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
-	return s.Decide(MakeKey(c.Service, c.Rule, c.User), &c, now, r, 1)
+	return s.Decide(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
 }
 
 func refund(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
 	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
-	return s.Refund(MakeKey(c.Service, c.Rule, c.User), &c, now, r, 1)
+	return s.Refund(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
 }
 
 func TestStoreExpiresIdleKeysOnceFresh(t *testing.T) {
@@ -111,10 +111,10 @@ func TestStoreEvictsLimitedKeyOnlyWhenNothingElse(t *testing.T) {
 	first := "a"
 	decide(s, first, t0, r, 1)
 	decide(s, first, t0, r, 1) // limited
-	stripeOf := MakeKey("svc", "r", first).Hi >> 56
+	stripeOf := key.Make("svc", "r", first).Hi >> 56
 	for i := 0; ; i++ {
 		u := fmt.Sprintf("x%d", i)
-		if MakeKey("svc", "r", u).Hi>>56 == stripeOf {
+		if key.Make("svc", "r", u).Hi>>56 == stripeOf {
 			decide(s, u, t0+sec, r, 1)
 			break
 		}
@@ -178,7 +178,7 @@ func TestStoreResetForgetsKey(t *testing.T) {
 	s := NewStore(StoreOptions{}, t0)
 	r := tokenRule(1, time.Hour)
 	decide(s, "a", t0, r, 1)
-	if !s.Reset(MakeKey("svc", "r", "a"), t0) || s.Reset(MakeKey("svc", "r", "a"), t0) {
+	if !s.Reset(key.Make("svc", "r", "a"), t0) || s.Reset(key.Make("svc", "r", "a"), t0) {
 		t.Fatal("reset did not report the key held exactly once")
 	}
 	if d := decide(s, "a", t0, r, 1); !d.Allowed {
@@ -214,24 +214,6 @@ func TestStoreConcurrentExactness(t *testing.T) {
 	wg.Wait()
 	if allowed != 1000 {
 		t.Fatalf("hot key admitted %d, want exactly 1000", allowed)
-	}
-}
-
-// The stack and streaming paths of MakeKey agree, and KeyHash is its Hi.
-func TestMakeKeyLongAndShortAgree(t *testing.T) {
-	for _, user := range []string{"", "alice", string(make([]byte, 400)), string(make([]byte, 4000))} {
-		k := MakeKey("svc", "rule", user)
-		var h1, h2 xxhash.Digest
-		h1.Reset()
-		writeKey(&h1, "svc", "rule", user)
-		h2.ResetWithSeed(loSeed)
-		writeKey(&h2, "svc", "rule", user)
-		if k.Hi != h1.Sum64() || k.Lo != h2.Sum64() || KeyHash("svc", "rule", user) != k.Hi {
-			t.Fatalf("user of %d bytes: keys differ", len(user))
-		}
-	}
-	if MakeKey("a", "b\x00c", "") == MakeKey("a", "b", "c") {
-		t.Log("NUL in a rule name would be ambiguous; rule validation forbids it")
 	}
 }
 

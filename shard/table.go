@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/shardlimit/shardlimit/shard/key"
+
 // table is one stripe's counter keys: an open-addressing hash table with
 // linear probing over 36-byte slots, grown by doubling past 13/16 full and
 // with backward-shift deletion (no tombstones). A Go map of the same
@@ -32,15 +34,15 @@ const (
 	maxFresh      = 1<<(32-metaFlagBits) - 1
 )
 
-func (s *slot) key() Key {
-	return Key{Hi: uint64(s.hi1)<<32 | uint64(s.hi0), Lo: uint64(s.lo1)<<32 | uint64(s.lo0)}
+func (s *slot) key() key.Key {
+	return key.Key{Hi: uint64(s.hi1)<<32 | uint64(s.hi0), Lo: uint64(s.lo1)<<32 | uint64(s.lo0)}
 }
 
-func (s *slot) setKey(k Key) {
+func (s *slot) setKey(k key.Key) {
 	s.hi0, s.hi1, s.lo0, s.lo1 = uint32(k.Hi), uint32(k.Hi>>32), uint32(k.Lo), uint32(k.Lo>>32)
 }
 
-func (s *slot) is(k Key) bool {
+func (s *slot) is(k key.Key) bool {
 	return s.hi0 == uint32(k.Hi) && s.lo0 == uint32(k.Lo) && s.hi1 == uint32(k.Hi>>32) && s.lo1 == uint32(k.Lo>>32)
 }
 
@@ -62,11 +64,11 @@ func (s *slot) setMeta(fresh uint32, flags uint8) {
 
 // home is the first slot a key probes: Hi's low bits (its top byte picks
 // the stripe).
-func (t *table) home(k Key) int { return int(k.Hi & uint64(len(t.slots)-1)) }
+func (t *table) home(k key.Key) int { return int(k.Hi & uint64(len(t.slots)-1)) }
 
 // find returns the index of k's slot and true, or the index of the empty
 // slot where k would go and false. The table must not be full.
-func (t *table) find(k Key) (int, bool) {
+func (t *table) find(k key.Key) (int, bool) {
 	if len(t.slots) == 0 {
 		return -1, false
 	}
@@ -84,7 +86,7 @@ func (t *table) find(k Key) (int, bool) {
 
 // insert puts k in a new slot and returns it; k must be absent. The slot's
 // state and meta are zero.
-func (t *table) insert(k Key) *slot {
+func (t *table) insert(k key.Key) *slot {
 	if (t.n+1)*16 > len(t.slots)*13 {
 		t.grow()
 	}

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
+
+	"github.com/shardlimit/shardlimit/shard/key"
 )
 
 // The table agrees with a Go map through random inserts, updates and
@@ -11,11 +13,11 @@ import (
 func TestTableAgreesWithMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tb table
-	ref := map[Key]int64{}
-	keys := make([]Key, 0, 3000)
+	ref := map[key.Key]int64{}
+	keys := make([]key.Key, 0, 3000)
 	for range 3000 {
 		// Few distinct home bits, to force long probe runs and wrap-around.
-		keys = append(keys, Key{Hi: rng.Uint64() & 0xff000000000003ff, Lo: rng.Uint64() | 1})
+		keys = append(keys, key.Key{Hi: rng.Uint64() & 0xff000000000003ff, Lo: rng.Uint64() | 1})
 	}
 	for step := range 60_000 {
 		k := keys[rng.IntN(len(keys))]

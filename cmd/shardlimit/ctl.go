@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 type ctlFlags struct {
@@ -63,7 +63,7 @@ func (cf *ctlFlags) dialAny(formats ...string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return grpc.NewClient(cf.router, membership.DialCreds(cfg))
+	return grpc.NewClient(cf.router, rpc.DialCreds(cfg))
 }
 
 // printJSON prints a proto message with protojson, anything else with

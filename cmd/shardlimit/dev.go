@@ -21,12 +21,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
 	"github.com/shardlimit/shardlimit/deploy"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 type devOptions struct {
@@ -92,7 +92,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err != nil {
 		return err
 	}
-	etcd, err := cluster.StartEtcd(filepath.Join(dir, "etcd"), o.etcdListen)
+	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), o.etcdListen)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func metricsAddrs(router string, n int) ([]string, error) {
 // storeRules writes the initial rules into etcd, where the router reads them
 // and `shardlimit ctl rules` changes them.
 func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) error {
-	cli, err := membership.Dial([]string{endpoint}, nil)
+	cli, err := etcdclient.Dial([]string{endpoint}, nil)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) e
 
 // waitReady waits until every shard is registered and the router serves.
 func waitReady(ctx context.Context, endpoint string, o devOptions, children []*child) error {
-	cli, err := membership.Dial([]string{endpoint}, nil)
+	cli, err := etcdclient.Dial([]string{endpoint}, nil)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func waitReady(ctx context.Context, endpoint string, o devOptions, children []*c
 				return fmt.Errorf("%s exited during start-up: %v", c.name, c.err)
 			}
 		}
-		members, err := cli.Get(ctx, membership.Prefix(o.prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		members, err := cli.Get(ctx, etcdclient.Layout(o.prefix).Members(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err == nil && members.Count == int64(o.shards) {
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			h, err := health.Check(hctx, &healthpb.HealthCheckRequest{})

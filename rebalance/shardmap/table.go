@@ -7,7 +7,7 @@ import (
 
 	"github.com/buraksezer/consistent"
 	"github.com/cespare/xxhash/v2"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
 // Config shapes the ring. Every router and the rebalance job must use the
@@ -43,13 +43,7 @@ func (c Config) Validate() error {
 // Table is an immutable assignment of every partition to a member.
 type Table struct {
 	owners  []int // partition → index into members, -1 when no member
-	members []membership.Member
-}
-
-// Partition returns the partition of a key among n partitions, given the
-// key's 64-bit xxhash (shard.Key.Hi).
-func Partition(hash uint64, n int) int {
-	return int(hash % uint64(n))
+	members []member.Member
 }
 
 // Partitions returns the number of partitions.
@@ -57,10 +51,10 @@ func (t *Table) Partitions() int { return len(t.owners) }
 
 // Owner returns the member that owns partition p, and false when there are
 // no members.
-func (t *Table) Owner(p int) (membership.Member, bool) {
+func (t *Table) Owner(p int) (member.Member, bool) {
 	i := t.owners[p]
 	if i < 0 {
-		return membership.Member{}, false
+		return member.Member{}, false
 	}
 	return t.members[i], true
 }
@@ -69,7 +63,7 @@ func (t *Table) Owner(p int) (membership.Member, bool) {
 func (t *Table) OwnerIndex(p int) int { return t.owners[p] }
 
 // Members returns the members the table was built from, sorted by ID.
-func (t *Table) Members() []membership.Member { return t.members }
+func (t *Table) Members() []member.Member { return t.members }
 
 // Count returns how many partitions each member owns, by ID.
 func (t *Table) Count() map[string]int {
@@ -88,13 +82,13 @@ func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
 
 // Build assigns every partition to one of members with the bounded-load
 // ring. The result depends only on cfg and the set of member IDs.
-func Build(cfg Config, members []membership.Member) (*Table, error) {
+func Build(cfg Config, members []member.Member) (*Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	ms := slices.Clone(members)
-	slices.SortFunc(ms, func(a, b membership.Member) int { return strings.Compare(a.ID, b.ID) })
-	ms = slices.CompactFunc(ms, func(a, b membership.Member) bool { return a.ID == b.ID })
+	slices.SortFunc(ms, func(a, b member.Member) int { return strings.Compare(a.ID, b.ID) })
+	ms = slices.CompactFunc(ms, func(a, b member.Member) bool { return a.ID == b.ID })
 	t := &Table{owners: make([]int, cfg.Partitions), members: ms}
 	if len(ms) == 0 {
 		for p := range t.owners {

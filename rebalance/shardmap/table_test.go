@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
-func members(n int) []membership.Member {
-	out := make([]membership.Member, n)
+func members(n int) []member.Member {
+	out := make([]member.Member, n)
 	for i := range out {
-		out[i] = membership.Member{ID: fmt.Sprintf("shard-%d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 7000+i)}
+		out[i] = member.Member{ID: fmt.Sprintf("shard-%d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 7000+i)}
 	}
 	return out
 }
@@ -22,7 +22,7 @@ func TestBuildIsDeterministicAndBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reversed := []membership.Member{ms[4], ms[3], ms[2], ms[1], ms[0]}
+	reversed := []member.Member{ms[4], ms[3], ms[2], ms[1], ms[0]}
 	b, _ := Build(cfg, reversed)
 	for p := range cfg.Partitions {
 		x, _ := a.Owner(p)

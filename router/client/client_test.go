@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 )
 
 // Cluster tests check decisions, not latency: a generous timeout keeps a
@@ -25,7 +25,7 @@ const clusterTimeout = 2 * time.Second
 // 30 checks of one user under 10 per minute: exactly the first 10 are
 // allowed, each decision as the router gives it.
 func TestDecisionsMatchTheServer(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout})
 	ctx := context.Background()
 	allowed := 0
@@ -85,7 +85,7 @@ func TestDecisionsMatchTheServer(t *testing.T) {
 // Concurrent Checks with a batch window share RPCs, and every user still
 // gets exactly 10.
 func TestBatchingCoalescesAndStaysExact(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 3, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{
 		Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout,
@@ -126,7 +126,7 @@ func TestBatchingCoalescesAndStaysExact(t *testing.T) {
 // A batch is sent as soon as it holds MaxBatch checks, long before its
 // window ends; a lone check is sent when the window ends.
 func TestBatchFlushesAtMaxBatchAndAtWindow(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{
 		Routers: []string{c.Routers[0].Addr()}, Timeout: time.Minute,
@@ -157,7 +157,7 @@ func TestBatchFlushesAtMaxBatchAndAtWindow(t *testing.T) {
 // it: the batch is rejected whole (nothing counted) and each check is sent
 // again alone.
 func TestBatchIsolatesABadCheck(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{
 		Routers: []string{c.Routers[0].Addr()}, Timeout: time.Minute,
@@ -239,7 +239,7 @@ func TestNoRetryOnDeadlineExceeded(t *testing.T) {
 	if n := rc.rpcs.Load(); n != 1 {
 		t.Fatalf("%d attempts, want 1", n)
 	}
-	cluster.Eventually(t, 5*time.Second, func() error {
+	clustertest.Eventually(t, 5*time.Second, func() error {
 		if n := h.calls.Load(); n != 1 {
 			return fmt.Errorf("router handled %d calls, want 1", n)
 		}
@@ -250,7 +250,7 @@ func TestNoRetryOnDeadlineExceeded(t *testing.T) {
 // A connection failure (nothing listening: the request was never sent) is
 // retried on the next router, which answers; every check is counted once.
 func TestRetryOnConnectionFailureGoesToTheNextRouter(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	dead, live := deadAddr(t), c.Routers[0].Addr()
 	var rc rpcCounter
 	cl := newClient(t, Options{Routers: []string{dead, live}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
@@ -267,7 +267,7 @@ func TestRetryOnConnectionFailureGoesToTheNextRouter(t *testing.T) {
 
 	// By default a router whose connection is failing is skipped.
 	cl.skipFailing = true
-	cluster.Eventually(t, 5*time.Second, func() error {
+	clustertest.Eventually(t, 5*time.Second, func() error {
 		if s := cl.conns[0].GetState(); s != connectivity.TransientFailure {
 			return fmt.Errorf("dead router's connection is %v", s)
 		}
@@ -311,7 +311,7 @@ func TestRetriesStayWithinTheDeadline(t *testing.T) {
 // Bad input is an error, never a failure-mode answer; what the client can
 // see costs no RPC.
 func TestBadInputIsAnError(t *testing.T) {
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: testRules(t)})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
 	ctx := context.Background()
@@ -379,7 +379,7 @@ func TestCanceledAndClosed(t *testing.T) {
 		_, err := cl.Check(context.Background(), "shop", "/checkout", "alice", 1)
 		done <- err
 	}()
-	cluster.Eventually(t, 5*time.Second, func() error {
+	clustertest.Eventually(t, 5*time.Second, func() error {
 		cl.batch.mu.Lock()
 		defer cl.batch.mu.Unlock()
 		if len(cl.batch.pending) != 1 {

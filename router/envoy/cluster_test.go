@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
 )
@@ -39,9 +39,9 @@ rules:
 // serve starts the service on its own gRPC server over router 0 of c and
 // returns a client, as Envoy's rate limit filter would hold one. It works
 // whether or not the router registers the service on its own server.
-func serve(t *testing.T, c *cluster.Cluster, opts envoy.Options) rlsv3.RateLimitServiceClient {
+func serve(t *testing.T, c *clustertest.Cluster, opts envoy.Options) rlsv3.RateLimitServiceClient {
 	t.Helper()
-	opts.Logger = cluster.Logger()
+	opts.Logger = clustertest.Logger()
 	s := grpc.NewServer()
 	envoy.Register(s, c.Routers[0], opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,7 +93,7 @@ func TestEnvoyRateLimitService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: rs})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs})
 	cl := serve(t, c, envoy.Options{Headers: true})
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 

@@ -9,15 +9,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardlimit/shardlimit/shard/limiter"
 	"gopkg.in/yaml.v3"
+
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
 // Bounds on names, shared with the router's request validation.
 const (
-	MaxServiceLength  = 128
-	MaxEndpointLength = 256
-	MaxNameLength     = 128
+	MaxServiceLength  = key.MaxServiceLength
+	MaxEndpointLength = key.MaxEndpointLength
+	MaxNameLength     = key.MaxRuleLength
 )
 
 // Failure policies: what the router answers when the owner shard cannot.
@@ -80,6 +82,10 @@ type Rule struct {
 	// FailurePolicy is "allow" (default) or "deny": the answer when the
 	// owner shard is unreachable or late.
 	FailurePolicy string `yaml:"failure_policy,omitempty" json:"failure_policy,omitempty"`
+
+	// compiled is set by NewSet: what deciding the rule needs, worked out
+	// once.
+	compiled *compiled
 }
 
 // DescriptorEntry is one entry of an Envoy descriptor pattern.
@@ -116,8 +122,26 @@ func DescriptorEndpoint(d []DescriptorEntry) string {
 	return b.String()
 }
 
-// Limiter returns the parameters the algorithms need. The rule must be valid.
+// Limiter returns the parameters the algorithms need. The rule must be
+// valid. A rule in a Set has them worked out once, when the set was built.
 func (r *Rule) Limiter() limiter.Rule {
+	if r.compiled != nil {
+		return r.compiled.limiter
+	}
+	return r.limiter()
+}
+
+// Index returns the rule's position in the Set it belongs to (its
+// Set.Rules()[Index]), so a caller can keep a table beside the set; -1 for
+// a rule outside any set.
+func (r *Rule) Index() int {
+	if r.compiled != nil {
+		return r.compiled.index
+	}
+	return -1
+}
+
+func (r *Rule) limiter() limiter.Rule {
 	a, _ := limiter.ParseAlgorithm(r.algorithm())
 	return limiter.Rule{
 		Algorithm: a, Limit: r.Limit, Period: int64(r.Period), Burst: r.Burst,

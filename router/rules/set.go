@@ -1,6 +1,16 @@
 package rules
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/shardlimit/shardlimit/shard/limiter"
+)
+
+// compiled is what a rule of a Set carries besides its fields.
+type compiled struct {
+	limiter limiter.Rule
+	index   int
+}
 
 // Set indexes rules by service and endpoint. It is immutable once built.
 type Set struct {
@@ -9,12 +19,14 @@ type Set struct {
 	all         []Rule
 }
 
-// NewSet indexes rules that passed Parse (or Validate). Rules of a service
+// NewSet indexes rules that passed Parse (or Validate), and works out once
+// what deciding each needs (Rule.Limiter, Rule.Index). Rules of a service
 // that share an endpoint all apply to its checks.
 func NewSet(rules []Rule) *Set {
 	s := &Set{services: make(map[string]map[string][]*Rule), descriptors: make(map[string][]*Rule), all: slices.Clone(rules)}
 	for i := range s.all {
 		r := &s.all[i]
+		r.compiled = &compiled{limiter: r.limiter(), index: i}
 		eps := s.services[r.Service]
 		if eps == nil {
 			eps = make(map[string][]*Rule)

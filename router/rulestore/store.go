@@ -12,13 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
-
-// Dir returns the etcd prefix under which rules live.
-func Dir(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/rules/" }
-
-// Key returns the etcd key of a rule.
-func Key(prefix string, r *rules.Rule) string { return Dir(prefix) + r.Service + "/" + r.Name }
 
 // Encode returns the stored form of a rule: its YAML.
 func Encode(r *rules.Rule) ([]byte, error) { return yaml.Marshal(r) }
@@ -57,7 +52,7 @@ type Invalid struct {
 
 // List reads the stored rules, of one service or all ("").
 func List(ctx context.Context, cli *clientv3.Client, prefix, service string) (entries []Entry, invalid []Invalid, rev int64, err error) {
-	p := Dir(prefix)
+	p := etcd.Layout(prefix).Rules()
 	if service != "" {
 		p += service + "/"
 	}
@@ -83,7 +78,7 @@ func decodeAt(prefix, key string, value []byte) (rules.Rule, error) {
 	if err != nil {
 		return r, err
 	}
-	if want := Key(prefix, &r); want != key {
+	if want := etcd.Layout(prefix).Rule(r.Service, r.Name); want != key {
 		return r, fmt.Errorf("%s: the rule belongs at %s", key, want)
 	}
 	return r, nil
@@ -155,7 +150,7 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []r
 	wanted := map[string]bool{}
 	for i := range desired {
 		r := &desired[i]
-		key := Key(prefix, r)
+		key := etcd.Layout(prefix).Rule(r.Service, r.Name)
 		wanted[key] = true
 		cur, ok := current[key]
 		badRev, bad := broken[key]
@@ -203,6 +198,9 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []r
 		ops = append(ops, clientv3.OpPut(c.key, string(b)))
 	}
 	resp, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil && strings.Contains(err.Error(), "too many operations in txn request") {
+		return nil, 0, fmt.Errorf("%w: %d rules changed at once exceed etcd's --max-txn-ops; raise it or split the file", ErrTooManyChanges, len(changes))
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("write rules: %w", err)
 	}
@@ -212,9 +210,13 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []r
 	return changes, resp.Header.Revision, nil
 }
 
+// ErrTooManyChanges means an apply changes more rules than etcd takes in
+// one transaction; nothing was written.
+var ErrTooManyChanges = errors.New("too many rule changes for one transaction")
+
 // Delete deletes one stored rule and reports whether it existed.
 func Delete(ctx context.Context, cli *clientv3.Client, prefix, service, name string) (bool, error) {
-	resp, err := cli.Delete(ctx, Dir(prefix)+service+"/"+name)
+	resp, err := cli.Delete(ctx, etcd.Layout(prefix).Rule(service, name))
 	if err != nil {
 		return false, err
 	}

@@ -5,13 +5,12 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 // Update is what Watch reports after every change.
@@ -29,82 +28,74 @@ type Update struct {
 // first once listed and then after every change, until ctx ends. While etcd
 // is unreachable it keeps the last set and retries.
 func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Logger, onChange func(Update)) {
-	dir := Dir(prefix)
-	valid := map[string]rules.Rule{}
-	invalid := map[string]bool{}
-	var backoff membership.Backoff
-	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := cli.Get(lctx, dir, clientv3.WithPrefix())
-		cancel()
-		if err != nil {
-			log.Warn("rules list failed; keeping the last known rules", "err", err, "retry_in", backoff.Next())
-			if !backoff.Wait(ctx) {
-				return
-			}
+	w := &watched{prefix: prefix, log: log, onChange: onChange, valid: map[string]rules.Rule{}, invalid: map[string]bool{}}
+	etcd.Follow(ctx, cli, etcd.Target{Name: "rules", Key: etcd.Layout(prefix).Rules(), Prefix: true}, log, w)
+}
+
+// watched is the rule set Watch keeps.
+type watched struct {
+	prefix   string
+	log      *slog.Logger
+	onChange func(Update)
+	valid    map[string]rules.Rule
+	invalid  map[string]bool
+}
+
+func (w *watched) Reset(kvs []*mvccpb.KeyValue, rev int64) {
+	seen := make(map[string]bool, len(kvs))
+	for _, kv := range kvs {
+		seen[string(kv.Key)] = true
+		w.apply(kv)
+	}
+	for k := range w.valid { // deleted while we were not watching
+		if !seen[k] {
+			delete(w.valid, k)
+		}
+	}
+	for k := range w.invalid {
+		if !seen[k] {
+			delete(w.invalid, k)
+		}
+	}
+	w.onChange(w.update(rev))
+}
+
+func (w *watched) Apply(events []*clientv3.Event, rev int64) {
+	for _, ev := range events {
+		if ev.Type == mvccpb.DELETE {
+			delete(w.valid, string(ev.Kv.Key))
+			delete(w.invalid, string(ev.Kv.Key))
 			continue
 		}
-		backoff.Reset()
-		seen := map[string]bool{}
-		for _, kv := range resp.Kvs {
-			seen[string(kv.Key)] = true
-			apply(prefix, kv, valid, invalid, log)
-		}
-		for k := range valid { // deleted while we were not watching
-			if !seen[k] {
-				delete(valid, k)
-			}
-		}
-		for k := range invalid {
-			if !seen[k] {
-				delete(invalid, k)
-			}
-		}
-		onChange(update(valid, invalid, resp.Header.Revision))
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range cli.Watch(wctx, dir, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
-			if err := wr.Err(); err != nil {
-				log.Warn("rules watch broke; listing again", "err", err)
-				break
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					delete(valid, string(ev.Kv.Key))
-					delete(invalid, string(ev.Kv.Key))
-					continue
-				}
-				apply(prefix, ev.Kv, valid, invalid, log)
-			}
-			onChange(update(valid, invalid, wr.Header.Revision))
-		}
-		wcancel()
+		w.apply(ev.Kv)
 	}
+	w.onChange(w.update(rev))
 }
 
-func apply(prefix string, kv *mvccpb.KeyValue, valid map[string]rules.Rule, invalid map[string]bool, log *slog.Logger) {
+func (w *watched) apply(kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
-	r, err := decodeAt(prefix, key, kv.Value)
+	r, err := decodeAt(w.prefix, key, kv.Value)
 	if err != nil {
-		_, kept := valid[key]
-		log.Error("ignoring an invalid rule in etcd", "key", key, "err", err, "kept_last_valid", kept)
-		invalid[key] = true
+		_, kept := w.valid[key]
+		w.log.Error("ignoring an invalid rule in etcd", "key", key, "err", err, "kept_last_valid", kept)
+		w.invalid[key] = true
 		return
 	}
-	valid[key] = r
-	delete(invalid, key)
+	w.valid[key] = r
+	delete(w.invalid, key)
 }
 
-func update(valid map[string]rules.Rule, invalid map[string]bool, rev int64) Update {
-	keys := make([]string, 0, len(valid))
-	for k := range valid {
+func (w *watched) update(rev int64) Update {
+	keys := make([]string, 0, len(w.valid))
+	for k := range w.valid {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	u := Update{Rules: make([]rules.Rule, 0, len(keys)), Revision: rev}
 	for _, k := range keys {
-		u.Rules = append(u.Rules, valid[k])
+		u.Rules = append(u.Rules, w.valid[k])
 	}
-	for k := range invalid {
+	for k := range w.invalid {
 		u.Invalid = append(u.Invalid, k)
 	}
 	slices.SortFunc(u.Invalid, strings.Compare)

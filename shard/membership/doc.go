@@ -8,8 +8,9 @@
 // sorted list after every change and keeps the last known list while etcd is
 // unreachable.
 //
-// It also holds the connection plumbing every component shares: Dial for
-// etcd, DialCreds and ServerCreds for gRPC with or without TLS.
+// The record itself, and its one encoder and decoder, are package member;
+// the keys come from etcd.Layout and the watch loop is etcd.Follow.
 //
-// It never decides ownership; that is the shard map's job.
+// It never decides ownership (that is the shard map's job) and never
+// imports a component package (shard, router, rebalance).
 package membership

@@ -13,17 +13,20 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 var endpoint string
 
-func TestMain(m *testing.M) { os.Exit(cluster.RunWithEtcd(m, &endpoint)) }
+func TestMain(m *testing.M) { os.Exit(embedded.RunTests(m, &endpoint)) }
 
 func dial(t *testing.T) *clientv3.Client {
 	t.Helper()
-	cli, err := membership.Dial([]string{endpoint}, nil)
+	cli, err := etcd.Dial([]string{endpoint}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +37,10 @@ func dial(t *testing.T) *clientv3.Client {
 // watcher records the lists Watch delivers.
 type watcher struct {
 	mu   sync.Mutex
-	last []membership.Member
+	last []member.Member
 }
 
-func (w *watcher) set(ms []membership.Member) { w.mu.Lock(); w.last = ms; w.mu.Unlock() }
+func (w *watcher) set(ms []member.Member) { w.mu.Lock(); w.last = ms; w.mu.Unlock() }
 func (w *watcher) ids() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -50,7 +53,7 @@ func (w *watcher) ids() string {
 
 func waitIDs(t *testing.T, w *watcher, want string) {
 	t.Helper()
-	cluster.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		if got := w.ids(); got != want {
 			return fmt.Errorf("members %q, want %q", got, want)
 		}
@@ -64,26 +67,26 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := &watcher{}
-	go membership.Watch(ctx, cli, prefix, slog.New(slog.DiscardHandler), w.set)
+	go membership.Watch(ctx, cli, etcd.Layout(prefix), slog.New(slog.DiscardHandler), w.set)
 
-	a, err := membership.Register(ctx, dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
+	a, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := membership.Register(ctx, dial(t), prefix, membership.Member{ID: "b", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
+	b, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "b", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitIDs(t, w, "a,b,")
 
 	// A second live member with the same id is refused.
-	if _, err := membership.Register(ctx, dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:3"}, time.Second, slog.New(slog.DiscardHandler)); !errors.Is(err, membership.ErrDuplicateID) {
+	if _, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:3"}, time.Second, slog.New(slog.DiscardHandler)); !errors.Is(err, membership.ErrDuplicateID) {
 		t.Fatalf("duplicate id: got %v", err)
 	}
 
 	// Losing the lease (revoked behind the member's back, as after a long
 	// etcd outage) makes the member register again.
-	resp, err := cli.Get(ctx, membership.Key(prefix, "a"))
+	resp, err := cli.Get(ctx, etcd.Layout(prefix).Member("a"))
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("get a: %v", err)
 	}
@@ -105,16 +108,16 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 func TestRegisterRejectsBadMembers(t *testing.T) {
 	cli := dial(t)
 	for _, tc := range []struct {
-		m    membership.Member
+		m    member.Member
 		ttl  time.Duration
 		want string
 	}{
-		{membership.Member{Addr: "x:1"}, time.Second, "member id: must not be empty"},
-		{membership.Member{ID: "a/b", Addr: "x:1"}, time.Second, "must not contain '/'"},
-		{membership.Member{ID: "a"}, time.Second, "member addr: must not be empty"},
-		{membership.Member{ID: "a", Addr: "x:1"}, 500 * time.Millisecond, "lease ttl: 500ms is under the minimum of 1s"},
+		{member.Member{Addr: "x:1"}, time.Second, "member id: must not be empty"},
+		{member.Member{ID: "a/b", Addr: "x:1"}, time.Second, "must not contain '/'"},
+		{member.Member{ID: "a"}, time.Second, "member addr: must not be empty"},
+		{member.Member{ID: "a", Addr: "x:1"}, 500 * time.Millisecond, "lease ttl: 500ms is under the minimum of 1s"},
 	} {
-		_, err := membership.Register(context.Background(), cli, "/test/bad/", tc.m, tc.ttl, slog.New(slog.DiscardHandler))
+		_, err := membership.Register(context.Background(), cli, etcd.Layout("/test/bad/"), tc.m, tc.ttl, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want %q", tc.m, err, tc.want)
 		}
@@ -125,13 +128,13 @@ func TestRegisterRejectsBadMembers(t *testing.T) {
 // held by the old lease: it waits for the lease to expire, then registers.
 func TestRestartWithinTheLeaseWaitsForIt(t *testing.T) {
 	prefix := "/test/" + t.Name() + "/"
-	old, err := membership.Register(context.Background(), dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
+	old, err := membership.Register(context.Background(), dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	old.Abandon() // crashed: the lease lives on until its TTL
 	start := time.Now()
-	again, err := membership.Register(context.Background(), dial(t), prefix, membership.Member{ID: "a", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
+	again, err := membership.Register(context.Background(), dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("restart within the lease: %v", err)
 	}

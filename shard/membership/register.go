@@ -2,7 +2,6 @@ package membership
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +9,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
 // Registration keeps one member registered until Close.
@@ -29,20 +31,17 @@ type Registration struct {
 
 // Register writes m under prefix with a lease of ttl and keeps it alive in the
 // background. It returns once the first write succeeded.
-func Register(ctx context.Context, cli *clientv3.Client, prefix string, m Member, ttl time.Duration, log *slog.Logger) (*Registration, error) {
-	if err := m.validate(); err != nil {
+func Register(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, m member.Member, ttl time.Duration, log *slog.Logger) (*Registration, error) {
+	b, err := member.Encode(m)
+	if err != nil {
 		return nil, err
 	}
 	if ttl < time.Second {
 		return nil, fmt.Errorf("lease ttl: %v is under the minimum of 1s", ttl)
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r := &Registration{
-		cli: cli, key: Key(prefix, m.ID), value: string(b), ttl: int64(ttl / time.Second),
+		cli: cli, key: layout.Member(m.ID), value: string(b), ttl: int64(ttl / time.Second),
 		log: log.With("member", m.ID), done: make(chan struct{}), ctx: runCtx, cancel: cancel,
 	}
 	// A record held by another live member with our id is, after a crash
@@ -115,7 +114,7 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			return
 		}
 		r.log.Warn("membership lease lost; registering again")
-		var backoff Backoff
+		var backoff etcd.Backoff
 		for {
 			var err error
 			attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -138,11 +137,8 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 
 // Update rewrites the member record under the current lease, and is what a
 // re-registration writes from then on.
-func (r *Registration) Update(ctx context.Context, m Member) error {
-	if err := m.validate(); err != nil {
-		return err
-	}
-	b, err := json.Marshal(m)
+func (r *Registration) Update(ctx context.Context, m member.Member) error {
+	b, err := member.Encode(m)
 	if err != nil {
 		return err
 	}

@@ -5,83 +5,90 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
-// Watch lists the members under prefix and calls onChange with the full list,
-// sorted by ID, first once listed and then after every change, until ctx ends.
-// While etcd is unreachable it keeps the last list and retries; it never
-// calls onChange with a list it did not read.
-func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Logger, onChange func([]Member)) {
-	p := Prefix(prefix)
-	var backoff Backoff
-	for ctx.Err() == nil {
-		rev, members, err := list(ctx, cli, p, log)
+// Watch follows the members under layout and calls onChange with the full
+// list, sorted by ID, first once listed and then after every change, until
+// ctx ends. While etcd is unreachable it keeps the last list and retries;
+// it never calls onChange with a list it did not read. A malformed record
+// is logged and left out, by every reader alike (member.Decode).
+func Watch(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, log *slog.Logger, onChange func([]member.Member)) {
+	l := &list{layout: layout, log: log, onChange: onChange}
+	etcd.Follow(ctx, cli, etcd.Target{Name: "members", Key: layout.Members(), Prefix: true}, log, l)
+}
+
+// Read lists the members under layout once; malformed records are left
+// out and returned as errors beside the list.
+func Read(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) ([]member.Member, []error, error) {
+	resp, err := cli.Get(ctx, layout.Members(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []member.Member
+	var bad []error
+	for _, kv := range resp.Kvs {
+		m, err := member.Decode(layout.MemberID(string(kv.Key)), kv.Value)
 		if err != nil {
-			log.Warn("membership list failed; keeping the last known members", "err", err, "retry_in", backoff.Next())
-			if !backoff.Wait(ctx) {
-				return
-			}
+			bad = append(bad, err)
 			continue
 		}
-		backoff.Reset()
-		onChange(sorted(members))
-		follow(ctx, cli, p, rev, members, log, onChange)
-	}
-}
-
-func list(ctx context.Context, cli *clientv3.Client, p string, log *slog.Logger) (int64, map[string]Member, error) {
-	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	resp, err := cli.Get(lctx, p, clientv3.WithPrefix())
-	if err != nil {
-		return 0, nil, err
-	}
-	members := make(map[string]Member, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		add(members, kv, p, log)
-	}
-	return resp.Header.Revision, members, nil
-}
-
-// follow applies watch events after rev until the watch breaks.
-func follow(ctx context.Context, cli *clientv3.Client, p string, rev int64, members map[string]Member, log *slog.Logger, onChange func([]Member)) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for resp := range cli.Watch(wctx, p, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
-		if err := resp.Err(); err != nil {
-			log.Warn("membership watch broke; listing again", "err", err)
-			return
-		}
-		for _, ev := range resp.Events {
-			if ev.Type == mvccpb.DELETE {
-				delete(members, strings.TrimPrefix(string(ev.Kv.Key), p))
-			} else {
-				add(members, ev.Kv, p, log)
-			}
-		}
-		onChange(sorted(members))
-	}
-}
-
-func add(members map[string]Member, kv *mvccpb.KeyValue, p string, log *slog.Logger) {
-	id := strings.TrimPrefix(string(kv.Key), p)
-	m, err := decode(kv.Value)
-	if err != nil || m.ID != id {
-		log.Warn("ignoring malformed member record", "key", string(kv.Key), "err", err)
-		return
-	}
-	members[id] = m
-}
-
-func sorted(members map[string]Member) []Member {
-	out := make([]Member, 0, len(members))
-	for _, m := range members {
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, byID)
+	return out, bad, nil
+}
+
+// list is the member list Watch keeps.
+type list struct {
+	layout   etcd.Layout
+	log      *slog.Logger
+	onChange func([]member.Member)
+	members  map[string]member.Member
+}
+
+func (l *list) Reset(kvs []*mvccpb.KeyValue, _ int64) {
+	l.members = make(map[string]member.Member, len(kvs))
+	for _, kv := range kvs {
+		l.add(kv)
+	}
+	l.onChange(l.sorted())
+}
+
+func (l *list) Apply(events []*clientv3.Event, _ int64) {
+	for _, ev := range events {
+		if ev.Type == mvccpb.DELETE {
+			delete(l.members, l.layout.MemberID(string(ev.Kv.Key)))
+			continue
+		}
+		l.add(ev.Kv)
+	}
+	l.onChange(l.sorted())
+}
+
+func (l *list) add(kv *mvccpb.KeyValue) {
+	id := l.layout.MemberID(string(kv.Key))
+	m, err := member.Decode(id, kv.Value)
+	if err != nil {
+		l.log.Warn("ignoring malformed member record", "key", string(kv.Key), "err", err)
+		delete(l.members, id)
+		return
+	}
+	l.members[id] = m
+}
+
+func (l *list) sorted() []member.Member {
+	out := make([]member.Member, 0, len(l.members))
+	for _, m := range l.members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, byID)
 	return out
 }
+
+func byID(a, b member.Member) int { return strings.Compare(a.ID, b.ID) }

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
 	"github.com/shardlimit/shardlimit/router/client"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 )
 
@@ -87,7 +87,7 @@ func startCluster(t *testing.T) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.New(t, etcdEndpoint, cluster.Options{Shards: 2, Rules: rs})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs})
 	cl, err := client.New(client.Options{Routers: []string{c.Routers[0].Addr()}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

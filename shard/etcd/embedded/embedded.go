@@ -1,4 +1,4 @@
-package cluster
+package embedded
 
 import (
 	"fmt"
@@ -18,10 +18,11 @@ type Etcd struct {
 	level    zap.AtomicLevel
 }
 
-// StartEtcd starts an embedded etcd that keeps its data in dir and serves
+// Start starts an embedded etcd that keeps its data in dir and serves
 // clients on clientAddr (host:port; port 0 picks a free one). The peer port
-// is always a free one on 127.0.0.1.
-func StartEtcd(dir, clientAddr string) (*Etcd, error) {
+// is always a free one on 127.0.0.1. Each of adjust, when given, changes
+// the server's configuration before it starts (tests).
+func Start(dir, clientAddr string, adjust ...func(*embed.Config)) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "shardlimit-dev"
 	cfg.Dir = dir
@@ -43,6 +44,9 @@ func StartEtcd(dir, clientAddr string) (*Etcd, error) {
 	// A rules file is applied in one transaction of up to one compare and
 	// one write per rule; etcd's default of 128 operations is too few.
 	cfg.MaxTxnOps = 8192
+	for _, f := range adjust {
+		f(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
@@ -65,18 +69,18 @@ func (e *Etcd) Close() {
 	e.server.Close()
 }
 
-// RunWithEtcd is a test package's TestMain body: it starts one embedded
+// RunTests is a test package's TestMain body: it starts one embedded
 // etcd for the whole package, sets *endpoint to its address, runs the tests
 // and returns their exit code. Each test then works under its own key
 // prefix (New gives every cluster one).
-func RunWithEtcd(m interface{ Run() int }, endpoint *string) int {
+func RunTests(m interface{ Run() int }, endpoint *string) int {
 	dir, err := os.MkdirTemp("", "shardlimit-test-etcd-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	e, err := StartEtcd(dir, "127.0.0.1:0")
+	e, err := Start(dir, "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

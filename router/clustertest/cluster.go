@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -10,14 +10,23 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance"
+	"github.com/shardlimit/shardlimit/rebalance/mapstore"
+	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 // Options describe a test cluster.
@@ -43,6 +52,7 @@ type Cluster struct {
 	Routers     []*router.Router
 	Rebalancers []*rebalance.Job
 	nextID      int
+	cli         *clientv3.Client
 }
 
 var prefixes atomic.Int64
@@ -159,30 +169,30 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 
 // Admin returns an Admin client connected to router i.
 func (c *Cluster) Admin(i int) shardlimitv1.AdminClient {
-	c.tb.Helper()
-	conn, err := grpc.NewClient(c.Routers[i].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	c.tb.Cleanup(func() { _ = conn.Close() })
-	return shardlimitv1.NewAdminClient(conn)
+	return shardlimitv1.NewAdminClient(c.dial(c.Routers[i].Addr()))
 }
 
 // Client returns a RateLimiter client connected to router i.
 func (c *Cluster) Client(i int) shardlimitv1.RateLimiterClient {
+	return shardlimitv1.NewRateLimiterClient(c.dial(c.Routers[i].Addr()))
+}
+
+// dial connects to a component of the cluster; the connection closes with
+// the test.
+func (c *Cluster) dial(addr string) *grpc.ClientConn {
 	c.tb.Helper()
-	conn, err := grpc.NewClient(c.Routers[i].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		c.tb.Fatal(err)
 	}
 	c.tb.Cleanup(func() { _ = conn.Close() })
-	return shardlimitv1.NewRateLimiterClient(conn)
+	return conn
 }
 
 // WaitMembers waits until every router routes to exactly n shards.
 func (c *Cluster) WaitMembers(n int) {
 	c.tb.Helper()
-	Eventually(c.tb, 10*time.Second, func() error {
+	poll.Until(c.tb, 10*time.Second, func() error {
 		for i, r := range c.Routers {
 			if got := len(r.Members()); got != n {
 				return fmt.Errorf("router %d sees %d shards, want %d", i, got, n)
@@ -192,19 +202,64 @@ func (c *Cluster) WaitMembers(n int) {
 	})
 }
 
-// Eventually polls cond every 10ms until it returns nil or timeout passes,
-// then fails the test with cond's last error.
+// Eventually is poll.Until, for the cluster tests that already import this
+// package.
 func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	poll.Until(tb, timeout, cond)
+}
+
+// Partition returns the partition of the counter of (service, rule, user),
+// where user is the counter's name under the rule.
+func (c *Cluster) Partition(service, rule, user string) int {
+	return key.Partition(key.Hash(service, rule, user), shardmap.DefaultConfig().Partitions)
+}
+
+// Owner returns the shard that owns the counter of (service, rule, user),
+// computed from etcd (members and shard map) by the owner function that
+// every router uses, so a test that routes by it checks that routers agree.
+func (c *Cluster) Owner(service, rule, user string) member.Member {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cli := c.etcdClient()
+	layout := etcd.Layout(c.Prefix)
+	members, _, err := membership.Read(ctx, cli, layout)
+	if err != nil {
+		c.tb.Fatalf("read members: %v", err)
 	}
+	m, _, err := mapstore.Load(ctx, cli, layout)
+	if err != nil {
+		c.tb.Fatalf("read the shard map: %v", err)
+	}
+	ring, err := shardmap.Build(shardmap.DefaultConfig(), members)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	owner, _ := shardmap.Resolve(ring, m).Owner(c.Partition(service, rule, user))
+	return owner
+}
+
+// Keys returns how many counter keys shard s holds, from its Stats API.
+func (c *Cluster) Keys(s *shard.Server) int {
+	c.tb.Helper()
+	st, err := shardlimitv1.NewShardClient(c.dial(s.Addr())).Stats(context.Background(), &shardlimitv1.StatsRequest{})
+	if err != nil {
+		c.tb.Fatalf("stats of %s: %v", s.ID(), err)
+	}
+	return int(st.Keys)
+}
+
+// etcdClient returns a client of the cluster's etcd, closed with the test.
+func (c *Cluster) etcdClient() *clientv3.Client {
+	c.tb.Helper()
+	if c.cli == nil {
+		cli, err := etcd.Dial([]string{c.Etcd}, nil)
+		if err != nil {
+			c.tb.Fatal(err)
+		}
+		c.tb.Cleanup(func() { _ = cli.Close() })
+		c.cli = cli
+	}
+	return c.cli
 }

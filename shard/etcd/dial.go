@@ -1,4 +1,4 @@
-package membership
+package etcd
 
 import (
 	"crypto/tls"

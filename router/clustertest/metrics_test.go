@@ -1,4 +1,4 @@
-package cluster_test
+package clustertest_test
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shardlimit/shardlimit/cmd/cluster"
 	"github.com/shardlimit/shardlimit/deploy"
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 // The running components export exactly the metric families that deploy/
@@ -22,7 +23,7 @@ import (
 // and no shardlimit_ metric is left out of the contract.
 func TestComponentsExportTheMetricContract(t *testing.T) {
 	dir := t.TempDir()
-	e, err := cluster.StartEtcd(dir, "127.0.0.1:0")
+	e, err := embedded.Start(dir, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +32,9 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cluster.New(t, e.Endpoint(), cluster.Options{Shards: 1, Rules: rs})
+	c := clustertest.New(t, e.Endpoint(), clustertest.Options{Shards: 1, Rules: rs})
 	j := c.StartRebalance()
-	cluster.Eventually(t, 10*time.Second, func() error {
+	clustertest.Eventually(t, 10*time.Second, func() error {
 		if !j.Leading() {
 			return os.ErrDeadlineExceeded
 		}

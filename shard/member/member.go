@@ -1,4 +1,4 @@
-package membership
+package member
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Member is the record a shard writes at <prefix>members/<id>.
+// Member is one live shard.
 type Member struct {
 	// ID is unique among live members; it names the shard in the ring.
 	ID string `json:"id"`
@@ -23,16 +23,11 @@ type Member struct {
 	Ready time.Time `json:"ready"`
 }
 
-// String returns the ID; it makes Member a consistent.Member.
+// String returns the member's id; the consistent ring names members by it.
 func (m Member) String() string { return m.ID }
 
-// Key returns the etcd key of a member under prefix.
-func Key(prefix, id string) string { return Prefix(prefix) + id }
-
-// Prefix returns the etcd prefix under which members live.
-func Prefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/members/" }
-
-func (m Member) validate() error {
+// Validate names the first field that makes m unusable as a record.
+func (m Member) Validate() error {
 	switch {
 	case m.ID == "":
 		return fmt.Errorf("member id: must not be empty")
@@ -44,10 +39,26 @@ func (m Member) validate() error {
 	return nil
 }
 
-func decode(b []byte) (Member, error) {
+// Encode returns the stored form of a valid member record.
+func Encode(m Member) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// Decode parses a stored record stored under id and validates it: a record
+// whose id differs from the key it is stored under is malformed.
+func Decode(id string, b []byte) (Member, error) {
 	var m Member
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, err
+		return Member{}, fmt.Errorf("member %q: %w", id, err)
 	}
-	return m, m.validate()
+	if err := m.Validate(); err != nil {
+		return Member{}, err
+	}
+	if m.ID != id {
+		return Member{}, fmt.Errorf("member %q: record names id %q", id, m.ID)
+	}
+	return m, nil
 }

@@ -1,16 +1,17 @@
-package router
+package request
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
-// Sentinel errors of request validation, mapped to gRPC codes in toStatus.
+// Sentinel errors of a request, mapped to gRPC status codes by the router
+// (InvalidArgument and NotFound).
 var (
 	ErrInvalidCheck   = errors.New("invalid check")
 	ErrUnknownService = errors.New("no rules for service")
@@ -24,15 +25,23 @@ const (
 	MaxAPIKeyLength = 512
 )
 
-// validate checks every field of every check against its bound, before
+// Limits are the router's configured bounds on a request.
+type Limits struct {
+	// MaxChecks bounds the checks in one request.
+	MaxChecks int
+	// MaxUserLength bounds a check's user in bytes.
+	MaxUserLength int
+}
+
+// Validate checks every field of every check against its bound, before
 // anything is counted.
-func (r *Router) validate(req *shardlimitv1.CheckRequest) error {
+func Validate(req *shardlimitv1.CheckRequest, lim Limits) error {
 	n := len(req.Checks)
 	if n == 0 {
 		return fmt.Errorf("%w: checks: at least 1 check is required", ErrInvalidCheck)
 	}
-	if n > r.opts.MaxChecks {
-		return fmt.Errorf("%w: checks: %d checks exceed the maximum of %d per request", ErrInvalidCheck, n, r.opts.MaxChecks)
+	if n > lim.MaxChecks {
+		return fmt.Errorf("%w: checks: %d checks exceed the maximum of %d per request", ErrInvalidCheck, n, lim.MaxChecks)
 	}
 	for i, c := range req.Checks {
 		if err := checkField(i, "service", c.Service, rules.MaxServiceLength); err != nil {
@@ -41,8 +50,8 @@ func (r *Router) validate(req *shardlimitv1.CheckRequest) error {
 		if err := checkField(i, "endpoint", c.Endpoint, rules.MaxEndpointLength); err != nil {
 			return err
 		}
-		if len(c.User) > r.opts.MaxUserLength {
-			return fmt.Errorf("%w: checks[%d].user: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, len(c.User), r.opts.MaxUserLength)
+		if len(c.User) > lim.MaxUserLength {
+			return fmt.Errorf("%w: checks[%d].user: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, len(c.User), lim.MaxUserLength)
 		}
 		if len(c.ApiKey) > MaxAPIKeyLength {
 			return fmt.Errorf("%w: checks[%d].api_key: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, len(c.ApiKey), MaxAPIKeyLength)
@@ -69,8 +78,8 @@ func checkField(i int, name, v string, max int) error {
 	return nil
 }
 
-// hits returns the check's cost: 1 when absent.
-func hits(c *shardlimitv1.Check) int64 {
+// Hits returns the check's cost: 1 when absent.
+func Hits(c *shardlimitv1.Check) int64 {
 	if c.Hits == nil {
 		return 1
 	}

@@ -1,0 +1,9 @@
+// Package runstore is what the rebalance job leaves in etcd besides the
+// shard map: one record per run at <prefix>rebalance/runs/, the last Keep
+// of them, and the address of the instance that leads the election at
+// <prefix>rebalance/election. The job writes them; routers' Admin API and
+// ctl read them through Runs and Leader, without linking the job itself.
+//
+// It is only the etcd edge: it must never import the job (package
+// rebalance) or a router package.
+package runstore

@@ -1,0 +1,14 @@
+// Package etcd is how every shardlimit component talks to etcd: Dial for
+// a client, Layout for every key the cluster stores (the one place that
+// builds them), Follow for the one list-then-watch loop that members, rules
+// and the shard map are all kept up to date with, WatchHealth for the
+// etcd-up metric, and Backoff for retries.
+//
+// It lives under shard/ because shards are the bottom of the component
+// graph: routers and the rebalance job import shard contracts, never the
+// reverse, so they can all import it without an arrow running back up.
+//
+// It knows nothing of what the values mean: decoding belongs to the package
+// that owns each record (member, rules, shardmap). It must never import a
+// component package (shard, router, rebalance).
+package etcd

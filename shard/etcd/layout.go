@@ -1,0 +1,58 @@
+package etcd
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Layout is the etcd key prefix of one cluster (default "/shardlimit/"),
+// and builds every key stored under it:
+//
+//	<prefix>members/<id>                 member records, under each shard's lease
+//	<prefix>rules/<service>/<name>       one rule each
+//	<prefix>shardmap                     the shard map in force
+//	<prefix>shardmap-history/<version>   the last versions, zero-padded
+//	<prefix>rebalance/election           the rebalance job's election
+//	<prefix>rebalance/runs/<started>     one record per rebalance run
+type Layout string
+
+// dir returns the prefix with exactly one trailing slash.
+func (l Layout) dir() string { return strings.TrimSuffix(string(l), "/") + "/" }
+
+// Members returns the prefix of the member records.
+func (l Layout) Members() string { return l.dir() + "members/" }
+
+// Member returns the key of one member record.
+func (l Layout) Member(id string) string { return l.Members() + id }
+
+// MemberID returns the id of the member record stored at key.
+func (l Layout) MemberID(key string) string { return strings.TrimPrefix(key, l.Members()) }
+
+// Rules returns the prefix of the rules.
+func (l Layout) Rules() string { return l.dir() + "rules/" }
+
+// Rule returns the key of one rule.
+func (l Layout) Rule(service, name string) string { return l.Rules() + service + "/" + name }
+
+// ShardMap returns the key of the shard map in force.
+func (l Layout) ShardMap() string { return l.dir() + "shardmap" }
+
+// ShardMapHistory returns the prefix of the kept shard map versions.
+func (l Layout) ShardMapHistory() string { return l.dir() + "shardmap-history/" }
+
+// ShardMapVersion returns the key of one kept version; keys sort by version.
+func (l Layout) ShardMapVersion(version int64) string {
+	return fmt.Sprintf("%s%020d", l.ShardMapHistory(), version)
+}
+
+// Election returns the prefix of the rebalance job's election.
+func (l Layout) Election() string { return l.dir() + "rebalance/election" }
+
+// Runs returns the prefix of the rebalance run records.
+func (l Layout) Runs() string { return l.dir() + "rebalance/runs/" }
+
+// Run returns the key of the record of a run started at startedUnixNs;
+// keys sort by start time.
+func (l Layout) Run(startedUnixNs int64) string {
+	return fmt.Sprintf("%s%020d", l.Runs(), startedUnixNs)
+}

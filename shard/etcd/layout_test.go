@@ -1,0 +1,23 @@
+package etcd
+
+import "testing"
+
+// The layout is a storage contract: a running cluster's keys must not move
+// when the code changes.
+func TestLayoutKeys(t *testing.T) {
+	for _, prefix := range []Layout{"/shardlimit/", "/shardlimit"} {
+		for got, want := range map[string]string{
+			prefix.Member("shard-1"):                       "/shardlimit/members/shard-1",
+			prefix.MemberID("/shardlimit/members/shard-1"): "shard-1",
+			prefix.Rule("shop", "per-user"):                "/shardlimit/rules/shop/per-user",
+			prefix.ShardMap():                              "/shardlimit/shardmap",
+			prefix.ShardMapVersion(12):                     "/shardlimit/shardmap-history/00000000000000000012",
+			prefix.Election():                              "/shardlimit/rebalance/election",
+			prefix.Run(5):                                  "/shardlimit/rebalance/runs/00000000000000000005",
+		} {
+			if got != want {
+				t.Errorf("prefix %q: got %q, want %q", prefix, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package key
+
+import "github.com/cespare/xxhash/v2"
+
+// Bounds on the names a key is made of, shared by rule validation, the
+// router's request validation and the shard API.
+const (
+	// MaxServiceLength bounds a service name in bytes.
+	MaxServiceLength = 128
+	// MaxEndpointLength bounds an endpoint in bytes.
+	MaxEndpointLength = 256
+	// MaxRuleLength bounds a rule name in bytes.
+	MaxRuleLength = 128
+)
+
+// Key is the 128-bit hash of a counter key: two xxhash64 sums with
+// different seeds. Hi places the key (partition, and a shard's stripe);
+// both halves are the same in every process, so a key's state can move
+// between shards in a hand-off.
+type Key struct{ Hi, Lo uint64 }
+
+// loSeed is the seed of the second hash; any constant other than zero.
+const loSeed = 0x9e3779b97f4a7c15
+
+// maxStackKey is the longest key hashed from a stack buffer; longer keys
+// (users over ~250 bytes) are hashed by streaming, a little slower.
+const maxStackKey = 512
+
+// Make hashes (service, rule, user) into a Key without allocating.
+func Make(service, rule, user string) Key {
+	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
+		var buf [maxStackKey]byte
+		b := appendKey(buf[:0], service, rule, user)
+		var h xxhash.Digest
+		h.ResetWithSeed(loSeed)
+		_, _ = h.Write(b)
+		return Key{Hi: xxhash.Sum64(b), Lo: h.Sum64()}
+	}
+	return Key{Hi: Hash(service, rule, user), Lo: Lo(service, rule, user)}
+}
+
+// Hash returns Make(service, rule, user).Hi, the hash that places a key on
+// a partition, without computing Lo.
+func Hash(service, rule, user string) uint64 {
+	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
+		var buf [maxStackKey]byte
+		return xxhash.Sum64(appendKey(buf[:0], service, rule, user))
+	}
+	var h xxhash.Digest
+	h.Reset()
+	writeKey(&h, service, rule, user)
+	return h.Sum64()
+}
+
+// Lo returns Make(service, rule, user).Lo, for a shard that received Hi
+// from the router and needs only the other half.
+func Lo(service, rule, user string) uint64 {
+	var h xxhash.Digest
+	h.ResetWithSeed(loSeed)
+	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
+		var buf [maxStackKey]byte
+		_, _ = h.Write(appendKey(buf[:0], service, rule, user))
+		return h.Sum64()
+	}
+	writeKey(&h, service, rule, user)
+	return h.Sum64()
+}
+
+// Partition returns the partition of a key among n partitions, given its
+// placement hash (Key.Hi).
+func Partition(hash uint64, n int) int { return int(hash % uint64(n)) }
+
+// Partition returns the key's partition among n partitions.
+func (k Key) Partition(n int) int { return Partition(k.Hi, n) }
+
+// The key is service NUL rule NUL user; service and rule names cannot hold
+// NUL, so the encoding is unambiguous.
+func appendKey(b []byte, service, rule, user string) []byte {
+	b = append(b, service...)
+	b = append(b, 0)
+	b = append(b, rule...)
+	b = append(b, 0)
+	return append(b, user...)
+}
+
+var sep = []byte{0}
+
+func writeKey(h *xxhash.Digest, service, rule, user string) {
+	_, _ = h.WriteString(service)
+	_, _ = h.Write(sep)
+	_, _ = h.WriteString(rule)
+	_, _ = h.Write(sep)
+	_, _ = h.WriteString(user)
+}
