@@ -47,7 +47,8 @@
 // over-admission at all (rebalance_test.go).
 //
 // A shard that dies is not a planned move: its partitions go to the ring's
-// choice among live shards and start from zero, as DESIGN.md says.
+// choice among live shards and start from zero: a crash cannot hand
+// anything over.
 //
 // It must never write the shard map without the election fence, and never
 // publish before the first copy succeeded.

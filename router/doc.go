@@ -9,6 +9,12 @@
 // and counted; a per-shard circuit breaker then answers by policy at once
 // until a probe succeeds, so a dead shard costs no latency.
 //
-// The router is glue: it holds no counters and no algorithms. It must never
-// decide a check itself except by failure policy.
+// The router is glue around the pure steps of package request (validate,
+// resolve, group by owner, refunds, merge): check.go wires a Check through
+// them, decide.go calls the owners, routing.go keeps the immutable routing
+// snapshot (partition table from package shardmap, a peer per member),
+// breaker.go is the circuit breaker. It holds no counters and no
+// algorithms, and must never decide a check itself except by failure
+// policy. It imports shard contracts (key, member, etcd, rpc) but never the
+// shard host package or the rebalance job.
 package router

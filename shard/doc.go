@@ -1,11 +1,12 @@
 // Package shard is a shard host: it holds the counters of the partitions it
 // owns in memory and decides checks that routers send it over gRPC.
 //
-// A Store keeps one fixed-size state per counter key in 256 stripes, each an
+// A Store (store.go; eviction in evict.go, expiry in sweep.go, hand-off in
+// handoff.go) keeps one fixed-size state per counter key in 256 stripes, each an
 // open-addressing table (sliding_log keys: a map of rings) under its own
 // mutex, so no single key serialises the host and a
-// decision allocates nothing. Keys are stored by a 128-bit hash of
-// (service, rule, user): two xxhash64 sums with different seeds, the same
+// decision allocates nothing. Keys are stored by the 128-bit hash
+// of (service, rule, user) that package key defines: two xxhash64 sums with different seeds, the same
 // in every process so that keys can move between shards; the store keeps
 // the rule's algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the
 // chance of any collision is about n²/2¹²⁶ ≈ 1.2·10⁻²², far below one in a
@@ -18,5 +19,8 @@
 // The Server registers the host in etcd under a lease (package membership)
 // once it is serving, and deregisters on graceful shutdown.
 //
-// A shard never reads rules from etcd and never calls another shard.
+// The shared contracts and plumbing live in sub-packages that routers and
+// the rebalance job import too: key, member, membership, etcd, rpc. A
+// shard never reads rules from etcd, never calls another shard, and nothing
+// under shard/ imports router/ or rebalance/.
 package shard

@@ -123,24 +123,7 @@ func (s *Store) Drop(parts []uint32, count int, now int64) int {
 	for i := range s.stripes {
 		st := &s.stripes[i]
 		st.mu.Lock()
-		for j := 0; j < len(st.t.slots); {
-			sl := &st.t.slots[j]
-			if !sl.empty() && in(sl.key()) {
-				s.endEpisode(sl.key(), sl.flags(), now)
-				st.t.deleteAt(j) // shifts a later key into j: look at j again
-				n++
-				continue
-			}
-			j++
-		}
-		for k, le := range st.logs {
-			if in(k) {
-				s.endEpisode(k, le.flags, now)
-				st.logSlots -= int64(len(le.log.Times))
-				delete(st.logs, k)
-				n++
-			}
-		}
+		n += s.deleteIf(st, now, func(k key.Key, _ uint32) bool { return in(k) })
 		st.mu.Unlock()
 	}
 	return n

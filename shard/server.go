@@ -144,9 +144,6 @@ func (s *Server) Addr() string { return s.srv.Addr() }
 // ID returns the shard's member id.
 func (s *Server) ID() string { return s.opts.ID }
 
-// Store returns the shard's counters.
-func (s *Server) Store() *Store { return s.store }
-
 // Stop deregisters the shard, so routers move its partitions at once, then
 // finishes in-flight calls and stops.
 func (s *Server) Stop(ctx context.Context) error {

@@ -132,7 +132,7 @@ func BenchmarkHotKeyBesideOthers(b *testing.B) {
 	})
 }
 
-// BenchmarkBaseline is DESIGN.md's reference decision, re-measured on the
+// BenchmarkBaseline is the project's reference decision (BENCHMARKS.md), re-measured on the
 // same machine in the same run: a 256-way sharded Go map of a counter per
 // key, xxhash of the key, a clock read, nothing else. Our figures are
 // compared with it, because absolute figures drift between machines.

@@ -27,7 +27,7 @@
 // table probe, and either a short heap sift for a monitored key or one
 // filter bucket for a key of the long tail, which evicts a counter only
 // once its bucket passes the smallest counter. Against the ~1 µs of gRPC
-// work per check on these hosts (DESIGN.md: 1.6–2.0M checks/s with 100
+// work per check on these hosts (a no-op gRPC server: 1.6–2.0M checks/s with 100
 // checks a message) that is a few percent. Where it is not, Sample = R
 // observes one call in R at random, weighted R: about 20 ns with R = 8.
 //

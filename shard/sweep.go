@@ -1,0 +1,55 @@
+package shard
+
+import (
+	"github.com/shardlimit/shardlimit/shard/key"
+)
+
+// Sweep drops every key of the stripes [from, to) that is fresh again at now,
+// ending its episode. The server sweeps all stripes once per sweep interval.
+func (s *Store) Sweep(from, to int, now int64) {
+	for i := from; i < to && i < stripes; i++ {
+		st := &s.stripes[i]
+		st.mu.Lock()
+		s.sweep(st, now)
+		st.mu.Unlock()
+	}
+}
+
+func (s *Store) sweep(st *stripe, now int64) {
+	st.lastSweep = s.seconds(now)
+	n := s.deleteIf(st, now, func(_ key.Key, fresh uint32) bool { return s.isFresh(fresh, now) })
+	s.expirations.Add(uint64(n))
+}
+
+// deleteIf deletes every key of a stripe, of every algorithm, for which
+// del(key, fresh) holds, ending its episode, and returns how many it
+// deleted. The sweep and a hand-off's Drop both use it. The caller holds
+// the stripe's lock.
+func (s *Store) deleteIf(st *stripe, now int64, del func(k key.Key, fresh uint32) bool) int {
+	n := 0
+	for i := 0; i < len(st.t.slots); {
+		sl := &st.t.slots[i]
+		if !sl.empty() && del(sl.key(), sl.fresh()) {
+			s.endEpisode(sl.key(), sl.flags(), now)
+			st.t.deleteAt(i) // shifts a later key into i: look at i again
+			n++
+			continue
+		}
+		i++
+	}
+	for k, le := range st.logs {
+		if del(k, le.fresh) {
+			s.endEpisode(k, le.flags, now)
+			st.logSlots -= int64(len(le.log.Times))
+			delete(st.logs, k)
+			n++
+		}
+	}
+	return n
+}
+
+// isFresh reports whether a key whose fresh time is fresh (rounded up to
+// seconds) is equivalent to a fresh key at now.
+func (s *Store) isFresh(fresh uint32, now int64) bool {
+	return now >= s.epoch+int64(fresh)*1e9
+}
