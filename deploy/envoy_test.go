@@ -54,7 +54,9 @@ var (
 const (
 	envoyRulesFile  = "envoy/rules.yaml"
 	envoyFilterFile = "istio/envoyfilter.yaml"
-	genCertsFile    = "k8s/gen-certs.sh"
+	// gatewayPatchFile mounts the gateway's client certificate.
+	gatewayPatchFile = "istio/gateway-tls-patch.yaml"
+	genCertsFile     = "k8s/gen-certs.sh"
 	// routerCluster names the cluster of the routers in every example.
 	routerCluster = "shardlimit_router"
 )
@@ -302,8 +304,8 @@ func certNames(t *testing.T, ns string) []string {
 	return names
 }
 
-// checkVerifiesRouter checks that ctx verifies the router by a name that
-// gen-certs.sh puts in the certificate, with SNI the same name.
+// checkVerifiesRouter checks that ctx verifies the router by names that
+// gen-certs.sh puts in its certificate, and sends one of them as SNI.
 func checkVerifiesRouter(t *testing.T, where string, ctx *tlsv3.UpstreamTlsContext, ns string) {
 	t.Helper()
 	sans := ctx.GetCommonTlsContext().GetValidationContext().GetMatchTypedSubjectAltNames()

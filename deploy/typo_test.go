@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +77,26 @@ func TestComposeRejectsUnknownFlag(t *testing.T) {
 	errs := flagErrors(shardlimitBinary(t), invs, strings.NewReplacer())
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "--lease-tll is not a flag of `shardlimit shard`") {
 		t.Fatalf("flag errors %v, want one naming --lease-tll", errs)
+	}
+}
+
+// Every file of the examples is one that a test above checks.
+func TestNoUncheckedExamples(t *testing.T) {
+	checked := []string{"envoy/envoy.yaml", "envoy/envoy-tls.yaml", envoyRulesFile, composeFile, composeTLS,
+		envoyFilterFile, gatewayPatchFile}
+	for _, dir := range []string{"envoy", "istio"} {
+		files, err := filepath.Glob(dir + "/*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if f == filepath.Join(composeDir, certsDir) {
+				continue // gen-certs.sh's output for compose.tls.yaml, not in git
+			}
+			if !slices.Contains(checked, filepath.ToSlash(f)) {
+				t.Errorf("%s is checked by no test: add it to one", f)
+			}
+		}
 	}
 }
 
