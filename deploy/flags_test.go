@@ -63,8 +63,7 @@ var helpFlag = regexp.MustCompile(`^\s+(?:-(\w), )?--([a-zA-Z0-9][a-zA-Z0-9-]*)(
 
 // subcommandFlags parses the flags, local and global, of `shardlimit sub
 // --help`.
-func subcommandFlags(t *testing.T, bin, sub string) (map[string]flagSpec, error) {
-	t.Helper()
+func subcommandFlags(bin, sub string) (map[string]flagSpec, error) {
 	out, err := exec.Command(bin, append(strings.Fields(sub), "--help")...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("shardlimit %s --help: %v\n%s", sub, err, out)
@@ -89,11 +88,7 @@ func subcommandFlags(t *testing.T, bin, sub string) (map[string]flagSpec, error)
 // subcommand, in the --name=value form (--name alone for a bool flag), and
 // none is passed twice.
 func TestContainerFlagsExist(t *testing.T) {
-	type container struct {
-		where, sub string
-		args       []string
-	}
-	var cs []container
+	var invs []invocation
 	seen := map[string]bool{}
 	for _, dir := range kustomizations(t) {
 		r := render(t, dir)
@@ -101,77 +96,105 @@ func TestContainerFlagsExist(t *testing.T) {
 			key := c.where + strings.Join(c.args, " ")
 			if !seen[key] {
 				seen[key] = true
-				cs = append(cs, container{filepath.ToSlash(dir) + ": " + c.where, c.sub, c.args})
+				invs = append(invs, invocation{filepath.ToSlash(dir) + ": " + c.where, append([]string{c.sub}, c.args...)})
 			}
 		}
 	}
-	subs := map[string]bool{}
-	for _, c := range cs {
-		subs[c.sub] = true
+	requireSubcommands(t, invs, "router", "shard", "rebalance")
+	// $(VAR)s get values of the kind Kubernetes puts there.
+	vars := strings.NewReplacer("$(POD_NAME)", "shardlimit-x-0", "$(POD_NAMESPACE)", "shardlimit",
+		"$(POD_IP)", "10.0.0.1", "$(ETCD_ENDPOINTS)", "https://etcd-0:2379,https://etcd-1:2379")
+	for _, err := range flagErrors(shardlimitBinary(t), invs, vars) {
+		t.Error(err)
 	}
-	for _, want := range []string{"router", "shard", "rebalance"} {
-		if !subs[want] {
-			t.Errorf("no manifest runs `shardlimit %s`", want)
+}
+
+// invocation is one shardlimit command line of a manifest or an example:
+// the arguments after the binary, the subcommand's words first ("ctl",
+// "rules", "apply"), then its flags.
+type invocation struct {
+	where string
+	args  []string
+}
+
+// sub returns the subcommand: the words before the first flag.
+func (inv invocation) sub() string {
+	i := slices.IndexFunc(inv.args, func(a string) bool { return strings.HasPrefix(a, "-") })
+	if i < 0 {
+		i = len(inv.args)
+	}
+	return strings.Join(inv.args[:i], " ")
+}
+
+// flags returns the arguments after the subcommand.
+func (inv invocation) flags() []string { return inv.args[len(strings.Fields(inv.sub())):] }
+
+// requireSubcommands fails unless some invocation runs each of subs.
+func requireSubcommands(t *testing.T, invs []invocation, subs ...string) {
+	t.Helper()
+	for _, want := range subs {
+		if !slices.ContainsFunc(invs, func(inv invocation) bool { return inv.sub() == want }) {
+			t.Errorf("nothing runs `shardlimit %s`", want)
 		}
 	}
+}
 
-	bin := shardlimitBinary(t)
+// flagErrors checks invocations against the binary bin: every flag is a
+// flag of the subcommand, in the --name=value form (--name alone for a
+// bool flag), none is passed twice, and the values parse (cobra parses
+// every flag before it answers --help) once vars has replaced the
+// variables the runtime fills in.
+func flagErrors(bin string, invs []invocation, vars *strings.Replacer) []error {
+	var errs []error
 	helps := map[string]map[string]flagSpec{}
-	missing := map[string][]string{}
-	for _, c := range cs {
-		flags, ok := helps[c.sub]
+	bad := map[string]bool{} // subcommands with an unknown flag: their values are not parsed
+	for _, inv := range invs {
+		sub := inv.sub()
+		flags, ok := helps[sub]
 		if !ok {
 			var err error
-			if flags, err = subcommandFlags(t, bin, c.sub); err != nil {
-				t.Errorf("%s: %v", c.where, err)
+			if flags, err = subcommandFlags(bin, sub); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", inv.where, err))
 			}
-			helps[c.sub] = flags
+			helps[sub] = flags
 		}
 		if flags == nil {
 			continue
 		}
 		passed := map[string]bool{}
-		for _, a := range c.args {
+		for _, a := range inv.flags() {
 			name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 			if !strings.HasPrefix(a, "--") {
-				t.Errorf("%s: argument %q is not --flag=value", c.where, a)
+				errs = append(errs, fmt.Errorf("%s: argument %q is not --flag=value", inv.where, a))
 				continue
 			}
 			if passed[name] {
-				t.Errorf("%s: --%s passed twice", c.where, name)
+				errs = append(errs, fmt.Errorf("%s: --%s passed twice", inv.where, name))
 			}
 			passed[name] = true
 			f, ok := flags[name]
 			switch {
 			case !ok:
-				if !slices.Contains(missing[c.sub], name) {
-					missing[c.sub] = append(missing[c.sub], name)
-				}
-				t.Errorf("%s: --%s is not a flag of `shardlimit %s`", c.where, name, c.sub)
+				bad[sub] = true
+				errs = append(errs, fmt.Errorf("%s: --%s is not a flag of `shardlimit %s`", inv.where, name, sub))
 			case !hasValue && !f.bool:
-				t.Errorf("%s: --%s takes a value: pass --%s=value", c.where, name, name)
+				errs = append(errs, fmt.Errorf("%s: --%s takes a value: pass --%s=value", inv.where, name, name))
 			}
 		}
 	}
-	// The values parse too: cobra parses every flag before it answers
-	// --help. $(VAR)s get values of the kind Kubernetes puts there.
-	vars := strings.NewReplacer("$(POD_NAME)", "shardlimit-x-0", "$(POD_NAMESPACE)", "shardlimit",
-		"$(POD_IP)", "10.0.0.1", "$(ETCD_ENDPOINTS)", "https://etcd-0:2379,https://etcd-1:2379")
-	for _, c := range cs {
-		if len(missing[c.sub]) > 0 || helps[c.sub] == nil {
+	for _, inv := range invs {
+		if bad[inv.sub()] || helps[inv.sub()] == nil {
 			continue
 		}
-		args := []string{c.sub}
-		for _, a := range c.args {
+		var args []string
+		for _, a := range inv.args {
 			args = append(args, vars.Replace(a))
 		}
 		if out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput(); err != nil {
-			t.Errorf("%s: the arguments do not parse: %v\n%s", c.where, err, lastLine(out))
+			errs = append(errs, fmt.Errorf("%s: the arguments do not parse: %v\n%s", inv.where, err, lastLine(out)))
 		}
 	}
-	for sub, names := range missing {
-		t.Logf("`shardlimit %s` lacks --%s", sub, strings.Join(names, ", --"))
-	}
+	return errs
 }
 
 func lastLine(b []byte) string {
@@ -239,7 +262,7 @@ func TestRunbookCommandsExist(t *testing.T) {
 			}
 		}
 		sub := "ctl " + strings.Join(path, " ")
-		known, err := subcommandFlags(t, bin, sub)
+		known, err := subcommandFlags(bin, sub)
 		if err != nil {
 			t.Errorf("RUNBOOK.md: ctl %s: %v", strings.Join(args, " "), err)
 			continue

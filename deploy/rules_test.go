@@ -14,6 +14,7 @@ func TestShippedRulesAreValid(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no rules files: %v", err)
 	}
+	files = append(files, envoyRulesFile)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
