@@ -20,8 +20,9 @@ type ctlFlags struct {
 	timeout time.Duration
 	output  string
 	tls     tlsFlags
-	// fromEnv are the flags set from their environment variable.
-	fromEnv map[string]bool
+	// fromEnv are the global flags set from their environment variable,
+	// changed those set on the command line.
+	fromEnv, changed map[string]bool
 }
 
 // envPrefix starts the environment variable of each of ctl's global flags:
@@ -34,7 +35,7 @@ func envName(flag string) string {
 }
 
 func ctlCmd() *cobra.Command {
-	cf := ctlFlags{fromEnv: map[string]bool{}}
+	cf := ctlFlags{fromEnv: map[string]bool{}, changed: map[string]bool{}}
 	cmd := &cobra.Command{
 		Use:   "ctl",
 		Short: "Operator CLI: talk to a running cluster.",
@@ -79,7 +80,11 @@ func (cf *ctlFlags) applyEnv(fs, global *pflag.FlagSet) error {
 	var errs []string
 	global.VisitAll(func(g *pflag.Flag) {
 		f := fs.Lookup(g.Name)
-		if f == nil || f.Changed {
+		if f == nil {
+			return
+		}
+		if f.Changed {
+			cf.changed[f.Name] = true
 			return
 		}
 		v := os.Getenv(envName(f.Name))
@@ -98,13 +103,17 @@ func (cf *ctlFlags) applyEnv(fs, global *pflag.FlagSet) error {
 	return nil
 }
 
-// source names where a global flag's value came from, for error messages:
-// "--router" or "SHARDLIMIT_ROUTER", and the other way to set it.
-func (cf *ctlFlags) source(flag string) string {
-	if cf.fromEnv[flag] {
-		return fmt.Sprintf("%s (from the environment; --%s overrides it)", envName(flag), flag)
+// source names a global flag, its variable and where its value came from,
+// for error messages: "--router/SHARDLIMIT_ROUTER x:1 (the default)".
+func (cf *ctlFlags) source(flag, value string) string {
+	from := "the default"
+	switch {
+	case cf.fromEnv[flag]:
+		from = "from " + envName(flag)
+	case cf.changed[flag]:
+		from = "from the command line"
 	}
-	return fmt.Sprintf("--%s (or %s)", flag, envName(flag))
+	return fmt.Sprintf("--%s/%s %s (%s)", flag, envName(flag), value, from)
 }
 
 func ctlCheckCmd(cf *ctlFlags) *cobra.Command {

@@ -32,7 +32,7 @@ func (cf *ctlFlags) admin(cmd *cobra.Command, f func(context.Context, shardlimit
 // it.
 func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(context.Context, *grpc.ClientConn) error) error {
 	if err := checkRouterAddr(cf.router); err != nil {
-		return usageErrorf("%s %q: %v", cf.source("router"), cf.router, err)
+		return usageErrorf("%s: %v", cf.source("router", cf.router), err)
 	}
 	cfg, err := cf.tls.client()
 	if err != nil {
@@ -40,7 +40,7 @@ func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(conte
 	}
 	conn, err := grpc.NewClient(cf.router, membership.DialCreds(cfg))
 	if err != nil {
-		return usageErrorf("%s %q: %v", cf.source("router"), cf.router, err)
+		return usageErrorf("%s: %v", cf.source("router", cf.router), err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -78,10 +78,10 @@ func (cf *ctlFlags) explain(ctx context.Context, conn *grpc.ClientConn, err erro
 	if !ok {
 		return err
 	}
-	where := fmt.Sprintf("router %s, from %s", cf.router, cf.source("router"))
+	where := cf.source("router", cf.router)
 	switch {
 	case st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "unknown service"):
-		return withCode(exitUnavailable, fmt.Errorf("%s: it serves gRPC, but not shardlimit's API (%s): is it a shard's or the rebalance job's address? Give the router's --listen address", where, st.Message()))
+		return withCode(exitUnavailable, fmt.Errorf("%s: it serves gRPC, but not the router's API (%s): is it another component's address (a shard, the rebalance job, etcd)? Give the router's --listen address", where, st.Message()))
 	case st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded:
 		return err
 	case conn.GetState() == connectivity.Ready:
@@ -130,7 +130,7 @@ func (cf *ctlFlags) diagnose(ctx context.Context) string {
 		}
 	}
 	if cf.tls.ca == "" && cf.tls.cert == "" {
-		return fmt.Sprintf("it accepts connections but does not speak plain-text gRPC: if the router serves TLS, give its CA with %s", cf.source("tls-ca"))
+		return fmt.Sprintf("it accepts connections but does not speak plain-text gRPC: if the router serves TLS, give its CA with --tls-ca (or %s)", envName("tls-ca"))
 	}
 	return "it accepts connections but the TLS handshake or gRPC failed: check --tls-ca, --tls-cert, --tls-key and --tls-server-name (or their SHARDLIMIT_ variables)"
 }

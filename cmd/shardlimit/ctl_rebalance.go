@@ -155,8 +155,8 @@ func (cf *ctlFlags) run(cmd *cobra.Command, req *shardlimitv1.RebalanceRunReques
 // runAfter says what the newest run record of a trigger since started shows.
 func (cf *ctlFlags) runAfter(cmd *cobra.Command, trigger string, started time.Time) string {
 	var resp *shardlimitv1.RebalanceRunsResponse
-	err := cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
-		resp, err = c.RebalanceRuns(ctx, &shardlimitv1.RebalanceRunsRequest{Limit: 10})
+	err := cf.call(cmd, 5*time.Second, func(ctx context.Context, conn *grpc.ClientConn) (err error) {
+		resp, err = shardlimitv1.NewAdminClient(conn).RebalanceRuns(ctx, &shardlimitv1.RebalanceRunsRequest{Limit: 10})
 		return err
 	})
 	if err != nil {

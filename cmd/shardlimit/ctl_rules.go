@@ -202,7 +202,9 @@ func ctlRulesGetCmd(cf *ctlFlags) *cobra.Command {
 			if f.Rules == nil {
 				f.Rules = []rules.Rule{} // "rules": [], which apply accepts; null it would not
 			}
-			return printOutput(cmd.OutOrStdout(), cf.output, f, nil)
+			// The key of a rules file, as YAML names it (rules.File has no
+			// json tag).
+			return printOutput(cmd.OutOrStdout(), cf.output, map[string]any{"rules": f.Rules}, nil)
 		},
 	}
 	cmd.Flags().StringVar(&service, "service", "", "only this service's rules")
