@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -20,11 +22,59 @@ func ctlRulesCmd(cf *ctlFlags) *cobra.Command {
 	return cmd
 }
 
+// readRulesFile reads a rules file, YAML or JSON, from path or, for "-",
+// standard input.
 func readRulesFile(path string) ([]byte, error) {
+	var b []byte
+	var err error
 	if path == "-" {
-		return io.ReadAll(os.Stdin)
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(path)
 	}
-	return os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return yamlSafeJSON(b), nil
+}
+
+// yamlSafeJSON rewrites the strings of a JSON document so that the YAML
+// parser reads them as JSON does, and returns anything that is not JSON
+// unchanged. YAML is a superset of JSON except for two string escapes: "\/"
+// and UTF-16 surrogate pairs ("\ud83d\ude00"), which YAML rejects. Each
+// string is decoded and encoded again by encoding/json, which writes
+// neither; nothing else changes, so errors keep their lines.
+func yamlSafeJSON(b []byte) []byte {
+	if !json.Valid(b) || !bytes.Contains(b, []byte(`\`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			out = append(out, b[i])
+			continue
+		}
+		end := i + 1
+		for b[end] != '"' {
+			if b[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		var s string
+		if err := json.Unmarshal(b[i:end+1], &s); err != nil {
+			return b
+		}
+		var enc bytes.Buffer
+		e := json.NewEncoder(&enc)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(s); err != nil {
+			return b
+		}
+		out = append(out, bytes.TrimSuffix(enc.Bytes(), []byte("\n"))...)
+		i = end
+	}
+	return out
 }
 
 func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/deploy"
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
 )
 
 // JSON and YAML print a stable view: proto field names, every field, 64-bit
@@ -166,5 +167,27 @@ func TestExitCodes(t *testing.T) {
 	}
 	if len(seen) != exitTimeout+1 {
 		t.Errorf("%d exit codes documented, want %d", len(seen), exitTimeout+1)
+	}
+}
+
+// A JSON rules file reads as JSON does, even where YAML's double-quoted
+// strings differ from JSON's (\/ and surrogate pairs), and its errors keep
+// their lines; YAML passes unchanged.
+func TestRulesFileInJSON(t *testing.T) {
+	doc := "{\"rules\": [\n\t{\"service\": \"shop\", \"endpoint\": \"\\/checkout\",\n\t \"name\": \"emoji-\\ud83d\\ude00-\\u2028-\\\\/\",\n\t \"limit\": 3, \"period\": \"1m\"}\n]}\n"
+	if _, err := rules.Parse("r.json", []byte(doc)); err == nil {
+		t.Log("the YAML parser now reads \\/ and surrogate pairs; yamlSafeJSON may go")
+	}
+	rs, err := rules.Parse("r.json", yamlSafeJSON([]byte(doc)))
+	if err != nil || len(rs) != 1 || rs[0].Endpoint != "/checkout" || rs[0].Name != "emoji-\U0001F600-\u2028-\\/" || rs[0].Limit != 3 {
+		t.Fatalf("got %+v, %v", rs, err)
+	}
+	bad := strings.Replace(doc, `"limit": 3`, `"limit": 0`, 1)
+	if _, err := rules.Parse("r.json", yamlSafeJSON([]byte(bad))); err == nil || !strings.HasPrefix(err.Error(), "r.json:4: invalid rule: limit:") {
+		t.Errorf("got %v, want the limit's error at line 4", err)
+	}
+	y := []byte("rules:\n  - {service: shop, endpoint: '\\/x', limit: 1, period: 1m}\n")
+	if got := yamlSafeJSON(y); !bytes.Equal(got, y) {
+		t.Errorf("YAML changed: %q", got)
 	}
 }
