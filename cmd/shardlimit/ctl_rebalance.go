@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
@@ -146,7 +148,7 @@ func (cf *ctlFlags) run(cmd *cobra.Command, req *shardlimitv1.RebalanceRunReques
 	if err == nil {
 		return printRun(cmd.OutOrStdout(), cf.output, resp.Run)
 	}
-	if exitCode(err) != exitTimeout || cmd.Context().Err() != nil {
+	if status.Code(err) != codes.DeadlineExceeded || cmd.Context().Err() != nil {
 		return err
 	}
 	return withCode(exitTimeout, fmt.Errorf("no answer within %v (--timeout): %s", timeout, cf.runAfter(cmd, req.Run.Trigger, started)))
