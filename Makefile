@@ -23,9 +23,16 @@ include deploy/deploy.mk
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# Stamped into the binary (shardlimit version, shardlimit_build_info, the
+# shards' member records). Outside git both are empty, and the binary
+# reports the build info's module version, else "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
+
 .PHONY: build
-build: ## Build bin/shardlimit.
-	$(GO) build -o $(BIN)/shardlimit ./cmd/shardlimit
+build: ## Build bin/shardlimit, stamped with `git describe` (bin/shardlimit version).
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/shardlimit ./cmd/shardlimit
 
 .PHONY: run
 run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router and a rebalance instance.

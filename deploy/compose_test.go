@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // This file parses envoy/compose.yaml, alone and with envoy/compose.tls.yaml

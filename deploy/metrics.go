@@ -9,6 +9,10 @@ package deploy
 // (TestQueriesNameOnlyKnownMetrics). The Go runtime and process collectors
 // (go_*, process_*) and Prometheus' own up series come on top.
 var Metrics = []string{
+	// Every component: {version,revision,goversion} of the binary, always 1.
+	// The shardlimit command registers it (cmd/shardlimit/version.go).
+	"shardlimit_build_info",
+
 	// Router (shardlimit router --metrics-listen).
 	"shardlimit_router_decisions_total",           // {service,endpoint,rule,algorithm,result}
 	"shardlimit_router_decision_duration_seconds", // histogram, per Check RPC

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 type ctlFlags struct {
@@ -22,64 +20,100 @@ type ctlFlags struct {
 	timeout time.Duration
 	output  string
 	tls     tlsFlags
+	// fromEnv are the global flags set from their environment variable,
+	// changed those set on the command line.
+	fromEnv, changed map[string]bool
+}
+
+// envPrefix starts the environment variable of each of ctl's global flags:
+// SHARDLIMIT_ and the flag's name in upper snake case (--tls-ca:
+// SHARDLIMIT_TLS_CA), as etcdctl does with ETCDCTL_.
+const envPrefix = "SHARDLIMIT_"
+
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 func ctlCmd() *cobra.Command {
-	var cf ctlFlags
+	cf := ctlFlags{fromEnv: map[string]bool{}, changed: map[string]bool{}}
 	cmd := &cobra.Command{
 		Use:   "ctl",
 		Short: "Operator CLI: talk to a running cluster.",
 	}
-	cmd.PersistentFlags().StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address")
-	cmd.PersistentFlags().DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call")
-	cmd.PersistentFlags().StringVarP(&cf.output, "output", "o", "text", "output format: text or json (rules get: also yaml)")
-	cf.tls.register(cmd.PersistentFlags(), false)
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address, host:port")
+	pf.DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call (rebalance apply and shardmap rollback: default 10m)")
+	pf.StringVarP(&cf.output, "output", "o", "text", outputUsage)
+	cf.tls.register(pf, false)
+	var env strings.Builder
+	pf.VisitAll(func(f *pflag.Flag) {
+		fmt.Fprintf(&env, "  %-30s --%s\n", envName(f.Name), f.Name)
+		f.Usage += " [$" + envName(f.Name) + "]"
+	})
+	cmd.Long = cmd.Short + `
+
+Environment: every global flag is also read from a variable, SHARDLIMIT_
+and the flag's name in upper snake case; a flag on the command line
+overrides its variable.
+` + env.String() + `
+Output: -o text (for people), json or yaml. JSON and YAML are stable, for
+scripts: snake_case keys, 64-bit integers as numbers, sorted keys, fixed
+indentation. What 'rules get -o yaml' or '-o json' prints, 'rules apply -f'
+accepts unchanged ('-f -' reads standard input).
+
+Exit codes:
+` + exitCodesHelp()
+	cmd.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
+		if err := cf.applyEnv(c.Flags(), pf); err != nil {
+			return err
+		}
+		return checkOutput(cf.output)
+	}
 	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf), ctlLimitedCmd(&cf), ctlTopCmd(&cf))
 	return cmd
 }
 
-// checkOutput rejects an output format the command does not print.
-func (cf *ctlFlags) checkOutput(formats ...string) error {
-	if len(formats) == 0 {
-		formats = []string{"text", "json"}
-	}
-	for _, f := range formats {
-		if cf.output == f {
-			return nil
+// applyEnv sets each of ctl's global flags (global) that the command line
+// left unset from its environment variable, if that is set and not empty.
+// fs is the running command's flag set, which holds the global flags too.
+func (cf *ctlFlags) applyEnv(fs, global *pflag.FlagSet) error {
+	var errs []string
+	global.VisitAll(func(g *pflag.Flag) {
+		f := fs.Lookup(g.Name)
+		if f == nil {
+			return
 		}
+		if f.Changed {
+			cf.changed[f.Name] = true
+			return
+		}
+		v := os.Getenv(envName(f.Name))
+		if v == "" {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q (--%s): %v", envName(f.Name), v, f.Name, err))
+			return
+		}
+		cf.fromEnv[f.Name] = true
+	})
+	if len(errs) > 0 {
+		return usageErrorf("%s", strings.Join(errs, "; "))
 	}
-	return fmt.Errorf("output: %q is not one of %s", cf.output, strings.Join(formats, ", "))
+	return nil
 }
 
-// dial connects to the router after checking the output format (text or
-// json).
-func (cf *ctlFlags) dial() (*grpc.ClientConn, error) { return cf.dialAny("text", "json") }
-
-func (cf *ctlFlags) dialAny(formats ...string) (*grpc.ClientConn, error) {
-	if err := cf.checkOutput(formats...); err != nil {
-		return nil, err
+// source names a global flag, its variable and where its value came from,
+// for error messages: "--router/SHARDLIMIT_ROUTER x:1 (the default)".
+func (cf *ctlFlags) source(flag, value string) string {
+	from := "the default"
+	switch {
+	case cf.fromEnv[flag]:
+		from = "from " + envName(flag)
+	case cf.changed[flag]:
+		from = "from the command line"
 	}
-	cfg, err := cf.tls.client()
-	if err != nil {
-		return nil, err
-	}
-	return grpc.NewClient(cf.router, rpc.DialCreds(cfg))
-}
-
-// printJSON prints a proto message with protojson, anything else with
-// encoding/json, indented.
-func printJSON(w io.Writer, v any) error {
-	if m, ok := v.(proto.Message); ok {
-		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, string(b))
-		return err
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return fmt.Sprintf("--%s/%s %s (%s)", flag, envName(flag), value, from)
 }
 
 func ctlCheckCmd(cf *ctlFlags) *cobra.Command {
@@ -87,22 +121,26 @@ func ctlCheckCmd(cf *ctlFlags) *cobra.Command {
 	var hits int64
 	cmd := &cobra.Command{
 		Use:   "check",
-		Short: "Ask whether a user may call a service's endpoint now (consumes --hits).",
+		Short: fmt.Sprintf("Ask whether a user may call a service's endpoint now (consumes --hits); exits %d when denied.", exitDenied),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Hits = &hits
-			conn, err := cf.dial()
+			var resp *shardlimitv1.CheckResponse
+			err := cf.call(cmd, cf.timeout, func(ctx context.Context, conn *grpc.ClientConn) (err error) {
+				resp, err = shardlimitv1.NewRateLimiterClient(conn).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{&c}})
+				return err
+			})
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			resp, err := shardlimitv1.NewRateLimiterClient(conn).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{&c}})
-			if err != nil {
+			d := resp.Decisions[0]
+			if err := printDecision(cmd.OutOrStdout(), cf.output, &c, d); err != nil {
 				return err
 			}
-			return printDecision(cmd.OutOrStdout(), cf.output, &c, resp.Decisions[0])
+			if !d.Allowed {
+				return withCode(exitDenied, nil)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -119,36 +157,30 @@ func ctlCheckCmd(cf *ctlFlags) *cobra.Command {
 }
 
 func printDecision(w io.Writer, format string, c *shardlimitv1.Check, d *shardlimitv1.Decision) error {
-	if format == "json" {
-		b, err := protojson.Marshal(d)
-		if err != nil {
-			return err
+	// The API key is a credential: never printed.
+	view := map[string]any{"service": c.Service, "endpoint": c.Endpoint, "user": c.User, "ip": c.Ip, "hits": c.GetHits(), "decision": d}
+	return printOutput(w, format, view, func() error {
+		verdict := "DENIED "
+		if d.Allowed {
+			verdict = "ALLOWED"
 		}
-		out := map[string]any{"service": c.Service, "endpoint": c.Endpoint, "user": c.User, "hits": c.GetHits(), "decision": json.RawMessage(b)}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	verdict := "DENIED "
-	if d.Allowed {
-		verdict = "ALLOWED"
-	}
-	line := fmt.Sprintf("%s  %s %s user=%s hits=%d", verdict, c.Service, c.Endpoint, c.User, c.GetHits())
-	switch {
-	case d.FailurePolicy:
-		line += fmt.Sprintf("  rule=%s  by failure policy: the owner shard did not answer", d.Rule)
-	case d.Rule == "":
-		line += "  no rule applies"
-	default:
-		line += fmt.Sprintf("  rule=%s limit=%d remaining=%d reset_after=%v", d.Rule, d.Limit, d.Remaining, d.ResetAfter.AsDuration().Round(time.Millisecond))
+		line := fmt.Sprintf("%s  %s %s user=%s hits=%d", verdict, c.Service, c.Endpoint, c.User, c.GetHits())
 		switch {
-		case d.Allowed:
-		case d.RetryAfter.AsDuration() > 100*365*24*time.Hour:
-			line += " retry_after=never (the hits exceed what the rule can ever allow)"
+		case d.FailurePolicy:
+			line += fmt.Sprintf("  rule=%s  by failure policy: the owner shard did not answer", d.Rule)
+		case d.Rule == "":
+			line += "  no rule applies"
 		default:
-			line += fmt.Sprintf(" retry_after=%v", d.RetryAfter.AsDuration().Round(time.Millisecond))
+			line += fmt.Sprintf("  rule=%s limit=%d remaining=%d reset_after=%v", d.Rule, d.Limit, d.Remaining, d.ResetAfter.AsDuration().Round(time.Millisecond))
+			switch {
+			case d.Allowed:
+			case d.RetryAfter.AsDuration() > 100*365*24*time.Hour:
+				line += " retry_after=never (the hits exceed what the rule can ever allow)"
+			default:
+				line += fmt.Sprintf(" retry_after=%v", d.RetryAfter.AsDuration().Round(time.Millisecond))
+			}
 		}
-	}
-	_, err := fmt.Fprintln(w, line)
-	return err
+		_, err := fmt.Fprintln(w, line)
+		return err
+	})
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
@@ -35,11 +37,10 @@ func ctlLimitedCmd(cf *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if cf.output == "json" {
-					return printJSON(cmd.OutOrStdout(), resp)
-				}
-				printEpisodes(cmd.OutOrStdout(), resp, now)
-				return nil
+				return printOutput(cmd.OutOrStdout(), cf.output, resp, func() error {
+					printEpisodes(cmd.OutOrStdout(), resp, now)
+					return nil
+				})
 			})
 		},
 	}
@@ -79,29 +80,42 @@ func ctlTopCmd(cf *ctlFlags) *cobra.Command {
 	var keys int
 	cmd := &cobra.Command{
 		Use:   "top",
-		Short: "The hottest shards and keys, refreshing (--once prints one snapshot).",
-		Args:  cobra.NoArgs,
+		Short: "The hottest shards and keys, refreshing (--once, -o json and -o yaml print one snapshot).",
+		Long: `The hottest shards and keys, refreshing every --every.
+
+On a terminal each snapshot replaces the last; when standard output is not
+a terminal (a pipe, a file) no escape codes are written and the snapshots
+follow each other, separated by a blank line. --once, -o json and -o yaml
+print one snapshot.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if every < 100*time.Millisecond {
-				return fmt.Errorf("every: %v is under the minimum of 100ms", every)
+				return usageErrorf("--every: %v is under the minimum of 100ms", every)
 			}
-			if cf.output == "json" {
+			if keys < 0 {
+				return usageErrorf("--keys: %d is negative", keys)
+			}
+			if cf.output != "text" {
 				once = true
 			}
-			for {
+			w := cmd.OutOrStdout()
+			tty := isTerminal(w)
+			for n := 0; ; n++ {
 				err := cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) error {
 					resp, err := c.ListMembers(ctx, &shardlimitv1.ListMembersRequest{})
 					if err != nil {
 						return err
 					}
-					if cf.output == "json" {
-						return printJSON(cmd.OutOrStdout(), resp)
-					}
-					if !once {
-						fmt.Fprint(cmd.OutOrStdout(), "\x1b[H\x1b[2J") // clear the terminal
-					}
-					printTop(cmd.OutOrStdout(), resp, keys)
-					return nil
+					return printOutput(w, cf.output, resp, func() error {
+						switch {
+						case tty && !once:
+							fmt.Fprint(w, "\x1b[H\x1b[2J") // clear the terminal
+						case n > 0:
+							fmt.Fprintln(w)
+						}
+						printTop(w, resp, keys)
+						return nil
+					})
 				})
 				if err != nil || once {
 					return err
@@ -119,6 +133,13 @@ func ctlTopCmd(cf *ctlFlags) *cobra.Command {
 	f.BoolVar(&once, "once", false, "print one snapshot and exit")
 	f.IntVar(&keys, "keys", 10, "hottest keys to show")
 	return cmd
+}
+
+// isTerminal reports whether w is a terminal, where escape codes may be
+// written.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func printTop(w io.Writer, resp *shardlimitv1.ListMembersResponse, keys int) {

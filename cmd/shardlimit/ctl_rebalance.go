@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
@@ -24,11 +27,10 @@ func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if cf.output == "json" {
-					return printJSON(cmd.OutOrStdout(), p)
-				}
-				printPlan(cmd.OutOrStdout(), p)
-				return nil
+				return printOutput(cmd.OutOrStdout(), cf.output, p, func() error {
+					printPlan(cmd.OutOrStdout(), p)
+					return nil
+				})
 			})
 		},
 	}
@@ -36,18 +38,18 @@ func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
 	apply := &cobra.Command{
 		Use:   "apply [--wait]",
 		Short: "Have the leader run now: move partitions, hand their counters over, publish a new shard map.",
-		Args:  cobra.NoArgs,
+		Long: `Have the leader run now: plan, copy the counters of moved partitions to
+their new owners, publish the new shard map, settle, copy again, drop.
+
+The command waits as long as the run takes (and, with --wait, until the
+router routes by the new map), up to --timeout: 10m unless given. If the
+deadline passes first, it says what the leader's run records show.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) error {
-				resp, err := c.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "ctl"}, Wait: wait})
-				if err != nil {
-					return err
-				}
-				return printRun(cmd.OutOrStdout(), cf.output, resp.Run)
-			})
+			return cf.run(cmd, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "ctl"}, Wait: wait})
 		},
 	}
-	apply.Flags().BoolVar(&wait, "wait", false, "wait until the router routes by the new shard map")
+	apply.Flags().BoolVar(&wait, "wait", false, "also wait until the router routes by the new shard map")
 	var limit uint32
 	runs := &cobra.Command{
 		Use:   "runs",
@@ -59,16 +61,15 @@ func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if cf.output == "json" {
-					return printJSON(cmd.OutOrStdout(), resp)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "STARTED\tTRIGGER\tLEADER\tOUTCOME\tMOVES\tMAX/MEAN\tVERSION\tKEYS MOVED\tERROR")
-				for _, r := range resp.Runs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f → %.2f\t%d\t%d\t%s\n", time.Unix(0, r.StartedUnixNs).Format(time.DateTime),
-						r.Trigger, r.Leader, r.Outcome, len(r.Moves), r.RatioBefore, r.RatioAfter, r.MapVersion, r.KeysMoved, r.Error)
-				}
-				return tw.Flush()
+				return printOutput(cmd.OutOrStdout(), cf.output, resp, func() error {
+					tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "STARTED\tTRIGGER\tLEADER\tOUTCOME\tMOVES\tMAX/MEAN\tVERSION\tKEYS MOVED\tERROR")
+					for _, r := range resp.Runs {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f → %.2f\t%d\t%d\t%s\n", time.Unix(0, r.StartedUnixNs).Format(time.DateTime),
+							r.Trigger, r.Leader, r.Outcome, len(r.Moves), r.RatioBefore, r.RatioAfter, r.MapVersion, r.KeysMoved, r.Error)
+					}
+					return tw.Flush()
+				})
 			})
 		},
 	}
@@ -89,39 +90,32 @@ func ctlShardMapCmd(cf *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if cf.output == "json" {
-					return printJSON(cmd.OutOrStdout(), resp)
-				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "VERSION\tWRITTEN\tBY\tPINNED\tMOVES\tREASON")
-				for _, v := range resp.Versions {
-					mark := ""
-					if v.Version == resp.InForce {
-						mark = " *"
+				return printOutput(cmd.OutOrStdout(), cf.output, resp, func() error {
+					tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "VERSION\tWRITTEN\tBY\tPINNED\tMOVES\tREASON")
+					for _, v := range resp.Versions {
+						mark := ""
+						if v.Version == resp.InForce {
+							mark = " *"
+						}
+						fmt.Fprintf(tw, "%d%s\t%s\t%s\t%d\t%d\t%s\n", v.Version, mark, time.Unix(0, v.WrittenUnixNs).Format(time.DateTime), v.WrittenBy, v.Pinned, len(v.Moves), v.Reason)
 					}
-					fmt.Fprintf(tw, "%d%s\t%s\t%s\t%d\t%d\t%s\n", v.Version, mark, time.Unix(0, v.WrittenUnixNs).Format(time.DateTime), v.WrittenBy, v.Pinned, len(v.Moves), v.Reason)
-				}
-				fmt.Fprintln(tw, "(* in force at this router)")
-				return tw.Flush()
+					fmt.Fprintln(tw, "(* in force at this router)")
+					return tw.Flush()
+				})
 			})
 		},
 	}
 	var to int64
 	rollback := &cobra.Command{
 		Use:   "rollback --to VERSION",
-		Short: "Publish a kept version's pins again, handing counters over like a run.",
+		Short: "Publish a kept version's pins again, handing counters over like a run (waits up to --timeout, 10m unless given).",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to < 1 {
-				return fmt.Errorf("to: %d is not a version (1 or more)", to)
+				return usageErrorf("--to: %d is not a version (1 or more)", to)
 			}
-			return cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) error {
-				resp, err := c.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "ctl rollback", RollbackTo: to}, Wait: true})
-				if err != nil {
-					return err
-				}
-				return printRun(cmd.OutOrStdout(), cf.output, resp.Run)
-			})
+			return cf.run(cmd, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "ctl rollback", RollbackTo: to}, Wait: true})
 		},
 	}
 	rollback.Flags().Int64Var(&to, "to", 0, "version to roll back to (required)")
@@ -130,16 +124,60 @@ func ctlShardMapCmd(cf *ctlFlags) *cobra.Command {
 	return cmd
 }
 
-// admin dials the router's Admin API and runs f with the call timeout.
-func (cf *ctlFlags) admin(cmd *cobra.Command, f func(context.Context, shardlimitv1.AdminClient) error) error {
-	conn, err := cf.dial()
-	if err != nil {
+// runTimeout bounds a command that waits for a rebalance run: --timeout
+// (or SHARDLIMIT_TIMEOUT) when given, else 10 minutes, since a run copies
+// counters and settles before it answers.
+func (cf *ctlFlags) runTimeout(cmd *cobra.Command) time.Duration {
+	if cmd.Flags().Changed("timeout") {
+		return cf.timeout
+	}
+	return 10 * time.Minute
+}
+
+// run has the leader run and waits for the answer as long as the run
+// takes, up to runTimeout. When the deadline passes first, the error says
+// what the run records show of the run.
+func (cf *ctlFlags) run(cmd *cobra.Command, req *shardlimitv1.RebalanceRunRequest) error {
+	timeout := cf.runTimeout(cmd)
+	started := time.Now()
+	var resp *shardlimitv1.RunResponse
+	err := cf.call(cmd, timeout, func(ctx context.Context, conn *grpc.ClientConn) (err error) {
+		resp, err = shardlimitv1.NewAdminClient(conn).RebalanceRun(ctx, req)
+		return err
+	})
+	if err == nil {
+		return printRun(cmd.OutOrStdout(), cf.output, resp.Run)
+	}
+	if status.Code(err) != codes.DeadlineExceeded || cmd.Context().Err() != nil {
 		return err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-	defer cancel()
-	return f(ctx, shardlimitv1.NewAdminClient(conn))
+	return withCode(exitTimeout, fmt.Errorf("no answer within %v (--timeout): %s", timeout, cf.runAfter(cmd, req.Run.Trigger, started)))
+}
+
+// runAfter says what the newest run record of a trigger since started shows.
+func (cf *ctlFlags) runAfter(cmd *cobra.Command, trigger string, started time.Time) string {
+	var resp *shardlimitv1.RebalanceRunsResponse
+	err := cf.call(cmd, 5*time.Second, func(ctx context.Context, conn *grpc.ClientConn) (err error) {
+		resp, err = shardlimitv1.NewAdminClient(conn).RebalanceRuns(ctx, &shardlimitv1.RebalanceRunsRequest{Limit: 10})
+		return err
+	})
+	if err != nil {
+		return fmt.Sprintf("the run records cannot be read either (%v); see `shardlimit ctl rebalance runs` later", err)
+	}
+	for _, r := range resp.Runs { // newest first
+		if r.Trigger != trigger || r.StartedUnixNs < started.Add(-time.Second).UnixNano() {
+			continue
+		}
+		what := fmt.Sprintf("the run the leader %s started at %s ended %s", r.Leader, time.Unix(0, r.StartedUnixNs).Format(time.TimeOnly), r.Outcome)
+		if r.MapVersion > 0 {
+			what += fmt.Sprintf(", published shard map version %d (this router may not route by it yet)", r.MapVersion)
+		}
+		if r.Error != "" {
+			what += ": " + r.Error
+		}
+		return what
+	}
+	return "no run record since the call: the leader's run was still going (the call's end may have cancelled it) or never started; see `shardlimit ctl rebalance runs`"
 }
 
 func printPlan(w io.Writer, p *shardlimitv1.PlanResponse) {
@@ -162,8 +200,8 @@ func printPlan(w io.Writer, p *shardlimitv1.PlanResponse) {
 }
 
 func printRun(w io.Writer, format string, r *shardlimitv1.RunRecord) error {
-	if format == "json" {
-		return printJSON(w, r)
+	if format != "text" {
+		return printOutput(w, format, r, nil)
 	}
 	fmt.Fprintf(w, "%s by %s: %d moves, max/mean %.2f → %.2f, %d counter keys handed over", r.Outcome, r.Leader, len(r.Moves), r.RatioBefore, r.RatioAfter, r.KeysMoved)
 	if r.MapVersion > 0 {

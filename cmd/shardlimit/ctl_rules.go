@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -21,11 +22,59 @@ func ctlRulesCmd(cf *ctlFlags) *cobra.Command {
 	return cmd
 }
 
+// readRulesFile reads a rules file, YAML or JSON, from path or, for "-",
+// standard input.
 func readRulesFile(path string) ([]byte, error) {
+	var b []byte
+	var err error
 	if path == "-" {
-		return io.ReadAll(os.Stdin)
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(path)
 	}
-	return os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return yamlSafeJSON(b), nil
+}
+
+// yamlSafeJSON rewrites the strings of a JSON document so that the YAML
+// parser reads them as JSON does, and returns anything that is not JSON
+// unchanged. YAML is a superset of JSON except for two string escapes: "\/"
+// and UTF-16 surrogate pairs ("\ud83d\ude00"), which YAML rejects. Each
+// string is decoded and encoded again by encoding/json, which writes
+// neither; nothing else changes, so errors keep their lines.
+func yamlSafeJSON(b []byte) []byte {
+	if !json.Valid(b) || !bytes.Contains(b, []byte(`\`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			out = append(out, b[i])
+			continue
+		}
+		end := i + 1
+		for b[end] != '"' {
+			if b[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		var s string
+		if err := json.Unmarshal(b[i:end+1], &s); err != nil {
+			return b
+		}
+		var enc bytes.Buffer
+		e := json.NewEncoder(&enc)
+		e.SetEscapeHTML(false)
+		if err := e.Encode(s); err != nil {
+			return b
+		}
+		out = append(out, bytes.TrimSuffix(enc.Bytes(), []byte("\n"))...)
+		i = end
+	}
+	return out
 }
 
 func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
@@ -35,9 +84,6 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 		Short: "Check rules files locally, reporting every error with file, line and field.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cf.checkOutput(); err != nil {
-				return err
-			}
 			var errs []string
 			total := 0
 			for _, f := range files {
@@ -55,11 +101,12 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 			if len(errs) > 0 {
 				return fmt.Errorf("invalid rules:\n%s", strings.Join(errs, "\n"))
 			}
-			if cf.output == "json" {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"valid": true, "files": len(files), "rules": total})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d rules in %d files are valid\n", total, len(files))
-			return nil
+			w := cmd.OutOrStdout()
+			view := map[string]any{"valid": true, "files": len(files), "rules": total}
+			return printOutput(w, cf.output, view, func() error {
+				_, err := fmt.Fprintf(w, "%d rules in %d files are valid\n", total, len(files))
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "rules file (- for standard input); repeatable")
@@ -72,9 +119,9 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 	var file string
 	var dryRun, prune bool
-	use, short := "apply -f FILE", "Store every rule of a file, all or nothing; --dry-run shows the changes only."
+	use, short := "apply -f FILE", "Store every rule of a YAML (or JSON) file, all or nothing; --dry-run shows the changes only."
 	if diff {
-		use, short = "diff -f FILE", "Show how the stored rules differ from a file, changing nothing."
+		use, short = "diff -f FILE", fmt.Sprintf("Show how the stored rules differ from a file, changing nothing; exits %d when they differ, %d when not.", exitChanges, exitOK)
 	}
 	cmd := &cobra.Command{
 		Use:   use,
@@ -96,7 +143,13 @@ func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printChanges(cmd.OutOrStdout(), cf.output, resp)
+			if err := printChanges(cmd.OutOrStdout(), cf.output, resp); err != nil {
+				return err
+			}
+			if diff && len(resp.Changes) > 0 {
+				return withCode(exitChanges, nil)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -110,29 +163,28 @@ func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 }
 
 func printChanges(w io.Writer, format string, resp *shardlimitv1.ApplyRulesResponse) error {
-	if format == "json" {
-		return printJSON(w, resp)
-	}
-	if len(resp.Changes) == 0 {
-		_, err := fmt.Fprintln(w, "no changes")
-		return err
-	}
-	for _, c := range resp.Changes {
-		switch c.Op {
-		case shardlimitv1.RuleChange_OP_ADD:
-			fmt.Fprintf(w, "+ %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  + ", c.After))
-		case shardlimitv1.RuleChange_OP_DELETE:
-			fmt.Fprintf(w, "- %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  - ", c.Before))
-		default:
-			fmt.Fprintf(w, "~ %s/%s\n%s", c.Service, c.Name, lineDiff(c.Before, c.After))
+	return printOutput(w, format, resp, func() error {
+		if len(resp.Changes) == 0 {
+			_, err := fmt.Fprintln(w, "no changes")
+			return err
 		}
-	}
-	verb := "would change"
-	if resp.Applied {
-		verb = fmt.Sprintf("applied at revision %d:", resp.Revision)
-	}
-	_, err := fmt.Fprintf(w, "%s %d rules\n", verb, len(resp.Changes))
-	return err
+		for _, c := range resp.Changes {
+			switch c.Op {
+			case shardlimitv1.RuleChange_OP_ADD:
+				fmt.Fprintf(w, "+ %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  + ", c.After))
+			case shardlimitv1.RuleChange_OP_DELETE:
+				fmt.Fprintf(w, "- %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  - ", c.Before))
+			default:
+				fmt.Fprintf(w, "~ %s/%s\n%s", c.Service, c.Name, lineDiff(c.Before, c.After))
+			}
+		}
+		verb := "would change"
+		if resp.Applied {
+			verb = fmt.Sprintf("applied at revision %d:", resp.Revision)
+		}
+		_, err := fmt.Fprintf(w, "%s %d rules\n", verb, len(resp.Changes))
+		return err
+	})
 }
 
 func prefixLinesWith(p, s string) string {
@@ -174,32 +226,35 @@ func ctlRulesGetCmd(cf *ctlFlags) *cobra.Command {
 	var service string
 	cmd := &cobra.Command{
 		Use:   "get [--service S]",
-		Short: "Print the stored rules as a rules file (-o yaml round-trips through apply).",
+		Short: "Print the stored rules as a rules file; what -o yaml (the default) or -o json prints, rules apply -f accepts.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conn, err := cf.dialAny("text", "json", "yaml")
-			if err != nil {
+			var resp *shardlimitv1.GetRulesResponse
+			err := cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
+				resp, err = c.GetRules(ctx, &shardlimitv1.GetRulesRequest{Service: service})
 				return err
-			}
-			defer conn.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-			defer cancel()
-			resp, err := shardlimitv1.NewAdminClient(conn).GetRules(ctx, &shardlimitv1.GetRulesRequest{Service: service})
+			})
 			if err != nil {
 				return err
 			}
 			for _, k := range resp.Invalid {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s holds an invalid rule; routers ignore it\n", k)
 			}
-			if cf.output == "json" {
-				var f rules.File
-				if err := yaml.Unmarshal(resp.Yaml, &f); err != nil {
-					return err
-				}
-				return printJSON(cmd.OutOrStdout(), f)
+			if cf.output != "json" {
+				// text and yaml: the rules file as the router wrote it.
+				_, err = cmd.OutOrStdout().Write(resp.Yaml)
+				return err
 			}
-			_, err = cmd.OutOrStdout().Write(resp.Yaml)
-			return err
+			var f rules.File
+			if err := yaml.Unmarshal(resp.Yaml, &f); err != nil {
+				return err
+			}
+			if f.Rules == nil {
+				f.Rules = []rules.Rule{} // "rules": [], which apply accepts; null it would not
+			}
+			// The key of a rules file, as YAML names it (rules.File has no
+			// json tag).
+			return printOutput(cmd.OutOrStdout(), cf.output, map[string]any{"rules": f.Rules}, nil)
 		},
 	}
 	cmd.Flags().StringVar(&service, "service", "", "only this service's rules")
@@ -221,14 +276,14 @@ func ctlRulesDeleteCmd(cf *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if cf.output == "json" {
-				return printJSON(cmd.OutOrStdout(), resp)
-			}
 			if !resp.Existed {
 				return fmt.Errorf("no rule %s/%s is stored", service, name)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted %s/%s\n", service, name)
-			return err
+			w := cmd.OutOrStdout()
+			return printOutput(w, cf.output, map[string]any{"service": service, "name": name, "deleted": true}, func() error {
+				_, err := fmt.Fprintf(w, "deleted %s/%s\n", service, name)
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&service, "service", "", "service (required)")

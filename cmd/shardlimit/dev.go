@@ -250,8 +250,10 @@ func (c *child) exited() bool {
 	}
 }
 
+// startChild starts a component, with dev's own --log-format and
+// --log-level.
 func startChild(out io.Writer, name, exe string, args ...string) (*child, error) {
-	cmd := exec.Command(exe, args...)
+	cmd := exec.Command(exe, append(args, "--log-format", logFormat, "--log-level", logLevel)...)
 	// Own process group: Ctrl-C reaches dev only, which stops the children in
 	// order; and they die with dev if dev is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,13 +17,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// buildBinary builds the real shardlimit binary once per test run.
+// testVersion is stamped into the test binary as the Makefile stamps `git
+// describe`.
+const testVersion = "v0.0.0-devtest"
+
+// buildBinary builds the real shardlimit binary once per test run, with
+// the version stamped as the Makefile's build target does.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "shardlimit")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion+" -X main.revision=0123456789abcdef", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -62,6 +71,69 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ran is what a run of the binary printed and its exit code.
+type ran struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs the binary with args, stdin and extra environment variables,
+// and waits for it to exit.
+func run(t *testing.T, bin, stdin string, env []string, args ...string) ran {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	// No SHARDLIMIT_ variable of the test's environment applies.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envPrefix) {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := ran{stdout: stdout.String(), stderr: stderr.String()}
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("%v: %v", args, err)
+		}
+		r.code = ee.ExitCode()
+	}
+	return r
+}
+
+// The version is printed by `version` and `--version`, as JSON and YAML
+// too, from what the build stamped.
+func TestVersion(t *testing.T) {
+	bin := buildBinary(t)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := run(t, bin, "", nil, args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "shardlimit "+testVersion+"\n") ||
+			!strings.Contains(r.stdout, "commit: 0123456789abcdef") || !strings.Contains(r.stdout, "go:     go1.") {
+			t.Errorf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, format := range []string{"json", "yaml"} {
+		r := run(t, bin, "", nil, "version", "-o", format)
+		var v map[string]any
+		var err error
+		if format == "json" {
+			err = json.Unmarshal([]byte(r.stdout), &v)
+		} else {
+			err = yaml.Unmarshal([]byte(r.stdout), &v)
+		}
+		if err != nil || v["version"] != testVersion || v["revision"] != "0123456789abcdef" || v["modified"] != false ||
+			!strings.HasPrefix(fmt.Sprint(v["go_version"]), "go1.") {
+			t.Errorf("version -o %s: %v, %v\n%s", format, v, err, r.stderr)
+		}
+	}
+	if r := run(t, bin, "", nil, "version", "-o", "xml"); r.code != exitUsage || !strings.Contains(r.stderr, "--output") {
+		t.Errorf("version -o xml: exit %d, %s", r.code, r.stderr)
+	}
 }
 
 func freeAddr(t *testing.T) string {
@@ -133,16 +205,28 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 	}()
 
-	ctlAny := func(args ...string) string {
+	// ctl finds the router through SHARDLIMIT_ROUTER, as a user's shell
+	// would set it once.
+	routerEnv := []string{"SHARDLIMIT_ROUTER=" + routerAddr}
+	ctlStdin := func(stdin string, wantCode int, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"ctl", "--router", routerAddr}, args...)...)
-		b, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("ctl %v: %v\n%s", args, err, b)
+		r := run(t, bin, stdin, routerEnv, append([]string{"ctl"}, args...)...)
+		if r.code != wantCode {
+			t.Fatalf("ctl %v: exit %d, want %d\n%s%s", args, r.code, wantCode, r.stdout, r.stderr)
 		}
-		return string(b)
+		return r.stdout
 	}
-	ctl := func(args ...string) string { t.Helper(); return ctlAny(append([]string{"check"}, args...)...) }
+	ctlAny := func(args ...string) string { t.Helper(); return ctlStdin("", 0, args...) }
+	// ctl check exits 0 when allowed and exitDenied when denied; either
+	// way it prints the decision.
+	ctl := func(args ...string) string {
+		t.Helper()
+		r := run(t, bin, "", routerEnv, append([]string{"ctl", "check"}, args...)...)
+		if allowed := strings.HasPrefix(r.stdout, "ALLOWED"); (allowed && r.code != 0) || (!allowed && r.code != exitDenied) {
+			t.Fatalf("ctl check %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
 	for i := 1; i <= 10; i++ {
 		if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "ALLOWED") {
 			t.Fatalf("check %d: %s", i, got)
@@ -152,6 +236,64 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		t.Fatalf("11th check: %s", got)
 	}
 
+	// --router overrides SHARDLIMIT_ROUTER; an address that is not a
+	// router's says so, naming both.
+	if r := run(t, bin, "", []string{"SHARDLIMIT_ROUTER=" + freeAddr(t)}, "ctl", "--router", routerAddr, "members"); r.code != 0 {
+		t.Fatalf("--router did not override SHARDLIMIT_ROUTER: exit %d\n%s", r.code, r.stderr)
+	}
+	metricsHostPort := strings.TrimSuffix(strings.TrimPrefix(metrics["router"], "http://"), "/metrics")
+	for _, r := range []ran{
+		run(t, bin, "", nil, "ctl", "--router", metricsHostPort, "members"),
+		run(t, bin, "", []string{"SHARDLIMIT_ROUTER=" + metricsHostPort}, "ctl", "members"),
+	} {
+		if r.code != exitUnavailable || !strings.Contains(r.stderr, "--router") || !strings.Contains(r.stderr, "SHARDLIMIT_ROUTER") || !strings.Contains(r.stderr, "HTTP/1") {
+			t.Errorf("ctl members at the metrics port: exit %d, want %d and an error naming --router, SHARDLIMIT_ROUTER and HTTP/1:\n%s", r.code, exitUnavailable, r.stderr)
+		}
+	}
+
+	// -o yaml: snake_case keys, numbers as numbers, the version of the
+	// binary in every member record.
+	var members struct {
+		Members []struct {
+			ID            string `yaml:"id"`
+			Version       string `yaml:"version"`
+			StartedUnixNs int64  `yaml:"started_unix_ns"`
+		} `yaml:"members"`
+	}
+	if out := ctlAny("members", "-o", "yaml"); yaml.Unmarshal([]byte(out), &members) != nil || len(members.Members) != 3 {
+		t.Fatalf("ctl members -o yaml:\n%s", out)
+	}
+	for _, m := range members.Members {
+		if m.Version != testVersion || m.StartedUnixNs <= 0 {
+			t.Errorf("member %+v: want version %s and a start time", m, testVersion)
+		}
+	}
+
+	// What rules get prints, rules apply -f - accepts unchanged; rules diff
+	// exits 1 when the file differs from the stored rules, 0 when not.
+	for _, format := range []string{"json", "yaml"} {
+		got := ctlAny("rules", "get", "-o", format)
+		if out := ctlStdin(got, 0, "rules", "apply", "-f", "-"); !strings.Contains(out, "no changes") {
+			t.Errorf("rules get -o %s | rules apply -f -:\n%s", format, out)
+		}
+		if out := ctlStdin(got, 0, "rules", "diff", "-f", "-"); !strings.Contains(out, "no changes") {
+			t.Errorf("rules diff of what rules get -o %s printed:\n%s", format, out)
+		}
+		changed := regexp.MustCompile(`(limit"?: )10\b`).ReplaceAllString(got, "${1}11")
+		if changed == got {
+			t.Fatalf("rules get -o %s has no limit of 10:\n%s", format, got)
+		}
+		if out := ctlStdin(changed, exitChanges, "rules", "diff", "-f", "-"); !strings.Contains(out, "+ limit: 11") {
+			t.Errorf("rules diff of a changed limit:\n%s", out)
+		}
+	}
+
+	// ctl top writes no escape codes into a pipe, once or refreshing.
+	if out := ctlAny("top", "--once"); strings.Contains(out, "\x1b") || !strings.Contains(out, "SHARD") {
+		t.Errorf("ctl top --once into a pipe:\n%q", out)
+	}
+	topNoEscapes(t, bin, routerEnv)
+
 	// On-call sees the limited user, each shard's setup time, and metrics.
 	if got := ctlAny("limited", "--service", "shop"); !strings.Contains(got, "alice") || !strings.Contains(got, "checkout-per-user") {
 		t.Fatalf("ctl limited:\n%s", got)
@@ -159,7 +301,15 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	if got := ctlAny("members"); strings.Count(got, "shard-") != 3 || !strings.Contains(got, "SETUP") {
 		t.Fatalf("ctl members:\n%s", got)
 	}
+	if got := ctlAny("members"); !strings.Contains(got, "VERSION") || strings.Count(got, testVersion) != 3 {
+		t.Fatalf("ctl members shows no version:\n%s", got)
+	}
+	buildInfo := `shardlimit_build_info{goversion="go`
 	for _, probe := range []struct{ url, want string }{
+		{metrics["shard-1"], buildInfo},
+		{metrics["router"], buildInfo},
+		{metrics["rebalance"], buildInfo},
+		{metrics["shard-1"], `version="` + testVersion + `"} 1`},
 		{metrics["shard-1"], "shardlimit_shard_setup_seconds"},
 		{metrics["router"], "shardlimit_router_decisions_total"},
 		{metrics["rebalance"], "shardlimit_rebalance_leader 1"},
@@ -208,6 +358,44 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
 			t.Errorf("%s (pid %d) still running after dev stopped", name, pid)
 		}
+	}
+}
+
+// topNoEscapes runs a refreshing ctl top into a pipe until it printed two
+// snapshots, and expects no escape code in them.
+func topNoEscapes(t *testing.T, bin string, env []string) {
+	t.Helper()
+	cmd := exec.Command(bin, "ctl", "top", "--every", "100ms")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		sc := bufio.NewScanner(out)
+		for n := 0; sc.Scan(); {
+			b.WriteString(sc.Text() + "\n")
+			if strings.HasPrefix(strings.TrimLeft(sc.Text(), "\x1b[H2J"), "shardlimit top") {
+				if n++; n == 3 { // two whole snapshots printed
+					break
+				}
+			}
+		}
+		got <- b.String()
+	}()
+	select {
+	case s := <-got:
+		if strings.Contains(s, "\x1b") || strings.Count(s, "shardlimit top") < 2 {
+			t.Errorf("ctl top into a pipe:\n%q", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ctl top printed no two snapshots within 30s")
 	}
 }
 

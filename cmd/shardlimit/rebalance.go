@@ -24,7 +24,11 @@ func rebalanceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ops, err := serveOps(metricsListen, j.Registry(), func() error { return nil })
+			err = registerBuildInfo(j.Registry())
+			var ops *opsServer
+			if err == nil {
+				ops, err = serveOps(metricsListen, j.Registry(), func() error { return nil })
+			}
 			if err != nil {
 				j.Stop()
 				return err

@@ -29,7 +29,11 @@ func routerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ops, err := serveOps(metricsListen, r.Registry(), r.Ready)
+			err = registerBuildInfo(r.Registry())
+			var ops *opsServer
+			if err == nil {
+				ops, err = serveOps(metricsListen, r.Registry(), r.Ready)
+			}
 			if err != nil {
 				r.Stop(context.Background())
 				return err

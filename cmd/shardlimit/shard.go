@@ -29,6 +29,10 @@ func shardCmd() *cobra.Command {
 			// Serve /metrics before starting, so that a shard stuck
 			// registering is seen (registered 0, setup time growing).
 			o.Started, o.Registry = processStart, prometheus.NewRegistry()
+			shard.Version = build().Version // written into the member record
+			if err := registerBuildInfo(o.Registry); err != nil {
+				return err
+			}
 			var running atomic.Pointer[shard.Server]
 			ops, err := serveOps(metricsListen, o.Registry, func() error {
 				if s := running.Load(); s != nil {

@@ -6,10 +6,11 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // File is the document format of a rules file.
@@ -29,10 +30,12 @@ func ParseFile(path string) ([]Rule, error) {
 // Parse decodes a rules document, normalizes and validates every rule and
 // checks that no two rules of a service share a name.
 // On any problem it returns no rules and an error listing every problem as
-// "file:line: field: message".
+// "file:line: field: message", sorted by line: each at the line of the
+// field it names (the rule's line when the field is missing), and one bad
+// field hides no other problem of its rule.
 func Parse(file string, b []byte) ([]Rule, error) {
-	var errs []error
-	fail := func(line int, err error) { errs = append(errs, fmt.Errorf("%s:%d: %w", file, line, err)) }
+	var errs []lineError
+	fail := func(line int, err error) { errs = append(errs, lineError{line, err}) }
 
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
@@ -63,66 +66,91 @@ func Parse(file string, b []byte) ([]Rule, error) {
 			fail(n.Line, fmt.Errorf("%w: rules: each rule must be a mapping", ErrInvalid))
 			continue
 		}
-		lines := fieldLines(n)
-		bad := false
-		for k := 0; k+1 < len(n.Content); k += 2 {
-			if key := n.Content[k]; !knownFields[key.Value] {
-				fail(key.Line, fmt.Errorf("%w: %s: unknown field", ErrInvalid, key.Value))
-				bad = true
-			}
-		}
-		var r Rule
-		if err := n.Decode(&r); err != nil {
-			failDecode(fail, n.Line, err)
-			continue
-		}
+		r, lines, undecoded := decodeRule(n, fail)
 		r.normalize()
 		for _, err := range r.Validate() {
-			fail(lineOf(err, lines, n.Line), err)
+			// A field that could not be decoded was reported as such; its
+			// zero value says nothing more.
+			if f := fieldOf(err); !undecoded[f] {
+				fail(lineOf(f, lines, n.Line), err)
+			}
 		}
 		if prev, dup := byName[[2]string{r.Service, r.Name}]; dup {
-			fail(lineOf(nil, lines, n.Line), fmt.Errorf("%w: name: service %q already has a rule named %q at line %d; rules of one service need distinct names", ErrInvalid, r.Service, r.Name, prev))
+			fail(lineOf("name", lines, n.Line), fmt.Errorf("%w: name: service %q already has a rule named %q at line %d; rules of one service need distinct names", ErrInvalid, r.Service, r.Name, prev))
 		}
 		byName[[2]string{r.Service, r.Name}] = n.Line
-		if !bad {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		slices.SortStableFunc(errs, func(a, b lineError) int { return a.line - b.line })
+		joined := make([]error, len(errs))
+		for i, e := range errs {
+			joined[i] = fmt.Errorf("%s:%d: %w", file, e.line, e.err)
+		}
+		return nil, errors.Join(joined...)
 	}
 	return out, nil
 }
 
-// knownFields are the YAML names of Rule's fields.
-var knownFields = func() map[string]bool {
-	m := map[string]bool{}
+// lineError is a problem at a line of the file.
+type lineError struct {
+	line int
+	err  error
+}
+
+// ruleFields maps the YAML name of each of Rule's fields to its index.
+var ruleFields = func() map[string]int {
+	m := map[string]int{}
 	t := reflect.TypeFor[Rule]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		m[name] = true
+		m[name] = i
 	}
 	return m
 }()
 
-// fieldLines maps each field of a rule's mapping to the line of its key.
-func fieldLines(n *yaml.Node) map[string]int {
-	out := map[string]int{}
+// decodeRule decodes a rule's mapping one field at a time, so that a bad
+// value hides no other field: it reports each unknown, repeated or
+// undecodable field at its own line, and returns the line of each field's
+// key and the fields it could not decode.
+func decodeRule(n *yaml.Node, fail func(int, error)) (r Rule, lines map[string]int, undecoded map[string]bool) {
+	lines, undecoded = map[string]int{}, map[string]bool{}
+	v := reflect.ValueOf(&r).Elem()
 	for k := 0; k+1 < len(n.Content); k += 2 {
-		out[n.Content[k].Value] = n.Content[k].Line
+		key, val := n.Content[k], n.Content[k+1]
+		name := key.Value
+		i, known := ruleFields[name]
+		if !known {
+			fail(key.Line, fmt.Errorf("%w: %s: unknown field", ErrInvalid, name))
+			continue
+		}
+		if first, dup := lines[name]; dup {
+			fail(key.Line, fmt.Errorf("%w: %s: given twice (first at line %d)", ErrInvalid, name, first))
+			continue
+		}
+		lines[name] = key.Line
+		field := reflect.New(v.Field(i).Type())
+		if err := val.Decode(field.Interface()); err != nil {
+			undecoded[name] = true
+			failDecode(fail, name, key.Line, err)
+			continue
+		}
+		v.Field(i).Set(field.Elem())
 	}
-	return out
+	return r, lines, undecoded
 }
 
-// lineOf returns the line of the field a validation error names ("field:
-// ..." or "field[i]: ..." after the ErrInvalid prefix), else the rule's.
-func lineOf(err error, lines map[string]int, rule int) int {
-	if err == nil {
-		return rule
-	}
+// fieldOf returns the field a validation error names ("field: ..." or
+// "field[i]: ..." after the ErrInvalid prefix).
+func fieldOf(err error) string {
 	msg := strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ")
 	field, _, _ := strings.Cut(msg, ":")
 	field, _, _ = strings.Cut(field, "[")
+	return field
+}
+
+// lineOf returns the line of a rule's field, else the rule's.
+func lineOf(field string, lines map[string]int, rule int) int {
 	if l, ok := lines[field]; ok {
 		return l
 	}
@@ -131,19 +159,21 @@ func lineOf(err error, lines map[string]int, rule int) int {
 
 var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
 
-// failDecode reports each of yaml's type errors at its own line.
-func failDecode(fail func(int, error), rule int, err error) {
+// failDecode reports a field's decoding error, naming the field: each of
+// yaml's type errors at its own line (an element of a list, say), anything
+// else (a bad duration) at the field's line.
+func failDecode(fail func(int, error), field string, line int, err error) {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		fail(rule, fmt.Errorf("%w: %v", ErrInvalid, err))
+		fail(line, fmt.Errorf("%w: %s: %v", ErrInvalid, field, err))
 		return
 	}
 	for _, e := range te.Errors {
+		l, msg := line, e
 		if m := yamlLine.FindStringSubmatch(e); m != nil {
-			line, _ := strconv.Atoi(m[1])
-			fail(line, fmt.Errorf("%w: %s", ErrInvalid, m[2]))
-			continue
+			l, _ = strconv.Atoi(m[1])
+			msg = m[2]
 		}
-		fail(rule, fmt.Errorf("%w: %s", ErrInvalid, e))
+		fail(l, fmt.Errorf("%w: %s: %s", ErrInvalid, field, msg))
 	}
 }

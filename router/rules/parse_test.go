@@ -189,10 +189,188 @@ func TestParseReportsEveryProblemOfEveryRule(t *testing.T) {
 		"f.yaml:9: invalid rule: limit: out of range: 0",
 		"f.yaml:13: invalid rule: algorithm: unknown algorithm",
 		"f.yaml:15: invalid rule: period: out of range: 0s",
-		"f.yaml:18: invalid rule: cannot unmarshal",
+		"f.yaml:18: invalid rule: limit: cannot unmarshal",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+// Every problem of a rule is reported, each at the line of the field it
+// names (the rule's line for a missing field) and with the field's name,
+// and the errors of a file are sorted by line. Each want line is the prefix
+// of one error line, in order, and there are no others.
+func TestParseErrorsAtTheirFieldsLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      []string
+	}{{
+		name: "issue 15: a bad period hides neither limit nor algorithm",
+		doc: `rules:
+  - service: shop
+    endpoint: /a
+    period: 5
+    limit: 0
+    algorithm: tokenbucket
+`,
+		want: []string{
+			`4: invalid rule: period: "5" is not a duration`,
+			`5: invalid rule: limit: out of range: 0 not in 1..`,
+			`6: invalid rule: algorithm: unknown algorithm: "tokenbucket"`,
+		},
+	}, {
+		name: "fields out of order are sorted by line",
+		doc: `rules:
+  - algorithm: magic
+    failure_policy: maybe
+    limit: -1
+    service: shop
+    period: 0s
+    endpoint: /a
+    key: [cookie]
+`,
+		want: []string{
+			"2: invalid rule: algorithm: unknown algorithm",
+			`3: invalid rule: failure_policy: "maybe" is not allow or deny`,
+			"4: invalid rule: limit: out of range: -1",
+			"6: invalid rule: period: out of range: 0s",
+			`8: invalid rule: key: "cookie" is not one of user, api_key, ip`,
+		},
+	}, {
+		name: "every bound of the shard's parameters, not just the first",
+		doc: `rules:
+  - service: shop
+    endpoint: /a
+    algorithm: leaky_bucket
+    limit: 0
+    period: 400d
+    burst: -3
+    max_delay: 367d
+    soft_percent: 101
+    elastic_percent: 5
+`,
+		want: []string{
+			"2: invalid rule: elastic_load_percent: out of range: 0 not in 1..100",
+			"5: invalid rule: limit: out of range: 0",
+			"6: invalid rule: period: \"400d\" is not a number of days",
+			"7: invalid rule: burst: out of range: -3",
+			"8: invalid rule: max_delay: \"367d\" is not a number of days",
+			"9: invalid rule: soft_percent: out of range: 101",
+		},
+	}, {
+		name: "a missing field at the rule's line; a repeated one at its second line",
+		doc: `rules:
+  - endpoint: /a
+    limit: 1
+    period: 1m
+    limit: 2
+`,
+		want: []string{
+			"2: invalid rule: service: required",
+			"5: invalid rule: limit: given twice (first at line 3)",
+		},
+	}, {
+		name: "type errors inside a list, each at its element's line",
+		doc: `rules:
+  - service: shop
+    endpoint: /a
+    limit: many
+    period: 1m
+    descriptor:
+      - key: a
+      - [b]
+`,
+		want: []string{
+			"4: invalid rule: limit: cannot unmarshal !!str `many` into int64",
+			"8: invalid rule: descriptor: cannot unmarshal !!seq into rules.DescriptorEntry",
+		},
+	}, {
+		name: "errors of several rules and the file, sorted by line",
+		doc: `rules:
+  - {service: a, endpoint: /x, limit: 0, period: 1m}
+  - service: a
+    endpoint: /y
+    limitt: 3
+    limit: 1
+    period: 1m
+  - {service: a, endpoint: /x, limit: 1, period: 1m, burst: -1, algorithm: gcra}
+extra: 1
+`,
+		want: []string{
+			"2: invalid rule: limit: out of range: 0",
+			"5: invalid rule: limitt: unknown field",
+			"8: invalid rule: burst: out of range: -1",
+			`8: invalid rule: name: service "a" already has a rule named "/x" at line 2`,
+			"9: invalid rule: extra: unknown field (want rules)",
+		},
+	}, {
+		name: "a bound that joins fields only once each field is valid",
+		doc: `rules:
+  - service: shop
+    endpoint: /a
+    limit: 1
+    period: 366d
+    burst: 1000000000
+`,
+		want: []string{"6: invalid rule: burst: out of range: refilling 1000000000 at 1 per"},
+	}, {
+		name: "no bound joining fields is reported for a bad limit",
+		doc: `rules:
+  - service: shop
+    endpoint: /a
+    limit: 0
+    period: 366d
+    burst: 1000000000
+`,
+		want: []string{"4: invalid rule: limit: out of range: 0"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Parse("f.yaml", []byte(tc.doc))
+			if err == nil || rs != nil {
+				t.Fatalf("got %d rules and no error", len(rs))
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v is not ErrInvalid", err)
+			}
+			got := strings.Split(err.Error(), "\n")
+			for i := range max(len(got), len(tc.want)) {
+				switch {
+				case i >= len(got):
+					t.Errorf("missing f.yaml:%s", tc.want[i])
+				case i >= len(tc.want):
+					t.Errorf("unexpected %s", got[i])
+				case !strings.HasPrefix(got[i], "f.yaml:"+tc.want[i]):
+					t.Errorf("error %d is %s\nwant prefix f.yaml:%s", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// What Parse reads, in JSON: YAML is a superset of JSON, so the JSON form
+// of a rules file (ctl rules get -o json) is a valid rules file, with
+// errors at their JSON lines.
+func TestParseAcceptsJSON(t *testing.T) {
+	rs, err := Parse("r.json", []byte(`{
+  "rules": [
+    {
+      "algorithm": "token_bucket",
+      "endpoint": "/checkout",
+      "key": ["user"],
+      "limit": 10,
+      "name": "checkout-per-user",
+      "period": "1m",
+      "service": "shop"
+    }
+  ]
+}
+`))
+	if err != nil || len(rs) != 1 || rs[0].Limit != 10 || rs[0].Name != "checkout-per-user" || time.Duration(rs[0].Period) != time.Minute {
+		t.Fatalf("got %+v, %v", rs, err)
+	}
+	_, err = Parse("r.json", []byte("{\"rules\": [\n  {\"service\": \"shop\",\n   \"endpoint\": \"/a\",\n   \"limit\": 0,\n   \"period\": \"1m\"}\n]}\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "r.json:4: invalid rule: limit: out of range") {
+		t.Fatalf("got %v, want the limit's error at line 4", err)
 	}
 }

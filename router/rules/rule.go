@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
@@ -242,14 +242,58 @@ func (r *Rule) Validate() []error {
 	if r.FailurePolicy != FailAllow && r.FailurePolicy != FailDeny {
 		bad("failure_policy", "%q is not allow or deny", r.FailurePolicy)
 	}
-	lr := r.Limiter()
-	if a == limiter.Unspecified {
-		// Still check the bounds that do not depend on the algorithm.
-		lr = limiter.Rule{Algorithm: limiter.FixedWindow, Limit: r.Limit, Period: int64(r.Period), Burst: r.Burst}
-	}
-	if err := lr.Validate(); err != nil {
+	for _, err := range boundErrors(r.Limiter(), a != limiter.Unspecified) {
 		field, detail, _ := strings.Cut(err.Error(), ": ")
 		bad(field, "%s", detail)
+	}
+	return errs
+}
+
+// boundErrors returns every bound of the shard's parameters that lr breaks.
+// limiter.Rule.Validate stops at the first, so each field is checked alone,
+// over a neutral rule (limit 1 per millisecond, nothing else set) that no
+// other bound can fail; only when every field is valid alone is the whole
+// rule checked, for the bounds that join fields (a burst that takes too
+// long to refill, say), so that a bad field is never reported again as the
+// consequence of another. Without a known algorithm the bounds that depend
+// on it (max_delay, and those that join fields) are not checked.
+func boundErrors(lr limiter.Rule, knownAlgorithm bool) []error {
+	alg := lr.Algorithm
+	if !knownAlgorithm {
+		alg = limiter.FixedWindow
+	}
+	neutral := func(set func(*limiter.Rule)) limiter.Rule {
+		n := limiter.Rule{Algorithm: alg, Limit: 1, Period: int64(limiter.MinPeriod)}
+		set(&n)
+		return n
+	}
+	alone := []limiter.Rule{
+		neutral(func(n *limiter.Rule) { n.Limit = lr.Limit }),
+		neutral(func(n *limiter.Rule) { n.Period = lr.Period }),
+		neutral(func(n *limiter.Rule) { n.Burst = lr.Burst }),
+		neutral(func(n *limiter.Rule) { n.SoftPercent = lr.SoftPercent }),
+		neutral(func(n *limiter.Rule) {
+			n.ElasticPercent, n.ElasticLoadPercent = lr.ElasticPercent, lr.ElasticLoadPercent
+		}),
+	}
+	if knownAlgorithm {
+		alone = append(alone, neutral(func(n *limiter.Rule) { n.MaxDelay = lr.MaxDelay }))
+	}
+	var errs []error
+	failed := map[string]bool{}
+	for _, n := range alone {
+		if err := n.Validate(); err != nil {
+			field, _, _ := strings.Cut(err.Error(), ":")
+			if !failed[field] {
+				errs = append(errs, err)
+			}
+			failed[field] = true
+		}
+	}
+	if knownAlgorithm && len(errs) == 0 {
+		if err := lr.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/shardlimit/shardlimit/deploy"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/rules"
+)
+
+// JSON and YAML print a stable view: proto field names, every field, 64-bit
+// integers as numbers, enums by name, durations as Go durations, sorted
+// keys, fixed indentation.
+func TestStableOutput(t *testing.T) {
+	resp := &shardlimitv1.ListMembersResponse{Partitions: 1024, Members: []*shardlimitv1.Member{{
+		Id: "shard-1", Version: "v1.0.0", StartedUnixNs: 1795457985482718277, Partitions: 7, Error: "down",
+	}}}
+	want := map[string]string{
+		"json": `{
+  "members": [
+    {
+      "addr": "",
+      "error": "down",
+      "id": "shard-1",
+      "partitions": 7,
+      "ready_unix_ns": 0,
+      "started_unix_ns": 1795457985482718277,
+      "stats": null,
+      "version": "v1.0.0",
+      "zone": ""
+    }
+  ],
+  "partitions": 1024
+}
+`,
+		"yaml": `members:
+  - addr: ""
+    error: down
+    id: shard-1
+    partitions: 7
+    ready_unix_ns: 0
+    started_unix_ns: 1795457985482718277
+    stats: null
+    version: v1.0.0
+    zone: ""
+partitions: 1024
+`,
+	}
+	for format, w := range want {
+		var b bytes.Buffer
+		if err := printOutput(&b, format, resp, nil); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != w {
+			t.Errorf("-o %s:\n%s\nwant:\n%s", format, b.String(), w)
+		}
+	}
+
+	changes := &shardlimitv1.ApplyRulesResponse{Changes: []*shardlimitv1.RuleChange{{Op: shardlimitv1.RuleChange_OP_ADD, Service: "s"}}, Revision: 1 << 40}
+	d := &shardlimitv1.Decision{Allowed: true, RetryAfter: durationpb.New(1500 * time.Millisecond)}
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{changes, `"op": "OP_ADD"`},
+		{changes, `"revision": 1099511627776`},
+		{map[string]any{"hits": int64(1)<<53 + 1, "decision": d}, `"hits": 9007199254740993`}, // no float64 on the way
+		{map[string]any{"hits": int64(1), "decision": d}, `"retry_after": "1.5s"`},
+		{buildInfo{Version: "v1", GoVersion: "go1.26"}, `"go_version": "go1.26"`},
+	} {
+		var b bytes.Buffer
+		if err := printOutput(&b, "json", tc.v, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%T: %s lacks %s", tc.v, b.String(), tc.want)
+		}
+	}
+}
+
+// ctl reads each global flag from SHARDLIMIT_<FLAG>, and a flag on the
+// command line overrides it.
+func TestCtlEnvironment(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "r.yaml")
+	if err := os.WriteFile(file, deploy.SampleRules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctl := func(args ...string) (string, error) {
+		cmd := ctlCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetArgs(args)
+		err := cmd.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	t.Setenv("SHARDLIMIT_OUTPUT", "yaml")
+	if out, err := ctl("rules", "validate", "-f", file); err != nil || out != "files: 1\nrules: 3\nvalid: true\n" {
+		t.Errorf("SHARDLIMIT_OUTPUT=yaml: %q, %v", out, err)
+	}
+	if out, err := ctl("rules", "validate", "-f", file, "-o", "text"); err != nil || !strings.HasSuffix(out, "are valid\n") {
+		t.Errorf("-o text over SHARDLIMIT_OUTPUT=yaml: %q, %v", out, err)
+	}
+	t.Setenv("SHARDLIMIT_OUTPUT", "xml")
+	if _, err := ctl("rules", "validate", "-f", file); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "--output") {
+		t.Errorf("SHARDLIMIT_OUTPUT=xml: %v (exit %d)", err, exitCode(err))
+	}
+	t.Setenv("SHARDLIMIT_OUTPUT", "")
+	t.Setenv("SHARDLIMIT_TIMEOUT", "soon")
+	if _, err := ctl("rules", "validate", "-f", file); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "SHARDLIMIT_TIMEOUT") {
+		t.Errorf("SHARDLIMIT_TIMEOUT=soon: %v (exit %d)", err, exitCode(err))
+	}
+	t.Setenv("SHARDLIMIT_TIMEOUT", "")
+	t.Setenv("SHARDLIMIT_ROUTER", "no-port")
+	if _, err := ctl("members"); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "--router/SHARDLIMIT_ROUTER no-port (from SHARDLIMIT_ROUTER)") {
+		t.Errorf("SHARDLIMIT_ROUTER=no-port: %v (exit %d)", err, exitCode(err))
+	}
+	help, _ := ctl("--help")
+	for _, want := range []string{"SHARDLIMIT_ROUTER", "SHARDLIMIT_TLS_CA", "SHARDLIMIT_TLS_CERT", "SHARDLIMIT_TLS_KEY", "[$SHARDLIMIT_ROUTER]", "Exit codes:", "3  ctl check: denied"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("ctl --help lacks %q", want)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{withCode(exitChanges, nil), exitChanges},
+		{fmt.Errorf("wrapped: %w", withCode(exitDenied, nil)), exitDenied},
+		{usageErrorf("--x: bad"), exitUsage},
+		{errors.New("invalid rules"), exitFailed},
+		{status.Error(codes.InvalidArgument, "limit"), exitFailed},
+		{status.Error(codes.Unavailable, "down"), exitUnavailable},
+		{status.Error(codes.PermissionDenied, "no"), exitRefused},
+		{status.Error(codes.Unauthenticated, "who"), exitRefused},
+		{status.Error(codes.DeadlineExceeded, "late"), exitTimeout},
+		{context.DeadlineExceeded, exitTimeout},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+	if msg := errorMessage(withCode(exitDenied, nil)); msg != "" {
+		t.Errorf("a bare exit code prints %q", msg)
+	}
+	seen := map[int]bool{}
+	for _, c := range exitCodes {
+		if seen[c.code] || c.meaning == "" {
+			t.Errorf("exit code %d documented twice or without meaning", c.code)
+		}
+		seen[c.code] = true
+	}
+	if len(seen) != exitTimeout+1 {
+		t.Errorf("%d exit codes documented, want %d", len(seen), exitTimeout+1)
+	}
+}
+
+// A JSON rules file reads as JSON does, even where YAML's double-quoted
+// strings differ from JSON's (\/ and surrogate pairs), and its errors keep
+// their lines; YAML passes unchanged.
+func TestRulesFileInJSON(t *testing.T) {
+	doc := "{\"rules\": [\n\t{\"service\": \"shop\", \"endpoint\": \"\\/checkout\",\n\t \"name\": \"emoji-\\ud83d\\ude00-\\u2028-\\\\/\",\n\t \"limit\": 3, \"period\": \"1m\"}\n]}\n"
+	if _, err := rules.Parse("r.json", []byte(doc)); err == nil {
+		t.Log("the YAML parser now reads \\/ and surrogate pairs; yamlSafeJSON may go")
+	}
+	rs, err := rules.Parse("r.json", yamlSafeJSON([]byte(doc)))
+	if err != nil || len(rs) != 1 || rs[0].Endpoint != "/checkout" || rs[0].Name != "emoji-\U0001F600-\u2028-\\/" || rs[0].Limit != 3 {
+		t.Fatalf("got %+v, %v", rs, err)
+	}
+	bad := strings.Replace(doc, `"limit": 3`, `"limit": 0`, 1)
+	if _, err := rules.Parse("r.json", yamlSafeJSON([]byte(bad))); err == nil || !strings.HasPrefix(err.Error(), "r.json:4: invalid rule: limit:") {
+		t.Errorf("got %v, want the limit's error at line 4", err)
+	}
+	y := []byte("rules:\n  - {service: shop, endpoint: '\\/x', limit: 1, period: 1m}\n")
+	if got := yamlSafeJSON(y); !bytes.Equal(got, y) {
+		t.Errorf("YAML changed: %q", got)
+	}
+}
