@@ -27,7 +27,7 @@ func main() {
 		}
 		return nil
 	}
-	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), ctlCmd())
+	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), ctlCmd(), benchCmd())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
