@@ -88,7 +88,7 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	newWorkers := func() []*worker {
 		ws := make([]*worker, n)
 		for i := range ws {
-			ws[i] = &worker{id: i, req: newRequest(o), pick: newPicker(o, i), conn: conns[i%len(conns)], names: names, st: &stats{}}
+			ws[i] = &worker{id: i, req: newRequest(o), pick: newPicker(o, i), conn: conns[i%len(conns)], names: names, st: newStats()}
 		}
 		return ws
 	}
@@ -103,7 +103,7 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 		}
 		// Fresh stats; messages, users' generators and connections go on.
 		for _, w := range ws {
-			w.st = &stats{}
+			w.st = newStats()
 		}
 	}
 	span := o.Duration

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -37,8 +38,12 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 			if err != nil {
 				return err
 			}
-			if tlsCfg != nil && cmd.Flags().Changed("insecure") && plain {
+			switch {
+			case tlsCfg != nil && cmd.Flags().Changed("insecure") && plain:
 				return fmt.Errorf("insecure: plain text contradicts --tls-ca/--tls-cert")
+			case tlsCfg == nil && !plain:
+				// --insecure=false alone: TLS, verified with the system's CAs.
+				tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: tf.serverName}
 			}
 			o.TLS = tlsCfg
 			lessGC()
@@ -64,7 +69,7 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses, comma-separated; connections are taken round robin")
 	f.BoolVar(&o.Baseline, "baseline", o.Baseline, "first run the same load against an in-process no-op server and report the ratio")
 	f.BoolVar(&o.BaselineOnly, "baseline-only", o.BaselineOnly, "run against the in-process no-op server only: this client's ceiling on this machine")
-	f.BoolVar(&plain, "insecure", true, "plain text to the routers (the default until a TLS flag is given)")
+	f.BoolVar(&plain, "insecure", true, "plain text to the routers; --insecure=false without --tls-ca verifies them with the system's CAs (default: plain unless a TLS flag is given)")
 	f.StringVar(&tf.ca, "tls-ca", "", "PEM CA of the routers' certificates; enables TLS")
 	f.StringVar(&tf.cert, "tls-cert", "", "PEM client certificate (mTLS); with --tls-key, enables TLS")
 	f.StringVar(&tf.key, "tls-key", "", "PEM key of --tls-cert")
