@@ -251,6 +251,10 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "  %s checks were allowed without a rule: no rule matches the service and endpoint\n", group(float64(p.AllowedWithoutRule)))
 			}
 		}
+		if c.Loop == "open" && c.Requests == 0 && p.RequestsPerS < 0.95*c.Rate {
+			fmt.Fprintf(w, "  only %s of the %s req/s scheduled: with %d in flight at most, slots that came due too late were dropped at the end\n",
+				group(p.RequestsPerS), group(c.Rate), c.Concurrency)
+		}
 		if p.Interrupted {
 			fmt.Fprintln(w, "  interrupted before its end")
 		}
