@@ -47,7 +47,11 @@ test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race,
 	$(MAKE) --no-print-directory deploy-test
 
 .PHONY: bench
-bench: ## Run the Go benchmarks of the shard engine.
+bench: build ## Run issue 11's benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).
+	$(BIN)/shardlimit bench table
+
+.PHONY: bench-shard
+bench-shard: ## Run the Go benchmarks of the shard engine.
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./shard/...
 
 .PHONY: tools

@@ -1,7 +1,16 @@
-// Command shardlimit is the one binary of shardlimit: `shardlimit shard`,
-// `shardlimit router`, `shardlimit dev` (a whole cluster on this machine
-// over an embedded etcd) and `shardlimit ctl` (the operator CLI).
+// Command shardlimit is the one binary of shardlimit. Its subcommands:
+//   - `shard`, `router`, `rebalance`: the three components;
+//   - `dev`: a whole cluster on this machine over an embedded etcd, each
+//     component a process of its own;
+//   - `ctl`: the operator CLI (check, rules, members, limited, top,
+//     rebalance, shardmap);
+//   - `bench`: the load generator of package cmd/bench, with `bench table`,
+//     which runs the benchmark table against dev clusters, and `bench noop`,
+//     the baseline's no-op server as a process of its own;
+//   - `version` (also `--version`): the module version, commit and Go
+//     version.
 //
 // Flags map 1:1 onto each component's Options; the command only parses
-// them, starts the component and waits for SIGINT or SIGTERM.
+// them, starts the component and waits for SIGINT or SIGTERM. It links no
+// test code.
 package main

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+// BaselineServer is the no-op server of --baseline: it serves the public
+// API and Envoy's API on 127.0.0.1 and allows every check with an answer of
+// the same shape a router gives (limit, remaining, reset and rule filled
+// in), decided by nothing. It measures what the client, gRPC and the
+// machine cost, so that a router's figures can be read as a ratio of it.
+type BaselineServer struct {
+	grpc *grpc.Server
+	lis  net.Listener
+	done chan struct{}
+}
+
+// Baseline answers' figures: a rule of 100 per minute, as the sample rules'.
+const (
+	baselineRule      = "baseline"
+	baselineLimit     = 100
+	baselineRemaining = 99
+	baselineReset     = 600 * time.Millisecond
+)
+
+// StartBaseline starts a no-op server on addr (host:port; port 0 picks a
+// free one), served with gRPC's defaults as the router's server is.
+func StartBaseline(addr string) (*BaselineServer, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s := &BaselineServer{grpc: grpc.NewServer(), lis: lis, done: make(chan struct{})}
+	shardlimitv1.RegisterRateLimiterServer(s.grpc, noopPublic{})
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, noopEnvoy{})
+	go func() {
+		defer close(s.done)
+		_ = s.grpc.Serve(lis)
+	}()
+	return s, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *BaselineServer) Addr() string { return s.lis.Addr().String() }
+
+// Stop stops the server at once and waits for it.
+func (s *BaselineServer) Stop() {
+	s.grpc.Stop()
+	<-s.done
+}
+
+type noopPublic struct {
+	shardlimitv1.UnimplementedRateLimiterServer
+}
+
+func (noopPublic) Check(_ context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
+	ds := make([]*shardlimitv1.Decision, len(req.Checks))
+	for i := range ds {
+		ds[i] = &shardlimitv1.Decision{
+			Allowed: true, Limit: baselineLimit, Remaining: baselineRemaining,
+			ResetAfter: durationpb.New(baselineReset), Rule: baselineRule,
+		}
+	}
+	return &shardlimitv1.CheckResponse{Decisions: ds}, nil
+}
+
+type noopEnvoy struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (noopEnvoy) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	sts := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))
+	for i := range sts {
+		sts[i] = &rlsv3.RateLimitResponse_DescriptorStatus{
+			Code: rlsv3.RateLimitResponse_OK,
+			CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
+				Name: baselineRule, RequestsPerUnit: baselineLimit, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE,
+			},
+			LimitRemaining:     baselineRemaining,
+			DurationUntilReset: durationpb.New(baselineReset),
+		}
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: sts}, nil
+}

@@ -1,0 +1,371 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+// testOptions is a short run by request count: no assertion in this file
+// depends on time, so the cap of a minute is never what ends a run.
+func testOptions(api string, open bool) Options {
+	o := DefaultOptions()
+	o.API = api
+	o.Requests = 300
+	o.Duration = time.Minute
+	o.Concurrency = 4
+	o.Users = 50
+	o.Checks = 3
+	if open {
+		o.Rate = 3000
+		o.MaxOutstanding = 8
+	}
+	return o
+}
+
+func startBaseline(t *testing.T) string {
+	t.Helper()
+	s, err := StartBaseline("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s.Addr()
+}
+
+// checkCounts asserts the invariants every phase keeps.
+func checkCounts(t *testing.T, p *Phase, o *Options) {
+	t.Helper()
+	var policy uint64
+	if p.FailurePolicy != nil {
+		policy = *p.FailurePolicy
+	}
+	if (p.FailurePolicy == nil) != (o.API == APIEnvoy) {
+		t.Errorf("%s: failure_policy is %v; want null exactly for Envoy's API", p.Name, p.FailurePolicy)
+	}
+	answered := p.Requests - p.Errors
+	if p.Checks != answered*uint64(o.Checks) {
+		t.Errorf("%s: %d checks in %d answered requests of %d checks", p.Name, p.Checks, answered, o.Checks)
+	}
+	if got := p.Allowed + p.Denied + policy; got != p.Checks {
+		t.Errorf("%s: allowed %d + denied %d + policy %d = %d; want checks %d", p.Name, p.Allowed, p.Denied, policy, got, p.Checks)
+	}
+	var byCode uint64
+	for _, n := range p.ErrorsByCode {
+		byCode += n
+	}
+	if byCode != p.Errors {
+		t.Errorf("%s: errors by code %v sum to %d; want %d", p.Name, p.ErrorsByCode, byCode, p.Errors)
+	}
+}
+
+// TestRunAgainstBaseline runs both APIs in both loops, with --baseline,
+// against a no-op server standing in for a router.
+func TestRunAgainstBaseline(t *testing.T) {
+	addr := startBaseline(t)
+	for _, api := range []string{APIPublic, APIEnvoy} {
+		for _, open := range []bool{false, true} {
+			name := api + "/closed"
+			if open {
+				name = api + "/open"
+			}
+			t.Run(name, func(t *testing.T) {
+				o := testOptions(api, open)
+				o.Routers = []string{addr}
+				o.Baseline = true
+				o.Connections = 2
+				o.Dist = DistZipf
+				rep, err := Run(context.Background(), o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rep.Phases) != 2 || rep.Phases[0].Name != PhaseBaseline || rep.Phases[1].Name != PhaseTarget {
+					t.Fatalf("phases %+v; want baseline then target", rep.Phases)
+				}
+				for i := range rep.Phases {
+					p := &rep.Phases[i]
+					checkCounts(t, p, &o)
+					if p.Requests != uint64(o.Requests) || p.Errors != 0 {
+						t.Errorf("%s: %d requests, %d errors %v; want %d and 0", p.Name, p.Requests, p.Errors, p.ErrorsByCode, o.Requests)
+					}
+					if p.Allowed != p.Checks || p.AllowedWithoutRule != 0 {
+						t.Errorf("%s: %d of %d checks allowed, %d without a rule; the no-op server allows all with a rule", p.Name, p.Allowed, p.Checks, p.AllowedWithoutRule)
+					}
+					if p.LatencyUs.P50 <= 0 || p.LatencyUs.P50 > p.LatencyUs.P99 || p.LatencyUs.P99 > p.LatencyUs.Max*(1+QuantileErrorBound) {
+						t.Errorf("%s: latency quantiles out of order: %+v", p.Name, p.LatencyUs)
+					}
+				}
+				if !rep.Phases[0].CPUIncludesServer || rep.Phases[1].CPUIncludesServer {
+					t.Error("only the baseline's CPU includes the server")
+				}
+				if rep.Ratio == nil {
+					t.Error("no ratio with both phases")
+				}
+			})
+		}
+	}
+}
+
+// TestBaselineOnlyWithWarmup runs without a cluster, as --baseline-only.
+func TestBaselineOnlyWithWarmup(t *testing.T) {
+	o := testOptions(APIPublic, false)
+	o.BaselineOnly = true
+	o.Routers = nil
+	o.Warmup = 50 * time.Millisecond
+	rep, err := Run(context.Background(), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Phases) != 1 || rep.Ratio != nil {
+		t.Fatalf("got %d phases, ratio %v; want the baseline alone", len(rep.Phases), rep.Ratio)
+	}
+	p := &rep.Phases[0]
+	checkCounts(t, p, &o)
+	if p.Requests != uint64(o.Requests) || p.Errors != 0 {
+		t.Errorf("%d requests, %d errors; want %d and 0 (warmup requests must not count)", p.Requests, p.Errors, o.Requests)
+	}
+}
+
+// TestErrorsByCode loads an address nobody listens on: every request is
+// an error, counted by its code.
+func TestErrorsByCode(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, api := range []string{APIPublic, APIEnvoy} {
+		o := testOptions(api, false)
+		o.Requests = 20
+		o.Routers = []string{addr}
+		rep, err := Run(context.Background(), o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &rep.Phases[0]
+		checkCounts(t, p, &o)
+		if p.Requests != 20 || p.Errors != 20 || p.ErrorsByCode["Unavailable"] != 20 {
+			t.Errorf("%s: %d requests, errors %d %v; want 20 Unavailable", api, p.Requests, p.Errors, p.ErrorsByCode)
+		}
+	}
+}
+
+// mixedServer answers in turn allowed, denied, by failure policy and
+// allowed without a rule (public API); OK, OVER_LIMIT and OK without a
+// limit (Envoy).
+type mixedServer struct {
+	shardlimitv1.UnimplementedRateLimiterServer
+	rlsv3.UnimplementedRateLimitServiceServer
+	n atomic.Int64
+}
+
+func (m *mixedServer) Check(_ context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
+	resp := &shardlimitv1.CheckResponse{}
+	for range req.Checks {
+		d := &shardlimitv1.Decision{Rule: "r", Limit: 10}
+		switch m.n.Add(1) % 4 {
+		case 0:
+			d.Allowed = true
+		case 1:
+		case 2:
+			d.Allowed, d.FailurePolicy = true, true
+		case 3:
+			d.Allowed, d.Rule, d.Limit = true, "", 0
+		}
+		resp.Decisions = append(resp.Decisions, d)
+	}
+	return resp, nil
+}
+
+func (m *mixedServer) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp := &rlsv3.RateLimitResponse{}
+	for range req.Descriptors {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 10}}
+		switch m.n.Add(1) % 3 {
+		case 1:
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		case 2:
+			st.CurrentLimit = nil
+		}
+		resp.Statuses = append(resp.Statuses, st)
+	}
+	return resp, nil
+}
+
+func TestTallyMixedAnswers(t *testing.T) {
+	m := &mixedServer{}
+	s := grpc.NewServer()
+	shardlimitv1.RegisterRateLimiterServer(s, m)
+	rlsv3.RegisterRateLimitServiceServer(s, m)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+
+	for _, api := range []string{APIPublic, APIEnvoy} {
+		m.n.Store(0)
+		o := testOptions(api, false)
+		o.Checks = 4
+		o.Routers = []string{l.Addr().String()}
+		rep, err := Run(context.Background(), o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &rep.Phases[0]
+		checkCounts(t, p, &o)
+		checks := uint64(o.Requests * o.Checks)
+		if p.Errors != 0 || p.Checks != checks {
+			t.Fatalf("%s: %d errors, %d checks; want 0 and %d", api, p.Errors, p.Checks, checks)
+		}
+		if api == APIPublic {
+			if *p.FailurePolicy != checks/4 || p.Denied != checks/4 || p.Allowed != checks/2 || p.AllowedWithoutRule != checks/4 {
+				t.Errorf("public: allowed %d (without rule %d), denied %d, policy %d; want %d (%d), %d, %d",
+					p.Allowed, p.AllowedWithoutRule, p.Denied, *p.FailurePolicy, checks/2, checks/4, checks/4, checks/4)
+			}
+		} else {
+			// 1200 descriptors numbered 1..1200: 400 of each kind.
+			if p.Denied != checks/3 || p.Allowed != 2*checks/3 || p.AllowedWithoutRule != checks/3 {
+				t.Errorf("envoy: allowed %d (without limit %d), denied %d; want %d (%d), %d",
+					p.Allowed, p.AllowedWithoutRule, p.Denied, 2*checks/3, checks/3, checks/3)
+			}
+		}
+	}
+}
+
+func TestPickerStaysInRange(t *testing.T) {
+	for _, dist := range []string{DistUniform, DistZipf} {
+		o := DefaultOptions()
+		o.Users, o.Dist = 1000, dist
+		p := newPicker(&o, 3)
+		hits := make([]int, o.Users)
+		for range 200_000 {
+			u := p.next()
+			if u < 0 || u >= o.Users {
+				t.Fatalf("%s: drew user %d of %d", dist, u, o.Users)
+			}
+			hits[u]++
+		}
+		if dist == DistZipf && (hits[0] <= hits[1] || hits[1] <= hits[100]) {
+			t.Errorf("zipf: user 0 drawn %d times, 1 %d, 100 %d; want falling with rank", hits[0], hits[1], hits[100])
+		}
+		if dist == DistUniform && (hits[0] == 0 || hits[o.Users-1] == 0) {
+			t.Errorf("uniform: first or last user never drawn in 200k draws")
+		}
+	}
+	// One user: every draw is user 0.
+	o := DefaultOptions()
+	o.Users, o.Dist = 1, DistZipf
+	p := newPicker(&o, 0)
+	for range 1000 {
+		if u := p.next(); u != 0 {
+			t.Fatalf("one user: drew %d", u)
+		}
+	}
+}
+
+func TestReportOutputs(t *testing.T) {
+	for _, api := range []string{APIPublic, APIEnvoy} {
+		o := testOptions(api, false)
+		o.Requests = 50
+		o.BaselineOnly = true
+		rep, err := Run(context.Background(), o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var js bytes.Buffer
+		if err := rep.WriteJSON(&js); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Config struct {
+				API              string `json:"api"`
+				ChecksPerRequest int    `json:"checks_per_request"`
+			} `json:"config"`
+			Phases []map[string]any `json:"phases"`
+		}
+		if err := json.Unmarshal(js.Bytes(), &got); err != nil {
+			t.Fatalf("%s: json does not parse: %v\n%s", api, err, js.String())
+		}
+		if got.Config.API != api || got.Config.ChecksPerRequest != o.Checks || len(got.Phases) != 1 {
+			t.Fatalf("%s: json config %+v, %d phases", api, got.Config, len(got.Phases))
+		}
+		ph := got.Phases[0]
+		if n, ok := ph["requests"].(float64); !ok || n != 50 {
+			t.Errorf("%s: requests = %v; want the number 50", api, ph["requests"])
+		}
+		for _, key := range []string{"requests_per_s", "checks_per_s", "latency_us", "allowed", "denied", "errors", "errors_by_code", "bench_cpu"} {
+			if _, ok := ph[key]; !ok {
+				t.Errorf("%s: json phase lacks %q", api, key)
+			}
+		}
+		if fp, present := ph["failure_policy"]; !present || (api == APIEnvoy) != (fp == nil) {
+			t.Errorf("%s: failure_policy = %v (present %v); want null for envoy, a number otherwise", api, fp, present)
+		}
+
+		var text bytes.Buffer
+		if err := rep.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"requests/s", "p99.9", "failure policy", "bench CPU/request"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("%s: text lacks %q:\n%s", api, want, text.String())
+			}
+		}
+		if api == APIEnvoy && !strings.Contains(text.String(), "n/a") {
+			t.Errorf("envoy: text does not say failure policy is not available:\n%s", text.String())
+		}
+	}
+}
+
+func TestInterruptedRunStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	o := testOptions(APIPublic, false)
+	o.Requests = 0 // by duration: a minute, unless interrupted
+	o.BaselineOnly = true
+	o.Measured = func(_ string, begin bool) {
+		if begin {
+			cancel()
+		}
+	}
+	rep, err := Run(ctx, o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &rep.Phases[0]
+	if !p.Interrupted || p.Errors != 0 {
+		t.Errorf("interrupted %v, errors %d %v; want interrupted and no error counted", p.Interrupted, p.Errors, p.ErrorsByCode)
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	for field, mutate := range map[string]func(*Options){
+		"api":         func(o *Options) { o.API = "http" },
+		"concurrency": func(o *Options) { o.Concurrency = -1 },
+		"users":       func(o *Options) { o.Users = -5 },
+		"dist":        func(o *Options) { o.Dist = "normal" },
+		"zipf s":      func(o *Options) { o.Dist, o.ZipfS = DistZipf, 0.5 },
+		"checks":      func(o *Options) { o.API, o.Checks = APIEnvoy, 101 },
+		"routers[1]":  func(o *Options) { o.Routers = []string{"a:1", ""} },
+	} {
+		o := DefaultOptions()
+		mutate(&o)
+		o.fill()
+		err := o.validate()
+		if err == nil || !strings.HasPrefix(err.Error(), field+":") {
+			t.Errorf("%s: validate() = %v; want an error naming it", field, err)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// devCluster is a `shardlimit dev` process: embedded etcd, a router and
+// shards as its child processes, on free ports of 127.0.0.1.
+type devCluster struct {
+	cmd    *exec.Cmd
+	router string         // gRPC address
+	pids   map[string]int // "router", "shard-1", ...
+	shards int
+	done   chan struct{}
+
+	mu   sync.Mutex
+	tail []string // last lines of output, for errors
+}
+
+var pidLine = regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s`)
+
+// startDev starts `bin dev --shards n` and waits for its ready line and
+// the pids of its router and shards.
+func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) {
+	// dev takes etcd, the router and then the metrics ports of the router,
+	// the shards and the rebalance instance in a row.
+	base, err := freePorts(shards + 4)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(base+i) }
+	c := &devCluster{router: addr(1), pids: map[string]int{}, shards: shards, done: make(chan struct{})}
+	c.cmd = exec.Command(bin, "dev", "--shards", strconv.Itoa(shards), "--etcd-listen", addr(0),
+		"--router-listen", addr(1), "--metrics-listen", addr(2))
+	// Its own process group, so that a Ctrl-C meant for the bench reaches
+	// dev only through stop; and it dies with the bench.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c.cmd.Stderr = c.cmd.Stdout
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s dev: %w", bin, err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		isReady := false
+		for sc.Scan() {
+			line := sc.Text()
+			c.mu.Lock()
+			if len(c.tail) == 20 {
+				c.tail = c.tail[1:]
+			}
+			c.tail = append(c.tail, line)
+			if strings.HasPrefix(line, "shardlimit dev ready in ") {
+				isReady = true
+			} else if m := pidLine.FindStringSubmatch(line); m != nil && isReady {
+				pid, _ := strconv.Atoi(m[2])
+				c.pids[m[1]] = pid
+				if len(c.pids) == shards+2 { // shards, router, rebalance
+					close(ready)
+				}
+			}
+			c.mu.Unlock()
+		}
+		_ = c.cmd.Wait()
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-c.done:
+		return nil, fmt.Errorf("dev --shards %d exited before it was ready:\n%s", shards, c.lastLines())
+	case <-time.After(60 * time.Second):
+		c.stop()
+		return nil, fmt.Errorf("dev --shards %d not ready after 60s:\n%s", shards, c.lastLines())
+	case <-ctx.Done():
+		c.stop()
+		return nil, ctx.Err()
+	}
+}
+
+func (c *devCluster) lastLines() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.tail, "\n")
+}
+
+// componentPids returns the router's pid and the shards'.
+func (c *devCluster) componentPids() (router int, shards []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := 1; i <= c.shards; i++ {
+		shards = append(shards, c.pids["shard-"+strconv.Itoa(i)])
+	}
+	return c.pids["router"], shards
+}
+
+// stop interrupts dev, which stops its children, and waits for it; it
+// kills dev after 30s.
+func (c *devCluster) stop() {
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// freePorts returns the first of n consecutive ports of 127.0.0.1 that
+// are free now.
+func freePorts(n int) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		base := l.Addr().(*net.TCPAddr).Port
+		ls := []net.Listener{l}
+		ok := base+n <= 65535
+		for i := 1; i < n && ok; i++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no run of free ports on 127.0.0.1")
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// procCPU returns the user plus system CPU time of pid from
+// /proc/<pid>/stat (its threads included, its children not).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU returns utime+stime of a /proc/<pid>/stat line.
+func parseStatCPU(s string) (time.Duration, error) {
+	// The command name may hold spaces and parentheses; the fields after
+	// its last ')' do not.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("/proc stat: no command name")
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state): utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat: %d fields", len(f)+2)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc stat: %w", err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}

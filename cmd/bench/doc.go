@@ -1,0 +1,27 @@
+// Package bench is shardlimit's load generator: `shardlimit bench` loads
+// routers through the public API (shardlimit.v1.RateLimiter/Check) or
+// Envoy's rate limit API v3 (ShouldRateLimit) and reports throughput,
+// latency quantiles, allowed, denied and failure-policy answers, errors by
+// gRPC code, and its own CPU per request. With Options.Baseline it first
+// runs the same load against BaselineServer, an in-process no-op server
+// with the same message shapes, so that every figure can be read as a
+// ratio of what this client, gRPC and this machine allow in the same run.
+// `shardlimit bench table` (Table) starts `shardlimit dev` clusters as
+// processes and runs the issue's whole table against them.
+//
+// Run is called by cmd/shardlimit and by tests. A closed loop keeps
+// Options.Concurrency requests in flight; an open loop (Options.Rate)
+// issues requests on a schedule and measures each from its scheduled time,
+// so a slow answer cannot hide the requests it delayed.
+//
+// The bench must never be the bottleneck it measures, so on the request
+// path it must never start a goroutine, build a message, format a user
+// name, take a lock shared between workers, or allocate beyond what gRPC
+// itself does: each worker owns its message (only the users change), its
+// random generator, its connection share and its stats (an atomic
+// log-linear histogram, see QuantileErrorBound), and they are merged after
+// the run. It must never write the live line except to a terminal the
+// caller passed, and never count an answer it cancelled itself (Ctrl-C)
+// as the server's error. Its CPU per request is meaningful at saturation:
+// at a few hundred requests per second Go's idle wake-ups dominate it.
+package bench

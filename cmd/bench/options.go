@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"crypto/tls"
+	"fmt"
+	"time"
+)
+
+// APIs the bench can call.
+const (
+	// APIPublic is shardlimit.v1.RateLimiter/Check.
+	APIPublic = "public"
+	// APIEnvoy is envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
+	APIEnvoy = "envoy"
+)
+
+// User distributions.
+const (
+	DistUniform = "uniform"
+	DistZipf    = "zipf"
+)
+
+// Options configure a run. Flags of `shardlimit bench` map 1:1 onto them.
+type Options struct {
+	// API is APIPublic (default) or APIEnvoy.
+	API string
+	// Routers are the gRPC addresses to load, round robin over their
+	// connections; default 127.0.0.1:8081 (shardlimit dev's router).
+	// Unused with BaselineOnly.
+	Routers []string
+	// Concurrency is the closed loop's number of workers, each with one
+	// request in flight; default 50. Ignored when Rate is set.
+	Concurrency int
+	// Rate, when above 0, runs an open loop instead: this many requests per
+	// second in all, each issued at its scheduled time whatever the
+	// answers, its latency measured from that time (no coordinated
+	// omission). Default 0: closed loop.
+	Rate float64
+	// MaxOutstanding caps the open loop's requests in flight; it is the
+	// number of its workers, each taking every MaxOutstanding-th slot of
+	// the schedule. A slot whose worker is still busy waits, and the wait
+	// counts in its latency. Default 1000.
+	MaxOutstanding int
+	// Duration of the measured phase; default 10s. Ignored when Requests
+	// is set.
+	Duration time.Duration
+	// Requests, when above 0, ends the measured phase after this many
+	// requests instead of after Duration (for tests). Default 0.
+	Requests int
+	// Warmup runs the same load, unmeasured, before the measured phase;
+	// default 0 (the flag's default is 1s).
+	Warmup time.Duration
+	// Connections is the number of gRPC connections per router; workers
+	// take them round robin. Default 1.
+	Connections int
+	// Users is the number of distinct users the requests are spread over;
+	// default 10000.
+	Users int
+	// Dist is how users are drawn: DistUniform (default) or DistZipf.
+	Dist string
+	// ZipfS is the zipf exponent s (> 1); default 1.1. ZipfV is its v
+	// (>= 1); default 1. See math/rand/v2.NewZipf.
+	ZipfS, ZipfV float64
+	// Checks is the number of checks (public API) or descriptors (Envoy)
+	// per request, each for its own user; default 1.
+	Checks int
+	// Service and Endpoint of the public API's checks; default shop and
+	// /search, which the sample rules limit to 100 per minute per user.
+	Service, Endpoint string
+	// Domain and DescriptorKey of Envoy's requests: each descriptor is
+	// [(DescriptorKey, user)]; default shop and user_id, which the sample
+	// rules limit to 100 per minute per user.
+	Domain, DescriptorKey string
+	// Timeout bounds every request: a request still unanswered that long
+	// after the end of its phase is cancelled and counted as an error.
+	// Default 10s.
+	Timeout time.Duration
+	// TLS to the routers; default nil: plain text.
+	TLS *tls.Config
+	// Baseline first runs the same load against an in-process no-op
+	// server that serves both APIs with the same message shapes, then
+	// against Routers, and reports both and their ratio. Default false.
+	Baseline bool
+	// BaselineOnly runs against the no-op server only: the ceiling of this
+	// client on this machine. Default false.
+	BaselineOnly bool
+	// Seed of the users' random draws; default 1. Each worker draws from
+	// its own generator, seeded with (Seed, worker).
+	Seed uint64
+	// Measured, when set, is called as each phase's measured window opens
+	// (begin true) and closes, with the phase's name. The table runner
+	// uses it to read other processes' CPU over the same window.
+	Measured func(phase string, begin bool)
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		API: APIPublic, Routers: []string{"127.0.0.1:8081"}, Concurrency: 50, MaxOutstanding: 1000,
+		Duration: 10 * time.Second, Connections: 1, Users: 10000, Dist: DistUniform, ZipfS: 1.1, ZipfV: 1,
+		Checks: 1, Service: "shop", Endpoint: "/search", Domain: "shop", DescriptorKey: "user_id",
+		Timeout: 10 * time.Second, Seed: 1,
+	}
+}
+
+// fill sets every zero field to its default.
+func (o *Options) fill() {
+	d := DefaultOptions()
+	if o.API == "" {
+		o.API = d.API
+	}
+	if len(o.Routers) == 0 {
+		o.Routers = d.Routers
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = d.Concurrency
+	}
+	if o.MaxOutstanding == 0 {
+		o.MaxOutstanding = d.MaxOutstanding
+	}
+	if o.Duration == 0 {
+		o.Duration = d.Duration
+	}
+	if o.Connections == 0 {
+		o.Connections = d.Connections
+	}
+	if o.Users == 0 {
+		o.Users = d.Users
+	}
+	if o.Dist == "" {
+		o.Dist = d.Dist
+	}
+	if o.ZipfS == 0 {
+		o.ZipfS = d.ZipfS
+	}
+	if o.ZipfV == 0 {
+		o.ZipfV = d.ZipfV
+	}
+	if o.Checks == 0 {
+		o.Checks = d.Checks
+	}
+	if o.Service == "" {
+		o.Service = d.Service
+	}
+	if o.Endpoint == "" {
+		o.Endpoint = d.Endpoint
+	}
+	if o.Domain == "" {
+		o.Domain = d.Domain
+	}
+	if o.DescriptorKey == "" {
+		o.DescriptorKey = d.DescriptorKey
+	}
+	if o.Timeout == 0 {
+		o.Timeout = d.Timeout
+	}
+	if o.Seed == 0 {
+		o.Seed = d.Seed
+	}
+}
+
+// validate names the first bad field.
+func (o *Options) validate() error {
+	switch {
+	case o.API != APIPublic && o.API != APIEnvoy:
+		return fmt.Errorf("api: %q is not %s or %s", o.API, APIPublic, APIEnvoy)
+	case o.Concurrency < 1 || o.Concurrency > 100_000:
+		return fmt.Errorf("concurrency: %d not in 1..100000", o.Concurrency)
+	case o.Rate < 0:
+		return fmt.Errorf("rate: %v is negative", o.Rate)
+	case o.MaxOutstanding < 1 || o.MaxOutstanding > 100_000:
+		return fmt.Errorf("max outstanding: %d not in 1..100000", o.MaxOutstanding)
+	case o.Duration < 0:
+		return fmt.Errorf("duration: %v is negative", o.Duration)
+	case o.Requests < 0:
+		return fmt.Errorf("requests: %d is negative", o.Requests)
+	case o.Warmup < 0:
+		return fmt.Errorf("warmup: %v is negative", o.Warmup)
+	case o.Connections < 1 || o.Connections > 1000:
+		return fmt.Errorf("connections: %d not in 1..1000", o.Connections)
+	case o.Users < 1 || o.Users > 100_000_000:
+		return fmt.Errorf("users: %d not in 1..100000000", o.Users)
+	case o.Dist != DistUniform && o.Dist != DistZipf:
+		return fmt.Errorf("dist: %q is not %s or %s", o.Dist, DistUniform, DistZipf)
+	case o.Dist == DistZipf && !(o.ZipfS > 1):
+		return fmt.Errorf("zipf s: %v must be greater than 1", o.ZipfS)
+	case o.Dist == DistZipf && !(o.ZipfV >= 1):
+		return fmt.Errorf("zipf v: %v must be at least 1", o.ZipfV)
+	case o.Checks < 1 || o.Checks > 1000:
+		return fmt.Errorf("checks: %d not in 1..1000", o.Checks)
+	case o.API == APIEnvoy && o.Checks > 100:
+		return fmt.Errorf("checks: %d descriptors exceed Envoy's API bound of 100 per request", o.Checks)
+	case o.Timeout < 0:
+		return fmt.Errorf("timeout: %v is negative", o.Timeout)
+	case !o.BaselineOnly && len(o.Routers) == 0:
+		return fmt.Errorf("routers: at least one is required")
+	}
+	if !o.BaselineOnly {
+		for i, r := range o.Routers {
+			if r == "" {
+				return fmt.Errorf("routers[%d]: empty address", i)
+			}
+		}
+	}
+	return nil
+}
+
+// openLoop reports whether the run issues requests on a schedule.
+func (o *Options) openLoop() bool { return o.Rate > 0 }
+
+// workers is the number of worker goroutines of a phase.
+func (o *Options) workers() int {
+	if o.openLoop() {
+		return o.MaxOutstanding
+	}
+	return o.Concurrency
+}

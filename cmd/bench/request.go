@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+
+	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+// request is one worker's request message, built once and reused: each
+// call only changes the users in it. It is not safe for concurrent use.
+type request interface {
+	// draw puts freshly drawn users into the message.
+	draw(p *picker, names []string)
+	// send sends the message on conn and waits for the answer.
+	send(ctx context.Context, conn *grpc.ClientConn) error
+	// tally counts the last answer's decisions into s; false when the
+	// answer does not have one decision per check.
+	tally(s *stats) bool
+}
+
+func newRequest(o *Options) request {
+	if o.API == APIEnvoy {
+		return newEnvoyRequest(o)
+	}
+	return newPublicRequest(o)
+}
+
+// methodOf names the gRPC method an API calls.
+func methodOf(api string) string {
+	if api == APIEnvoy {
+		return rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
+	}
+	return shardlimitv1.RateLimiter_Check_FullMethodName
+}
+
+type publicRequest struct {
+	req  *shardlimitv1.CheckRequest
+	resp *shardlimitv1.CheckResponse
+}
+
+func newPublicRequest(o *Options) *publicRequest {
+	checks := make([]*shardlimitv1.Check, o.Checks)
+	for i := range checks {
+		checks[i] = &shardlimitv1.Check{Service: o.Service, Endpoint: o.Endpoint}
+	}
+	return &publicRequest{req: &shardlimitv1.CheckRequest{Checks: checks}, resp: &shardlimitv1.CheckResponse{}}
+}
+
+func (r *publicRequest) draw(p *picker, names []string) {
+	for _, c := range r.req.Checks {
+		c.User = names[p.next()]
+	}
+}
+
+func (r *publicRequest) send(ctx context.Context, conn *grpc.ClientConn) error {
+	return conn.Invoke(ctx, shardlimitv1.RateLimiter_Check_FullMethodName, r.req, r.resp)
+}
+
+func (r *publicRequest) tally(s *stats) bool {
+	ds := r.resp.Decisions
+	if len(ds) != len(r.req.Checks) {
+		return false
+	}
+	for _, d := range ds {
+		switch {
+		case d.FailurePolicy:
+			s.policy++
+		case d.Allowed:
+			s.allowed++
+			if d.Rule == "" {
+				s.noRule++
+			}
+		default:
+			s.denied++
+		}
+	}
+	return true
+}
+
+type envoyRequest struct {
+	req     *rlsv3.RateLimitRequest
+	entries []*ratelimitv3.RateLimitDescriptor_Entry // the user entry of each descriptor
+	resp    *rlsv3.RateLimitResponse
+}
+
+func newEnvoyRequest(o *Options) *envoyRequest {
+	r := &envoyRequest{req: &rlsv3.RateLimitRequest{Domain: o.Domain}, resp: &rlsv3.RateLimitResponse{}}
+	for range o.Checks {
+		e := &ratelimitv3.RateLimitDescriptor_Entry{Key: o.DescriptorKey}
+		r.entries = append(r.entries, e)
+		r.req.Descriptors = append(r.req.Descriptors, &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{e}})
+	}
+	return r
+}
+
+func (r *envoyRequest) draw(p *picker, names []string) {
+	for _, e := range r.entries {
+		e.Value = names[p.next()]
+	}
+}
+
+func (r *envoyRequest) send(ctx context.Context, conn *grpc.ClientConn) error {
+	return conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, r.req, r.resp)
+}
+
+// tally counts OVER_LIMIT as denied and OK as allowed. Envoy's API has no
+// failure-policy flag: a descriptor answered by policy looks like one no
+// rule matched (OK, or OVER_LIMIT for a deny policy, without a limit), so
+// OK answers without a current limit are counted in noRule too.
+func (r *envoyRequest) tally(s *stats) bool {
+	sts := r.resp.Statuses
+	if len(sts) != len(r.req.Descriptors) {
+		return false
+	}
+	for _, st := range sts {
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			s.denied++
+			continue
+		}
+		s.allowed++
+		if st.CurrentLimit == nil {
+			s.noRule++
+		}
+	}
+	return true
+}

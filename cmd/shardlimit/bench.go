@@ -1,0 +1,146 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"runtime/pprof"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/shardlimit/shardlimit/cmd/bench"
+)
+
+func benchCmd() *cobra.Command {
+	o := bench.DefaultOptions()
+	o.Warmup = time.Second
+	var output, cpuProfile string
+	var plain bool
+	var tf tlsFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load routers through the public API or Envoy's and report throughput, latency, answers and the bench's own CPU.",
+		Long: `Load routers through the public API (shardlimit.v1.RateLimiter/Check) or Envoy's rate limit
+API (ShouldRateLimit): a closed loop of --concurrency requests in flight, or an open loop of
+--rate requests per second. --baseline first runs the same load against an in-process no-op
+server with the same message shapes and reports the ratio; --baseline-only measures only that
+ceiling, without a cluster. The defaults load the sample rules of 'shardlimit dev'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("output: %q is not text or json", output)
+			}
+			tlsCfg, err := tf.client()
+			if err != nil {
+				return err
+			}
+			switch {
+			case tlsCfg != nil && cmd.Flags().Changed("insecure") && plain:
+				return fmt.Errorf("insecure: plain text contradicts --tls-ca/--tls-cert")
+			case tlsCfg == nil && !plain:
+				// --insecure=false alone: TLS, verified with the system's CAs.
+				tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: tf.serverName}
+			}
+			o.TLS = tlsCfg
+			lessGC()
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			rep, err := bench.Run(cmd.Context(), o, terminal(cmd.ErrOrStderr()))
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return rep.WriteJSON(cmd.OutOrStdout())
+			}
+			return rep.WriteText(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	registerLoadFlags(f, &o)
+	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses, comma-separated; connections are taken round robin")
+	f.BoolVar(&o.Baseline, "baseline", o.Baseline, "first run the same load against an in-process no-op server and report the ratio")
+	f.BoolVar(&o.BaselineOnly, "baseline-only", o.BaselineOnly, "run against the in-process no-op server only: this client's ceiling on this machine")
+	f.BoolVar(&plain, "insecure", true, "plain text to the routers; --insecure=false without --tls-ca verifies them with the system's CAs (default: plain unless a TLS flag is given)")
+	f.StringVar(&tf.ca, "tls-ca", "", "PEM CA of the routers' certificates; enables TLS")
+	f.StringVar(&tf.cert, "tls-cert", "", "PEM client certificate (mTLS); with --tls-key, enables TLS")
+	f.StringVar(&tf.key, "tls-key", "", "PEM key of --tls-cert")
+	f.StringVar(&tf.serverName, "tls-server-name", "", "name to verify in the routers' certificates instead of the dialed address")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile over the whole run to this file (go tool pprof)")
+	cmd.AddCommand(benchTableCmd(), benchNoopCmd())
+	return cmd
+}
+
+// registerLoadFlags registers the flags that shape the load, shared by
+// `bench` and `bench table`.
+func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
+	f.StringVar(&o.API, "api", o.API, "API to call: public (RateLimiter/Check) or envoy (RateLimitService/ShouldRateLimit)")
+	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "closed loop: workers, each with one request in flight")
+	f.Float64Var(&o.Rate, "rate", o.Rate, "open loop: requests per second in all, issued on schedule whatever the answers (0: closed loop)")
+	f.IntVar(&o.MaxOutstanding, "max-outstanding", o.MaxOutstanding, "open loop: cap on requests in flight")
+	f.DurationVar(&o.Duration, "duration", o.Duration, "measured time")
+	f.IntVar(&o.Requests, "requests", o.Requests, "stop after this many requests instead, if sooner than --duration (0: by duration)")
+	f.DurationVar(&o.Warmup, "warmup", o.Warmup, "unmeasured load before the measured time")
+	f.IntVar(&o.Connections, "connections", o.Connections, "gRPC connections per router")
+	f.IntVar(&o.Users, "users", o.Users, "distinct users")
+	f.StringVar(&o.Dist, "dist", o.Dist, "how users are drawn: uniform or zipf")
+	f.Float64Var(&o.ZipfS, "zipf-s", o.ZipfS, "zipf exponent s (> 1)")
+	f.Float64Var(&o.ZipfV, "zipf-v", o.ZipfV, "zipf parameter v (>= 1)")
+	f.IntVar(&o.Checks, "checks", o.Checks, "checks per request (public API) or descriptors per request (envoy), each for its own user")
+	f.StringVar(&o.Service, "service", o.Service, "public API: service of the checks")
+	f.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "public API: endpoint of the checks")
+	f.StringVar(&o.Domain, "domain", o.Domain, "envoy: domain of the requests")
+	f.StringVar(&o.DescriptorKey, "descriptor-key", o.DescriptorKey, "envoy: key of each descriptor's one entry, whose value is the user")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "a request still unanswered this long after the measured time is cancelled and counted as an error")
+	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the users' draws")
+}
+
+// lessGC makes the bench collect garbage a quarter as often as Go's
+// default (GOGC=400) unless GOGC is set: gRPC allocates a few KB per call,
+// and a load generator should spend its CPU sending. The baseline's
+// in-process server gains too, which makes its ceiling, and so every
+// ratio to it, conservative.
+func lessGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
+
+// startCPUProfile profiles this process into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu-profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// terminal returns f when it is a terminal, for the live progress line,
+// and nil otherwise.
+func terminal(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return f
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardlimit/shardlimit/cmd/bench"
+)
+
+func benchTableCmd() *cobra.Command {
+	var o bench.TableOptions
+	cmd := &cobra.Command{
+		Use:   "table",
+		Short: "Run issue 11's benchmark table: start dev clusters as processes, load each with its baseline, print the table with the machine and the command.",
+		Long: `Run the whole benchmark table from one invocation (make bench). For each configuration it
+starts 'shardlimit dev --shards N' on free ports, runs the bench against it with --baseline,
+reads the router's and the shards' CPU from /proc over the measured phase, then stops the
+cluster. Rows: 1 router and 2 shards with 1 check per request, the same through Envoy's API,
+100 checks per request, and an open loop at half the first row's rate; then 1 router with 1, 2
+and 4 shards. The table is Markdown on stdout; progress goes to stderr on a terminal.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lessGC()
+			return bench.Table(cmd.Context(), o, cmd.OutOrStdout(), terminal(cmd.ErrOrStderr()))
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time of every phase")
+	f.DurationVar(&o.Warmup, "warmup", 2*time.Second, "warmup of every phase")
+	f.IntVar(&o.Shards, "shards", 2, "shards of the main table's cluster")
+	f.IntSliceVar(&o.Scaling, "scaling", []int{1, 2, 4}, "shard counts of the scaling table")
+	f.IntVar(&o.Users, "users", 10000, "distinct users")
+	f.IntVar(&o.Concurrency, "concurrency", 50, "requests in flight (closed loop)")
+	f.IntVar(&o.ManyChecks, "many-checks", 100, "checks per request of the batched row")
+	f.StringVar(&o.Binary, "binary", "", "shardlimit binary that runs dev (default: this one)")
+	return cmd
+}
+
+func benchNoopCmd() *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "noop",
+		Short: "Serve the baseline's no-op server (both APIs) as a process of its own, until interrupted.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := bench.StartBaseline(listen)
+			if err != nil {
+				return err
+			}
+			defer s.Stop()
+			fmt.Fprintf(cmd.OutOrStdout(), "no-op server on %s\n", s.Addr())
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8090", "gRPC listen address")
+	return cmd
+}
