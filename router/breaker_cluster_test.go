@@ -62,8 +62,11 @@ func TestBreakerProbeWhoseCallerGaveUpFreesTheSlot(t *testing.T) {
 	// The circuit is open for the cooldown; the first call after it is the
 	// probe. Give it a caller that gives up at once, until one such call
 	// was let through as the probe rather than refused by the circuit.
-	time.Sleep(time.Until(opened.Add(cooldown)))
-	for {
+	time.Sleep(time.Until(opened.Add(cooldown))) // the breaker's own clock: nothing to poll
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("no call was let through as the probe in 10s")
+		}
 		before := refused()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 		_, _ = ask(ctx, "impatient")
@@ -71,7 +74,6 @@ func TestBreakerProbeWhoseCallerGaveUpFreesTheSlot(t *testing.T) {
 		if refused() == before {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	proxy.Resume()
 	resumed := time.Now()

@@ -153,6 +153,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.cancel()
 		s.ready.Store(false)
 		s.metrics.registered.Set(0)
+		s.srv.Drain()
 		err = s.reg.Close(ctx)
 		s.srv.Stop(ctx)
 		err = errors.Join(err, s.etcd.Close())

@@ -36,7 +36,7 @@ var pidLine = regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s`)
 func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) {
 	// dev takes etcd, the router and then the metrics ports of the router,
 	// the shards and the rebalance instance in a row.
-	base, err := freePorts(shards + 4)
+	base, err := FreePorts(shards + 4)
 	if err != nil {
 		return nil, err
 	}
@@ -123,9 +123,9 @@ func (c *devCluster) stop() {
 	}
 }
 
-// freePorts returns the first of n consecutive ports of 127.0.0.1 that
+// FreePorts returns the first of n consecutive ports of 127.0.0.1 that
 // are free now.
-func freePorts(n int) (int, error) {
+func FreePorts(n int) (int, error) {
 	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

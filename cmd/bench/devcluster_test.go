@@ -30,7 +30,7 @@ func TestParseStatCPU(t *testing.T) {
 }
 
 func TestFreePortsAreARun(t *testing.T) {
-	base, err := freePorts(5)
+	base, err := FreePorts(5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/shardlimit/shardlimit/cmd/bench"
 )
 
 // testVersion is stamped into the test binary as the Makefile stamps `git
@@ -40,27 +42,11 @@ func buildBinary(t *testing.T) string {
 // freePorts returns the first of n consecutive ports that are free now.
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
-	for try := 0; try < 100; try++ {
-		base := freePort(t)
-		ok := true
-		var ls []net.Listener
-		for i := 0; i < n && ok; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			ls = append(ls, l)
-		}
-		for _, l := range ls {
-			l.Close()
-		}
-		if ok {
-			return base
-		}
+	base, err := bench.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no run of free ports")
-	return 0
+	return base
 }
 
 func freePort(t *testing.T) int {

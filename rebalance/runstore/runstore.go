@@ -23,12 +23,13 @@ func Record(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, rec *
 	if _, err := cli.Put(ctx, layout.Run(rec.StartedUnixNs), string(b)); err != nil {
 		return err
 	}
+	// Trimming is best effort: a record too many is trimmed by the next run.
 	resp, err := cli.Get(ctx, layout.Runs(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
 	if err == nil && len(resp.Kvs) > Keep {
 		oldest := string(resp.Kvs[Keep].Key)
-		_, err = cli.Delete(ctx, layout.Runs(), clientv3.WithRange(oldest+"\x00"))
+		_, _ = cli.Delete(ctx, layout.Runs(), clientv3.WithRange(oldest+"\x00"))
 	}
-	return err
+	return nil
 }
 
 // Runs reads the last limit run records, newest first; a record that does
@@ -50,7 +51,7 @@ func Runs(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, limit i
 
 // Leader returns the address of the rebalance leader, or "" when none.
 func Leader(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) (string, error) {
-	resp, err := cli.Get(ctx, layout.Election()+"/", clientv3.WithFirstCreate()...)
+	resp, err := cli.Get(ctx, layout.ElectionCandidates(), clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", err
 	}

@@ -14,6 +14,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	target string
 	gate   chan struct{} // closed while bytes flow
+	done   chan struct{} // closed when the test ends
+	conns  []net.Conn
 }
 
 // NewProxy listens on a free port; SetTarget names where it forwards to.
@@ -23,9 +25,17 @@ func NewProxy(tb testing.TB) *Proxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &Proxy{lis: lis, gate: make(chan struct{})}
+	p := &Proxy{lis: lis, gate: make(chan struct{}), done: make(chan struct{})}
 	close(p.gate)
-	tb.Cleanup(func() { _ = lis.Close() })
+	tb.Cleanup(func() {
+		_ = lis.Close()
+		close(p.done)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+	})
 	go p.serve()
 	return p
 }
@@ -62,11 +72,18 @@ func (p *Proxy) Resume() {
 	}
 }
 
-func (p *Proxy) wait() {
+// wait blocks while the proxy is paused; it reports false once the test
+// ended.
+func (p *Proxy) wait() bool {
 	p.mu.Lock()
 	g := p.gate
 	p.mu.Unlock()
-	<-g
+	select {
+	case <-g:
+		return true
+	case <-p.done:
+		return false
+	}
 }
 
 func (p *Proxy) serve() {
@@ -83,6 +100,9 @@ func (p *Proxy) serve() {
 			_ = in.Close()
 			continue
 		}
+		p.mu.Lock()
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
 		go p.pipe(in, out)
 		go p.pipe(out, in)
 	}
@@ -96,7 +116,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.wait()
+			if !p.wait() {
+				return
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -7,6 +7,7 @@
 //
 // The router is the glue around these steps: it calls shards and etcd,
 // they do not. Nothing here performs I/O, reads the clock or keeps state,
-// so every step is table-tested without a cluster. It must never import
-// gRPC, etcd, or the router package itself.
+// so every step is table-tested without a cluster. It uses the API's
+// message types but must never make a call, import etcd, or import the
+// router package itself.
 package request

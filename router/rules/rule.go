@@ -125,7 +125,7 @@ func DescriptorEndpoint(d []DescriptorEntry) string {
 // Limiter returns the parameters the algorithms need. The rule must be
 // valid. A rule in a Set has them worked out once, when the set was built.
 func (r *Rule) Limiter() limiter.Rule {
-	if r.compiled != nil {
+	if r.compiled != nil && r.compiled.rule == r {
 		return r.compiled.limiter
 	}
 	return r.limiter()
@@ -135,7 +135,7 @@ func (r *Rule) Limiter() limiter.Rule {
 // Set.Rules()[Index]), so a caller can keep a table beside the set; -1 for
 // a rule outside any set.
 func (r *Rule) Index() int {
-	if r.compiled != nil {
+	if r.compiled != nil && r.compiled.rule == r {
 		return r.compiled.index
 	}
 	return -1
@@ -242,7 +242,7 @@ func (r *Rule) Validate() []error {
 	if r.FailurePolicy != FailAllow && r.FailurePolicy != FailDeny {
 		bad("failure_policy", "%q is not allow or deny", r.FailurePolicy)
 	}
-	for _, err := range boundErrors(r.Limiter(), a != limiter.Unspecified) {
+	for _, err := range boundErrors(r.limiter(), a != limiter.Unspecified) {
 		field, detail, _ := strings.Cut(err.Error(), ": ")
 		bad(field, "%s", detail)
 	}

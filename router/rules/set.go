@@ -7,7 +7,10 @@ import (
 )
 
 // compiled is what a rule of a Set carries besides its fields.
+// It belongs to the rule at its address in the set: a copy of the rule
+// (which may be changed) does not use it.
 type compiled struct {
+	rule    *Rule
 	limiter limiter.Rule
 	index   int
 }
@@ -26,7 +29,7 @@ func NewSet(rules []Rule) *Set {
 	s := &Set{services: make(map[string]map[string][]*Rule), descriptors: make(map[string][]*Rule), all: slices.Clone(rules)}
 	for i := range s.all {
 		r := &s.all[i]
-		r.compiled = &compiled{limiter: r.limiter(), index: i}
+		r.compiled = &compiled{rule: r, limiter: r.limiter(), index: i}
 		eps := s.services[r.Service]
 		if eps == nil {
 			eps = make(map[string][]*Rule)

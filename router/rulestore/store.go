@@ -54,7 +54,7 @@ type Invalid struct {
 func List(ctx context.Context, cli *clientv3.Client, prefix, service string) (entries []Entry, invalid []Invalid, rev int64, err error) {
 	p := etcd.Layout(prefix).Rules()
 	if service != "" {
-		p += service + "/"
+		p = etcd.Layout(prefix).ServiceRules(service)
 	}
 	resp, err := cli.Get(ctx, p, clientv3.WithPrefix())
 	if err != nil {

@@ -56,18 +56,23 @@ func Follow(ctx context.Context, cli *clientv3.Client, t Target, log *slog.Logge
 			}
 			continue
 		}
-		backoff.Reset()
 		f.Reset(resp.Kvs, resp.Header.Revision)
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		for wr := range cli.Watch(wctx, t.Key, append(opts, clientv3.WithRev(resp.Header.Revision+1))...) {
 			if err := wr.Err(); err != nil {
-				log.Warn(t.Name+" watch broke; listing again", "err", err)
+				log.Warn(t.Name+" watch broke; listing again", "err", err, "retry_in", backoff.Next())
 				break
 			}
+			backoff.Reset() // the watch works: a later break starts over
 			if len(wr.Events) > 0 {
 				f.Apply(wr.Events, wr.Header.Revision)
 			}
 		}
 		wcancel()
+		// A watch that breaks at once, every time, must not make a loop of
+		// lists: wait as after a failed list.
+		if !backoff.Wait(ctx) {
+			return
+		}
 	}
 }

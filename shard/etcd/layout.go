@@ -31,8 +31,11 @@ func (l Layout) MemberID(key string) string { return strings.TrimPrefix(key, l.M
 // Rules returns the prefix of the rules.
 func (l Layout) Rules() string { return l.dir() + "rules/" }
 
+// ServiceRules returns the prefix of one service's rules.
+func (l Layout) ServiceRules(service string) string { return l.Rules() + service + "/" }
+
 // Rule returns the key of one rule.
-func (l Layout) Rule(service, name string) string { return l.Rules() + service + "/" + name }
+func (l Layout) Rule(service, name string) string { return l.ServiceRules(service) + name }
 
 // ShardMap returns the key of the shard map in force.
 func (l Layout) ShardMap() string { return l.dir() + "shardmap" }
@@ -47,6 +50,10 @@ func (l Layout) ShardMapVersion(version int64) string {
 
 // Election returns the prefix of the rebalance job's election.
 func (l Layout) Election() string { return l.dir() + "rebalance/election" }
+
+// ElectionCandidates returns the prefix under which the election's
+// candidates are stored; the one created first leads.
+func (l Layout) ElectionCandidates() string { return l.Election() + "/" }
 
 // Runs returns the prefix of the rebalance run records.
 func (l Layout) Runs() string { return l.dir() + "rebalance/runs/" }

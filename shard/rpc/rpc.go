@@ -20,7 +20,6 @@ type Server struct {
 	GRPC   *grpc.Server
 	health *health.Server
 	lis    net.Listener
-	served chan error
 }
 
 // Listen listens on addr and builds a server with TLS when tlsCfg is set
@@ -34,14 +33,18 @@ func Listen(addr string, tlsCfg *tls.Config, opts ...grpc.ServerOption) (*Server
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	s := &Server{GRPC: grpc.NewServer(opts...), health: health.NewServer(), lis: lis, served: make(chan error, 1)}
+	s := &Server{GRPC: grpc.NewServer(opts...), health: health.NewServer(), lis: lis}
 	healthpb.RegisterHealthServer(s.GRPC, s.health)
 	reflection.Register(s.GRPC)
 	return s, nil
 }
 
-// Serve starts serving in the background.
-func (s *Server) Serve() { go func() { s.served <- s.GRPC.Serve(s.lis) }() }
+// Serve starts serving in the background, until Stop or Kill.
+func (s *Server) Serve() { go func() { _ = s.GRPC.Serve(s.lis) }() }
+
+// Drain reports NOT_SERVING on health while calls are still served, so
+// that load balancers and probes move away before the server stops.
+func (s *Server) Drain() { s.health.Shutdown() }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
@@ -49,7 +52,7 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 // Stop reports NOT_SERVING on health, lets calls in flight finish until
 // ctx ends, then closes every connection.
 func (s *Server) Stop(ctx context.Context) {
-	s.health.Shutdown()
+	s.Drain()
 	done := make(chan struct{})
 	go func() { s.GRPC.GracefulStop(); close(done) }()
 	select {
