@@ -18,6 +18,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 func testRules(t *testing.T) []rules.Rule {
@@ -101,7 +102,7 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 	adm := c.Admin(0)
 	ctx := context.Background()
 	var plan *shardlimitv1.PlanResponse
-	clustertest.Eventually(t, 10*time.Second, func() error { // until a leader is elected
+	poll.Until(t, 10*time.Second, func() error { // until a leader is elected
 		var err error
 		plan, err = adm.RebalancePlan(ctx, &shardlimitv1.PlanRequest{})
 		return err
@@ -122,7 +123,7 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 	}
 	t.Logf("max/mean shard load %.2f before, %.2f after one run; %d partitions moved, %d counter keys handed over",
 		r.RatioBefore, r.RatioAfter, len(r.Moves), r.KeysMoved)
-	clustertest.Eventually(t, time.Second, func() error {
+	poll.Until(t, time.Second, func() error {
 		for i, rt := range c.Routers {
 			if v := rt.MapVersion(); v != 1 {
 				return fmt.Errorf("router %d routes by version %d", i, v)
@@ -210,7 +211,7 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 		}
 	})
 	var run *shardlimitv1.RunResponse
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		var err error
 		run, err = adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}, Wait: true})
 		return err
@@ -266,7 +267,7 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	a, b := c.StartRebalance(), c.StartRebalance()
 	var leader, follower *rebalance.Job
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		switch {
 		case a.Leading() && b.Leading():
 			return fmt.Errorf("both instances lead")
@@ -302,7 +303,7 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	})
 	killed := time.Now()
 	leader.Kill()
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		if !follower.Leading() {
 			return fmt.Errorf("the follower does not lead yet")
 		}
@@ -341,7 +342,7 @@ func TestRunSkipsWhenAShardCannotBeRead(t *testing.T) {
 	victim := c.Shards[2]
 	victim.Kill()
 	var run *shardlimitv1.RunResponse
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		var err error
 		run, err = adm.RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}})
 		return err
@@ -383,7 +384,7 @@ func TestRollbackToKeptVersion(t *testing.T) {
 		}
 	}
 	var run *shardlimitv1.RunResponse
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		var err error
 		run, err = adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}, Wait: true})
 		return err
@@ -407,7 +408,7 @@ func TestRollbackToKeptVersion(t *testing.T) {
 	if err := mapstore.Publish(ctx, cli, etcd.Layout(c.Prefix), emptyMap(), m, rev); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, time.Second, func() error {
+	poll.Until(t, time.Second, func() error {
 		if v := c.Routers[0].MapVersion(); v != 2 {
 			return fmt.Errorf("router at version %d", v)
 		}

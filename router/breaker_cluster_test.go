@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 // A probe whose caller gave up before the shard answered must free the
@@ -43,7 +44,7 @@ func TestBreakerProbeWhoseCallerGaveUpFreesTheSlot(t *testing.T) {
 	refused := func() float64 {
 		return counter(t, c.Routers[0], "shardlimit_router_shard_errors_total", map[string]string{"shard": c.Shards[0].ID(), "reason": "circuit_open"})
 	}
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		d, err := ask(context.Background(), "warm")
 		if err != nil || d.FailurePolicy {
 			return fmt.Errorf("not decided by the shard yet: %v %v", d, err)
@@ -77,7 +78,7 @@ func TestBreakerProbeWhoseCallerGaveUpFreesTheSlot(t *testing.T) {
 	}
 	proxy.Resume()
 	resumed := time.Now()
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		d, err := ask(context.Background(), "after")
 		if err != nil || d.FailurePolicy {
 			return fmt.Errorf("still answered by policy after the shard came back: %v %v", d, err)

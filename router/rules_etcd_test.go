@@ -16,6 +16,7 @@ import (
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
@@ -46,7 +47,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 		start := time.Now()
 		for i := range c.Routers {
 			cl := c.Client(i)
-			clustertest.Eventually(t, 5*time.Second, func() error {
+			poll.Until(t, 5*time.Second, func() error {
 				resp, err := cl.Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "probe"}}})
 				if err != nil {
 					return fmt.Errorf("router %d: %v", i, err) // NotFound until the rule arrives
@@ -99,7 +100,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	if _, err := cli.Put(ctx, key, "service: pay\nendpoint: /charge\nname: charge\nlimit: nope\n"); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.Eventually(t, 5*time.Second, func() error {
+	poll.Until(t, 5*time.Second, func() error {
 		g, err := adm.GetRules(ctx, &shardlimitv1.GetRulesRequest{})
 		if err != nil || len(g.Invalid) != 1 {
 			return fmt.Errorf("invalid keys %v, err %v", g.GetInvalid(), err)
@@ -137,7 +138,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	if err != nil || !del.Existed {
 		t.Fatalf("delete: %v %v", del, err)
 	}
-	clustertest.Eventually(t, 5*time.Second, func() error {
+	poll.Until(t, 5*time.Second, func() error {
 		_, err := c.Client(1).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "x"}}})
 		if status.Code(err) != codes.NotFound {
 			return fmt.Errorf("after delete: %v", err)

@@ -2,14 +2,13 @@ package bench
 
 import (
 	"context"
-	"net"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // BaselineServer is the no-op server of --baseline: it serves the public
@@ -17,11 +16,7 @@ import (
 // the same shape a router gives (limit, remaining, reset and rule filled
 // in), decided by nothing. It measures what the client, gRPC and the
 // machine cost, so that a router's figures can be read as a ratio of it.
-type BaselineServer struct {
-	grpc *grpc.Server
-	lis  net.Listener
-	done chan struct{}
-}
+type BaselineServer struct{ srv *rpc.Server }
 
 // Baseline answers' figures: a rule of 100 per minute, as the sample rules'.
 const (
@@ -32,30 +27,24 @@ const (
 )
 
 // StartBaseline starts a no-op server on addr (host:port; port 0 picks a
-// free one), served with gRPC's defaults as the router's server is.
+// free one), built by the same helper as the router's server (rpc.Listen),
+// in plain text.
 func StartBaseline(addr string) (*BaselineServer, error) {
-	lis, err := net.Listen("tcp", addr)
+	srv, err := rpc.Listen(addr, nil)
 	if err != nil {
 		return nil, err
 	}
-	s := &BaselineServer{grpc: grpc.NewServer(), lis: lis, done: make(chan struct{})}
-	shardlimitv1.RegisterRateLimiterServer(s.grpc, noopPublic{})
-	rlsv3.RegisterRateLimitServiceServer(s.grpc, noopEnvoy{})
-	go func() {
-		defer close(s.done)
-		_ = s.grpc.Serve(lis)
-	}()
-	return s, nil
+	shardlimitv1.RegisterRateLimiterServer(srv.GRPC, noopPublic{})
+	rlsv3.RegisterRateLimitServiceServer(srv.GRPC, noopEnvoy{})
+	srv.Serve()
+	return &BaselineServer{srv: srv}, nil
 }
 
 // Addr returns the address the server listens on.
-func (s *BaselineServer) Addr() string { return s.lis.Addr().String() }
+func (s *BaselineServer) Addr() string { return s.srv.Addr() }
 
-// Stop stops the server at once and waits for it.
-func (s *BaselineServer) Stop() {
-	s.grpc.Stop()
-	<-s.done
-}
+// Stop stops the server at once.
+func (s *BaselineServer) Stop() { s.srv.Kill() }
 
 type noopPublic struct {
 	shardlimitv1.UnimplementedRateLimiterServer

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"time"
@@ -106,60 +107,27 @@ func DefaultOptions() Options {
 // fill sets every zero field to its default.
 func (o *Options) fill() {
 	d := DefaultOptions()
-	if o.API == "" {
-		o.API = d.API
-	}
 	if len(o.Routers) == 0 {
 		o.Routers = d.Routers
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = d.Concurrency
-	}
-	if o.MaxOutstanding == 0 {
-		o.MaxOutstanding = d.MaxOutstanding
-	}
-	if o.Duration == 0 {
-		o.Duration = d.Duration
-	}
-	if o.Connections == 0 {
-		o.Connections = d.Connections
-	}
-	if o.Users == 0 {
-		o.Users = d.Users
-	}
-	if o.Dist == "" {
-		o.Dist = d.Dist
-	}
-	if o.ZipfS == 0 {
-		o.ZipfS = d.ZipfS
-	}
-	if o.ZipfV == 0 {
-		o.ZipfV = d.ZipfV
-	}
-	if o.Checks == 0 {
-		o.Checks = d.Checks
-	}
-	if o.Service == "" {
-		o.Service = d.Service
-	}
-	if o.Endpoint == "" {
-		o.Endpoint = d.Endpoint
-	}
-	if o.Domain == "" {
-		o.Domain = d.Domain
-	}
-	if o.DescriptorKey == "" {
-		o.DescriptorKey = d.DescriptorKey
-	}
-	if o.Timeout == 0 {
-		o.Timeout = d.Timeout
-	}
-	if o.Seed == 0 {
-		o.Seed = d.Seed
-	}
+	o.API = cmp.Or(o.API, d.API)
+	o.Concurrency = cmp.Or(o.Concurrency, d.Concurrency)
+	o.MaxOutstanding = cmp.Or(o.MaxOutstanding, d.MaxOutstanding)
+	o.Duration = cmp.Or(o.Duration, d.Duration)
+	o.Connections = cmp.Or(o.Connections, d.Connections)
+	o.Users = cmp.Or(o.Users, d.Users)
+	o.Dist = cmp.Or(o.Dist, d.Dist)
+	o.ZipfS = cmp.Or(o.ZipfS, d.ZipfS)
+	o.ZipfV = cmp.Or(o.ZipfV, d.ZipfV)
+	o.Checks = cmp.Or(o.Checks, d.Checks)
+	o.Service = cmp.Or(o.Service, d.Service)
+	o.Endpoint = cmp.Or(o.Endpoint, d.Endpoint)
+	o.Domain = cmp.Or(o.Domain, d.Domain)
+	o.DescriptorKey = cmp.Or(o.DescriptorKey, d.DescriptorKey)
+	o.Timeout = cmp.Or(o.Timeout, d.Timeout)
+	o.Seed = cmp.Or(o.Seed, d.Seed)
 }
 
-// validate names the first bad field.
 func (o *Options) validate() error {
 	switch {
 	case o.API != APIPublic && o.API != APIEnvoy:

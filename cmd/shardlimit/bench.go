@@ -134,13 +134,8 @@ func startCPUProfile(path string) (stop func(), err error) {
 // terminal returns f when it is a terminal, for the live progress line,
 // and nil otherwise.
 func terminal(w io.Writer) io.Writer {
-	f, ok := w.(*os.File)
-	if !ok {
+	if !isTerminal(w) {
 		return nil
 	}
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return f
+	return w
 }

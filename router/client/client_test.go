@@ -16,6 +16,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 // Cluster tests check decisions, not latency: a generous timeout keeps a
@@ -239,7 +240,7 @@ func TestNoRetryOnDeadlineExceeded(t *testing.T) {
 	if n := rc.rpcs.Load(); n != 1 {
 		t.Fatalf("%d attempts, want 1", n)
 	}
-	clustertest.Eventually(t, 5*time.Second, func() error {
+	poll.Until(t, 5*time.Second, func() error {
 		if n := h.calls.Load(); n != 1 {
 			return fmt.Errorf("router handled %d calls, want 1", n)
 		}
@@ -267,7 +268,7 @@ func TestRetryOnConnectionFailureGoesToTheNextRouter(t *testing.T) {
 
 	// By default a router whose connection is failing is skipped.
 	cl.skipFailing = true
-	clustertest.Eventually(t, 5*time.Second, func() error {
+	poll.Until(t, 5*time.Second, func() error {
 		if s := cl.conns[0].GetState(); s != connectivity.TransientFailure {
 			return fmt.Errorf("dead router's connection is %v", s)
 		}
@@ -379,7 +380,7 @@ func TestCanceledAndClosed(t *testing.T) {
 		_, err := cl.Check(context.Background(), "shop", "/checkout", "alice", 1)
 		done <- err
 	}()
-	clustertest.Eventually(t, 5*time.Second, func() error {
+	poll.Until(t, 5*time.Second, func() error {
 		cl.batch.mu.Lock()
 		defer cl.batch.mu.Unlock()
 		if len(cl.batch.pending) != 1 {

@@ -202,13 +202,6 @@ func (c *Cluster) WaitMembers(n int) {
 	})
 }
 
-// Eventually is poll.Until, for the cluster tests that already import this
-// package.
-func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
-	tb.Helper()
-	poll.Until(tb, timeout, cond)
-}
-
 // Partition returns the partition of the counter of (service, rule, user),
 // where user is the counter's name under the rule.
 func (c *Cluster) Partition(service, rule, user string) int {

@@ -16,6 +16,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 // The running components export exactly the metric families that deploy/
@@ -34,7 +35,7 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 	}
 	c := clustertest.New(t, e.Endpoint(), clustertest.Options{Shards: 1, Rules: rs})
 	j := c.StartRebalance()
-	clustertest.Eventually(t, 10*time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		if !j.Leading() {
 			return os.ErrDeadlineExceeded
 		}

@@ -46,7 +46,6 @@ func Resolve(rs *rules.Set, checks []*shardlimitv1.Check) (resolved []rules.Reso
 // ByOwner[o] lists the entries whose owner is member o of the table; None
 // lists those whose partition has no owner (no live shard).
 type Groups struct {
-	Hash      []uint64
 	Partition []int
 	ByOwner   [][]int
 	None      []int
@@ -55,11 +54,10 @@ type Groups struct {
 // Group places every resolved check on its partition and groups the
 // entries by the partition's owner in table.
 func Group(checks []rules.Resolved, table *shardmap.Table) Groups {
-	g := Groups{Hash: make([]uint64, len(checks)), Partition: make([]int, len(checks)), ByOwner: make([][]int, len(table.Members()))}
+	g := Groups{Partition: make([]int, len(checks)), ByOwner: make([][]int, len(table.Members()))}
 	for i := range checks {
 		c := &checks[i]
-		g.Hash[i] = key.Hash(c.Service, c.Rule.Name, c.User)
-		g.Partition[i] = key.Partition(g.Hash[i], table.Partitions())
+		g.Partition[i] = key.Partition(key.Hash(c.Service, c.Rule.Name, c.User), table.Partitions())
 		if o := table.OwnerIndex(g.Partition[i]); o >= 0 {
 			g.ByOwner[o] = append(g.ByOwner[o], i)
 		} else {

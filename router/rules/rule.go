@@ -83,9 +83,8 @@ type Rule struct {
 	// owner shard is unreachable or late.
 	FailurePolicy string `yaml:"failure_policy,omitempty" json:"failure_policy,omitempty"`
 
-	// compiled is set by NewSet: what deciding the rule needs, worked out
-	// once.
-	compiled *compiled
+	// position is set by NewSet: where the rule is in its set.
+	position *position
 }
 
 // DescriptorEntry is one entry of an Envoy descriptor pattern.
@@ -123,31 +122,25 @@ func DescriptorEndpoint(d []DescriptorEntry) string {
 }
 
 // Limiter returns the parameters the algorithms need. The rule must be
-// valid. A rule in a Set has them worked out once, when the set was built.
+// valid. Callers work them out once per rule set (the router does when
+// rules load), not per check.
 func (r *Rule) Limiter() limiter.Rule {
-	if r.compiled != nil && r.compiled.rule == r {
-		return r.compiled.limiter
-	}
-	return r.limiter()
-}
-
-// Index returns the rule's position in the Set it belongs to (its
-// Set.Rules()[Index]), so a caller can keep a table beside the set; -1 for
-// a rule outside any set.
-func (r *Rule) Index() int {
-	if r.compiled != nil && r.compiled.rule == r {
-		return r.compiled.index
-	}
-	return -1
-}
-
-func (r *Rule) limiter() limiter.Rule {
 	a, _ := limiter.ParseAlgorithm(r.algorithm())
 	return limiter.Rule{
 		Algorithm: a, Limit: r.Limit, Period: int64(r.Period), Burst: r.Burst,
 		MaxDelay: int64(r.MaxDelay), SoftPercent: r.SoftPercent,
 		ElasticPercent: r.ElasticPercent, ElasticLoadPercent: r.ElasticLoadPercent, Shadow: r.Shadow,
 	}
+}
+
+// Index returns the rule's position in the Set it belongs to (its
+// Set.Rules()[Index]), so a caller can keep a table beside the set; -1 for
+// a rule outside any set.
+func (r *Rule) Index() int {
+	if r.position != nil && r.position.rule == r {
+		return r.position.index
+	}
+	return -1
 }
 
 // FailOpen reports whether the rule allows when its owner cannot answer.
@@ -242,7 +235,7 @@ func (r *Rule) Validate() []error {
 	if r.FailurePolicy != FailAllow && r.FailurePolicy != FailDeny {
 		bad("failure_policy", "%q is not allow or deny", r.FailurePolicy)
 	}
-	for _, err := range boundErrors(r.limiter(), a != limiter.Unspecified) {
+	for _, err := range boundErrors(r.Limiter(), a != limiter.Unspecified) {
 		field, detail, _ := strings.Cut(err.Error(), ": ")
 		bad(field, "%s", detail)
 	}

@@ -2,17 +2,13 @@ package rules
 
 import (
 	"slices"
-
-	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
-// compiled is what a rule of a Set carries besides its fields.
-// It belongs to the rule at its address in the set: a copy of the rule
-// (which may be changed) does not use it.
-type compiled struct {
-	rule    *Rule
-	limiter limiter.Rule
-	index   int
+// position is where a rule of a Set stands in it. It belongs to the rule
+// at its address in the set: a copy of the rule has no Index.
+type position struct {
+	rule  *Rule
+	index int
 }
 
 // Set indexes rules by service and endpoint. It is immutable once built.
@@ -22,14 +18,15 @@ type Set struct {
 	all         []Rule
 }
 
-// NewSet indexes rules that passed Parse (or Validate), and works out once
-// what deciding each needs (Rule.Limiter, Rule.Index). Rules of a service
+// NewSet indexes rules that passed Parse (or Validate), and gives each its
+// Index, so that callers can keep what they work out per rule beside the
+// set. Rules of a service
 // that share an endpoint all apply to its checks.
 func NewSet(rules []Rule) *Set {
 	s := &Set{services: make(map[string]map[string][]*Rule), descriptors: make(map[string][]*Rule), all: slices.Clone(rules)}
 	for i := range s.all {
 		r := &s.all[i]
-		r.compiled = &compiled{rule: r, limiter: r.limiter(), index: i}
+		r.position = &position{rule: r, index: i}
 		eps := s.services[r.Service]
 		if eps == nil {
 			eps = make(map[string][]*Rule)

@@ -30,18 +30,14 @@ func Read(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) ([]memb
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []member.Member
+	l := &list{layout: layout, members: make(map[string]member.Member, len(resp.Kvs))}
 	var bad []error
 	for _, kv := range resp.Kvs {
-		m, err := member.Decode(layout.MemberID(string(kv.Key)), kv.Value)
-		if err != nil {
+		if err := l.add(kv); err != nil {
 			bad = append(bad, err)
-			continue
 		}
-		out = append(out, m)
 	}
-	slices.SortFunc(out, byID)
-	return out, bad, nil
+	return l.sorted(), bad, nil
 }
 
 // list is the member list Watch keeps.
@@ -55,7 +51,7 @@ type list struct {
 func (l *list) Reset(kvs []*mvccpb.KeyValue, _ int64) {
 	l.members = make(map[string]member.Member, len(kvs))
 	for _, kv := range kvs {
-		l.add(kv)
+		l.addOrLog(kv)
 	}
 	l.onChange(l.sorted())
 }
@@ -66,20 +62,28 @@ func (l *list) Apply(events []*clientv3.Event, _ int64) {
 			delete(l.members, l.layout.MemberID(string(ev.Kv.Key)))
 			continue
 		}
-		l.add(ev.Kv)
+		l.addOrLog(ev.Kv)
 	}
 	l.onChange(l.sorted())
 }
 
-func (l *list) add(kv *mvccpb.KeyValue) {
+// add decodes a record into the list; a malformed one is left out (and
+// replaces nothing: the member is dropped).
+func (l *list) add(kv *mvccpb.KeyValue) error {
 	id := l.layout.MemberID(string(kv.Key))
 	m, err := member.Decode(id, kv.Value)
 	if err != nil {
-		l.log.Warn("ignoring malformed member record", "key", string(kv.Key), "err", err)
 		delete(l.members, id)
-		return
+		return err
 	}
 	l.members[id] = m
+	return nil
+}
+
+func (l *list) addOrLog(kv *mvccpb.KeyValue) {
+	if err := l.add(kv); err != nil {
+		l.log.Warn("ignoring malformed member record", "key", string(kv.Key), "err", err)
+	}
 }
 
 func (l *list) sorted() []member.Member {
