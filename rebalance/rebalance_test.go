@@ -123,7 +123,7 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 	}
 	t.Logf("max/mean shard load %.2f before, %.2f after one run; %d partitions moved, %d counter keys handed over",
 		r.RatioBefore, r.RatioAfter, len(r.Moves), r.KeysMoved)
-	poll.Until(t, time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		for i, rt := range c.Routers {
 			if v := rt.MapVersion(); v != 1 {
 				return fmt.Errorf("router %d routes by version %d", i, v)
@@ -408,7 +408,7 @@ func TestRollbackToKeptVersion(t *testing.T) {
 	if err := mapstore.Publish(ctx, cli, etcd.Layout(c.Prefix), emptyMap(), m, rev); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Second, func() error {
+	poll.Until(t, 10*time.Second, func() error {
 		if v := c.Routers[0].MapVersion(); v != 2 {
 			return fmt.Errorf("router at version %d", v)
 		}

