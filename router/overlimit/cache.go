@@ -1,6 +1,7 @@
 package overlimit
 
 import (
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -36,12 +37,19 @@ type Denial struct {
 	DelayAt int64
 }
 
-// entry is one slot of a bucket; its tag says whether it is in use.
+// entry is one slot of a bucket; its tag says whether it is in use. It is
+// a Denial packed into 64 bytes, one cache line: a limit (and so a
+// remaining) is under 2^32 (limiter.MaxEffectiveLimit).
 type entry struct {
-	k       key.Key
-	version uint64
-	hits    int64
-	d       Denial
+	k                         key.Key
+	version                   uint64
+	hits                      int64
+	limit, remaining          uint32
+	retryAt, resetAt, delayAt int64
+}
+
+func (e *entry) denial() Denial {
+	return Denial{Limit: int64(e.limit), Remaining: int64(e.remaining), RetryAt: e.retryAt, ResetAt: e.resetAt, DelayAt: e.delayAt}
 }
 
 // stripe is a run of buckets under one lock. tags[i] is slots[i]'s key's
@@ -155,22 +163,23 @@ func (c *Cache) Lookup(k key.Key, version uint64, hits, now int64) (Denial, bool
 		return Denial{}, false
 	}
 	switch e := &s.slots[i]; {
-	case e.version != version || now >= e.d.RetryAt:
+	case e.version != version || now >= e.retryAt:
 		c.drop(s, i)
 	case e.hits == hits:
-		return e.d, true
+		return e.denial(), true
 	}
 	return Denial{}, false
 }
 
 // Add holds d, the denial of hits on key k under rule version version, in
 // place of any entry k had, until d.RetryAt. Nothing is held when d is
-// already over at now or hits is under 1. In a full bucket, the entry that
+// already over at now, hits is under 1, or the limit is not a shard's (not
+// in 0..2^32−1, or remaining over it). In a full bucket, the entry that
 // expires soonest makes room (a recent denial is kept over an older one
 // even when the older waits longer: the user just denied is the one still
 // calling).
 func (c *Cache) Add(k key.Key, version uint64, hits int64, d Denial, now int64) {
-	if c == nil || hits < 1 || d.RetryAt <= now {
+	if c == nil || hits < 1 || d.RetryAt <= now || d.Limit < 0 || d.Limit > math.MaxUint32 || d.Remaining < 0 || d.Remaining > d.Limit {
 		return
 	}
 	s := c.stripe(k)
@@ -189,11 +198,14 @@ func (c *Cache) Add(k key.Key, version uint64, hits int64, d Denial, now int64) 
 	case s.tags[i] == 0:
 		s.held.Add(1)
 		c.held.Add(1)
-	case e.k != k && e.d.RetryAt > now:
+	case e.k != k && e.retryAt > now:
 		c.evicted.Add(1)
 	}
 	s.tags[i] = tag(k)
-	s.slots[i] = entry{k: k, version: version, hits: hits, d: d}
+	s.slots[i] = entry{
+		k: k, version: version, hits: hits, limit: uint32(d.Limit), remaining: uint32(d.Remaining),
+		retryAt: d.RetryAt, resetAt: d.ResetAt, delayAt: d.DelayAt,
+	}
 }
 
 // room returns the slot for a new key in the bucket at b at now: the first
@@ -202,10 +214,10 @@ func (c *Cache) Add(k key.Key, version uint64, hits int64, d Denial, now int64) 
 func (s *stripe) room(b int, now int64) int {
 	soonest := b
 	for i := b; i < b+Ways; i++ {
-		if s.tags[i] == 0 || s.slots[i].d.RetryAt <= now {
+		if s.tags[i] == 0 || s.slots[i].retryAt <= now {
 			return i
 		}
-		if s.slots[i].d.RetryAt < s.slots[soonest].d.RetryAt {
+		if s.slots[i].retryAt < s.slots[soonest].retryAt {
 			soonest = i
 		}
 	}
@@ -258,7 +270,7 @@ func (c *Cache) Sweep(now int64) int {
 		}
 		s.mu.Lock()
 		for j, x := range s.tags {
-			if x != 0 && s.slots[j].d.RetryAt <= now {
+			if x != 0 && s.slots[j].retryAt <= now {
 				c.drop(s, j)
 				n++
 			}

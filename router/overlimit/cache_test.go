@@ -3,6 +3,7 @@ package overlimit
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/shardlimit/shardlimit/shard/key"
 )
@@ -75,6 +76,8 @@ func TestCacheSteps(t *testing.T) {
 			{op: "add", k: alice, version: 1, hits: 1, now: 2_000, d: den},
 			{op: "add", k: alice, version: 1, hits: 0, now: 0, d: den},
 			{op: "add", k: alice, version: 1, hits: -1, now: 0, d: den},
+			{op: "add", k: alice, version: 1, hits: 1, now: 0, d: Denial{Limit: 1 << 32, RetryAt: 1_000}},
+			{op: "add", k: alice, version: 1, hits: 1, now: 0, d: Denial{Limit: 1, Remaining: 2, RetryAt: 1_000}},
 		}},
 		{"forget, clear and sweep", []step{
 			{op: "add", k: alice, version: 1, hits: 1, now: 0, d: den, len: 1},
@@ -152,6 +155,13 @@ func TestCacheEvictsTheEntryThatExpiresSoonest(t *testing.T) {
 	}
 	if _, ok := c.Lookup(keys[Ways+1], 1, 1, 1_000); !ok {
 		t.Fatal("the new entry is missing")
+	}
+}
+
+// An entry is one cache line; with its tag, 72 bytes (doc.go, Options).
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n != 64 {
+		t.Fatalf("an entry takes %d bytes, want 64", n)
 	}
 }
 
