@@ -18,7 +18,9 @@
 // the rule version they were decided under: a changed rule's are never
 // used. A refund forgets the key's entry. It can differ from the shard
 // only after a refund by another router or a Reset on the shard, until
-// the retry time.
+// the retry time. The other rules of a check with a held denial still go
+// to their shards (and are refunded), so the merged answer is the one
+// every rule's shard would give.
 //
 // The router is glue around the pure steps of package request (validate,
 // resolve, group by owner, refunds, merge): check.go wires a Check through

@@ -120,9 +120,12 @@ func (c *Cache) Evicted() uint64 {
 // shifted key 0.
 func (c *Cache) stripe(k key.Key) *stripe { return &c.stripes[k.Hi>>c.shift] }
 
-// bucket returns the index in s of k's first slot.
+// bucket returns the index in its stripe of k's first slot: the low 32
+// bits of Hi scaled to the stripe's buckets (the high bits chose the
+// stripe).
 func (c *Cache) bucket(k key.Key) int {
-	return int((uint64(uint32(k.Hi)) * uint64(c.buckets)) >> 32 * Ways)
+	b := (uint64(uint32(k.Hi)) * uint64(c.buckets)) >> 32
+	return int(b) * Ways
 }
 
 // tag is what the tags of a stripe hold for k.
