@@ -26,6 +26,9 @@ var Metrics = []string{
 	"shardlimit_router_shardmap_version",
 	"shardlimit_router_shardmap_age_seconds",
 	"shardlimit_router_etcd_up",
+	"shardlimit_router_overlimit_cache_hits_total", // {service}
+	"shardlimit_router_overlimit_cache_entries",
+	"shardlimit_router_overlimit_cache_evictions_total",
 
 	// Shard (shardlimit shard --metrics-listen).
 	"shardlimit_shard_decisions_total",           // {algorithm,result}

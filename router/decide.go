@@ -29,6 +29,8 @@ func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund boo
 	rs := r.rules.Load()
 	out := make([]*shardlimitv1.Decision, len(checks))
 	g := request.Group(checks, rt.table)
+	now := r.overLimit.now()
+	r.fromCache(checks, out, &g, refund, now)
 	r.answerByPolicy(out, checks, g.None, refund)
 	var wg sync.WaitGroup
 	for owner, idx := range g.ByOwner {
@@ -37,6 +39,7 @@ func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund boo
 		}
 	}
 	wg.Wait()
+	r.remember(checks, out, &g, refund, now)
 	return out
 }
 

@@ -9,12 +9,27 @@
 // and counted; a per-shard circuit breaker then answers by policy at once
 // until a probe succeeds, so a dead shard costs no latency.
 //
+// Before any shard is called, the over-limit cache (package overlimit,
+// wired by overlimit.go) answers the checks of keys known to be over their
+// limit: a shard's own denial, repeated with its waits shortened until its
+// retry time, so a flooding user costs its shard about one decision per
+// retry period and stays denied while that shard is down. The router holds
+// only denials that the shard would repeat exactly (overlimit.Exact), for
+// the rule version they were decided under: a changed rule's are never
+// used. A refund forgets the key's entry. It can differ from the shard
+// only after a refund by another router or a Reset on the shard, until
+// the retry time. The other rules of a check with a held denial still go
+// to their shards (and are refunded), so the merged answer is the one
+// every rule's shard would give.
+//
 // The router is glue around the pure steps of package request (validate,
 // resolve, group by owner, refunds, merge): check.go wires a Check through
 // them, decide.go calls the owners, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
-// breaker.go is the circuit breaker. It holds no counters and no
-// algorithms, and must never decide a check itself except by failure
-// policy. It imports shard contracts (key, member, etcd, rpc) but never the
-// shard host package or the rebalance job.
+// breaker.go is the circuit breaker, overlimit.go consults and fills the
+// over-limit cache. It holds no counters and no algorithms, and must never
+// decide a check itself except by failure policy or by repeating a shard's
+// denial from the over-limit cache. It imports shard contracts (key,
+// member, etcd, rpc, limiter's rule parameters) but never the shard host
+// package or the rebalance job.
 package router

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
 )
 
@@ -38,9 +39,12 @@ type metrics struct {
 	rules         prometheus.Gauge
 	invalidRules  prometheus.Gauge
 	ruleReloads   prometheus.Counter
+	overLimitHits *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the router's metrics in reg, reading the
+// over-limit cache's size from cache (nil when it is off).
+func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_decisions_total",
@@ -97,8 +101,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 		return time.Since(time.Unix(0, w)).Seconds()
 	})
+	m.overLimitHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardlimit_router_overlimit_cache_hits_total",
+		Help: "Rule decisions answered by the over-limit cache (denied until the key's retry time, without calling its shard), by service. They are also counted as denied in shardlimit_router_decisions_total.",
+	}, []string{"service"})
+	overLimitEntries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "shardlimit_router_overlimit_cache_entries",
+		Help: "Keys the over-limit cache holds a denial for (expired ones are dropped within a second).",
+	}, func() float64 { return float64(cache.Len()) })
+	overLimitEvictions := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shardlimit_router_overlimit_cache_evictions_total",
+		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
+	}, func() float64 { return float64(cache.Evicted()) })
 	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.ruleReloads,
 		m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
+		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

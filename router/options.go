@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
 )
 
@@ -48,6 +49,12 @@ type Options struct {
 	// EnvoyHeaders makes Envoy rate limit answers carry the RateLimit-Policy,
 	// RateLimit and Retry-After headers for Envoy to add; default false.
 	EnvoyHeaders bool
+	// OverLimitCache bounds the over-limit cache, in entries of 72 bytes:
+	// keys known to be over a rule's limit, denied by the router with the
+	// shard's own answer until their retry time, without calling the shard
+	// (see package overlimit); default 100000 (7.2 MB when full); negative
+	// turns the cache off.
+	OverLimitCache int
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal on every router.
 	Ring shardmap.Config
@@ -65,9 +72,13 @@ func DefaultOptions() Options {
 		MaxUserLength:   256,
 		BreakerFailures: 3,
 		BreakerCooldown: time.Second,
+		OverLimitCache:  100_000,
 		Ring:            shardmap.DefaultConfig(),
 	}
 }
+
+// maxOverLimitCache bounds Options.OverLimitCache: 720 MB when full.
+const maxOverLimitCache = 10_000_000
 
 func (o *Options) fill() {
 	d := DefaultOptions()
@@ -92,6 +103,9 @@ func (o *Options) fill() {
 	if o.BreakerCooldown == 0 {
 		o.BreakerCooldown = d.BreakerCooldown
 	}
+	if o.OverLimitCache == 0 {
+		o.OverLimitCache = d.OverLimitCache
+	}
 	if o.Ring == (shardmap.Config{}) {
 		o.Ring = d.Ring
 	}
@@ -114,6 +128,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker failures: %d is under the minimum of 1", o.BreakerFailures)
 	case o.BreakerCooldown < time.Millisecond:
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
+	case o.OverLimitCache > 0 && (o.OverLimitCache < overlimit.MinEntries || o.OverLimitCache > maxOverLimitCache):
+		return fmt.Errorf("over-limit cache: %d entries not in %d..%d (negative turns it off)", o.OverLimitCache, overlimit.MinEntries, maxOverLimitCache)
 	}
 	return o.Ring.Validate()
 }

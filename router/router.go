@@ -38,6 +38,9 @@ type Router struct {
 	shardMap *shardmap.Map
 	registry *prometheus.Registry
 	metrics  *metrics
+	// overLimit holds denials of keys over their limit until their retry
+	// time (overlimit.go).
+	overLimit *overLimit
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
@@ -59,8 +62,8 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
-	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry()}
-	r.metrics = newMetrics(r.registry)
+	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache)}
+	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
 	var err error
 	if r.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
@@ -105,6 +108,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	envoy.Register(r.srv.GRPC, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
 	r.srv.Serve()
 
+	go r.overLimit.sweep(watchCtx)
 	go etcd.WatchHealth(watchCtx, r.etcd, 5*time.Second, func(up bool) {
 		if up {
 			r.metrics.etcdUp.Set(1)
@@ -146,9 +150,11 @@ func (r *Router) Members() []member.Member {
 	return nil
 }
 
-// setRules swaps in a new rule set.
+// setRules swaps in a new rule set. The over-limit cache learns it first,
+// so that the denials of a changed rule are set aside before it applies.
 func (r *Router) setRules(u rulestore.Update) {
 	set := rules.NewSet(u.Rules)
+	r.overLimit.setRules(set)
 	params := make([]*shardlimitv1.RuleParams, set.Len())
 	for i := range set.Rules() {
 		params[i] = ruleParams(&set.Rules()[i])

@@ -42,9 +42,10 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 		return nil
 	})
 	// Traffic, so that every labelled family has a series: a decision, a
-	// denial, a shard error (a shard that is gone), a run.
+	// denial, one answered by the over-limit cache, a shard error (a shard
+	// that is gone), a run.
 	cl := c.Client(0)
-	for range 2 {
+	for range 3 {
 		if _, err := cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u", Hits: proto.Int64(1)}}}); err != nil {
 			t.Fatal(err)
 		}
