@@ -81,7 +81,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.registry = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(s.registry, s)
-	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
+	s.store = NewStore(StoreOptions{MaxBytes: opts.MaxMemoryBytes, MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
 		return nil, err
 	}

@@ -22,15 +22,16 @@ type table struct {
 type slot struct {
 	hi0, hi1, lo0, lo1 uint32 // Key
 	a0, a1, b0, b1     uint32 // limiter.State
-	// meta holds the flags in its low 2 bits and, above them, the time the
-	// key is fresh again in seconds since the store's epoch (30 bits: 34
+	// meta holds the flags in its low 3 bits and, above them, the time the
+	// key is fresh again in seconds since the store's epoch (29 bits: 17
 	// years).
 	meta uint32
 }
 
 const (
 	minTableSlots = 8
-	metaFlagBits  = 2
+	slotBytes     = 36 // unsafe.Sizeof(slot{}), checked by a test
+	metaFlagBits  = 3
 	maxFresh      = 1<<(32-metaFlagBits) - 1
 )
 
@@ -87,8 +88,8 @@ func (t *table) find(k key.Key) (int, bool) {
 // insert puts k in a new slot and returns it; k must be absent. The slot's
 // state and meta are zero.
 func (t *table) insert(k key.Key) *slot {
-	if (t.n+1)*16 > len(t.slots)*13 {
-		t.grow()
+	if t.full() {
+		t.resize(max(minTableSlots, 2*len(t.slots)))
 	}
 	i, _ := t.find(k)
 	s := &t.slots[i]
@@ -97,9 +98,42 @@ func (t *table) insert(k key.Key) *slot {
 	return s
 }
 
-func (t *table) grow() {
+// full reports whether the next insert doubles the table.
+func (t *table) full() bool { return (t.n+1)*16 > len(t.slots)*13 }
+
+// growth returns the bytes the next insert adds: the slots it doubles the
+// table by, or nothing.
+func (t *table) growth() int64 {
+	if !t.full() {
+		return 0
+	}
+	return int64(max(minTableSlots, 2*len(t.slots))-len(t.slots)) * slotBytes
+}
+
+// bytes returns the bytes of the table's slots.
+func (t *table) bytes() int64 { return int64(len(t.slots)) * slotBytes }
+
+// shrink halves the table while its keys fit at most 1/den of the half
+// (den ≥ 2), and reports whether it did. Eviction shrinks a table down to
+// 13/16 full, the sweep down to half full, so that a table emptied by
+// evictions or expiry gives its memory back.
+func (t *table) shrink(num, den int) bool {
+	n := len(t.slots)
+	for n > minTableSlots && t.n*den <= n/2*num {
+		n /= 2
+	}
+	if n == len(t.slots) {
+		return false
+	}
+	t.resize(n)
+	return true
+}
+
+// resize moves the keys into a new array of n slots, a power of two that
+// holds them all.
+func (t *table) resize(n int) {
 	old := t.slots
-	t.slots = make([]slot, max(minTableSlots, 2*len(old)))
+	t.slots = make([]slot, n)
 	mask := len(t.slots) - 1
 	for i := range old {
 		if old[i].empty() {
