@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Options configure a router. Flags of `shardlimit router` map 1:1 onto
@@ -37,6 +38,9 @@ type Options struct {
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
 	BreakerCooldown time.Duration
+	// Limits bound the gRPC server's connections, streams and messages;
+	// default rpc.DefaultLimits() (each zero field its default).
+	Limits rpc.Limits
 	// TLS, when set, makes the gRPC server speak TLS with this config;
 	// default nil: plain text.
 	TLS *tls.Config
@@ -66,6 +70,7 @@ func DefaultOptions() Options {
 		BreakerFailures: 3,
 		BreakerCooldown: time.Second,
 		Ring:            shardmap.DefaultConfig(),
+		Limits:          rpc.DefaultLimits(),
 	}
 }
 
@@ -98,6 +103,7 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Limits.Fill()
 }
 
 func (o *Options) validate() error {
@@ -114,6 +120,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker failures: %d is under the minimum of 1", o.BreakerFailures)
 	case o.BreakerCooldown < time.Millisecond:
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
+	}
+	if err := o.Limits.Validate(); err != nil {
+		return err
 	}
 	return o.Ring.Validate()
 }

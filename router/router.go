@@ -96,13 +96,13 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		}
 	}
 
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(r.registry, "router")...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
-	shardlimitv1.RegisterRateLimiterServer(r.srv.GRPC, r)
-	shardlimitv1.RegisterAdminServer(r.srv.GRPC, &admin{r: r})
-	envoy.Register(r.srv.GRPC, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
+	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
+	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
+	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
 	r.srv.Serve()
 
 	go etcd.WatchHealth(watchCtx, r.etcd, 5*time.Second, func(up bool) {

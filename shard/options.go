@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Options configure a shard host. Flags of `shardlimit shard` map 1:1 onto
@@ -68,6 +69,9 @@ type Options struct {
 	TopKeysSample int
 	// Episodes bounds the limited-user log; default 10000 episodes.
 	Episodes int
+	// Limits bound the gRPC server's connections, streams and messages;
+	// default rpc.DefaultLimits() (each zero field its default).
+	Limits rpc.Limits
 	// TLS, when set, makes the gRPC server speak TLS with this config
 	// (mTLS when it requires client certificates); default nil: plain text.
 	TLS *tls.Config
@@ -99,6 +103,7 @@ func DefaultOptions() Options {
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
 		MaxMemoryBytes: DefaultMaxMemoryBytes, SweepInterval: 10 * time.Second, Capacity: 500_000,
 		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, Episodes: 10_000,
+		Limits: rpc.DefaultLimits(),
 	}
 }
 
@@ -140,6 +145,7 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Limits.Fill()
 }
 
 func (o *Options) validate() error {
@@ -169,5 +175,5 @@ func (o *Options) validate() error {
 	case o.Capacity < 1:
 		return fmt.Errorf("capacity: %d is under the minimum of 1 decision per second", o.Capacity)
 	}
-	return nil
+	return o.Limits.Validate()
 }

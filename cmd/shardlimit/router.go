@@ -59,6 +59,7 @@ func routerCmd() *cobra.Command {
 	f.DurationVar(&o.BreakerCooldown, "breaker-cooldown", o.BreakerCooldown, "how long an open circuit answers by policy before probing the shard")
 	f.BoolVar(&o.EnvoyHeaders, "envoy-headers", o.EnvoyHeaders, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy rate limit answers")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
+	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	return cmd
 }

@@ -73,6 +73,7 @@ func shardCmd() *cobra.Command {
 	f.IntVar(&o.TopKeysSample, "top-keys-sample", o.TopKeysSample, "observe one decision in this many for the hot keys (1: every decision)")
 	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
+	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	return cmd
 }
