@@ -26,6 +26,11 @@ type Options struct {
 	RulesFile string
 	// Rules, when non-nil, are used like RulesFile (tests).
 	Rules []rules.Rule
+	// RuleBounds bound the rules per service and in all: an apply over
+	// them is refused, and stored rules over them are ignored, in key
+	// order; default rules.DefaultBounds() (100 per service, 10000 in
+	// all). Must be equal on every router.
+	RuleBounds rules.Bounds
 	// Deadline bounds each call to a shard; default 20ms.
 	Deadline time.Duration
 	// MaxChecks bounds the checks in one request; default 1000.
@@ -71,6 +76,7 @@ func DefaultOptions() Options {
 		BreakerCooldown: time.Second,
 		Ring:            shardmap.DefaultConfig(),
 		Limits:          rpc.DefaultLimits(),
+		RuleBounds:      rules.DefaultBounds(),
 	}
 }
 
@@ -104,6 +110,7 @@ func (o *Options) fill() {
 		o.Logger = slog.Default()
 	}
 	o.Limits.Fill()
+	o.RuleBounds.Fill()
 }
 
 func (o *Options) validate() error {
@@ -122,6 +129,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
 	}
 	if err := o.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := o.RuleBounds.Validate(); err != nil {
 		return err
 	}
 	return o.Ring.Validate()

@@ -59,6 +59,11 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
+	if static != nil {
+		if err := opts.RuleBounds.Check(rules.Count(static)); err != nil {
+			return nil, err
+		}
+	}
 	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry()}
 	r.metrics = newMetrics(r.registry)
 
@@ -82,7 +87,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.setRules(rulestore.Update{Rules: static})
 		close(rulesRead)
 	} else {
-		go rulestore.Watch(watchCtx, r.etcd, opts.Prefix, r.log, func(u rulestore.Update) {
+		go rulestore.Watch(watchCtx, r.etcd, opts.Prefix, opts.RuleBounds, r.log, func(u rulestore.Update) {
 			r.setRules(u)
 			firstRules.Do(func() { close(rulesRead) })
 		})
@@ -156,8 +161,9 @@ func (r *Router) setRules(u rulestore.Update) {
 	r.rules.Store(&ruleSet{Set: set, params: params})
 	r.metrics.rules.Set(float64(len(u.Rules)))
 	r.metrics.invalidRules.Set(float64(len(u.Invalid)))
+	r.metrics.overBound.Set(float64(len(u.OverBound)))
 	r.metrics.ruleReloads.Inc()
-	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "revision", u.Revision)
+	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "over_bound", len(u.OverBound), "revision", u.Revision)
 }
 
 // Stop stops serving and following etcd.

@@ -181,7 +181,7 @@ func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) e
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _, err = rulestore.Apply(ctx, cli, prefix, rs, false, false)
+	_, _, err = rulestore.Apply(ctx, cli, prefix, rs, rules.DefaultBounds(), false, false)
 	return err
 }
 
