@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,26 @@ func TestStoreRingGrowthEvictsOthers(t *testing.T) {
 	s.Sweep(0, stripes, t0+int64(time.Minute))
 	if st.t.len() != 0 || len(st.t.slots) != minTableSlots {
 		t.Fatalf("after expiry: %d keys in %d slots", st.t.len(), len(st.t.slots))
+	}
+}
+
+// The memory bound has a default that fits the manifests, and a minimum
+// that lets every stripe hold the largest key.
+func TestOptionsMemoryBound(t *testing.T) {
+	o := Options{ID: "s", Etcd: []string{"127.0.0.1:2379"}}
+	o.fill()
+	if err := o.validate(); err != nil || o.MaxMemoryBytes != DefaultMaxMemoryBytes {
+		t.Fatalf("defaults: %v, max memory %d", err, o.MaxMemoryBytes)
+	}
+	o.MaxMemoryBytes = 64 << 20
+	if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "max memory:") {
+		t.Fatalf("64 MiB: %v", err)
+	}
+	if share := int64(MinMaxMemoryBytes / stripes); share < limiter.MaxLogSize*8+bytesPerLogKey+minTableSlots*slotBytes {
+		t.Fatalf("a stripe's share of the minimum, %d bytes, does not hold the largest ring", share)
+	}
+	o.MaxMemoryBytes, o.Limits.MaxConnections = DefaultMaxMemoryBytes, -1
+	if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "max-connections:") {
+		t.Fatalf("bad limits: %v", err)
 	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +14,18 @@ import (
 
 	"github.com/shardlimit/shardlimit/shard"
 )
+
+// setMemoryLimit sets the Go runtime's soft memory limit, unless
+// GOMEMLIMIT does, to 1.6 times the counters' bound (the Kubernetes
+// manifests' ratio of the pod's memory limit to --max-memory): beside the
+// counters, the heap holds the garbage collector's headroom, tables being
+// resized and gRPC's buffers, and without a limit it grows to about twice
+// what is live.
+func setMemoryLimit(maxMemory int64) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cmp.Or(maxMemory, shard.DefaultMaxMemoryBytes) / 5 * 8)
+	}
+}
 
 func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
@@ -22,6 +37,7 @@ func shardCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
+			setMemoryLimit(o.MaxMemoryBytes)
 			var err error
 			if o.TLS, _, o.EtcdTLS, err = tf.configs(); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/shardlimit/shardlimit/deploy"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
@@ -172,5 +173,35 @@ func TestApplyKeepsWithinTheBounds(t *testing.T) {
 	}
 	if _, _, err := rulestore.Apply(ctx, cli, "/b/", ruleSet(2), b, true, false); err != nil || stored() != 3 {
 		t.Fatalf("pruning shop back to 2: %v, %d stored", err, stored())
+	}
+}
+
+// What Apply stores is what every router accepts: each rule's stored form
+// decodes, under its own key, to the same rule.
+func TestStoredRulesDecodeAsApplied(t *testing.T) {
+	rs, err := rules.Parse("sample.yaml", deploy.SampleRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := rules.Parse("more.yaml", []byte(`rules:
+- {service: "s p", endpoint: "/a: b", key: [api_key, ip, user], algorithm: leaky_bucket, limit: 7, period: 90s, burst: 20, max_delay: 1500ms, soft_percent: 10, failure_policy: deny, consume_on_deny: true}
+- {service: s, endpoint: "*", algorithm: sliding_log, limit: 100000, period: 1d, shadow: true, elastic_percent: 0}
+- {service: s, endpoint: /e, name: "ünïcode ✓", algorithm: gcra, limit: 5, period: 1s, elastic_percent: 50, elastic_load_percent: 80}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append(rs, more...) {
+		b, err := rulestore.Encode(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rulestore.Decode(etcd.Layout("/x/").Rule(r.Service, r.Name), b)
+		if err != nil {
+			t.Fatalf("%s/%s: stored as\n%s\ndoes not decode: %v", r.Service, r.Name, b, err)
+		}
+		if again, _ := rulestore.Encode(&got); string(again) != string(b) {
+			t.Fatalf("%s/%s: decodes to another rule:\n%s\nwant\n%s", r.Service, r.Name, again, b)
+		}
 	}
 }
