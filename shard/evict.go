@@ -21,12 +21,14 @@ var EvictionReasons = [evictionReasons]string{"idle", "active", "over_limit"}
 // addition is what is about to be added to a stripe.
 type addition struct {
 	key     bool    // a new key, which counts toward MaxKeys
-	counter bool    // a new counter key: the table may double (table.growth)
-	bytes   int64   // bytes besides the table's growth
+	counter bool    // a new counter key: a slot in the table
+	bytes   int64   // bytes besides the table's
 	keep    key.Key // a key held that must stay (its ring grows); zero: none
 }
 
-// over reports whether a stripe with a would be over a bound.
+// over reports whether a stripe with a would be over a bound. Under a
+// memory bound, a counter key needs a table that is not full: fit grows it
+// within the stripe's share first.
 func (s *Store) over(st *stripe, a addition) bool {
 	if a.key && s.perStripe > 0 && st.keys() >= s.perStripe {
 		return true
@@ -34,26 +36,33 @@ func (s *Store) over(st *stripe, a addition) bool {
 	if s.perStripeBytes == 0 {
 		return false
 	}
-	b := st.bytes() + a.bytes
-	if a.counter {
-		b += st.t.growth()
-	}
-	return b > s.perStripeBytes
+	return st.bytes()+a.bytes > s.perStripeBytes || (a.counter && st.t.full())
 }
 
-// makeRoom keeps a stripe under its bounds before a is added: it drops the
-// keys that are fresh again (at most once a second), then evicts one key
-// at a time until a fits. If the stripe holds nothing else to evict, a is
-// added anyway: a stripe's share of the bound must hold its largest key
-// (see Options.MaxMemoryBytes).
+// fit grows a full table as far as the stripe's share allows (by an eighth
+// at least), before a counter key is added under a memory bound.
+func (s *Store) fit(st *stripe, a addition) {
+	if a.counter && s.perStripeBytes > 0 && st.t.full() {
+		room := (s.perStripeBytes - st.bytes() + st.t.bytes()) / slotBytes
+		if n := st.t.grown(int(max(room, 1))); n > len(st.t.slots) {
+			st.t.resize(n)
+		}
+	}
+}
+
+// makeRoom keeps a stripe under its bounds before a is added: it grows a
+// full table within the share, drops the keys that are fresh again (at
+// most once a second), then evicts one key at a time until a fits. If the
+// stripe holds nothing else to evict, a is added anyway: a stripe's share
+// of the bound must hold its largest key (see Options.MaxMemoryBytes).
 func (s *Store) makeRoom(st *stripe, now int64, a addition) {
-	if !s.over(st, a) {
+	if s.fit(st, a); !s.over(st, a) {
 		return
 	}
 	if sec := s.seconds(now); sec != st.lastSweep {
 		s.sweep(st, now, a.keep)
 	}
-	for s.over(st, a) && s.evict(st, now, !a.counter, a.keep) {
+	for s.fit(st, a); s.over(st, a) && s.evict(st, now, !a.counter, a.keep); s.fit(st, a) {
 	}
 }
 
@@ -121,13 +130,13 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		if n == 0 {
 			return
 		}
-		start := st.hand & (n - 1)
+		start := st.hand % n
 		for j := range n {
 			if enough() {
 				return
 			}
 			st.hand = start + j + 1
-			if sl := &st.t.slots[(start+j)&(n-1)]; !sl.empty() {
+			if sl := &st.t.slots[(start+j)%n]; !sl.empty() {
 				sl.setMeta(sl.fresh(), offer(sl.key(), sl.flags(), sl.fresh()))
 			}
 		}

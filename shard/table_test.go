@@ -17,7 +17,7 @@ func TestTableAgreesWithMap(t *testing.T) {
 	keys := make([]key.Key, 0, 3000)
 	for range 3000 {
 		// Few distinct home bits, to force long probe runs and wrap-around.
-		keys = append(keys, key.Key{Hi: rng.Uint64() & 0xff000000000003ff, Lo: rng.Uint64() | 1})
+		keys = append(keys, key.Key{Hi: rng.Uint64() & 0xff000000f0000000, Lo: rng.Uint64() | 1})
 	}
 	for step := range 60_000 {
 		k := keys[rng.IntN(len(keys))]
@@ -96,8 +96,8 @@ func TestTableShrinks(t *testing.T) {
 		keys[i] = key.Key{Hi: uint64(i) * 0x9e3779b97f4a7c15, Lo: uint64(i) | 1}
 		tb.insert(keys[i]).setState(int64(i), 0)
 	}
-	if len(tb.slots) != 128 || tb.growth() != 0 || tb.shrink(1, 2) {
-		t.Fatalf("%d slots, growth %d", len(tb.slots), tb.growth())
+	if len(tb.slots) != 128 || tb.full() || tb.shrink(1, 2) {
+		t.Fatalf("%d slots", len(tb.slots))
 	}
 	for _, k := range keys[10:] {
 		i, _ := tb.find(k)
@@ -117,7 +117,13 @@ func TestTableShrinks(t *testing.T) {
 		tb.insert(key.Key{Hi: uint64(len(keys)), Lo: 1})
 		keys = append(keys, key.Key{})
 	}
-	if tb.len() != 26 || tb.growth() != 32*slotBytes {
-		t.Fatalf("%d keys in %d slots: growth %d, want a doubling", tb.len(), len(tb.slots), tb.growth())
+	if tb.len() != 26 || !tb.full() || tb.grown(0) != 64 || tb.grown(40) != 40 || tb.grown(33) != 32 {
+		t.Fatalf("%d keys in %d slots: grows to %d, %d within 40, %d within 33; want 64, 40 and none", tb.len(), len(tb.slots), tb.grown(0), tb.grown(40), tb.grown(33))
+	}
+	tb.resize(40) // any size
+	for i, k := range keys[:10] {
+		if _, ok := tb.find(k); !ok {
+			t.Fatalf("key %d lost growing to 40 slots", i)
+		}
 	}
 }

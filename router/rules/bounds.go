@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,12 +25,8 @@ func DefaultBounds() Bounds { return Bounds{PerService: 100, Total: 10_000} }
 // Fill sets every zero field to its default.
 func (b *Bounds) Fill() {
 	d := DefaultBounds()
-	if b.PerService == 0 {
-		b.PerService = d.PerService
-	}
-	if b.Total == 0 {
-		b.Total = d.Total
-	}
+	b.PerService = cmp.Or(b.PerService, d.PerService)
+	b.Total = cmp.Or(b.Total, d.Total)
 }
 
 // Validate names the first bound out of range, as its flag.

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"sync"
@@ -75,29 +76,16 @@ func DefaultLimits() Limits {
 // Fill sets every zero field to its default.
 func (l *Limits) Fill() {
 	d := DefaultLimits()
-	fill := func(v *time.Duration, def time.Duration) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	if l.MaxConnections == 0 {
-		l.MaxConnections = d.MaxConnections
-	}
-	if l.MaxConcurrentStreams == 0 {
-		l.MaxConcurrentStreams = d.MaxConcurrentStreams
-	}
-	if l.MaxRecvMsgSize == 0 {
-		l.MaxRecvMsgSize = d.MaxRecvMsgSize
-	}
-	if l.MaxSendMsgSize == 0 {
-		l.MaxSendMsgSize = d.MaxSendMsgSize
-	}
-	fill(&l.MaxConnectionIdle, d.MaxConnectionIdle)
-	fill(&l.MaxConnectionAge, d.MaxConnectionAge)
-	fill(&l.MaxConnectionAgeGrace, d.MaxConnectionAgeGrace)
-	fill(&l.KeepaliveTime, d.KeepaliveTime)
-	fill(&l.KeepaliveTimeout, d.KeepaliveTimeout)
-	fill(&l.KeepaliveMinTime, d.KeepaliveMinTime)
+	l.MaxConnections = cmp.Or(l.MaxConnections, d.MaxConnections)
+	l.MaxConcurrentStreams = cmp.Or(l.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	l.MaxRecvMsgSize = cmp.Or(l.MaxRecvMsgSize, d.MaxRecvMsgSize)
+	l.MaxSendMsgSize = cmp.Or(l.MaxSendMsgSize, d.MaxSendMsgSize)
+	l.MaxConnectionIdle = cmp.Or(l.MaxConnectionIdle, d.MaxConnectionIdle)
+	l.MaxConnectionAge = cmp.Or(l.MaxConnectionAge, d.MaxConnectionAge)
+	l.MaxConnectionAgeGrace = cmp.Or(l.MaxConnectionAgeGrace, d.MaxConnectionAgeGrace)
+	l.KeepaliveTime = cmp.Or(l.KeepaliveTime, d.KeepaliveTime)
+	l.KeepaliveTimeout = cmp.Or(l.KeepaliveTimeout, d.KeepaliveTimeout)
+	l.KeepaliveMinTime = cmp.Or(l.KeepaliveMinTime, d.KeepaliveMinTime)
 }
 
 // Validate reports the first field out of bounds, naming it as its flag.
