@@ -14,8 +14,8 @@ const stripes = 256
 
 const (
 	flagLimited = 1 << iota // the key is denied: an episode is open
-	flagUsed                // used again since the eviction clock last passed
-	flagReused              // used again before the clock's last pass but one
+	flagUsed                // used again since the eviction clock last passed it
+	flagReused              // used again, and the clock has not passed it twice since
 )
 
 // logEntry is the state of one sliding_log key.
@@ -35,6 +35,7 @@ type stripe struct {
 	lastSweep uint32    // seconds since epoch of the last sweep
 	hand      int       // where the next eviction scan of the table starts
 	logHand   int       // and of logOrder
+	_         [24]byte  // 128 bytes: stripes' locks on separate cache lines
 }
 
 // StoreOptions bound a store.
