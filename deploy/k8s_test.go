@@ -14,6 +14,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -264,6 +265,7 @@ func checkRendered(t *testing.T, r *rendered) {
 		}
 	}
 	checkPartitions(t, ws)
+	checkShardMemory(t, ws)
 	checkEtcdEndpoints(t, r, configMaps)
 }
 
@@ -412,6 +414,35 @@ func checkPartitions(t *testing.T, ws []workload) {
 	}
 	if len(values) > 1 {
 		t.Errorf("components disagree on --partitions: %v", values)
+	}
+}
+
+// Every shard bounds its counters' memory with --max-memory at most 5/8 of
+// its container's memory limit: the rest holds the Go runtime's headroom
+// (GOMEMLIMIT is the limit) and gRPC's buffers, and the shard's own soft
+// limit without GOMEMLIMIT is 1.6 × --max-memory.
+func checkShardMemory(t *testing.T, ws []workload) {
+	for _, w := range ws {
+		for _, c := range w.pod.Spec.Containers {
+			if !isShardlimitImage(c.Image) || len(c.Args) == 0 || c.Args[0] != "shard" {
+				continue
+			}
+			v, ok := flagValue(c.Args[1:], "max-memory")
+			if !ok {
+				t.Errorf("%s %s: no --max-memory; set it to fit the memory limit", w.kind, w.name)
+				continue
+			}
+			bound, err := resource.ParseQuantity(strings.TrimSuffix(v, "B")) // 1280MiB → 1280Mi
+			limit, hasLimit := c.Resources.Limits[corev1.ResourceMemory]
+			switch {
+			case err != nil:
+				t.Errorf("%s %s: --max-memory=%s: %v", w.kind, w.name, v, err)
+			case !hasLimit:
+				t.Errorf("%s %s: no memory limit to fit --max-memory in", w.kind, w.name)
+			case bound.Value()*8 > limit.Value()*5:
+				t.Errorf("%s %s: --max-memory=%s is over 5/8 of the memory limit %s", w.kind, w.name, v, limit.String())
+			}
+		}
 	}
 }
 

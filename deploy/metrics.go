@@ -22,6 +22,7 @@ var Metrics = []string{
 	"shardlimit_router_refunds_total",
 	"shardlimit_router_rules",
 	"shardlimit_router_rules_invalid",
+	"shardlimit_router_rules_over_bound",
 	"shardlimit_router_rule_reloads_total",
 	"shardlimit_router_shardmap_version",
 	"shardlimit_router_shardmap_age_seconds",
@@ -29,6 +30,8 @@ var Metrics = []string{
 	"shardlimit_router_overlimit_cache_hits_total", // {service}
 	"shardlimit_router_overlimit_cache_entries",
 	"shardlimit_router_overlimit_cache_evictions_total",
+	"shardlimit_router_connections",               // open gRPC connections
+	"shardlimit_router_connections_refused_total", // past --max-connections
 
 	// Shard (shardlimit shard --metrics-listen).
 	"shardlimit_shard_decisions_total",           // {algorithm,result}
@@ -36,13 +39,17 @@ var Metrics = []string{
 	"shardlimit_shard_load",                      // decisions over the last minute
 	"shardlimit_shard_partition_load",            // {partition}, partitions with load only
 	"shardlimit_shard_keys",
-	"shardlimit_shard_memory_bytes",
-	"shardlimit_shard_evictions_total",
+	"shardlimit_shard_memory_bytes",       // every key of every algorithm
+	"shardlimit_shard_memory_limit_bytes", // --max-memory
+	"shardlimit_shard_evictions_total",    // {reason}: idle, active, over_limit
 	"shardlimit_shard_expirations_total",
 	"shardlimit_shard_setup_seconds", // process start → serving and registered
 	"shardlimit_shard_registered",
 	"shardlimit_shard_episodes",
+	"shardlimit_shard_episodes_dropped_total", // {reason}: closed, open
 	"shardlimit_shard_etcd_up",
+	"shardlimit_shard_connections",
+	"shardlimit_shard_connections_refused_total",
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",
@@ -52,6 +59,8 @@ var Metrics = []string{
 	"shardlimit_rebalance_interval_seconds",
 	"shardlimit_rebalance_load_ratio", // {when}
 	"shardlimit_rebalance_etcd_up",
+	"shardlimit_rebalance_connections",
+	"shardlimit_rebalance_connections_refused_total",
 }
 
 // Histograms are the members of Metrics that are histograms: queries name

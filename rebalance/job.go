@@ -65,14 +65,14 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	if j.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
-	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
+	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(j.registry, "rebalance")...); err != nil {
 		_ = j.etcd.Close()
 		return nil, err
 	}
 	if j.opts.Advertise == "" {
 		j.opts.Advertise = j.srv.Addr()
 	}
-	shardlimitv1.RegisterRebalancerServer(j.srv.GRPC, j)
+	shardlimitv1.RegisterRebalancerServer(j.srv, j)
 	j.srv.Serve()
 	runCtx, cancel := context.WithCancel(context.Background())
 	j.cancel = cancel

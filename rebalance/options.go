@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/rebalance/planner"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Options configure a rebalance instance. Flags of `shardlimit rebalance`
@@ -47,6 +48,9 @@ type Options struct {
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal to the routers'.
 	Ring shardmap.Config
+	// Limits bound the gRPC server's connections, streams and messages;
+	// default rpc.DefaultLimits() (each zero field its default).
+	Limits rpc.Limits
 	// TLS, when set, makes the gRPC server speak TLS with this config;
 	// default nil: plain text.
 	TLS *tls.Config
@@ -66,6 +70,7 @@ func DefaultOptions() Options {
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", Interval: time.Minute,
 		Threshold: p.Threshold, MaxMoves: p.MaxMoves, SessionTTL: 5 * time.Second,
 		StatsTimeout: 2 * time.Second, Settle: 1500 * time.Millisecond, Ring: shardmap.DefaultConfig(),
+		Limits: rpc.DefaultLimits(),
 	}
 }
 
@@ -104,6 +109,7 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Limits.Fill()
 }
 
 func (o *Options) validate() error {
@@ -122,6 +128,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("settle: %v not in 0..1m", o.Settle)
 	}
 	if err := (planner.Options{Threshold: o.Threshold, MaxMoves: o.MaxMoves}).Validate(); err != nil {
+		return err
+	}
+	if err := o.Limits.Validate(); err != nil {
 		return err
 	}
 	return o.Ring.Validate()

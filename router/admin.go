@@ -42,11 +42,11 @@ func (a *admin) ApplyRules(ctx context.Context, req *shardlimitv1.ApplyRulesRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	changes, rev, err := rulestore.Apply(ctx, a.r.etcd, a.r.opts.Prefix, desired, req.Prune, req.DryRun)
+	changes, rev, err := rulestore.Apply(ctx, a.r.etcd, a.r.opts.Prefix, desired, a.r.opts.RuleBounds, req.Prune, req.DryRun)
 	switch {
 	case errors.Is(err, rulestore.ErrConflict):
 		return nil, status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, rulestore.ErrTooManyChanges):
+	case errors.Is(err, rulestore.ErrTooManyChanges), errors.Is(err, rules.ErrTooManyRules):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case err != nil:
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 func testRules(t *testing.T) []rules.Rule {
@@ -239,6 +242,25 @@ func TestBadInputIsRejectedAndNotCounted(t *testing.T) {
 		st, _ := status.FromError(err)
 		if st.Code() != tc.code || !strings.Contains(st.Message(), tc.want) {
 			t.Errorf("%s: got %v %q, want %v containing %q", tc.name, st.Code(), st.Message(), tc.code, tc.want)
+		}
+	}
+	// Invalid UTF-8, which a generated client will not even encode, sent
+	// as raw bytes: InvalidArgument naming the field, not Internal.
+	conn, err := grpc.NewClient(c.Routers[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	goodCheck := rpctest.String(rpctest.String(rpctest.String(nil, 1, "shop"), 2, "/checkout"), 3, "bob")
+	for field, bad := range map[string][]byte{
+		"checks[1].user":     rpctest.String(rpctest.String(rpctest.String(nil, 1, "shop"), 2, "/checkout"), 3, "b\xc3\x28b"),
+		"checks[1].endpoint": rpctest.String(rpctest.String(rpctest.String(nil, 1, "shop"), 2, "/\xffcheckout"), 3, "bob"),
+		"checks[1].api_key":  rpctest.String(goodCheck, 5, "\xed\xa0\x80"),
+	} {
+		req := rpctest.Message(rpctest.Message(nil, 1, goodCheck), 1, bad)
+		err := rpctest.Invoke(context.Background(), conn, shardlimitv1.RateLimiter_Check_FullMethodName, req)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != field+": invalid UTF-8" {
+			t.Errorf("invalid UTF-8 in %s: %v", field, err)
 		}
 	}
 	for _, s := range c.Shards {

@@ -38,6 +38,7 @@ type metrics struct {
 	refunds       prometheus.Counter
 	rules         prometheus.Gauge
 	invalidRules  prometheus.Gauge
+	overBound     prometheus.Gauge
 	ruleReloads   prometheus.Counter
 	overLimitHits *prometheus.CounterVec
 }
@@ -77,7 +78,11 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 	})
 	m.invalidRules = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shardlimit_router_rules_invalid",
-		Help: "Rules stored in etcd that are not valid and are ignored (the last valid rule under the key stays in use).",
+		Help: "Rules stored in etcd that are not valid and are ignored: each key counts as absent, on every router.",
+	})
+	m.overBound = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shardlimit_router_rules_over_bound",
+		Help: "Valid rules stored in etcd and ignored because their service, or all services, hold more than --max-rules-per-service or --max-rules.",
 	})
 	m.ruleReloads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shardlimit_router_rule_reloads_total",
@@ -113,7 +118,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Name: "shardlimit_router_overlimit_cache_evictions_total",
 		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
 	}, func() float64 { return float64(cache.Evicted()) })
-	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.ruleReloads,
+	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
 		m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
 		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

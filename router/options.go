@@ -9,6 +9,7 @@ import (
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Options configure a router. Flags of `shardlimit router` map 1:1 onto
@@ -26,6 +27,11 @@ type Options struct {
 	RulesFile string
 	// Rules, when non-nil, are used like RulesFile (tests).
 	Rules []rules.Rule
+	// RuleBounds bound the rules per service and in all: an apply over
+	// them is refused, and stored rules over them are ignored, in key
+	// order; default rules.DefaultBounds() (100 per service, 10000 in
+	// all). Must be equal on every router.
+	RuleBounds rules.Bounds
 	// Deadline bounds each call to a shard; default 20ms.
 	Deadline time.Duration
 	// MaxChecks bounds the checks in one request; default 1000.
@@ -38,6 +44,9 @@ type Options struct {
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
 	BreakerCooldown time.Duration
+	// Limits bound the gRPC server's connections, streams and messages;
+	// default rpc.DefaultLimits() (each zero field its default).
+	Limits rpc.Limits
 	// TLS, when set, makes the gRPC server speak TLS with this config;
 	// default nil: plain text.
 	TLS *tls.Config
@@ -74,6 +83,8 @@ func DefaultOptions() Options {
 		BreakerCooldown: time.Second,
 		OverLimitCache:  100_000,
 		Ring:            shardmap.DefaultConfig(),
+		Limits:          rpc.DefaultLimits(),
+		RuleBounds:      rules.DefaultBounds(),
 	}
 }
 
@@ -112,6 +123,8 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Limits.Fill()
+	o.RuleBounds.Fill()
 }
 
 func (o *Options) validate() error {
@@ -130,6 +143,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
 	case o.OverLimitCache > 0 && (o.OverLimitCache < overlimit.MinEntries || o.OverLimitCache > maxOverLimitCache):
 		return fmt.Errorf("over-limit cache: %d entries not in %d..%d (negative turns it off)", o.OverLimitCache, overlimit.MinEntries, maxOverLimitCache)
+	}
+	if err := o.Limits.Validate(); err != nil {
+		return err
+	}
+	if err := o.RuleBounds.Validate(); err != nil {
+		return err
 	}
 	return o.Ring.Validate()
 }

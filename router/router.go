@@ -62,6 +62,11 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
+	if static != nil {
+		if err := opts.RuleBounds.Check(rules.Count(static)); err != nil {
+			return nil, err
+		}
+	}
 	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache)}
 	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
@@ -85,7 +90,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.setRules(rulestore.Update{Rules: static})
 		close(rulesRead)
 	} else {
-		go rulestore.Watch(watchCtx, r.etcd, opts.Prefix, r.log, func(u rulestore.Update) {
+		go rulestore.Watch(watchCtx, r.etcd, opts.Prefix, opts.RuleBounds, r.log, func(u rulestore.Update) {
 			r.setRules(u)
 			firstRules.Do(func() { close(rulesRead) })
 		})
@@ -99,13 +104,13 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		}
 	}
 
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(r.registry, "router")...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
-	shardlimitv1.RegisterRateLimiterServer(r.srv.GRPC, r)
-	shardlimitv1.RegisterAdminServer(r.srv.GRPC, &admin{r: r})
-	envoy.Register(r.srv.GRPC, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
+	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
+	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
+	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
 	r.srv.Serve()
 
 	go r.overLimit.sweep(watchCtx)
@@ -162,8 +167,9 @@ func (r *Router) setRules(u rulestore.Update) {
 	r.rules.Store(&ruleSet{Set: set, params: params})
 	r.metrics.rules.Set(float64(len(u.Rules)))
 	r.metrics.invalidRules.Set(float64(len(u.Invalid)))
+	r.metrics.overBound.Set(float64(len(u.OverBound)))
 	r.metrics.ruleReloads.Inc()
-	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "revision", u.Revision)
+	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "over_bound", len(u.OverBound), "revision", u.Revision)
 }
 
 // Stop stops serving and following etcd.

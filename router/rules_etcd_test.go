@@ -15,6 +15,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
@@ -31,7 +32,7 @@ func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
 
 // Rules applied through the admin API reach every router within a second;
 // an invalid file changes nothing; an invalid value written straight into
-// etcd is ignored and the last valid rule stays; changing only the limit
+// etcd is ignored, its key counting as absent; changing only the limit
 // keeps the counters; get round-trips; delete removes.
 func TestRulesInEtcdHotReload(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Router: func(o *router.Options) {
@@ -90,7 +91,8 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 		t.Fatalf("an invalid file changed the rules: limit %d", d.Limit)
 	}
 
-	// A bad value straight in etcd is ignored; the last valid rule stays.
+	// A bad value straight in etcd is ignored as if the key were absent:
+	// pay has no rule left on any router.
 	cli, err := etcd.Dial([]string{c.Etcd}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +109,14 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 		}
 		return nil
 	})
-	if d := check(t, c.Client(1), "pay", "/charge", "bob"); d.Limit != 10 {
-		t.Fatalf("an invalid stored value replaced the rule: limit %d", d.Limit)
+	for i := range c.Routers {
+		poll.Until(t, 5*time.Second, func() error {
+			_, err := c.Client(i).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "bob"}}})
+			if status.Code(err) != codes.NotFound {
+				return fmt.Errorf("router %d with the only rule of pay invalid: %v, want NotFound", i, err)
+			}
+			return nil
+		})
 	}
 
 	// get -o yaml round-trips through apply.
@@ -145,6 +153,104 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Two routers, one started before a hand-written invalid value reached
+// etcd and one after, decide with the same rules: the invalid key counts
+// as absent on both, so the endpoint falls to the service's "*" rule
+// everywhere (not 10/min on one router and 100/min on the other).
+func TestRoutersAgreeOnAnInvalidStoredRule(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Router: func(o *router.Options) {
+		o.Rules = nil // follow etcd
+	}})
+	ctx := context.Background()
+	adm := adminClient(t, c.Routers[0].Addr())
+	if _, err := adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{Yaml: []byte(`rules:
+  - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 10, period: 1m}
+  - {service: pay, endpoint: "*", algorithm: fixed_window, limit: 100, period: 1m}
+`)}); err != nil {
+		t.Fatal(err)
+	}
+	limitOf := func(i int) (string, int64, error) {
+		resp, err := c.Client(i).Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "pay", Endpoint: "/charge", User: "probe", Hits: new(int64)}}})
+		if err != nil {
+			return "", 0, err
+		}
+		return resp.Decisions[0].Rule, resp.Decisions[0].Limit, nil
+	}
+	poll.Until(t, 5*time.Second, func() error {
+		if rule, limit, err := limitOf(0); err != nil || limit != 10 {
+			return fmt.Errorf("before: rule %s limit %d, %v", rule, limit, err)
+		}
+		return nil
+	})
+	cli, err := etcd.Dial([]string{c.Etcd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, etcd.Layout(c.Prefix).Rule("pay", "charge"), "service: pay\nendpoint: /charge\nname: charge\nlimit: 10\nperiod: forever\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.StartRouter() // started after the bad value
+	for i := range c.Routers {
+		poll.Until(t, 5*time.Second, func() error {
+			if rule, limit, err := limitOf(i); err != nil || rule != "all" || limit != 100 {
+				return fmt.Errorf("router %d: rule %q limit %d, %v; want the * rule's 100", i, rule, limit, err)
+			}
+			return nil
+		})
+	}
+	// Both count on the same counter: the same decisions whichever router
+	// is asked.
+	for i := range 4 {
+		if d := check(t, c.Client(i%2), "pay", "/charge", "alice"); d.Rule != "all" || d.Remaining != int64(99-i) {
+			t.Fatalf("check %d on router %d: %v", i, i%2, d)
+		}
+	}
+	g, err := adm.GetRules(ctx, &shardlimitv1.GetRulesRequest{Service: "pay"})
+	if err != nil || len(g.Invalid) != 1 {
+		t.Fatalf("GetRules: invalid %v, %v", g.GetInvalid(), err)
+	}
+}
+
+// An apply that would leave a service, or all services, with more rules
+// than the router's bounds is refused whole, naming the bound.
+func TestApplyOverRuleBoundsIsRefused(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Router: func(o *router.Options) {
+		o.Rules = nil
+		o.RuleBounds = rules.Bounds{PerService: 3, Total: 5}
+	}})
+	ctx := context.Background()
+	adm := adminClient(t, c.Routers[0].Addr())
+	doc := func(service string, n int) string {
+		var b strings.Builder
+		b.WriteString("rules:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - {service: %s, endpoint: /e%d, limit: 1, period: 1m}\n", service, i)
+		}
+		return b.String()
+	}
+	apply := func(yaml string, prune bool) error {
+		_, err := adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{Yaml: []byte(yaml), Prune: prune})
+		return err
+	}
+	if err := apply(doc("a", 4), false); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `service "a" would have 4 rules, over the maximum of 3 per service (--max-rules-per-service)`) {
+		t.Fatalf("4 rules for one service: %v", err)
+	}
+	if err := apply(doc("a", 3), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(doc("b", 3), false); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "6 rules would be stored, over the maximum of 5 in all (--max-rules)") {
+		t.Fatalf("6 rules in all: %v", err)
+	}
+	g, err := adm.GetRules(ctx, &shardlimitv1.GetRulesRequest{})
+	if err != nil || strings.Count(string(g.Yaml), "service:") != 3 {
+		t.Fatalf("after refused applies: %v\n%s", err, g.GetYaml())
+	}
+	if err := apply(doc("b", 2), false); err != nil {
+		t.Fatalf("5 rules in all: %v", err)
+	}
 }
 
 // ListMembers and ListLimited fan out to the shards.

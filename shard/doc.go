@@ -1,11 +1,14 @@
 // Package shard is a shard host: it holds the counters of the partitions it
 // owns in memory and decides checks that routers send it over gRPC.
 //
-// A Store (store.go; eviction in evict.go, expiry in sweep.go, hand-off in
-// handoff.go) keeps one fixed-size state per counter key in 256 stripes, each an
-// open-addressing table (sliding_log keys: a map of rings) under its own
-// mutex, so no single key serialises the host and a
-// decision allocates nothing. Keys are stored by the 128-bit hash
+// A Store (store.go; memory accounting and ring sizing in memory.go,
+// eviction in evict.go, expiry in sweep.go, hand-off in handoff.go) keeps one
+// fixed-size state per counter key in 256 stripes, each an open-addressing
+// table (sliding_log keys: a map of rings that grow with use) under its own
+// mutex, so no single key serialises the host and a decision allocates
+// nothing but a growing ring. Its memory, every key of every algorithm, is
+// bounded in bytes (Options.MaxMemoryBytes, a 1/256 share per stripe): past
+// the bound a stripe evicts its own keys, those used once or idle first. Keys are stored by the 128-bit hash
 // of (service, rule, user) that package key defines: two xxhash64 sums with different seeds, the same
 // in every process so that keys can move between shards; the store keeps
 // the rule's algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the

@@ -4,89 +4,178 @@ import (
 	"github.com/shardlimit/shardlimit/shard/key"
 )
 
-// makeRoom keeps a stripe under its bound before a key is added: it drops
-// keys that are already fresh again, then evicts.
-func (s *Store) makeRoom(st *stripe, now int64) {
-	if s.perStripe == 0 || st.t.len()+len(st.logs) < s.perStripe {
+// Eviction reasons: the class of the key an eviction took, in the order
+// eviction takes them. They are the values of the evictions metric's
+// reason label.
+const (
+	evictIdle      = iota // used once, or not used again for two passes of the eviction clock
+	evictActive           // used again lately, not over its limit
+	evictOverLimit        // over its limit: only when the sample held nothing else
+	evictionReasons
+)
+
+// EvictionReasons names the eviction reasons, indexed as
+// StoreStats.EvictionsBy.
+var EvictionReasons = [evictionReasons]string{"idle", "active", "over_limit"}
+
+// addition is what is about to be added to a stripe.
+type addition struct {
+	key     bool    // a new key, which counts toward MaxKeys
+	counter bool    // a new counter key: a slot in the table
+	bytes   int64   // bytes besides the table's
+	keep    key.Key // a key held that must stay (its ring grows); zero: none
+}
+
+// over reports whether a stripe with a would be over a bound. Under a
+// memory bound, a counter key needs a table that is not full: fit grows it
+// within the stripe's share first.
+func (s *Store) over(st *stripe, a addition) bool {
+	if a.key && s.perStripe > 0 && st.keys() >= s.perStripe {
+		return true
+	}
+	if s.perStripeBytes == 0 {
+		return false
+	}
+	return st.bytes()+a.bytes > s.perStripeBytes || (a.counter && st.t.full())
+}
+
+// fit grows a full table as far as the stripe's share allows (by an eighth
+// at least), before a counter key is added under a memory bound.
+func (s *Store) fit(st *stripe, a addition) {
+	if a.counter && s.perStripeBytes > 0 && st.t.full() {
+		room := (s.perStripeBytes - st.bytes() + st.t.bytes()) / slotBytes
+		if n := st.t.grown(int(max(room, 1))); n > len(st.t.slots) {
+			st.t.resize(n)
+		}
+	}
+}
+
+// makeRoom keeps a stripe under its bounds before a is added: it grows a
+// full table within the share, drops the keys that are fresh again (at
+// most once a second), then evicts one key at a time until a fits. If the
+// stripe holds nothing else to evict, a is added anyway: a stripe's share
+// of the bound must hold its largest key (see Options.MaxMemoryBytes).
+func (s *Store) makeRoom(st *stripe, now int64, a addition) {
+	if s.fit(st, a); !s.over(st, a) {
 		return
 	}
 	if sec := s.seconds(now); sec != st.lastSweep {
-		s.sweep(st, now)
-		if st.t.len()+len(st.logs) < s.perStripe {
-			return
-		}
+		s.sweep(st, now, a.keep)
 	}
-	s.evict(st, now)
+	for s.fit(st, a); s.over(st, a) && s.evict(st, now, !a.counter, a.keep); s.fit(st, a) {
+	}
 }
 
-// evict drops one key. It samples keys (map iteration starts at a random
-// place) and takes, in this order: an idle key not used since the eviction
-// clock last passed it (CLOCK: passing clears the used flag), else any idle
-// key, else — only when the whole stripe holds nothing but over-limit keys —
-// an over-limit key. Within a class, the key closest to fresh goes first.
-func (s *Store) evict(st *stripe, now int64) {
-	// sample keys are looked at when an idle one is among them; past
-	// maxScan the search stops, so that a stripe flooded with over-limit
-	// keys costs a bounded scan, not the whole stripe. The scan resumes at
-	// the stripe's hand, so successive evictions look at new keys.
+// touched returns the flags of a key that is used again (not its first
+// use, which leaves it unmarked): used, and reused, so that it takes the
+// eviction clock two passes without a use to fall back to a new key's
+// class.
+func touched(flags uint8) uint8 { return flags | flagUsed | flagReused }
+
+// evict drops one key other than keep, and reports whether it found one.
+// It samples keys from the stripe's hands (one over the table, one over
+// the sliding_log keys) and takes the first class it finds a key of:
+//
+//  1. idle: a key used once, or not used again for two passes of the
+//     eviction clock (CLOCK: passing a key clears its used flag, else its
+//     reused flag), so that a flood of new keys, each used once, evicts its
+//     own keys before any key in steady use;
+//  2. a key not used again since the clock last passed it;
+//  3. a key used since;
+//  4. only when the whole sample holds nothing but over-limit keys, an
+//     over-limit key.
+//
+// Within classes 2 to 4, the key closest to fresh goes first. Classes 2 and 3
+// count as "active" evictions. With logsFirst the sliding_log keys are
+// sampled first, so that making room for a ring frees ring bytes rather
+// than table slots; a counter key taken shrinks the table once its keys
+// fit in half of it.
+func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool {
+	// The scan stops at the first idle key, as a CLOCK hand does, so that
+	// the hand passes each key about once per pass over the stripe's keys
+	// however many are evicted; without one, it stops once sample keys
+	// include a used one, and past maxScan, so that a stripe flooded with
+	// over-limit keys costs a bounded scan, not the whole stripe. The scan
+	// resumes at the stripe's hands, so successive evictions look at new
+	// keys.
 	const sample, maxScan = 16, 512
-	var unused, idle, limited candidate
+	const idle, lessUsed, used, overLimit = 0, 1, 2, 3
+	var best [4]candidate
 	seen := 0
-	enough := func() bool { return (seen >= sample && (unused.ok || idle.ok)) || seen >= maxScan }
-	if n := len(st.t.slots); n > 0 {
-		start := st.hand & (n - 1)
+	enough := func() bool {
+		return best[idle].ok || (seen >= sample && (best[lessUsed].ok || best[used].ok)) || seen >= maxScan
+	}
+	// offer considers a key and returns its flags once the clock passed.
+	offer := func(k key.Key, flags uint8, fresh uint32) uint8 {
+		if k == keep {
+			return flags
+		}
+		seen++
+		switch {
+		case flags&flagLimited != 0:
+			best[overLimit].offer(k, fresh)
+		case flags&flagUsed != 0:
+			best[used].offer(k, fresh)
+			return flags &^ flagUsed
+		case flags&flagReused != 0:
+			best[lessUsed].offer(k, fresh)
+			return flags &^ flagReused
+		default:
+			best[idle].offer(k, fresh)
+		}
+		return flags
+	}
+	scanTable := func() {
+		n := len(st.t.slots)
+		if n == 0 {
+			return
+		}
+		start := st.hand % n
 		for j := range n {
+			if enough() {
+				return
+			}
 			st.hand = start + j + 1
-			sl := &st.t.slots[(start+j)&(n-1)]
-			if sl.empty() {
-				continue
-			}
-			seen++
-			k, flags, fresh := sl.key(), sl.flags(), sl.fresh()
-			switch {
-			case flags&flagLimited != 0:
-				limited.offer(k, fresh)
-			case flags&flagUsed != 0:
-				idle.offer(k, fresh)
-				sl.setMeta(fresh, flags&^flagUsed)
-			default:
-				unused.offer(k, fresh)
-			}
-			if enough() {
-				break
+			if sl := &st.t.slots[(start+j)%n]; !sl.empty() {
+				sl.setMeta(sl.fresh(), offer(sl.key(), sl.flags(), sl.fresh()))
 			}
 		}
 	}
-	if !enough() {
-		for k, le := range st.logs {
-			seen++
-			switch {
-			case le.flags&flagLimited != 0:
-				limited.offer(k, le.fresh)
-			case le.flags&flagUsed != 0:
-				idle.offer(k, le.fresh)
-				le.flags &^= flagUsed
-			default:
-				unused.offer(k, le.fresh)
-			}
-			if enough() {
-				break
-			}
+	scanLogs := func() {
+		n := len(st.logOrder)
+		for j := 0; j < n && !enough(); j++ {
+			st.logHand = (st.logHand + 1) % n
+			k := st.logOrder[st.logHand]
+			le := st.logs[k]
+			le.flags = offer(k, le.flags, le.fresh)
 		}
 	}
-	victim := unused
-	if !victim.ok {
-		victim = idle
+	if logsFirst {
+		scanLogs()
+		scanTable()
+	} else {
+		scanTable()
+		scanLogs()
 	}
-	if !victim.ok {
-		victim = limited
-		s.endEpisode(victim.k, flagLimited, now)
+	for class, c := range best {
+		if !c.ok {
+			continue
+		}
+		reason := evictActive
+		switch class {
+		case idle:
+			reason = evictIdle
+		case overLimit:
+			reason = evictOverLimit
+			s.endEpisode(c.k, flagLimited, now)
+		}
+		if s.drop(st, c.k) {
+			st.t.shrink(13, 16)
+		}
+		s.evictions[reason].Add(1)
+		return true
 	}
-	if !victim.ok {
-		return
-	}
-	s.drop(st, victim.k)
-	s.evictions.Add(1)
+	return false
 }
 
 // candidate is the best key of one eviction class seen so far.
@@ -102,13 +191,15 @@ func (c *candidate) offer(k key.Key, fresh uint32) {
 	}
 }
 
-func (s *Store) drop(st *stripe, k key.Key) {
+// drop forgets k and reports whether it was a counter key (a table slot).
+func (s *Store) drop(st *stripe, k key.Key) (counter bool) {
 	if le := st.logs[k]; le != nil {
-		st.logSlots -= int64(len(le.log.Times))
-		delete(st.logs, k)
-		return
+		st.removeLog(k, le)
+		return false
 	}
 	if i, ok := st.t.find(k); ok {
 		st.t.deleteAt(i)
+		return true
 	}
+	return false
 }

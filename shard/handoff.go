@@ -72,15 +72,15 @@ func (s *Store) Import(keys []Exported, now int64) (imported, kept int) {
 		st.mu.Lock()
 		fresh := s.seconds(e.Fresh)
 		if e.Algo == limiter.SlidingLog {
+			times := e.Times[max(0, len(e.Times)-limiter.MaxLogSize):] // no rule holds more
 			le := st.logs[e.Key]
 			if le == nil {
-				s.makeRoom(st, now)
-				le = &logEntry{log: limiter.Log{Times: make([]int64, max(1, len(e.Times)))}}
-				st.logs[e.Key] = le
-				st.logSlots += int64(len(le.log.Times))
+				le = s.newLog(st, e.Key, now, int64(len(times)), limiter.MaxLogSize)
+			} else {
+				s.growLog(st, e.Key, le, now, int64(le.log.Len+len(times)), limiter.MaxLogSize)
 			}
 			before := le.log.Len
-			limiter.MergeLog(&le.log, e.Times)
+			limiter.MergeLog(&le.log, times)
 			le.fresh = max(le.fresh, fresh)
 			if le.log.Len != before || before == 0 {
 				imported++
@@ -105,10 +105,10 @@ func (s *Store) Import(keys []Exported, now int64) (imported, kept int) {
 			sl.setState(merged.A, merged.B)
 			sl.setMeta(max(sl.fresh(), fresh), sl.flags())
 		} else {
-			s.makeRoom(st, now)
+			s.makeRoom(st, now, addition{key: true, counter: true})
 			sl = st.t.insert(e.Key)
 			sl.setState(e.State.A, e.State.B)
-			sl.setMeta(fresh, flagUsed)
+			sl.setMeta(fresh, flagReused) // an established key where it came from
 			imported++
 		}
 		st.mu.Unlock()

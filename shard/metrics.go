@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/shardlimit/shardlimit/shard/episodes"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
@@ -67,17 +68,19 @@ var (
 	descLoad          = prometheus.NewDesc("shardlimit_shard_load", "Decisions over the last minute.", nil, nil)
 	descPartitionLoad = prometheus.NewDesc("shardlimit_shard_partition_load", "Decisions over the last minute, per partition with any.", []string{"partition"}, nil)
 	descKeys          = prometheus.NewDesc("shardlimit_shard_keys", "Counter keys held.", nil, nil)
-	descMemory        = prometheus.NewDesc("shardlimit_shard_memory_bytes", "Estimated bytes of counter state.", nil, nil)
-	descEvictions     = prometheus.NewDesc("shardlimit_shard_evictions_total", "Keys evicted under --max-keys.", nil, nil)
+	descMemory        = prometheus.NewDesc("shardlimit_shard_memory_bytes", "Estimated bytes of counter state, every key of every algorithm.", nil, nil)
+	descMemoryLimit   = prometheus.NewDesc("shardlimit_shard_memory_limit_bytes", "The bound on shardlimit_shard_memory_bytes (--max-memory).", nil, nil)
+	descEvictions     = prometheus.NewDesc("shardlimit_shard_evictions_total", "Keys evicted under --max-memory or --max-keys, by reason: idle (not used lately), active (used lately, within its limit), over_limit.", []string{"reason"}, nil)
 	descExpirations   = prometheus.NewDesc("shardlimit_shard_expirations_total", "Idle keys dropped once fresh again.", nil, nil)
 	descEpisodes      = prometheus.NewDesc("shardlimit_shard_episodes", "Limited-user episodes held in the log.", nil, nil)
+	descEpisodesDrop  = prometheus.NewDesc("shardlimit_shard_episodes_dropped_total", "Limited-user episodes dropped to keep the log within --episodes, by reason: closed (the oldest closed first), open (the oldest open, when none was closed).", []string{"reason"}, nil)
 )
 
 // storeCollector reads the store's counts at scrape time.
 type storeCollector struct{ s *Server }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLoad, descPartitionLoad, descKeys, descMemory, descEvictions, descExpirations, descEpisodes} {
+	for _, d := range []*prometheus.Desc{descLoad, descPartitionLoad, descKeys, descMemory, descMemoryLimit, descEvictions, descExpirations, descEpisodes, descEpisodesDrop} {
 		ch <- d
 	}
 }
@@ -95,7 +98,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, float64(total))
 	ch <- prometheus.MustNewConstMetric(descKeys, prometheus.GaugeValue, float64(st.Keys+st.LogKeys))
 	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(st.EstimatedBytes))
-	ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(st.Evictions))
+	ch <- prometheus.MustNewConstMetric(descMemoryLimit, prometheus.GaugeValue, float64(st.MaxBytes))
+	for i, n := range st.EvictionsBy {
+		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(n), EvictionReasons[i])
+	}
 	ch <- prometheus.MustNewConstMetric(descExpirations, prometheus.CounterValue, float64(st.Expirations))
 	ch <- prometheus.MustNewConstMetric(descEpisodes, prometheus.GaugeValue, float64(c.s.episodes.Len()))
+	for i, n := range c.s.episodes.DroppedBy() {
+		ch <- prometheus.MustNewConstMetric(descEpisodesDrop, prometheus.CounterValue, float64(n), episodes.DropReasons[i])
+	}
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Options configure a shard host. Flags of `shardlimit shard` map 1:1 onto
@@ -28,8 +31,20 @@ type Options struct {
 	// LeaseTTL is the membership lease; default 5s. A dead shard is dropped
 	// by routers at most this long after it stops.
 	LeaseTTL time.Duration
-	// MaxKeys bounds the counter keys held; default 0 (unbounded). Past it,
-	// new keys evict the least recently used idle keys first.
+	// MaxMemoryBytes bounds the estimated memory of the counters, every
+	// key of every algorithm (counter table slots, sliding_log keys and
+	// their rings; see memory.go), as a 1/256 share per stripe; default
+	// DefaultMaxMemoryBytes (1280 MiB, 62.5% of the 2 GiB the Kubernetes
+	// manifests give a shard, leaving room for the Go runtime, gRPC and the
+	// garbage collector's headroom). Past it, a new key or a growing ring
+	// evicts keys of its stripe: idle keys not used lately first, then the
+	// least recently used idle keys, and a key over its limit only when
+	// the sample holds nothing else. At least MinMaxMemoryBytes, so that
+	// every stripe's share holds the largest key.
+	MaxMemoryBytes int64
+	// MaxKeys bounds the keys held, an extra bound beside MaxMemoryBytes;
+	// default 0 (unbounded: the memory bound is the one that matters).
+	// Past it, new keys evict as MaxMemoryBytes says.
 	MaxKeys int
 	// SweepInterval is how often every idle key that is fresh again is
 	// dropped; default 10s.
@@ -54,6 +69,9 @@ type Options struct {
 	TopKeysSample int
 	// Episodes bounds the limited-user log; default 10000 episodes.
 	Episodes int
+	// Limits bound the gRPC server's connections, streams and messages;
+	// default rpc.DefaultLimits() (each zero field its default).
+	Limits rpc.Limits
 	// TLS, when set, makes the gRPC server speak TLS with this config
 	// (mTLS when it requires client certificates); default nil: plain text.
 	TLS *tls.Config
@@ -69,12 +87,23 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Memory bounds.
+const (
+	// DefaultMaxMemoryBytes is the default of Options.MaxMemoryBytes.
+	DefaultMaxMemoryBytes = 1280 << 20
+	// MinMaxMemoryBytes is the least Options.MaxMemoryBytes: 256 stripes
+	// of 1 MiB, each of which holds the largest key, a sliding_log ring of
+	// limiter.MaxLogSize entries (800 KB).
+	MinMaxMemoryBytes = 256 << 20
+)
+
 // DefaultOptions returns the defaults, without the required ID and Etcd.
 func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
-		SweepInterval: 10 * time.Second, Capacity: 500_000,
+		MaxMemoryBytes: DefaultMaxMemoryBytes, SweepInterval: 10 * time.Second, Capacity: 500_000,
 		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, Episodes: 10_000,
+		Limits: rpc.DefaultLimits(),
 	}
 }
 
@@ -88,6 +117,9 @@ func (o *Options) fill() {
 	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = d.LeaseTTL
+	}
+	if o.MaxMemoryBytes == 0 {
+		o.MaxMemoryBytes = d.MaxMemoryBytes
 	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = d.SweepInterval
@@ -113,6 +145,7 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Limits.Fill()
 }
 
 func (o *Options) validate() error {
@@ -123,6 +156,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
+	case o.MaxMemoryBytes < MinMaxMemoryBytes:
+		return fmt.Errorf("max memory: %d bytes is under the minimum of %d (256 MiB: each of the %d stripes must hold a sliding_log ring of %d entries)", o.MaxMemoryBytes, MinMaxMemoryBytes, stripes, limiter.MaxLogSize)
 	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):
 		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
@@ -140,5 +175,5 @@ func (o *Options) validate() error {
 	case o.Capacity < 1:
 		return fmt.Errorf("capacity: %d is under the minimum of 1 decision per second", o.Capacity)
 	}
-	return nil
+	return o.Limits.Validate()
 }

@@ -81,11 +81,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.registry = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(s.registry, s)
-	s.store = NewStore(StoreOptions{MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
-	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
+	s.store = NewStore(StoreOptions{MaxBytes: opts.MaxMemoryBytes, MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
+	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(s.registry, "shard")...); err != nil {
 		return nil, err
 	}
-	shardlimitv1.RegisterShardServer(s.srv.GRPC, s)
+	shardlimitv1.RegisterShardServer(s.srv, s)
 	s.srv.Serve()
 
 	s.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS)

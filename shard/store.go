@@ -3,7 +3,6 @@ package shard
 import (
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
 	"github.com/shardlimit/shardlimit/shard/key"
@@ -15,13 +14,15 @@ const stripes = 256
 
 const (
 	flagLimited = 1 << iota // the key is denied: an episode is open
-	flagUsed                // used since the eviction clock last passed
+	flagUsed                // used again since the eviction clock last passed it
+	flagReused              // used again, and the clock has not passed it twice since
 )
 
 // logEntry is the state of one sliding_log key.
 type logEntry struct {
 	log   limiter.Log
 	fresh uint32
+	at    int32 // index in the stripe's logOrder
 	flags uint8
 }
 
@@ -29,16 +30,22 @@ type stripe struct {
 	mu        sync.Mutex
 	t         table
 	logs      map[key.Key]*logEntry
-	logSlots  int64  // timestamps held by logs, for the memory estimate
-	lastSweep uint32 // seconds since epoch of the last sweep
-	hand      int    // where the next eviction scan starts
-	_         [24]byte
+	logOrder  []key.Key // the keys of logs, for the eviction clock
+	logSlots  int64     // ring entries of logs, for the memory estimate
+	lastSweep uint32    // seconds since epoch of the last sweep
+	hand      int       // where the next eviction scan of the table starts
+	logHand   int       // and of logOrder
+	_         [24]byte  // 128 bytes: stripes' locks on separate cache lines
 }
 
 // StoreOptions bound a store.
 type StoreOptions struct {
-	// MaxKeys bounds the counter keys held, as MaxKeys/256 per stripe; 0
-	// (the default) is unbounded. Past it, a new key evicts an idle key not
+	// MaxBytes bounds the estimated bytes of every key of every algorithm
+	// (see memory.go), as MaxBytes/256 per stripe; 0 (the default) is
+	// unbounded. Past it, an addition evicts as MaxKeys says.
+	MaxBytes int64
+	// MaxKeys bounds the keys held, as MaxKeys/256 per stripe; 0 (the
+	// default) is unbounded. Past it, a new key evicts an idle key not
 	// used lately, else any idle key, and an over-limit key only when the
 	// 512 keys at the stripe's eviction hand are all over their limit.
 	MaxKeys int
@@ -69,12 +76,13 @@ type Check struct {
 
 // Store holds the counters of one shard host.
 type Store struct {
-	opts      StoreOptions
-	perStripe int
-	epoch     int64 // Unix ns
-	stripes   [stripes]stripe
+	opts           StoreOptions
+	perStripe      int
+	perStripeBytes int64
+	epoch          int64 // Unix ns
+	stripes        [stripes]stripe
 
-	evictions   atomic.Uint64
+	evictions   [evictionReasons]atomic.Uint64
 	expirations atomic.Uint64
 }
 
@@ -84,6 +92,7 @@ func NewStore(opts StoreOptions, now int64) *Store {
 	if opts.MaxKeys > 0 {
 		s.perStripe = max(1, opts.MaxKeys/stripes) // never more than MaxKeys in all
 	}
+	s.perStripeBytes = opts.MaxBytes / stripes
 	for i := range s.stripes {
 		s.stripes[i].logs = make(map[key.Key]*logEntry)
 	}
@@ -145,14 +154,15 @@ func (s *Store) decide(k key.Key, c *Check, now int64, r *limiter.Rule, load flo
 		return d
 	case ok:
 		sl = &st.t.slots[i]
+		flags = touched(flags)
 	case c.Hits > 0:
-		s.makeRoom(st, now)
+		s.makeRoom(st, now, addition{key: true, counter: true})
 		sl = st.t.insert(k)
 	default:
 		return d
 	}
 	sl.setState(state.A, state.B)
-	sl.setMeta(s.seconds(now+d.ResetAfter), flags|flagUsed)
+	sl.setMeta(s.seconds(now+d.ResetAfter), flags)
 	return d
 }
 
@@ -162,19 +172,16 @@ func (s *Store) decideLog(st *stripe, k key.Key, c *Check, now int64, r *limiter
 		if c.Hits == 0 {
 			return freshLog(r, load)
 		}
-		s.makeRoom(st, now)
-		le = &logEntry{log: limiter.Log{Times: make([]int64, r.LogSize())}}
-		st.logs[k] = le
-		st.logSlots += int64(len(le.log.Times))
+		le = s.newLog(st, k, now, c.Hits, r.LogSize())
 	} else {
-		st.fitLog(le, r)
+		s.fitLog(st, k, le, now, r, c.Hits)
+		le.flags = touched(le.flags)
 	}
 	d := limiter.DecideLog(&le.log, now, r, c.Hits, load)
-	le.flags = s.episode(k, c, le.flags, &d, now) | flagUsed
+	le.flags = s.episode(k, c, le.flags, &d, now)
 	le.fresh = s.seconds(now + d.ResetAfter)
 	if d.ResetAfter == 0 && le.flags&flagLimited == 0 {
-		st.logSlots -= int64(len(le.log.Times))
-		delete(st.logs, k)
+		st.removeLog(k, le)
 	}
 	return d
 }
@@ -184,15 +191,6 @@ func (s *Store) decideLog(st *stripe, k key.Key, c *Check, now int64, r *limiter
 func freshLog(r *limiter.Rule, load float64) limiter.Decision {
 	limit, _ := limiter.EffectiveLimit(r, load)
 	return limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Shadow: r.Shadow}
-}
-
-// fitLog re-homes le's ring when the length r needs changed (the rule's
-// limit or allowances were edited), keeping the newest entries.
-func (st *stripe) fitLog(le *logEntry, r *limiter.Rule) {
-	if size := int(r.LogSize()); size != len(le.log.Times) {
-		st.logSlots += int64(size - len(le.log.Times))
-		le.log.Move(make([]int64, size))
-	}
 }
 
 // Refund gives back c.Hits that key k allowed moments ago under rule r, at
@@ -234,12 +232,10 @@ func (s *Store) refundLog(st *stripe, k key.Key, c *Check, now int64, r *limiter
 	if le == nil {
 		return freshLog(r, load)
 	}
-	st.fitLog(le, r)
 	d := limiter.RefundLog(&le.log, now, r, c.Hits, load)
 	le.fresh = s.seconds(now + d.ResetAfter)
 	if d.ResetAfter == 0 && le.flags&flagLimited == 0 {
-		st.logSlots -= int64(len(le.log.Times))
-		delete(st.logs, k)
+		st.removeLog(k, le)
 	}
 	return d
 }
@@ -298,28 +294,33 @@ func (s *Store) Reset(k key.Key, now int64) bool {
 // StoreStats are the store's counts.
 type StoreStats struct {
 	Keys, LogKeys, LogSlots int64
-	Evictions, Expirations  uint64
-	MaxKeys                 int
-	EstimatedBytes          int64
+	// Evictions counts the keys evicted under the bounds; EvictionsBy by
+	// reason, indexed as EvictionReasons.
+	Evictions   uint64
+	EvictionsBy [evictionReasons]uint64
+	Expirations uint64
+	MaxKeys     int
+	// EstimatedBytes is the memory of the keys held (see memory.go), and
+	// MaxBytes its bound (0: unbounded).
+	EstimatedBytes, MaxBytes int64
 }
-
-// bytesPerLogKey estimates a sliding_log key's memory besides its ring: its
-// map slot, the logEntry and allocation overhead.
-const bytesPerLogKey = 96
 
 // Stats counts the keys held.
 func (s *Store) Stats() StoreStats {
-	out := StoreStats{Evictions: s.evictions.Load(), Expirations: s.expirations.Load(), MaxKeys: s.opts.MaxKeys}
+	out := StoreStats{Expirations: s.expirations.Load(), MaxKeys: s.opts.MaxKeys, MaxBytes: s.opts.MaxBytes}
+	for i := range s.evictions {
+		out.EvictionsBy[i] = s.evictions[i].Load()
+		out.Evictions += out.EvictionsBy[i]
+	}
 	for i := range s.stripes {
 		st := &s.stripes[i]
 		st.mu.Lock()
 		out.Keys += int64(st.t.len())
-		out.EstimatedBytes += int64(len(st.t.slots)) * int64(unsafe.Sizeof(slot{}))
 		out.LogKeys += int64(len(st.logs))
 		out.LogSlots += st.logSlots
+		out.EstimatedBytes += st.bytes()
 		st.mu.Unlock()
 	}
-	out.EstimatedBytes += out.LogKeys*bytesPerLogKey + out.LogSlots*8
 	return out
 }
 

@@ -10,15 +10,23 @@ func (s *Store) Sweep(from, to int, now int64) {
 	for i := from; i < to && i < stripes; i++ {
 		st := &s.stripes[i]
 		st.mu.Lock()
-		s.sweep(st, now)
+		s.sweep(st, now, key.Key{})
 		st.mu.Unlock()
 	}
 }
 
-func (s *Store) sweep(st *stripe, now int64) {
+// sweep drops a stripe's keys that are fresh again, but keep, and gives
+// back the memory its table and rings no longer need.
+func (s *Store) sweep(st *stripe, now int64, keep key.Key) {
 	st.lastSweep = s.seconds(now)
-	n := s.deleteIf(st, now, func(_ key.Key, fresh uint32) bool { return s.isFresh(fresh, now) })
+	n := s.deleteIf(st, now, func(k key.Key, fresh uint32) bool { return k != keep && s.isFresh(fresh, now) })
 	s.expirations.Add(uint64(n))
+	st.t.shrink(1, 2)
+	for k, le := range st.logs {
+		if k != keep {
+			st.trimLog(le)
+		}
+	}
 }
 
 // deleteIf deletes every key of a stripe, of every algorithm, for which
@@ -37,11 +45,11 @@ func (s *Store) deleteIf(st *stripe, now int64, del func(k key.Key, fresh uint32
 		}
 		i++
 	}
-	for k, le := range st.logs {
-		if del(k, le.fresh) {
+	for i := len(st.logOrder) - 1; i >= 0; i-- { // removeLog moves the last key into i
+		k := st.logOrder[i]
+		if le := st.logs[k]; del(k, le.fresh) {
 			s.endEpisode(k, le.flags, now)
-			st.logSlots -= int64(len(le.log.Times))
-			delete(st.logs, k)
+			st.removeLog(k, le)
 			n++
 		}
 	}

@@ -17,7 +17,7 @@ func TestTableAgreesWithMap(t *testing.T) {
 	keys := make([]key.Key, 0, 3000)
 	for range 3000 {
 		// Few distinct home bits, to force long probe runs and wrap-around.
-		keys = append(keys, key.Key{Hi: rng.Uint64() & 0xff000000000003ff, Lo: rng.Uint64() | 1})
+		keys = append(keys, key.Key{Hi: rng.Uint64() & 0xff000000f0000000, Lo: rng.Uint64() | 1})
 	}
 	for step := range 60_000 {
 		k := keys[rng.IntN(len(keys))]
@@ -71,8 +71,8 @@ func TestTableAgreesWithMap(t *testing.T) {
 
 func TestSlotPacksInto36Bytes(t *testing.T) {
 	var s slot
-	s.setMeta(maxFresh+5, 3)
-	if s.fresh() != maxFresh || s.flags() != 3 {
+	s.setMeta(maxFresh+5, 7)
+	if s.fresh() != maxFresh || s.flags() != 7 {
 		t.Fatalf("meta round trip: fresh %d flags %d", s.fresh(), s.flags())
 	}
 	s.setState(-1, 1<<62+7)
@@ -82,7 +82,48 @@ func TestSlotPacksInto36Bytes(t *testing.T) {
 }
 
 func TestSlotSize(t *testing.T) {
-	if n := unsafe.Sizeof(slot{}); n != 36 {
+	if n := unsafe.Sizeof(slot{}); n != slotBytes {
 		t.Fatalf("slot is %d bytes, want 36", n)
+	}
+}
+
+// A table shrinks once its keys fit in half of it, keeping every key, and
+// says what its next insert adds.
+func TestTableShrinks(t *testing.T) {
+	var tb table
+	keys := make([]key.Key, 100)
+	for i := range keys {
+		keys[i] = key.Key{Hi: uint64(i) * 0x9e3779b97f4a7c15, Lo: uint64(i) | 1}
+		tb.insert(keys[i]).setState(int64(i), 0)
+	}
+	if len(tb.slots) != 128 || tb.full() || tb.shrink(1, 2) {
+		t.Fatalf("%d slots", len(tb.slots))
+	}
+	for _, k := range keys[10:] {
+		i, _ := tb.find(k)
+		tb.deleteAt(i)
+	}
+	if !tb.shrink(1, 2) || len(tb.slots) != 32 || tb.bytes() != 32*slotBytes {
+		t.Fatalf("after deleting 90 of 100: %d slots", len(tb.slots))
+	}
+	for i, k := range keys[:10] {
+		if j, ok := tb.find(k); !ok {
+			t.Fatalf("key %d lost", i)
+		} else if a, _ := tb.slots[j].state(); a != int64(i) {
+			t.Fatalf("key %d holds %d", i, a)
+		}
+	}
+	for range 16 {
+		tb.insert(key.Key{Hi: uint64(len(keys)), Lo: 1})
+		keys = append(keys, key.Key{})
+	}
+	if tb.len() != 26 || !tb.full() || tb.grown(0) != 64 || tb.grown(40) != 40 || tb.grown(33) != 32 {
+		t.Fatalf("%d keys in %d slots: grows to %d, %d within 40, %d within 33; want 64, 40 and none", tb.len(), len(tb.slots), tb.grown(0), tb.grown(40), tb.grown(33))
+	}
+	tb.resize(40) // any size
+	for i, k := range keys[:10] {
+		if _, ok := tb.find(k); !ok {
+			t.Fatalf("key %d lost growing to 40 slots", i)
+		}
 	}
 }

@@ -34,8 +34,8 @@ func StartBaseline(addr string) (*BaselineServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	shardlimitv1.RegisterRateLimiterServer(srv.GRPC, noopPublic{})
-	rlsv3.RegisterRateLimitServiceServer(srv.GRPC, noopEnvoy{})
+	shardlimitv1.RegisterRateLimiterServer(srv, noopPublic{})
+	rlsv3.RegisterRateLimitServiceServer(srv, noopEnvoy{})
 	srv.Serve()
 	return &BaselineServer{srv: srv}, nil
 }

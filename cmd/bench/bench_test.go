@@ -276,6 +276,29 @@ func TestPickerStaysInRange(t *testing.T) {
 	}
 }
 
+// A flood draws new users, each once, beside the population.
+func TestPickerFloods(t *testing.T) {
+	o := DefaultOptions()
+	o.Users, o.Flood = 10, 0.5
+	p := newPicker(&o, 0)
+	names := userNames(o.Users)
+	seen := map[string]bool{}
+	flood := 0
+	for range 10_000 {
+		u := p.user(names)
+		if strings.HasPrefix(u, "flood-") {
+			if seen[u] {
+				t.Fatalf("flood user %s drawn twice", u)
+			}
+			flood++
+		}
+		seen[u] = true
+	}
+	if flood < 4500 || flood > 5500 {
+		t.Fatalf("%d of 10000 checks for new users, want about half", flood)
+	}
+}
+
 func TestReportOutputs(t *testing.T) {
 	for _, api := range []string{APIPublic, APIEnvoy} {
 		o := testOptions(api, false)

@@ -62,6 +62,10 @@ type Options struct {
 	// ZipfS is the zipf exponent s (> 1); default 1.1. ZipfV is its v
 	// (>= 1); default 1. See math/rand/v2.NewZipf.
 	ZipfS, ZipfV float64
+	// Flood is the share of checks, in [0, 1], each for a new user never
+	// seen before (a flood of new users, as an attack or a launch brings),
+	// beside the Users drawn as Dist says; default 0.
+	Flood float64
 	// Checks is the number of checks (public API) or descriptors (Envoy)
 	// per request, each for its own user; default 1.
 	Checks int
@@ -154,6 +158,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("zipf s: %v must be greater than 1", o.ZipfS)
 	case o.Dist == DistZipf && !(o.ZipfV >= 1):
 		return fmt.Errorf("zipf v: %v must be at least 1", o.ZipfV)
+	case !(o.Flood >= 0 && o.Flood <= 1):
+		return fmt.Errorf("flood: %v not in 0..1", o.Flood)
 	case o.Checks < 1 || o.Checks > 1000:
 		return fmt.Errorf("checks: %d not in 1..1000", o.Checks)
 	case o.API == APIEnvoy && o.Checks > 100:

@@ -42,6 +42,7 @@ type Config struct {
 	Routers          []string `json:"routers"`
 	Users            int      `json:"users"`
 	Dist             string   `json:"dist"`
+	Flood            float64  `json:"flood,omitempty"`
 	ChecksPerRequest int      `json:"checks_per_request"`
 	// Service and Endpoint (public API) or Domain and DescriptorKey (Envoy).
 	Service       string `json:"service,omitempty"`
@@ -120,7 +121,7 @@ func configOf(o *Options) Config {
 	c := Config{
 		API: o.API, Method: strings.TrimPrefix(methodOf(o.API), "/"), Loop: "closed", Concurrency: o.Concurrency,
 		DurationS: o.Duration.Seconds(), Requests: o.Requests, WarmupS: o.Warmup.Seconds(), Connections: o.Connections,
-		Routers: o.Routers, Users: o.Users, Dist: o.Dist, ChecksPerRequest: o.Checks, TLS: o.TLS != nil,
+		Routers: o.Routers, Users: o.Users, Dist: o.Dist, Flood: o.Flood, ChecksPerRequest: o.Checks, TLS: o.TLS != nil,
 	}
 	if o.BaselineOnly {
 		c.Routers = []string{}
@@ -183,9 +184,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		what = fmt.Sprintf("domain %s, descriptor [(%s, <user>)]", c.Domain, c.DescriptorKey)
 		unit = "descriptor"
 	}
+	users := fmt.Sprintf("%d users (%s)", c.Users, c.Dist)
+	if c.Flood > 0 {
+		users += fmt.Sprintf(" and a flood of new users (%.0f%% of %ss)", 100*c.Flood, unit)
+	}
 	fmt.Fprintf(w, "shardlimit bench: %s (%s)\n", c.API, c.Method)
-	fmt.Fprintf(w, "  %s, %s after %v warmup; %d connection(s) per router; %d users (%s), %d %s(s) per request; %s\n\n",
-		load, span, time.Duration(c.WarmupS*float64(time.Second)), c.Connections, c.Users, c.Dist, c.ChecksPerRequest, unit, what)
+	fmt.Fprintf(w, "  %s, %s after %v warmup; %d connection(s) per router; %s, %d %s(s) per request; %s\n\n",
+		load, span, time.Duration(c.WarmupS*float64(time.Second)), c.Connections, users, c.ChecksPerRequest, unit, what)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
 	row := func(label string, cell func(p *Phase) string) {

@@ -52,7 +52,7 @@ func newPublicRequest(o *Options) *publicRequest {
 
 func (r *publicRequest) draw(p *picker, names []string) {
 	for _, c := range r.req.Checks {
-		c.User = names[p.next()]
+		c.User = p.user(names)
 	}
 }
 
@@ -99,7 +99,7 @@ func newEnvoyRequest(o *Options) *envoyRequest {
 
 func (r *envoyRequest) draw(p *picker, names []string) {
 	for _, e := range r.entries {
-		e.Value = names[p.next()]
+		e.Value = p.user(names)
 	}
 }
 

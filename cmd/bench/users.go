@@ -3,6 +3,8 @@ package bench
 import (
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
+	"time"
 )
 
 // userNames returns the names of n users, built once and shared read-only
@@ -18,20 +20,37 @@ func userNames(n int) []string {
 // picker draws user indexes in [0, n) for one worker; it is not safe for
 // concurrent use.
 type picker struct {
-	rng  *rand.Rand
-	zipf *rand.Zipf // nil: uniform
-	n    uint64
+	rng   *rand.Rand
+	zipf  *rand.Zipf // nil: uniform
+	n     uint64
+	flood float64
 }
 
 func newPicker(o *Options, worker int) *picker {
 	rng := rand.New(rand.NewPCG(o.Seed, uint64(worker)))
-	p := &picker{rng: rng, n: uint64(o.Users)}
+	p := &picker{rng: rng, n: uint64(o.Users), flood: o.Flood}
 	if o.Dist == DistZipf {
 		// Rank 0 is the most frequent user.
 		p.zipf = rand.NewZipf(rng, o.ZipfS, o.ZipfV, p.n-1)
 	}
 	return p
 }
+
+// user returns the name of the next check's user: a new one, with
+// probability flood, else one of names drawn by next.
+func (p *picker) user(names []string) string {
+	if p.flood > 0 && p.rng.Float64() < p.flood {
+		return floodPrefix + strconv.FormatUint(floodSeq.Add(1), 36)
+	}
+	return names[p.next()]
+}
+
+// The flood's users are numbered in the process, after a prefix that
+// makes them new across runs too.
+var (
+	floodPrefix = "flood-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	floodSeq    atomic.Uint64
+)
 
 func (p *picker) next() int {
 	if p.zipf != nil {

@@ -95,6 +95,7 @@ func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
 	f.StringVar(&o.Dist, "dist", o.Dist, "how users are drawn: uniform or zipf")
 	f.Float64Var(&o.ZipfS, "zipf-s", o.ZipfS, "zipf exponent s (> 1)")
 	f.Float64Var(&o.ZipfV, "zipf-v", o.ZipfV, "zipf parameter v (>= 1)")
+	f.Float64Var(&o.Flood, "flood", o.Flood, "share of checks (0..1) each for a new user never seen before: a flood of new users beside the --users")
 	f.IntVar(&o.Checks, "checks", o.Checks, "checks per request (public API) or descriptors per request (envoy), each for its own user")
 	f.StringVar(&o.Service, "service", o.Service, "public API: service of the checks")
 	f.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "public API: endpoint of the checks")

@@ -81,11 +81,11 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE...",
-		Short: "Check rules files locally, reporting every error with file, line and field.",
+		Short: "Check rules files locally, reporting every error with file, line and field, and the routers' default bounds on the number of rules.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var errs []string
-			total := 0
+			var all []rules.Rule
 			for _, f := range files {
 				b, err := readRulesFile(f)
 				if err != nil {
@@ -96,11 +96,17 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 					errs = append(errs, err.Error())
 					continue
 				}
-				total += len(rs)
+				all = append(all, rs...)
+			}
+			if len(errs) == 0 {
+				if err := rules.DefaultBounds().Check(rules.Count(all)); err != nil {
+					errs = append(errs, err.Error()+" (the routers' defaults)")
+				}
 			}
 			if len(errs) > 0 {
 				return fmt.Errorf("invalid rules:\n%s", strings.Join(errs, "\n"))
 			}
+			total := len(all)
 			w := cmd.OutOrStdout()
 			view := map[string]any{"valid": true, "files": len(files), "rules": total}
 			return printOutput(w, cf.output, view, func() error {

@@ -195,3 +195,22 @@ func TestRulesFileInJSON(t *testing.T) {
 		t.Errorf("YAML changed: %q", got)
 	}
 }
+
+// `ctl rules validate` checks the routers' default bounds on the number of
+// rules, naming the service and the flag.
+func TestRulesValidateBounds(t *testing.T) {
+	bin := buildBinary(t)
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for i := range rules.DefaultBounds().PerService + 1 {
+		fmt.Fprintf(&b, "  - {service: shop, endpoint: /e%d, limit: 1, period: 1m}\n", i)
+	}
+	path := filepath.Join(t.TempDir(), "many.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, bin, "", nil, "ctl", "rules", "validate", "-f", path)
+	if r.code != exitFailed || !strings.Contains(r.stderr, `service "shop" would have 101 rules, over the maximum of 100 per service (--max-rules-per-service)`) {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -39,6 +39,7 @@ type devOptions struct {
 	prefix            string
 	leaseTTL          time.Duration
 	rebalanceInterval time.Duration
+	maxMemory         int64 // the shards' --max-memory; 0: their default
 }
 
 func devCmd() *cobra.Command {
@@ -67,6 +68,7 @@ func devCmd() *cobra.Command {
 	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
 	f.DurationVar(&o.rebalanceInterval, "rebalance-interval", o.rebalanceInterval, "time between the rebalance job's runs")
+	f.Var(newSizeFlag(&o.maxMemory), "max-memory", "each shard's --max-memory (default: the shard's own, 1280MiB)")
 	return cmd
 }
 
@@ -113,8 +115,12 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	defer func() { stopChildren(out, children) }()
 	for i := 1; i <= o.shards; i++ {
 		id := "shard-" + strconv.Itoa(i)
-		c, err := startChild(out, id, exe, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
-			"--metrics-listen", metricsAddr[i])
+		args := []string{"shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
+			"--metrics-listen", metricsAddr[i]}
+		if o.maxMemory != 0 {
+			args = append(args, "--max-memory", formatSize(o.maxMemory))
+		}
+		c, err := startChild(out, id, exe, args...)
 		if err != nil {
 			return err
 		}
@@ -181,7 +187,7 @@ func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) e
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _, err = rulestore.Apply(ctx, cli, prefix, rs, false, false)
+	_, _, err = rulestore.Apply(ctx, cli, prefix, rs, rules.DefaultBounds(), false, false)
 	return err
 }
 

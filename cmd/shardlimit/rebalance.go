@@ -52,6 +52,7 @@ func rebalanceCmd() *cobra.Command {
 	f.DurationVar(&o.SessionTTL, "session-ttl", o.SessionTTL, "election lease; a dead leader is replaced within about this long")
 	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
+	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	return cmd
 }

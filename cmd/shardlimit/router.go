@@ -55,11 +55,14 @@ func routerCmd() *cobra.Command {
 	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "deadline of each call to a shard; past it the rule's failure policy answers")
 	f.IntVar(&o.MaxChecks, "max-checks", o.MaxChecks, "maximum checks in one request")
 	f.IntVar(&o.MaxUserLength, "max-user-length", o.MaxUserLength, "maximum length of a check's user, in bytes")
+	f.IntVar(&o.RuleBounds.PerService, "max-rules-per-service", o.RuleBounds.PerService, "rules one service may have: an apply past it is refused, stored rules past it are ignored in key order; must be equal on every router")
+	f.IntVar(&o.RuleBounds.Total, "max-rules", o.RuleBounds.Total, "rules of all services: an apply past it is refused, stored rules past it are ignored in key order; must be equal on every router")
 	f.IntVar(&o.BreakerFailures, "breaker-failures", o.BreakerFailures, "consecutive failed calls that open a shard's circuit")
 	f.DurationVar(&o.BreakerCooldown, "breaker-cooldown", o.BreakerCooldown, "how long an open circuit answers by policy before probing the shard")
 	f.IntVar(&o.OverLimitCache, "over-limit-cache", o.OverLimitCache, "entries of the over-limit cache (72 bytes each): users over a limit are denied with their shard's answer until their retry time without calling it, and stay denied while it is down; negative turns it off")
 	f.BoolVar(&o.EnvoyHeaders, "envoy-headers", o.EnvoyHeaders, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy rate limit answers")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
+	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	return cmd
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +14,18 @@ import (
 
 	"github.com/shardlimit/shardlimit/shard"
 )
+
+// setMemoryLimit sets the Go runtime's soft memory limit, unless
+// GOMEMLIMIT does, to 1.6 times the counters' bound (the Kubernetes
+// manifests' ratio of the pod's memory limit to --max-memory): beside the
+// counters, the heap holds the garbage collector's headroom, tables being
+// resized and gRPC's buffers, and without a limit it grows to about twice
+// what is live.
+func setMemoryLimit(maxMemory int64) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cmp.Or(maxMemory, shard.DefaultMaxMemoryBytes) / 5 * 8)
+	}
+}
 
 func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
@@ -22,6 +37,7 @@ func shardCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
+			setMemoryLimit(o.MaxMemoryBytes)
 			var err error
 			if o.TLS, _, o.EtcdTLS, err = tf.configs(); err != nil {
 				return err
@@ -64,7 +80,8 @@ func shardCmd() *cobra.Command {
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
-	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "bound on counter keys held; past it the least recently used idle keys are evicted (0: unbounded)")
+	f.Var(newSizeFlag(&o.MaxMemoryBytes), "max-memory", "bound on the estimated memory of the counters, every key of every algorithm (like 512MiB or 2GiB; at least 256MiB); past it idle keys not used lately are evicted first, keys over their limit last (shardlimit_shard_evictions_total)")
+	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "extra bound on the keys held, evicting as --max-memory does (0: unbounded; --max-memory is the bound that matters)")
 	f.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often idle keys that are fresh again are dropped")
 	f.IntVar(&o.Partitions, "partitions", o.Partitions, "partition count the routers use, for per-partition load")
 	f.IntVar(&o.TopKeys, "top-keys", o.TopKeys, "hottest keys reported by default")
@@ -72,6 +89,7 @@ func shardCmd() *cobra.Command {
 	f.IntVar(&o.TopKeysSample, "top-keys-sample", o.TopKeysSample, "observe one decision in this many for the hot keys (1: every decision)")
 	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
+	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	return cmd
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 const clusterRules = `
@@ -196,6 +197,27 @@ func TestEnvoyRateLimitService(t *testing.T) {
 			_, err := cl.ShouldRateLimit(context.Background(), tc.req)
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.field) {
 				t.Errorf("%s: %v, want InvalidArgument naming it", tc.field, err)
+			}
+		}
+		// Invalid UTF-8, sent as raw bytes to the router's own server (a
+		// generated client will not encode it): INVALID_ARGUMENT naming the
+		// field, never echoing the value.
+		conn, err := grpc.NewClient(c.Routers[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		entry := func(k, v string) []byte { return rpctest.String(rpctest.String(nil, 1, k), 2, v) }
+		descriptor := func(ip string) []byte {
+			return rpctest.Message(rpctest.Message(nil, 1, entry("remote_address", ip)), 1, entry("path", "/checkout"))
+		}
+		for field, req := range map[string][]byte{
+			"domain":                          rpctest.Message(rpctest.String(nil, 1, "ed\xffge"), 2, descriptor("10.0.0.3")),
+			"descriptors[1].entries[0].value": rpctest.Message(rpctest.Message(rpctest.String(nil, 1, "edge"), 2, descriptor("10.0.0.3")), 2, descriptor("10.0.0.\xfe")),
+		} {
+			err := rpctest.Invoke(context.Background(), conn, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, req)
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != field+": invalid UTF-8" {
+				t.Errorf("invalid UTF-8 in %s: %v", field, err)
 			}
 		}
 		// Nothing was counted by the rejected requests.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -34,7 +35,7 @@ var ErrInvalidRequest = errors.New("invalid rate limit request")
 
 // Register registers the rate limit service v3 on s, deciding with d. It
 // panics if opts are invalid: a programmer's mistake at start-up.
-func Register(s *grpc.Server, d Decider, opts Options) {
+func Register(s grpc.ServiceRegistrar, d Decider, opts Options) {
 	rlsv3.RegisterRateLimitServiceServer(s, newService(d, opts))
 }
 
@@ -169,6 +170,8 @@ func validate(req *rlsv3.RateLimitRequest) ([]int64, error) {
 		return bad("domain", "required")
 	case len(req.Domain) > rules.MaxServiceLength:
 		return bad("domain", "length %d exceeds the maximum of %d bytes", len(req.Domain), rules.MaxServiceLength)
+	case !utf8.ValidString(req.Domain): // gRPC requests never get here with it (shard/rpc answers them)
+		return bad("domain", "invalid UTF-8")
 	case len(req.Descriptors) == 0:
 		return bad("descriptors", "at least 1 descriptor is required")
 	case len(req.Descriptors) > MaxDescriptors:
@@ -206,8 +209,13 @@ func validateDescriptor(i int, d *ratelimitv3.RateLimitDescriptor) error {
 		return bad(".is_negative_hits", "returning hits to a limit is not supported")
 	}
 	for j, e := range d.Entries {
-		if e.GetKey() == "" {
+		switch {
+		case e.GetKey() == "":
 			return bad(fmt.Sprintf(".entries[%d].key", j), "required")
+		case !utf8.ValidString(e.GetKey()):
+			return bad(fmt.Sprintf(".entries[%d].key", j), "invalid UTF-8")
+		case !utf8.ValidString(e.GetValue()):
+			return bad(fmt.Sprintf(".entries[%d].value", j), "invalid UTF-8")
 		}
 	}
 	return nil

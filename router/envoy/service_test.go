@@ -180,6 +180,9 @@ func TestShouldRateLimitInvalid(t *testing.T) {
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("a=b"), {}}}, "descriptors[1].entries: at least 1 entry is required"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d(longEntries...)}, "descriptors[0].entries: 65 entries exceed the maximum of 64"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d("a=b", "=c")}, "descriptors[0].entries[1].key: required"},
+		{&rlsv3.RateLimitRequest{Domain: "ed\xffge", Descriptors: d("a=b")}, "domain: invalid UTF-8"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d("a=b", "\xc3=c")}, "descriptors[0].entries[1].key: invalid UTF-8"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: d("a=b", "c=\xc3")}, "descriptors[0].entries[1].value: invalid UTF-8"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: descriptor("a=b"), HitsAddend: wrapperspb.UInt64(MaxHits + 1)}}}, "descriptors[0].hits_addend: 1000000001 exceeds the maximum of 1000000000"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: descriptor("a=b"), HitsAddend: wrapperspb.UInt64(1), IsNegativeHits: true}}}, "descriptors[0].is_negative_hits: returning hits to a limit is not supported"},
 	} {

@@ -211,6 +211,9 @@ func TestValidate(t *testing.T) {
 		{"long user", &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", User: "12345"}}}, "checks[0].user: length 5 exceeds the maximum of 4"},
 		{"bad ip", &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", Ip: "x"}}}, "checks[0].ip: not an IP"},
 		{"negative hits", &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", Hits: &neg}}}, "checks[0].hits: -1 not in 0.."},
+		{"invalid UTF-8 endpoint", &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/\xff"}}}, "checks[0].endpoint: invalid UTF-8"},
+		{"invalid UTF-8 user", &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", User: "\xc3"}}}, "checks[0].user: invalid UTF-8"},
+		{"invalid UTF-8 api key", &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", ApiKey: "k\x80"}}}, "checks[0].api_key: invalid UTF-8"},
 	} {
 		err := Validate(tc.req, lim)
 		if !errors.Is(err, ErrInvalidCheck) || !strings.Contains(err.Error(), tc.want) {

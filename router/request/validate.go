@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"unicode/utf8"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -56,6 +57,13 @@ func Validate(req *shardlimitv1.CheckRequest, lim Limits) error {
 		if len(c.ApiKey) > MaxAPIKeyLength {
 			return fmt.Errorf("%w: checks[%d].api_key: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, len(c.ApiKey), MaxAPIKeyLength)
 		}
+		// gRPC requests with invalid UTF-8 never get here (shard/rpc
+		// answers them); an in-process caller's may.
+		for _, f := range []struct{ name, v string }{{"user", c.User}, {"api_key", c.ApiKey}, {"ip", c.Ip}} {
+			if !utf8.ValidString(f.v) {
+				return fmt.Errorf("%w: checks[%d].%s: invalid UTF-8", ErrInvalidCheck, i, f.name)
+			}
+		}
 		if c.Ip != "" {
 			if _, err := netip.ParseAddr(c.Ip); err != nil {
 				return fmt.Errorf("%w: checks[%d].ip: not an IP address", ErrInvalidCheck, i)
@@ -74,6 +82,8 @@ func checkField(i int, name, v string, max int) error {
 		return fmt.Errorf("%w: checks[%d].%s: required", ErrInvalidCheck, i, name)
 	case len(v) > max:
 		return fmt.Errorf("%w: checks[%d].%s: length %d exceeds the maximum of %d bytes", ErrInvalidCheck, i, name, len(v), max)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: checks[%d].%s: invalid UTF-8", ErrInvalidCheck, i, name)
 	}
 	return nil
 }

@@ -126,9 +126,18 @@ func (c Change) rule() *rules.Rule {
 // Apply stores desired (rules that passed rules.Parse) in one transaction:
 // rules not stored yet are added, different ones replaced, and with prune
 // the stored rules of desired's services that desired lacks are deleted.
-// With dryRun nothing is written. The transaction fails with ErrConflict if
-// any rule it touches changed since it was read.
-func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []rules.Rule, prune, dryRun bool) (changes []Change, rev int64, err error) {
+// With dryRun nothing is written. It fails, writing nothing, with
+// rules.ErrTooManyRules if the change would leave a service or all of
+// them with more rules than bounds allow (and more than they have now,
+// so that a store already over them by hand can still be repaired), and
+// with ErrConflict if any rule changed since it was read.
+func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []rules.Rule, bounds rules.Bounds, prune, dryRun bool) (changes []Change, rev int64, err error) {
+	// Everything stored, counted first: the transaction fails if any rule
+	// changed since, so the count holds when it commits.
+	all, err := cli.Get(ctx, etcd.Layout(prefix).Rules(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return nil, 0, err
+	}
 	services := map[string]bool{}
 	for _, r := range desired {
 		services[r.Service] = true
@@ -175,11 +184,14 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []r
 			}
 		}
 	}
+	if err := checkBounds(bounds, desired, current, broken, wanted, all.Count, prune); err != nil {
+		return nil, 0, err
+	}
 	slices.SortFunc(changes, func(a, b Change) int { return strings.Compare(a.key, b.key) })
 	if dryRun || len(changes) == 0 {
 		return changes, 0, nil
 	}
-	var cmps []clientv3.Cmp
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(etcd.Layout(prefix).Rules()), "<", all.Header.Revision+1).WithPrefix()}
 	var ops []clientv3.Op
 	for _, c := range changes {
 		if c.Op == "add" {
@@ -199,7 +211,7 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []r
 	}
 	resp, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil && strings.Contains(err.Error(), "too many operations in txn request") {
-		return nil, 0, fmt.Errorf("%w: %d rules changed at once exceed etcd's --max-txn-ops; raise it or split the file", ErrTooManyChanges, len(changes))
+		return nil, 0, fmt.Errorf("%w: %d rules changed at once exceed etcd's --max-txn-ops (a transaction changes at most one rule fewer); raise it or split the file", ErrTooManyChanges, len(changes))
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("write rules: %w", err)
@@ -208,6 +220,44 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, desired []r
 		return nil, 0, ErrConflict
 	}
 	return changes, resp.Header.Revision, nil
+}
+
+// checkBounds checks the rule counts an apply would leave, per service of
+// desired and in all, against bounds, where they grow: current and broken
+// are the desired services' valid and invalid stored rules by key, wanted
+// the keys desired writes, stored the count of every key under the rules
+// prefix (valid or not).
+func checkBounds(bounds rules.Bounds, desired []rules.Rule, current map[string]Entry, broken map[string]int64, wanted map[string]bool, stored int64, prune bool) error {
+	before, after := map[string]int{}, map[string]int{}
+	for key, e := range current {
+		before[e.Rule.Service]++
+		if !prune && !wanted[key] {
+			after[e.Rule.Service]++
+		}
+	}
+	for _, r := range desired {
+		after[r.Service]++
+	}
+	kept := 0 // invalid keys an apply leaves in place
+	for key := range broken {
+		if !prune && !wanted[key] {
+			kept++
+		}
+	}
+	total := int(stored) - len(current) - len(broken) + kept
+	for _, n := range after {
+		total += n
+	}
+	grown := map[string]int{}
+	for s, n := range after {
+		if n > before[s] {
+			grown[s] = n
+		}
+	}
+	if total <= int(stored) {
+		total = 0 // not growing: a store over the bound by hand can be pruned
+	}
+	return bounds.Check(grown, total)
 }
 
 // ErrTooManyChanges means an apply changes more rules than etcd takes in

@@ -13,13 +13,20 @@ import (
 	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
-// Update is what Watch reports after every change.
+// Update is what Watch reports after every change: a function of what
+// etcd holds at Revision alone, so that every router that reads the same
+// contents uses the same rules, whenever it started.
 type Update struct {
-	// Rules are the valid rules, sorted by key. A key whose value turned
-	// invalid keeps its last valid rule.
+	// Rules are the valid rules within the bounds, sorted by key.
 	Rules []rules.Rule
-	// Invalid lists the keys whose stored value is not a valid rule now.
+	// Invalid lists the keys whose stored value is not a valid rule: they
+	// count as absent (a router that held a valid rule under one drops
+	// it, as a router started now never had it).
 	Invalid []string
+	// OverBound lists the valid rules (service/name) left out because
+	// their service, or all services, hold more than the bounds allow
+	// (rules.Bounds.Keep).
+	OverBound []string
 	// Revision is the etcd revision the update reflects.
 	Revision int64
 }
@@ -27,14 +34,15 @@ type Update struct {
 // Watch lists the rules under prefix and calls onChange with the full set,
 // first once listed and then after every change, until ctx ends. While etcd
 // is unreachable it keeps the last set and retries.
-func Watch(ctx context.Context, cli *clientv3.Client, prefix string, log *slog.Logger, onChange func(Update)) {
-	w := &watched{prefix: prefix, log: log, onChange: onChange, valid: map[string]rules.Rule{}, invalid: map[string]bool{}}
+func Watch(ctx context.Context, cli *clientv3.Client, prefix string, bounds rules.Bounds, log *slog.Logger, onChange func(Update)) {
+	w := &watched{prefix: prefix, bounds: bounds, log: log, onChange: onChange, valid: map[string]rules.Rule{}, invalid: map[string]bool{}}
 	etcd.Follow(ctx, cli, etcd.Target{Name: "rules", Key: etcd.Layout(prefix).Rules(), Prefix: true}, log, w)
 }
 
 // watched is the rule set Watch keeps.
 type watched struct {
 	prefix   string
+	bounds   rules.Bounds
 	log      *slog.Logger
 	onChange func(Update)
 	valid    map[string]rules.Rule
@@ -76,8 +84,9 @@ func (w *watched) apply(kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
 	r, err := decodeAt(w.prefix, key, kv.Value)
 	if err != nil {
-		_, kept := w.valid[key]
-		w.log.Error("ignoring an invalid rule in etcd", "key", key, "err", err, "kept_last_valid", kept)
+		_, dropped := w.valid[key]
+		w.log.Error("ignoring an invalid rule in etcd: the key counts as absent", "key", key, "err", err, "dropped_previous_rule", dropped)
+		delete(w.valid, key)
 		w.invalid[key] = true
 		return
 	}
@@ -94,6 +103,10 @@ func (w *watched) update(rev int64) Update {
 	u := Update{Rules: make([]rules.Rule, 0, len(keys)), Revision: rev}
 	for _, k := range keys {
 		u.Rules = append(u.Rules, w.valid[k])
+	}
+	if u.Rules, u.OverBound = w.bounds.Keep(u.Rules); len(u.OverBound) > 0 {
+		w.log.Error("ignoring rules in etcd over the bounds", "rules", len(u.OverBound), "first", u.OverBound[0],
+			"max_rules_per_service", w.bounds.PerService, "max_rules", w.bounds.Total)
 	}
 	for k := range w.invalid {
 		u.Invalid = append(u.Invalid, k)

@@ -19,9 +19,13 @@
 // one key in order (under its own per-key lock), as the flag implies.
 //
 // The log holds at most Capacity episodes, open and closed. A Begin that
-// finds it full drops the oldest closed episode; when every held episode
-// is still open or closing, it drops the new one instead. Either way
-// Dropped counts it. A Begin within Merge of the same key's End reopens
+// finds it full drops the oldest closed episode, else (every held episode
+// still open or closing) the open one that began first, so that a flood
+// of limited keys cannot hide the newest episodes from `ctl limited`;
+// DroppedBy counts each drop by reason. Dropping an open episode takes no
+// other stripe's lock: the record is marked gone under the log's lock,
+// lookups skip it at once, and its stripe removes it at its next Begin,
+// End or Sweep. A Begin within Merge of the same key's End reopens
 // that episode rather than starting a new one, so a client that keeps
 // pushing at its limit (denied, allowed once as a token refills, denied
 // again) makes one episode, not one per refill. An ended episode waits in
@@ -30,8 +34,8 @@
 // the same stripe file it into the log proper.
 //
 // Memory: about 210 bytes per open episode and 155 per closed one with
-// 40 bytes of strings (measured), so 1.5–2.1 MB at the default capacity of
-// 10000.
+// 40 bytes of strings (measured), plus at most 24 bytes per open one for
+// the order of Begins, so 1.5–2.4 MB at the default capacity of 10000.
 //
 // Time is always passed in, as Unix nanoseconds. It must never read the
 // clock, call back into the store, do I/O, or lock or allocate in Deny.

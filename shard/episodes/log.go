@@ -76,16 +76,29 @@ type Log struct {
 	capacity int
 	merge    int64
 	stripes  [stripes]stripe
-	dropped  atomic.Uint64
+	dropped  [dropReasons]atomic.Uint64
 
-	// mu guards the closed episodes and the count of live ones. Begin and
-	// End take it after a stripe's lock; nothing takes a stripe's lock
-	// while holding it.
+	// mu guards the closed episodes, the order of the live ones and their
+	// count. Begin and End take it after a stripe's lock; nothing takes a
+	// stripe's lock while holding it.
 	mu     sync.Mutex
-	closed ring // ended episodes filed for good, oldest first
-	live   int  // open and closing episodes, held in the stripes
+	closed ring   // ended episodes filed for good, oldest first
+	order  []*rec // live episodes in order of Begin, from head on, with gone ones among them
+	head   int
+	live   int // open and closing episodes, held in the stripes
 	seq    uint64
 }
+
+// Why an episode was dropped to keep the log within its capacity: the
+// values of DroppedBy's index and of the shard's metric label.
+const (
+	DropClosed = iota // the oldest closed episode
+	DropOpen          // the oldest open (or closing) one, when none was closed
+	dropReasons
+)
+
+// DropReasons names the reasons, indexed as DroppedBy.
+var DropReasons = [dropReasons]string{"closed", "open"}
 
 // New returns an empty Log; zero options take their defaults.
 func New(opts Options) (*Log, error) {
@@ -117,29 +130,66 @@ func (l *Log) Begin(k Key, service, endpoint, user, rule string, now int64) {
 		}
 		l.file(st, r) // ended long enough ago, though not yet settled
 	}
-	l.mu.Lock()
-	if l.live+l.closed.n >= l.capacity {
-		if l.closed.n == 0 {
-			l.mu.Unlock()
-			l.dropped.Add(1)
-			return
-		}
-		l.closed.pop()
-		l.dropped.Add(1)
-	}
-	l.live++
-	l.seq++
-	id := l.seq
-	l.mu.Unlock()
-
 	// One allocation for the four strings, so the episode pins none of
 	// the caller's memory.
 	s := service + endpoint + user + rule
 	a, b, c := len(service), len(service)+len(endpoint), len(service)+len(endpoint)+len(user)
-	r := &rec{key: k, id: id, service: s[:a], endpoint: s[a:b], user: s[b:c], rule: s[c:], began: now}
+	r := &rec{key: k, service: s[:a], endpoint: s[a:b], user: s[b:c], rule: s[c:], began: now}
 	r.last.Store(now)
 	r.denied.Store(1)
+
+	l.mu.Lock()
+	if l.live+l.closed.n >= l.capacity {
+		if l.closed.n > 0 {
+			l.closed.pop()
+			l.dropped[DropClosed].Add(1)
+		} else if l.dropOldestLive() {
+			l.dropped[DropOpen].Add(1)
+		}
+	}
+	l.live++
+	l.seq++
+	r.id = l.seq
+	l.order = append(l.order, r)
+	l.compactOrder()
+	l.mu.Unlock()
 	st.add(r)
+}
+
+// dropOldestLive drops the live episode that began first, wherever its
+// stripe: it marks it gone, so that lookups skip it at once and its
+// stripe removes it at its next settle, without taking that stripe's lock
+// here. l.mu is held.
+func (l *Log) dropOldestLive() bool {
+	for l.head < len(l.order) {
+		r := l.order[l.head]
+		l.order[l.head] = nil
+		l.head++
+		if !r.gone.Load() {
+			r.gone.Store(true)
+			l.live--
+			l.stripe(r.key).dirty.Store(true)
+			return true
+		}
+	}
+	return false
+}
+
+// compactOrder drops the gone episodes from the order, and the room
+// before its head, once either outgrows the live ones, so that the order
+// stays within a few times the live ones. l.mu is held.
+func (l *Log) compactOrder() {
+	if n := len(l.order) - l.head; n <= 2*l.live+64 && l.head <= n+64 {
+		return
+	}
+	kept := l.order[:0]
+	for _, r := range l.order[l.head:] {
+		if !r.gone.Load() {
+			kept = append(kept, r)
+		}
+	}
+	clear(l.order[len(kept):])
+	l.order, l.head = kept, 0
 }
 
 // Deny counts a further denial of k at now, if k has an open episode. It
@@ -184,6 +234,9 @@ func (l *Log) Sweep(now int64) {
 // settle files st's episodes that ended more than Merge before now.
 // st.mu is held.
 func (l *Log) settle(st *stripe, now int64) {
+	if st.dirty.Swap(false) {
+		st.purge()
+	}
 	for st.head < len(st.closing) {
 		c := st.closing[st.head]
 		if now-c.ended <= l.merge {
@@ -206,13 +259,16 @@ func (l *Log) settle(st *stripe, now int64) {
 	}
 }
 
-// file moves the ended episode r from st into the closed ring. st.mu is
-// held.
+// file moves the ended episode r from st into the closed ring, unless it
+// was dropped meanwhile. st.mu is held.
 func (l *Log) file(st *stripe, r *rec) {
 	st.remove(r)
 	l.mu.Lock()
-	l.live--
-	l.closed.push(r.episode(), l.capacity)
+	if !r.gone.Load() {
+		r.gone.Store(true)
+		l.live--
+		l.closed.push(r.episode(), l.capacity)
+	}
 	l.mu.Unlock()
 }
 
@@ -265,4 +321,20 @@ func (l *Log) Len() int {
 }
 
 // Dropped returns the number of episodes dropped to keep within Capacity.
-func (l *Log) Dropped() uint64 { return l.dropped.Load() }
+func (l *Log) Dropped() uint64 {
+	n := uint64(0)
+	for _, d := range l.DroppedBy() {
+		n += d
+	}
+	return n
+}
+
+// DroppedBy returns the episodes dropped to keep within Capacity, by
+// reason (DropClosed, DropOpen).
+func (l *Log) DroppedBy() [dropReasons]uint64 {
+	var out [dropReasons]uint64
+	for i := range out {
+		out[i] = l.dropped[i].Load()
+	}
+	return out
+}

@@ -186,32 +186,35 @@ func TestEpisodes(t *testing.T) {
 				{"begin", 5, 4 * sec},
 				{"begin", 7, 5 * sec},  // drops user1's
 				{"begin", 9, 6 * sec},  // drops user3's
-				{"begin", 11, 7 * sec}, // all open: drops itself
+				{"begin", 11, 7 * sec}, // all open: drops the oldest, user5's
+				{"deny", 5, 8 * sec},   // user5's is gone: nothing to count
+				{"end", 5, 9 * sec},
 			},
 			to: 10 * sec,
 			want: []ep{
+				{"user11", 7 * sec, -1, 7 * sec, 1},
 				{"user9", 6 * sec, -1, 6 * sec, 1},
 				{"user7", 5 * sec, -1, 5 * sec, 1},
-				{"user5", 4 * sec, -1, 4 * sec, 1},
 			},
 			len: 3, dropped: 3,
 		},
 		{
-			name: "a closing episode is not dropped until swept",
+			name: "a closing episode counts as open until swept",
 			opts: Options{Capacity: 2, Merge: time.Duration(5 * sec)},
 			steps: []step{
 				{"begin", 1, 0}, {"end", 1, sec},
 				{"begin", 3, 2 * sec},
-				{"begin", 5, 3 * sec}, // user1's is still closing: drops itself
+				{"begin", 5, 3 * sec}, // user1's, still closing, is the oldest
 				{"sweep", 0, 7 * sec},
-				{"begin", 7, 8 * sec}, // user1's is filed: dropped for user7's
+				{"begin", 7, 8 * sec}, // none closed: user3's goes
+				{"begin", 3, 9 * sec}, // user3 again: a new episode
 			},
 			to: 10 * sec,
 			want: []ep{
+				{"user3", 9 * sec, -1, 9 * sec, 1},
 				{"user7", 8 * sec, -1, 8 * sec, 1},
-				{"user3", 2 * sec, -1, 2 * sec, 1},
 			},
-			len: 2, dropped: 2,
+			len: 2, dropped: 3,
 		},
 		{
 			name:  "end before begin's time is clamped to it",
@@ -296,5 +299,52 @@ func TestDenyAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Deny allocates %.1f times", allocs)
+	}
+}
+
+// A flood of limited keys cannot blind the log: closed episodes go first,
+// then the oldest open ones, the newest are always listed, each drop is
+// counted by reason, and the log's memory stays bounded.
+func TestFullLogDropsClosedThenOldestOpen(t *testing.T) {
+	const capacity = 100
+	l := newLog(t, Options{Capacity: capacity, Merge: -1})
+	for i := range 50 {
+		l.Begin(key(i), "s", "/e", fmt.Sprint(i), "r", t0+int64(i))
+		l.End(key(i), t0+int64(i)+1)
+	}
+	const flood = 10_000
+	for i := 50; i < 50+flood; i++ {
+		now := t0 + int64(i)*sec
+		l.Begin(key(i), "s", "/e", fmt.Sprint(i), "r", now)
+		l.Deny(key(i), now)
+		if i%1000 == 0 {
+			l.Sweep(now)
+		}
+	}
+	if got := l.DroppedBy(); got[DropClosed] != 50 || got[DropOpen] != flood-capacity {
+		t.Fatalf("dropped %v, want 50 closed then %d open", got, flood-capacity)
+	}
+	got := l.List("s", t0, t0+int64(100*flood)*sec, 0)
+	if len(got) != capacity || l.Len() != capacity {
+		t.Fatalf("listed %d, Len %d; want %d", len(got), l.Len(), capacity)
+	}
+	for i, e := range got {
+		if want := fmt.Sprint(50 + flood - 1 - i); e.User != want || e.Denied != 2 || e.Ended != 0 {
+			t.Fatalf("episode %d: %+v, want user %s open and denied twice", i, e, want)
+		}
+	}
+	l.mu.Lock()
+	order := cap(l.order)
+	l.mu.Unlock()
+	held := 0
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		st.mu.Lock()
+		l.settle(st, t0)
+		held += st.live
+		st.mu.Unlock()
+	}
+	if order > 8*capacity || held != capacity {
+		t.Fatalf("the order holds room for %d, the stripes %d records; want about %d", order, held, capacity)
 	}
 }

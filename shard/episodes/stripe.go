@@ -14,6 +14,9 @@ type rec struct {
 	began                         int64
 	ended, last                   atomic.Int64 // ended: 0 while open
 	denied                        atomic.Uint64
+	// gone: filed into the closed ring, or dropped; lookups skip it. Set
+	// under the Log's mu.
+	gone atomic.Bool
 }
 
 func (r *rec) episode() Episode {
@@ -45,7 +48,10 @@ type stripe struct {
 	// Merge has passed.
 	closing []closing
 	head    int
-	_       [64]byte // keep stripes' locks on separate cache lines
+	// dirty says the table may hold dropped records, for the next settle
+	// to remove (purge).
+	dirty atomic.Bool
+	_     [64]byte // keep stripes' locks on separate cache lines
 }
 
 type table struct {
@@ -66,7 +72,8 @@ func newTable(size int) *table {
 
 func (t *table) home(k Key) int { return int((k.Lo * 0x9e3779b97f4a7c15) >> t.shift) }
 
-// find returns k's record, or nil. It takes no lock.
+// find returns k's record, or nil; it skips a dropped one. It takes no
+// lock.
 func (st *stripe) find(k Key) *rec {
 	t := st.tab.Load()
 	mask := len(t.slots) - 1
@@ -75,8 +82,20 @@ func (st *stripe) find(k Key) *rec {
 		if r == nil {
 			return nil
 		}
-		if r != tomb && r.key == k {
+		if r != tomb && r.key == k && !r.gone.Load() {
 			return r
+		}
+	}
+}
+
+// purge removes the dropped records. st.mu is held.
+func (st *stripe) purge() {
+	t := st.tab.Load()
+	for i := range t.slots {
+		if r := t.slots[i].Load(); r != nil && r != tomb && r.gone.Load() {
+			t.slots[i].Store(tomb)
+			st.live--
+			st.tombs++
 		}
 	}
 }
@@ -137,11 +156,11 @@ func (st *stripe) remove(r *rec) {
 	st.tombs++
 }
 
-// each calls f for every record. st.mu is held.
+// each calls f for every record but the dropped ones. st.mu is held.
 func (st *stripe) each(f func(*rec)) {
 	t := st.tab.Load()
 	for i := range t.slots {
-		if r := t.slots[i].Load(); r != nil && r != tomb {
+		if r := t.slots[i].Load(); r != nil && r != tomb && !r.gone.Load() {
 			f(r)
 		}
 	}

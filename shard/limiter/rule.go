@@ -153,7 +153,7 @@ func (r *Rule) Capacity() int64 {
 
 // LogSize returns the number of timestamps a sliding_log key can hold
 // under r: the limit with the full soft and elastic growth. The caller
-// allocates each key's Log.Times with this length.
+// grows each key's Log.Times with use, up to this length.
 func (r *Rule) LogSize() int64 {
 	limit, _ := EffectiveLimit(r, 0)
 	return limit

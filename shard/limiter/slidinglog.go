@@ -5,9 +5,12 @@ package limiter
 // takes n entries. The zero Log on a ring of the right length is a fresh
 // key.
 //
-// The caller owns Times: it allocates it once per key with length
-// r.LogSize() and reuses it when the key is dropped; DecideLog never
-// allocates. A ring shorter than the limit lowers the limit to its length.
+// The caller owns Times and sizes it: before deciding hits it gives the
+// ring room for Live(now, r)+hits entries (up to r.LogSize(), the most any
+// load allows), so a key's ring can grow with use instead of being
+// allocated at its limit; DecideLog never allocates. Hits that do not fit
+// a ring its caller could not grow are denied until entries leave it
+// (never over-admitting); the decision still reports the rule's limit.
 // Memory per key is 8 bytes per entry plus the 40-byte Log.
 type Log struct {
 	// Times is the ring; len(Times) is its capacity.
@@ -25,6 +28,13 @@ func (l *Log) at(i int) int64 {
 		i -= len(l.Times)
 	}
 	return l.Times[i]
+}
+
+// Live drops the entries that left r's window at now and returns how many
+// remain: what the ring must hold besides the hits about to be decided.
+func (l *Log) Live(now int64, r *Rule) int {
+	l.expire(now - r.Period)
+	return l.Len
 }
 
 // newest returns the newest entry; Len must be > 0.
@@ -96,7 +106,7 @@ func DecideLog(l *Log, now int64, r *Rule, hits int64, load float64) Decision {
 
 func slidingLog(d *Decision, l *Log, now int64, r *Rule, hits int64) {
 	l.expire(now - r.Period)
-	limit := min(r.Limit, int64(len(l.Times)))
+	limit, room := r.Limit, int64(len(l.Times))
 	count := int64(l.Len)
 	*d = Decision{Limit: limit}
 	switch {
@@ -107,6 +117,12 @@ func slidingLog(d *Decision, l *Log, now int64, r *Rule, hits int64) {
 	case count+hits > limit:
 		// The (count+hits−limit)-th oldest entry must leave the window.
 		d.RetryAfter = l.at(int(count+hits-limit-1)) + r.Period - now
+	case hits > room:
+		d.RetryAfter = Never // a ring too short for these hits alone
+	case count+hits > room:
+		// The ring could not grow: the (count+hits−room)-th oldest entry
+		// must leave it.
+		d.RetryAfter = l.at(int(count+hits-room-1)) + r.Period - now
 	default:
 		d.Allowed = true
 		t := now

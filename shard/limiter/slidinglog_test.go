@@ -37,18 +37,33 @@ func TestLogMove(t *testing.T) {
 }
 
 func TestLogShortRing(t *testing.T) {
-	// A ring shorter than the limit lowers the limit to its length.
+	// A ring its owner could not grow denies the hits that do not fit
+	// until entries leave it; the decision reports the rule's limit.
 	r := Rule{Algorithm: SlidingLog, Limit: 10, Period: sec}
 	l := Log{Times: make([]int64, 2)}
-	if d := DecideLog(&l, t0, &r, 2, 1); !d.Allowed || d.Limit != 2 {
+	if d := DecideLog(&l, t0, &r, 2, 1); !d.Allowed || d.Limit != 10 || d.Remaining != 8 {
 		t.Fatalf("%+v", d)
+	}
+	if d := DecideLog(&l, t0+100*ms, &r, 1, 1); d.Allowed || d.RetryAfter != 900*ms || d.Limit != 10 {
+		t.Fatalf("ring full: %+v, want denied until the oldest entry leaves", d)
 	}
 	if d := DecideLog(&l, t0, &r, 3, 1); d.Allowed || d.RetryAfter != Never {
-		t.Fatalf("%+v", d)
+		t.Fatalf("more hits than the ring holds: %+v", d)
+	}
+	// Grown, the same ring admits up to the limit.
+	if got := l.Live(t0+100*ms, &r); got != 2 {
+		t.Fatalf("Live = %d, want 2", got)
+	}
+	l.Move(make([]int64, 16))
+	if d := DecideLog(&l, t0+100*ms, &r, 8, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after growing: %+v", d)
+	}
+	if got := l.Live(t0+sec, &r); got != 8 {
+		t.Fatalf("Live a period later = %d, want the 8 entries of 100 ms", got)
 	}
 	// A ring left inconsistent by its owner starts afresh instead of panicking.
-	l.Head, l.Len = 5, 9
-	if d := DecideLog(&l, t0, &r, 1, 1); !d.Allowed || d.Remaining != 1 {
+	l.Head, l.Len = 50, 90
+	if d := DecideLog(&l, t0, &r, 1, 1); !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("%+v", d)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/reflection"
 )
 
-// Server is a component's gRPC server: register services on GRPC, then
-// Serve.
+// Server is a component's gRPC server: register services on it (it is a
+// grpc.ServiceRegistrar; see RegisterService), then Serve.
 type Server struct {
 	GRPC   *grpc.Server
 	health *health.Server
@@ -24,18 +24,22 @@ type Server struct {
 
 // Listen listens on addr and builds a server with TLS when tlsCfg is set
 // (requiring client certificates when the config says so), with the gRPC
-// health service and server reflection registered.
+// health service and server reflection registered, and the options given
+// (Limits.ServerOptions' among them). Requests that do not decode are
+// answered InvalidArgument (see RegisterService).
 func Listen(addr string, tlsCfg *tls.Config, opts ...grpc.ServerOption) (*Server, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	lis = bound(lis, opts) // Limits.ServerOptions' connection bound
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
+	opts = append(opts, grpc.ForceServerCodecV2(newCodec()))
 	s := &Server{GRPC: grpc.NewServer(opts...), health: health.NewServer(), lis: lis}
-	healthpb.RegisterHealthServer(s.GRPC, s.health)
-	reflection.Register(s.GRPC)
+	healthpb.RegisterHealthServer(s, s.health)
+	reflection.Register(s)
 	return s, nil
 }
 

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/shardlimit/shardlimit/shard/rpc"
+)
+
+// registerLimits adds the flags of a gRPC server's limits (rpc.Limits),
+// the same for the router, the shard and the rebalance job.
+func registerLimits(f *pflag.FlagSet, l *rpc.Limits) {
+	f.IntVar(&l.MaxConnections, "max-connections", l.MaxConnections, "open gRPC connections; past it new ones are closed at once (counted in shardlimit_<component>_connections_refused_total)")
+	f.Uint32Var(&l.MaxConcurrentStreams, "max-concurrent-streams", l.MaxConcurrentStreams, "calls in flight on one connection; clients wait past it")
+	f.Var(newSizeFlag(&l.MaxRecvMsgSize), "max-recv-msg-size", "largest request message (like 4MiB); larger ones fail with RESOURCE_EXHAUSTED")
+	f.Var(newSizeFlag(&l.MaxSendMsgSize), "max-send-msg-size", "largest answer message (like 16MiB); larger ones fail with RESOURCE_EXHAUSTED")
+	f.DurationVar(&l.MaxConnectionIdle, "max-connection-idle", l.MaxConnectionIdle, "close a connection with no call in flight for this long (clients reconnect on their next call)")
+	f.DurationVar(&l.MaxConnectionAge, "max-connection-age", l.MaxConnectionAge, "close a connection this long after it opened (±10%), so clients spread over new servers")
+	f.DurationVar(&l.MaxConnectionAgeGrace, "max-connection-age-grace", l.MaxConnectionAgeGrace, "let calls in flight finish this long after --max-connection-age")
+	f.DurationVar(&l.KeepaliveTime, "keepalive-time", l.KeepaliveTime, "ping a client after this long without traffic")
+	f.DurationVar(&l.KeepaliveTimeout, "keepalive-timeout", l.KeepaliveTimeout, "close a connection whose ping is not answered within this long")
+	f.DurationVar(&l.KeepaliveMinTime, "keepalive-min-time", l.KeepaliveMinTime, "shortest interval at which a client may ping; one that pings more often is disconnected")
+	f.BoolVar(&l.KeepalivePermitWithoutStream, "keepalive-permit-without-stream", l.KeepalivePermitWithoutStream, "let clients ping with no call in flight")
+}

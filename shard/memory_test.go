@@ -1,0 +1,197 @@
+package shard
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/limiter"
+)
+
+func logRule(limit int64, period time.Duration) *limiter.Rule {
+	return &limiter.Rule{Algorithm: limiter.SlidingLog, Limit: limit, Period: int64(period)}
+}
+
+// One hit on each of 300 new sliding_log keys of a rule with limit 100000
+// costs a small ring each, not 800 KB: the ring grows with use.
+func TestStoreLogRingsGrowWithUse(t *testing.T) {
+	s := NewStore(StoreOptions{}, t0)
+	r := logRule(limiter.MaxLogSize, time.Hour)
+	for i := range 300 {
+		if d := decide(s, fmt.Sprintf("u%d", i), t0, r, 1); !d.Allowed || d.Limit != limiter.MaxLogSize || d.Remaining != limiter.MaxLogSize-1 {
+			t.Fatalf("u%d: %+v", i, d)
+		}
+	}
+	st := s.Stats()
+	if st.LogSlots != 300*minRing || st.EstimatedBytes > 300*(bytesPerLogKey+8*minRing) {
+		t.Fatalf("300 keys of one hit hold %d ring entries, %d bytes", st.LogSlots, st.EstimatedBytes)
+	}
+	// A key that keeps hitting doubles its ring as it needs, and decides
+	// exactly as a ring allocated at the limit would.
+	ref := limiter.Log{Times: make([]int64, 1000)}
+	small := logRule(1000, time.Second)
+	for i := range 1500 {
+		now := t0 + int64(i)*int64(time.Millisecond)/2
+		hits := int64(1 + i%3)
+		want := limiter.DecideLog(&ref, now, small, hits, 1)
+		if got := decide(s, "heavy", now, small, hits); got != want {
+			t.Fatalf("hit %d: %+v, want %+v", i, got, want)
+		}
+	}
+	var ring int
+	st0 := &s.stripes[key.Make("svc", "r", "heavy").Hi>>56]
+	for k, le := range st0.logs {
+		if k.Hi == key.Make("svc", "r", "heavy").Hi {
+			ring = len(le.log.Times)
+		}
+	}
+	if ring != 1000 {
+		t.Fatalf("heavy key's ring is %d entries, want the limit, 1000", ring)
+	}
+	// Once its hits leave the window, the sweep trims it.
+	s.Sweep(0, stripes, t0+int64(time.Hour)/2) // the 300 keys are not fresh yet
+	if st := s.Stats(); st.LogSlots != 300*minRing {
+		t.Fatalf("after the heavy key expired: %d ring entries, want %d", st.LogSlots, 300*minRing)
+	}
+}
+
+// A flood of new keys, of every kind of state, keeps the estimated memory
+// under the bound at every step, and a set of legitimate users — some over
+// their limit, some active — get exactly the decisions they would get
+// alone.
+func TestStoreMemoryBoundUnderFlood(t *testing.T) {
+	const bound = stripes * 16 << 10 // 16 KiB a stripe, 4 MiB in all
+	s := NewStore(StoreOptions{MaxBytes: bound}, t0)
+	ref := NewStore(StoreOptions{}, t0) // the legitimate users alone
+	tb, lg := tokenRule(100, time.Minute), logRule(100, time.Minute)
+	limitedTB, limitedLog := tokenRule(5, time.Hour), logRule(5, time.Hour)
+	both := func(user string, now int64, r *limiter.Rule, hits int64) {
+		t.Helper()
+		want := decide(ref, user, now, r, hits)
+		if got := decide(s, user, now, r, hits); got != want {
+			t.Fatalf("%s at +%v: %+v, want %+v", user, time.Duration(now-t0), got, want)
+		}
+	}
+	const legit = 200
+	flood := 0
+	for round := range 60 {
+		now := t0 + int64(round)*int64(50*time.Millisecond)
+		for i := range legit {
+			u := fmt.Sprintf("legit%d", i)
+			switch i % 4 {
+			case 0:
+				both(u, now, tb, 1)
+			case 1:
+				both(u, now, lg, 1)
+			case 2:
+				both(u, now, limitedTB, 3) // over its limit from the 2nd round on
+			case 3:
+				both(u, now, limitedLog, 3)
+			}
+		}
+		for range 3000 {
+			u := fmt.Sprintf("flood%d", flood)
+			r := tb
+			if flood%2 == 1 {
+				r = lg
+			}
+			decide(s, u, now, r, 1+int64(flood%3))
+			flood++
+		}
+		if st := s.Stats(); st.EstimatedBytes > bound {
+			t.Fatalf("round %d: %d bytes estimated, over the bound %d", round, st.EstimatedBytes, bound)
+		}
+	}
+	st := s.Stats()
+	if st.EvictionsBy[evictOverLimit] != 0 || st.Evictions < uint64(flood)/2 {
+		t.Fatalf("evictions %v of %d flood keys: want many, none over their limit", st.EvictionsBy, flood)
+	}
+	if st.Keys+st.LogKeys < 10_000 {
+		t.Fatalf("only %d keys held under a bound of %d bytes", st.Keys+st.LogKeys, bound)
+	}
+	t.Logf("%d flood keys: %d keys held in %d of %d bytes; evictions %v", flood, st.Keys+st.LogKeys, st.EstimatedBytes, bound, st.EvictionsBy)
+}
+
+// Evictions are counted by the class of the key taken, and a stripe that
+// holds only over-limit keys evicts one (ending its episode) rather than
+// grow past its share.
+func TestStoreEvictionReasons(t *testing.T) {
+	s := NewStore(StoreOptions{MaxKeys: stripes}, t0) // one key per stripe
+	r := tokenRule(1, time.Hour)
+	users := usersOfStripe(4, 0)
+	decide(s, users[0], t0, r, 1)
+	decide(s, users[3], t0, r, 1) // evicts users[0]: used once, idle
+	decide(s, users[3], t0, r, 0) // used again: active
+	decide(s, users[1], t0, r, 1) // evicts users[3]: active
+	decide(s, users[1], t0, r, 1) // over its limit
+	decide(s, users[2], t0, r, 1) // evicts users[1]: over its limit
+	got := s.Stats().EvictionsBy
+	if got != [evictionReasons]uint64{1, 1, 1} {
+		t.Fatalf("evictions by reason %v, want 1 idle, 1 active and 1 over_limit", got)
+	}
+}
+
+// usersOfStripe returns n user names whose keys (service svc, rule r) fall
+// in stripe i.
+func usersOfStripe(n int, i uint64) []string {
+	var out []string
+	for j := 0; len(out) < n; j++ {
+		u := fmt.Sprintf("x%d", j)
+		if key.Make("svc", "r", u).Hi>>56 == i {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// A ring that must grow evicts other keys of its stripe, never itself, and
+// a table emptied by evictions and expiry gives its memory back.
+func TestStoreRingGrowthEvictsOthers(t *testing.T) {
+	const share = 4 << 10
+	s := NewStore(StoreOptions{MaxBytes: stripes * share}, t0)
+	users := usersOfStripe(40, 7)
+	for _, u := range users[1:] {
+		decide(s, u, t0, tokenRule(10, time.Minute), 1)
+	}
+	st := &s.stripes[7]
+	before := st.t.len()
+	r := logRule(400, time.Hour)
+	for i := range 400 {
+		if d := decide(s, users[0], t0+int64(i), r, 1); !d.Allowed {
+			t.Fatalf("hit %d of the heavy key denied: %+v", i, d)
+		}
+		if b := st.bytes(); b > share {
+			t.Fatalf("hit %d: stripe holds %d bytes, over its share %d", i, b, share)
+		}
+	}
+	if st.t.len() >= before || len(st.logs) != 1 {
+		t.Fatalf("%d counter keys of %d left, %d log keys", st.t.len(), before, len(st.logs))
+	}
+	s.Sweep(0, stripes, t0+int64(time.Minute))
+	if st.t.len() != 0 || len(st.t.slots) != minTableSlots {
+		t.Fatalf("after expiry: %d keys in %d slots", st.t.len(), len(st.t.slots))
+	}
+}
+
+// The memory bound has a default that fits the manifests, and a minimum
+// that lets every stripe hold the largest key.
+func TestOptionsMemoryBound(t *testing.T) {
+	o := Options{ID: "s", Etcd: []string{"127.0.0.1:2379"}}
+	o.fill()
+	if err := o.validate(); err != nil || o.MaxMemoryBytes != DefaultMaxMemoryBytes {
+		t.Fatalf("defaults: %v, max memory %d", err, o.MaxMemoryBytes)
+	}
+	o.MaxMemoryBytes = 64 << 20
+	if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "max memory:") {
+		t.Fatalf("64 MiB: %v", err)
+	}
+	if share := int64(MinMaxMemoryBytes / stripes); share < limiter.MaxLogSize*8+bytesPerLogKey+minTableSlots*slotBytes {
+		t.Fatalf("a stripe's share of the minimum, %d bytes, does not hold the largest ring", share)
+	}
+	o.MaxMemoryBytes, o.Limits.MaxConnections = DefaultMaxMemoryBytes, -1
+	if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "max-connections:") {
+		t.Fatalf("bad limits: %v", err)
+	}
+}
