@@ -15,6 +15,21 @@ GRPCURL_VERSION := v1.9.4
 # deploy/ runs under deploy-test (deploy/deploy.mk), with promtool.
 RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/...
 
+# Fuzz targets, as package:Target. `make test` runs each for FUZZ_SHORT,
+# `make fuzz` for FUZZTIME; seed corpora live in each package's
+# testdata/fuzz/, and a failing input the fuzzer finds is written there.
+FUZZ_TARGETS := \
+	./router/rules:FuzzParse \
+	./router/request:FuzzValidate \
+	./router/envoy:FuzzValidate \
+	./router/envoy:FuzzMatch \
+	./shard/member:FuzzDecode \
+	./rebalance/mapstore:FuzzDecode \
+	./shard/limiter:FuzzDecide \
+	./shard/limiter:FuzzDecideLog
+FUZZ_SHORT ?= 3s
+FUZZTIME ?= 2m
+
 .DEFAULT_GOAL := help
 
 include deploy/deploy.mk
@@ -44,7 +59,15 @@ test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race,
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
 	$(MAKE) --no-print-directory deploy-test
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 2m; make test runs them for 3s).
+	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" | tail -n 3; \
+	done
 
 .PHONY: bench
 bench: build ## Run issue 11's benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).

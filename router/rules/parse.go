@@ -104,7 +104,9 @@ var ruleFields = func() map[string]int {
 	t := reflect.TypeFor[Rule]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		m[name] = i
+		if name != "" && name != "-" && t.Field(i).IsExported() {
+			m[name] = i // a key "" or an unexported field is no field
+		}
 	}
 	return m
 }()

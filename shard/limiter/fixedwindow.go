@@ -12,7 +12,9 @@ func fixedWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	if s.A >= start {
 		// The same window, or a later one if the clock went back or the
 		// period changed: keep counting in it.
-		start, count = s.A, s.B
+		// A negative count is no state this code writes (a corrupted
+		// import): it counts as none, never as extra room.
+		start, count = s.A, max(s.B, 0)
 	}
 	end := start + r.Period
 	*d = Decision{Limit: r.Limit}
