@@ -26,6 +26,10 @@ var Metrics = []string{
 	"shardlimit_router_shardmap_version",
 	"shardlimit_router_shardmap_age_seconds",
 	"shardlimit_router_etcd_up",
+	"shardlimit_router_auth_refusals_total", // {api,reason}
+	"shardlimit_router_insecure",            // 1 when started with --insecure
+	"shardlimit_router_grants",              // identities granted a role (grants file and etcd)
+	"shardlimit_router_grants_invalid",      // grants in etcd that are not valid (their identities are refused)
 
 	// Shard (shardlimit shard --metrics-listen).
 	"shardlimit_shard_decisions_total",           // {algorithm,result}
@@ -40,6 +44,10 @@ var Metrics = []string{
 	"shardlimit_shard_registered",
 	"shardlimit_shard_episodes",
 	"shardlimit_shard_etcd_up",
+	"shardlimit_shard_auth_refusals_total", // {api,reason}
+	"shardlimit_shard_insecure",
+	"shardlimit_shard_grants",
+	"shardlimit_shard_grants_invalid",
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",
@@ -49,6 +57,10 @@ var Metrics = []string{
 	"shardlimit_rebalance_interval_seconds",
 	"shardlimit_rebalance_load_ratio", // {when}
 	"shardlimit_rebalance_etcd_up",
+	"shardlimit_rebalance_auth_refusals_total", // {api,reason}
+	"shardlimit_rebalance_insecure",
+	"shardlimit_rebalance_grants",
+	"shardlimit_rebalance_grants_invalid",
 }
 
 // Histograms are the members of Metrics that are histograms: queries name

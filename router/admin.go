@@ -14,6 +14,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard/auth"
 )
 
 // admin serves the Admin API on the router's gRPC port.
@@ -153,6 +154,7 @@ func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequ
 		})
 	}
 	wg.Wait()
+	ownHotKeys(ctx, resp)
 	return resp, nil
 }
 
@@ -161,6 +163,9 @@ func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequ
 func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRequest) (*shardlimitv1.ListLimitedResponse, error) {
 	if req.Service == "" {
 		return nil, status.Error(codes.InvalidArgument, "service: required")
+	}
+	if err := auth.FromContext(ctx).MayUse(req.Service); err != nil {
+		return nil, err
 	}
 	rt := a.r.routing.Load()
 	resp := &shardlimitv1.ListLimitedResponse{}

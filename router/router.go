@@ -19,6 +19,8 @@ import (
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -38,6 +40,7 @@ type Router struct {
 	shardMap *shardmap.Map
 	registry *prometheus.Registry
 	metrics  *metrics
+	auth     *auth.Authorizer
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
@@ -63,6 +66,14 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	r.metrics = newMetrics(r.registry)
 
 	var err error
+	if opts.Grants == nil && opts.GrantsFile != "" {
+		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
+			return nil, fmt.Errorf("grants file: %w", err)
+		}
+	}
+	if r.auth, err = auth.New(auth.Options{Component: "router", Registry: r.registry, Logger: r.log, Insecure: opts.Insecure}); err != nil {
+		return nil, err
+	}
 	if r.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
@@ -96,7 +107,11 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		}
 	}
 
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS); err != nil {
+	if err := grantstore.Follow(ctx, watchCtx, r.etcd, etcd.Layout(opts.Prefix), r.log, r.auth, opts.Grants); err != nil {
+		r.Stop(context.Background())
+		return nil, err
+	}
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, r.auth.ServerOptions()...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}

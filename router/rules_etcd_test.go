@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -19,16 +17,6 @@ import (
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
-func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return shardlimitv1.NewAdminClient(conn)
-}
-
 // Rules applied through the admin API reach every router within a second;
 // an invalid file changes nothing; an invalid value written straight into
 // etcd is ignored and the last valid rule stays; changing only the limit
@@ -37,7 +25,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Router: func(o *router.Options) {
 		o.Rules = nil // follow etcd
 	}})
-	adm := adminClient(t, c.Routers[0].Addr())
+	adm := c.Admin(0)
 	ctx := context.Background()
 	apply := func(doc string) (*shardlimitv1.ApplyRulesResponse, error) {
 		return adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: "r.yaml", Yaml: []byte(doc)})
@@ -150,7 +138,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 // ListMembers and ListLimited fan out to the shards.
 func TestAdminMembersAndLimited(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
-	adm := adminClient(t, c.Routers[0].Addr())
+	adm := c.Admin(0)
 	cl := c.Client(0)
 	for range 12 {
 		check(t, cl, "shop", "/checkout", "eve")

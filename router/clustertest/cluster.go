@@ -2,17 +2,20 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -22,6 +25,9 @@ import (
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -40,6 +46,15 @@ type Options struct {
 	Shard     func(*shard.Options)
 	Router    func(*router.Options)
 	Rebalance func(*rebalance.Options)
+	// Insecure runs every component without TLS and authentication, as
+	// --insecure does: for the tests of --insecure only. Default false:
+	// the cluster has a CA of its own (PKI), every hop is mTLS, and the
+	// router and rebalance certificates are granted the internal role and
+	// the operator certificate the operator role (in each component's
+	// Grants, as a grants file would).
+	Insecure bool
+	// Grants are stored in etcd before the components start; default none.
+	Grants []auth.Grant
 }
 
 // Cluster is a running test cluster.
@@ -53,6 +68,11 @@ type Cluster struct {
 	Rebalancers []*rebalance.Job
 	nextID      int
 	cli         *clientv3.Client
+	// PKI is the cluster's CA and certificates, in a temporary directory;
+	// nil when Insecure.
+	PKI     *creds.Local
+	certsMu sync.Mutex
+	certs   map[string]creds.Files // issued by TLS, by identity
 }
 
 var prefixes atomic.Int64
@@ -68,7 +88,17 @@ func New(tb testing.TB, endpoint string, o Options) *Cluster {
 		o.Routers = 1
 	}
 	name := strings.NewReplacer("/", "-", " ", "_").Replace(tb.Name())
-	c := &Cluster{tb: tb, opts: o, Etcd: endpoint, Prefix: fmt.Sprintf("/test/%s-%d/", name, prefixes.Add(1))}
+	c := &Cluster{tb: tb, opts: o, Etcd: endpoint, Prefix: fmt.Sprintf("/test/%s-%d/", name, prefixes.Add(1)), certs: map[string]creds.Files{}}
+	if !o.Insecure {
+		pki, err := creds.NewLocal(tb.TempDir())
+		if err != nil {
+			tb.Fatalf("cluster PKI: %v", err)
+		}
+		c.PKI = pki
+	}
+	for _, g := range o.Grants {
+		c.Grant(g)
+	}
 	for range o.Shards {
 		c.StartShard()
 	}
@@ -94,6 +124,12 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
 	o.LeaseTTL = 2 * time.Second
 	o.TopKeysSample = 1 // exact hot-key counts, so tests can assert them
+	if c.PKI == nil {
+		o.Insecure = true
+	} else {
+		o.TLS = c.serverTLS(c.PKI.Shard, tls.RequireAndVerifyClientCert)
+		o.Grants = c.PKI.Grants()
+	}
 	if c.opts.Shard != nil {
 		c.opts.Shard(&o)
 	}
@@ -129,6 +165,15 @@ func (c *Cluster) StartRouter() *router.Router {
 	// them from failing open on a loaded machine. Tests of failing open set
 	// their own.
 	o.Deadline = time.Second
+	if c.PKI == nil {
+		o.Insecure = true
+	} else {
+		// Token callers hold no certificate: the router verifies one if
+		// given.
+		o.TLS = c.serverTLS(c.PKI.Router, tls.VerifyClientCertIfGiven)
+		o.ShardTLS = c.clientTLS(c.PKI.Router)
+		o.Grants = c.PKI.Grants()
+	}
 	if c.opts.Router != nil {
 		c.opts.Router(&o)
 	}
@@ -155,6 +200,13 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 	o.ID = fmt.Sprintf("rebalance-%d", len(c.Rebalancers))
 	o.Etcd, o.Prefix, o.Logger = []string{c.Etcd}, c.Prefix, Logger()
 	o.Interval, o.SessionTTL, o.Settle = time.Hour, 1*time.Second, 200*time.Millisecond
+	if c.PKI == nil {
+		o.Insecure = true
+	} else {
+		o.TLS = c.serverTLS(c.PKI.Rebalance, tls.RequireAndVerifyClientCert)
+		o.ShardTLS = c.clientTLS(c.PKI.Rebalance)
+		o.Grants = c.PKI.Grants()
+	}
 	if c.opts.Rebalance != nil {
 		c.opts.Rebalance(&o)
 	}
@@ -167,26 +219,159 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 	return j
 }
 
-// Admin returns an Admin client connected to router i.
+// Admin returns an Admin client of router i, as the operator.
 func (c *Cluster) Admin(i int) shardlimitv1.AdminClient {
-	return shardlimitv1.NewAdminClient(c.dial(c.Routers[i].Addr()))
+	return shardlimitv1.NewAdminClient(c.Operator(c.Routers[i].Addr()))
 }
 
-// Client returns a RateLimiter client connected to router i.
+// Client returns a RateLimiter client of router i, as the operator (who may
+// check every service).
 func (c *Cluster) Client(i int) shardlimitv1.RateLimiterClient {
-	return shardlimitv1.NewRateLimiterClient(c.dial(c.Routers[i].Addr()))
+	return shardlimitv1.NewRateLimiterClient(c.Operator(c.Routers[i].Addr()))
+}
+
+// ShardClient returns a client of shard s's API, as a router (internal).
+func (c *Cluster) ShardClient(s *shard.Server) shardlimitv1.ShardClient {
+	return shardlimitv1.NewShardClient(c.Internal(s.Addr()))
+}
+
+// Operator connects to addr with the operator's certificate.
+func (c *Cluster) Operator(addr string) *grpc.ClientConn { return c.As(addr, creds.OperatorID) }
+
+// Internal connects to addr with the router's certificate, an internal
+// identity.
+func (c *Cluster) Internal(addr string) *grpc.ClientConn { return c.As(addr, creds.RouterID) }
+
+// As connects to addr with a certificate of the cluster's CA for identity
+// id (a SAN URI); the connection closes with the test. Whether id may call
+// anything is up to the grants. In an Insecure cluster it connects in plain
+// text.
+func (c *Cluster) As(addr, id string) *grpc.ClientConn {
+	c.tb.Helper()
+	if c.PKI == nil {
+		return c.dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	return c.dial(addr, grpc.WithTransportCredentials(credentials.NewTLS(c.TLS(id))))
+}
+
+// TLS returns a client TLS config with a certificate of the cluster's CA
+// for identity id (a SAN URI), issued on first use, that verifies the
+// cluster's servers; nil in an Insecure cluster.
+func (c *Cluster) TLS(id string) *tls.Config {
+	c.tb.Helper()
+	if c.PKI == nil {
+		return nil
+	}
+	c.certsMu.Lock()
+	f, ok := c.certs[id]
+	if !ok {
+		var err error
+		if f, err = c.PKI.Issue(fmt.Sprintf("as-%d", len(c.certs)), id); err != nil {
+			c.certsMu.Unlock()
+			c.tb.Fatal(err)
+		}
+		c.certs[id] = f
+	}
+	c.certsMu.Unlock()
+	return c.clientTLS(f)
+}
+
+// WithToken connects to addr without a client certificate, sending token
+// as "authorization: Bearer <token>" with every call.
+func (c *Cluster) WithToken(addr, token string) *grpc.ClientConn {
+	c.tb.Helper()
+	return c.dial(addr, grpc.WithTransportCredentials(credentials.NewTLS(c.clientTLS(creds.Files{CA: c.PKI.Router.CA}))),
+		grpc.WithPerRPCCredentials(creds.PerRPC(creds.StaticToken(token))))
 }
 
 // dial connects to a component of the cluster; the connection closes with
 // the test.
-func (c *Cluster) dial(addr string) *grpc.ClientConn {
+func (c *Cluster) dial(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	c.tb.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
 	c.tb.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// ServerOptions returns the options of a gRPC server that serves like a
+// router of the cluster, for a test that serves a handler on a server of
+// its own: the router's certificate, and an Authorizer that holds the
+// cluster's first grants (PKI.Grants). Insecure clusters get none.
+func (c *Cluster) ServerOptions() []grpc.ServerOption {
+	c.tb.Helper()
+	if c.PKI == nil {
+		return nil
+	}
+	a, err := auth.New(auth.Options{Component: "test", Logger: Logger()})
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	a.SetGrants(auth.NewSet(c.PKI.Grants()), 0)
+	return append(a.ServerOptions(), grpc.Creds(credentials.NewTLS(c.serverTLS(c.PKI.Router, tls.VerifyClientCertIfGiven))))
+}
+
+// serverTLS returns a server TLS config of the cluster's CA for the
+// certificate f that verifies client certificates with clientAuth.
+func (c *Cluster) serverTLS(f creds.Files, clientAuth tls.ClientAuthType) *tls.Config {
+	c.tb.Helper()
+	cfg, err := creds.ServerTLS(f, clientAuth)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	return cfg
+}
+
+// clientTLS returns a client TLS config presenting f's certificate (if
+// any) and verifying servers' certificates for localhost.
+func (c *Cluster) clientTLS(f creds.Files) *tls.Config {
+	c.tb.Helper()
+	cfg, err := creds.ClientTLS(f, creds.LocalServerName)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	return cfg
+}
+
+// Grant stores g in etcd, replacing any grant of its id; routers and
+// shards apply it within a second.
+func (c *Cluster) Grant(g auth.Grant) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := grantstore.Modify(ctx, c.etcdClient(), etcd.Layout(c.Prefix), g.ID, func(cur *auth.Grant) (grantstore.Change, error) {
+		if cur != nil {
+			g.Tokens = append(cur.Tokens, g.Tokens...)
+		}
+		return grantstore.Change{Grant: g}, nil
+	}); err != nil {
+		c.tb.Fatalf("grant %s: %v", g.ID, err)
+	}
+}
+
+// Token makes a token for the stored grant of id, stores its hash and
+// returns it.
+func (c *Cluster) Token(id string) string {
+	c.tb.Helper()
+	token, stored, err := auth.NewToken(time.Now())
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := grantstore.Modify(ctx, c.etcdClient(), etcd.Layout(c.Prefix), id, func(cur *auth.Grant) (grantstore.Change, error) {
+		if cur == nil {
+			return grantstore.Change{}, grantstore.ErrNotFound
+		}
+		g := *cur
+		g.Tokens = append(slices.Clone(g.Tokens), stored)
+		return grantstore.Change{Grant: g}, nil
+	}); err != nil {
+		c.tb.Fatalf("token for %s: %v", id, err)
+	}
+	return token
 }
 
 // WaitMembers waits until every router routes to exactly n shards.
@@ -236,7 +421,7 @@ func (c *Cluster) Owner(service, rule, user string) member.Member {
 // Keys returns how many counter keys shard s holds, from its Stats API.
 func (c *Cluster) Keys(s *shard.Server) int {
 	c.tb.Helper()
-	st, err := shardlimitv1.NewShardClient(c.dial(s.Addr())).Stats(context.Background(), &shardlimitv1.StatsRequest{})
+	st, err := c.ShardClient(s).Stats(context.Background(), &shardlimitv1.StatsRequest{})
 	if err != nil {
 		c.tb.Fatalf("stats of %s: %v", s.ID(), err)
 	}

@@ -13,7 +13,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -42,7 +41,7 @@ rules:
 func serve(t *testing.T, c *clustertest.Cluster, opts envoy.Options) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	opts.Logger = clustertest.Logger()
-	s := grpc.NewServer()
+	s := grpc.NewServer(c.ServerOptions()...)
 	envoy.Register(s, c.Routers[0], opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,12 +49,7 @@ func serve(t *testing.T, c *clustertest.Cluster, opts envoy.Options) rlsv3.RateL
 	}
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn)
+	return rlsv3.NewRateLimitServiceClient(c.Operator(lis.Addr().String()))
 }
 
 // checkout is the descriptor Envoy sends for a request from ip to
