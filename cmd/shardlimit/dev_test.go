@@ -164,17 +164,28 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	}()
 	pids := map[string]int{}
 	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s+metrics (\S+)$`)
+	exportLine := regexp.MustCompile(`^export SHARDLIMIT_CONFIG=(\S+)`)
+	tokenLine := regexp.MustCompile(`SHARDLIMIT_TOKEN=\$\(cat (\S+)\)`)
 	metrics := map[string]string{}
+	var output strings.Builder
 	ready := false
+	config, tokenFile := "", ""
 	timeout := time.After(20 * time.Second)
-	for !ready || len(pids) < 5 {
+	for !ready || len(pids) < 5 || config == "" || tokenFile == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatal("dev exited before it was ready")
 			}
+			output.WriteString(l + "\n")
 			if strings.HasPrefix(l, "shardlimit dev ready in ") {
 				ready = true
+			}
+			if m := exportLine.FindStringSubmatch(l); m != nil {
+				config = m[1]
+			}
+			if m := tokenLine.FindStringSubmatch(l); m != nil {
+				tokenFile = m[1]
 			}
 			if m := pidLine.FindStringSubmatch(l); m != nil {
 				var pid int
@@ -191,9 +202,11 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 	}()
 
-	// ctl finds the router through SHARDLIMIT_ROUTER, as a user's shell
-	// would set it once.
-	routerEnv := []string{"SHARDLIMIT_ROUTER=" + routerAddr}
+	// ctl finds the router and the operator's credentials through the
+	// export line dev printed, and the router through SHARDLIMIT_ROUTER, as
+	// a user's shell would set them once.
+	routerEnv := []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + routerAddr}
+	devSecure(t, bin, routerAddr, config, tokenFile, output.String())
 	ctlStdin := func(stdin string, wantCode int, args ...string) string {
 		t.Helper()
 		r := run(t, bin, stdin, routerEnv, append([]string{"ctl"}, args...)...)
@@ -224,7 +237,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 
 	// --router overrides SHARDLIMIT_ROUTER; an address that is not a
 	// router's says so, naming both.
-	if r := run(t, bin, "", []string{"SHARDLIMIT_ROUTER=" + freeAddr(t)}, "ctl", "--router", routerAddr, "members"); r.code != 0 {
+	if r := run(t, bin, "", []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + freeAddr(t)}, "ctl", "--router", routerAddr, "members"); r.code != 0 {
 		t.Fatalf("--router did not override SHARDLIMIT_ROUTER: exit %d\n%s", r.code, r.stderr)
 	}
 	metricsHostPort := strings.TrimSuffix(strings.TrimPrefix(metrics["router"], "http://"), "/metrics")
@@ -299,6 +312,10 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		{metrics["shard-1"], "shardlimit_shard_setup_seconds"},
 		{metrics["router"], "shardlimit_router_decisions_total"},
 		{metrics["rebalance"], "shardlimit_rebalance_leader 1"},
+		{metrics["router"], "shardlimit_router_insecure 0"},
+		{metrics["shard-1"], "shardlimit_shard_insecure 0"},
+		{metrics["rebalance"], "shardlimit_rebalance_insecure 0"},
+		{metrics["router"], `shardlimit_router_auth_refusals_total{api="shardlimit.v1.RateLimiter",reason="service"} 1`},
 		{strings.Replace(metrics["shard-1"], "/metrics", "/readyz", 1), "ready"},
 	} {
 		resp, err := http.Get(probe.url)
@@ -343,6 +360,49 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	for name, pid := range pids {
 		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
 			t.Errorf("%s (pid %d) still running after dev stopped", name, pid)
+		}
+	}
+}
+
+// devSecure checks that dev runs secure: a caller without credentials is
+// refused, the demo service's token checks its own service and is refused
+// another's, the printed lines never show the token, and the metrics say
+// no component runs insecure.
+func devSecure(t *testing.T, bin, routerAddr, config, tokenFile, printed string) {
+	t.Helper()
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := strings.TrimSpace(string(token)); !strings.HasPrefix(tok, "slt_") || strings.Contains(printed, tok) {
+		t.Fatalf("token file %s: %q; dev must print where it is, never the token", tokenFile, tok)
+	}
+	cfg, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := regexp.MustCompile(`tls_ca: (\S+)`).FindStringSubmatch(string(cfg))
+	if ca == nil {
+		t.Fatalf("client config %s names no CA:\n%s", config, cfg)
+	}
+	check := []string{"ctl", "--router", routerAddr, "check", "--endpoint", "/checkout", "--user", "sec", "--service"}
+	asShop := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN_FILE=" + tokenFile}
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		service string
+		code    int
+		stderr  string
+	}{
+		{"no credentials, plain text", nil, "shop", exitUnavailable, "SHARDLIMIT_CONFIG"},
+		{"the CA only", []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost"}, "shop", exitRefused, "Unauthenticated"},
+		{"an unknown token", []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN=slt_guess"}, "shop", exitRefused, "Unauthenticated"},
+		{"shop's token, for shop", asShop, "shop", 0, ""},
+		{"shop's token, for bank", asShop, "bank", exitRefused, "PermissionDenied"},
+	} {
+		r := run(t, bin, "", tc.env, append(check, tc.service)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) || strings.Contains(r.stderr, "bank") || strings.Contains(r.stderr, "slt_") {
+			t.Errorf("%s: exit %d, want %d with %q, naming no service and no token:\n%s%s", tc.name, r.code, tc.code, tc.stderr, r.stdout, r.stderr)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
 	var metricsListen string
 	var tf tlsFlags
+	var sf secureFlags
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
@@ -23,9 +25,13 @@ func shardCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			var err error
-			if o.TLS, _, o.EtcdTLS, err = tf.configs(); err != nil {
+			if err := sf.require(&tf); err != nil {
 				return err
 			}
+			if o.TLS, _, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
+				return err
+			}
+			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
 			// Serve /metrics before starting, so that a shard stuck
 			// registering is seen (registered 0, setup time growing).
 			o.Started, o.Registry = processStart, prometheus.NewRegistry()
@@ -73,5 +79,6 @@ func shardCmd() *cobra.Command {
 	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
 	tf.register(f, true)
+	sf.register(f)
 	return cmd
 }

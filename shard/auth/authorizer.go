@@ -160,9 +160,9 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 	c.Identity = id
 	switch {
 	case !known:
-		return nil, a.refuse(c, ReasonMethod, codes.PermissionDenied, "permission denied: this method is not open to any caller")
+		return nil, a.refuse(c, ReasonMethod, codes.PermissionDenied, "this method is not open to any caller")
 	case !perm.allows(id.Role):
-		return nil, a.refuse(c, ReasonRole, codes.PermissionDenied, fmt.Sprintf("permission denied: role %s may not call %s (needs %s)", id.Role, fullMethod, perm))
+		return nil, a.refuse(c, ReasonRole, codes.PermissionDenied, fmt.Sprintf("role %s may not call %s (needs %s)", id.Role, fullMethod, perm))
 	}
 	return c, nil
 }
@@ -177,12 +177,12 @@ func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 		if vals := md.Get("authorization"); len(vals) > 0 {
 			token, ok := bearer(vals[0])
 			if !ok || len(vals) > 1 {
-				return nil, ReasonUnknownCredentials, fmt.Errorf("unauthenticated: the authorization metadata must be one \"Bearer <token>\"")
+				return nil, ReasonUnknownCredentials, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
 			}
 			if id := set.Token(token); id != nil {
 				return id, "", nil
 			}
-			return nil, ReasonUnknownCredentials, fmt.Errorf("unauthenticated: the bearer token is not recognised")
+			return nil, ReasonUnknownCredentials, fmt.Errorf("the bearer token is not recognised")
 		}
 	}
 	p, ok := peer.FromContext(ctx)
@@ -193,7 +193,7 @@ func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 		}
 	}
 	if len(chains) == 0 || len(chains[0]) == 0 {
-		return nil, ReasonNoCredentials, fmt.Errorf("unauthenticated: no credentials: present a client certificate or an \"authorization: Bearer <token>\" header")
+		return nil, ReasonNoCredentials, fmt.Errorf("no credentials: present a client certificate or an \"authorization: Bearer <token>\" header")
 	}
 	leaf := chains[0][0]
 	for _, u := range leaf.URIs {
@@ -206,7 +206,7 @@ func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 			return id, "", nil
 		}
 	}
-	return nil, ReasonUnknownCredentials, fmt.Errorf("unauthenticated: no grant names this client certificate")
+	return nil, ReasonUnknownCredentials, fmt.Errorf("no grant names this client certificate")
 }
 
 // bearer returns the token of an "authorization: Bearer <token>" value.
@@ -263,15 +263,15 @@ func NewContext(ctx context.Context, id *Identity) context.Context {
 // in front of the handler) may use nothing: it fails closed.
 func (c *Caller) MayUse(service string) error {
 	if c == nil {
-		return status.Error(codes.Unauthenticated, "unauthenticated: the server decided no caller")
+		return status.Error(codes.Unauthenticated, "the server decided no caller")
 	}
 	if c.Identity.Allows(service) {
 		return nil
 	}
 	if c.Identity == nil {
-		return c.a.refuse(c, ReasonNoCredentials, codes.Unauthenticated, "unauthenticated: no credentials")
+		return c.a.refuse(c, ReasonNoCredentials, codes.Unauthenticated, "no credentials")
 	}
-	return c.a.refuse(c, ReasonService, codes.PermissionDenied, "permission denied: the caller's grant does not hold a service this request names")
+	return c.a.refuse(c, ReasonService, codes.PermissionDenied, "the caller's grant does not hold a service this request names")
 }
 
 // Allows reports whether the caller may act for service, without
