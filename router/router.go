@@ -70,6 +70,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
 			return nil, fmt.Errorf("grants file: %w", err)
 		}
+		r.opts.Grants = opts.Grants
 	}
 	if r.auth, err = auth.New(auth.Options{Component: "router", Registry: r.registry, Logger: r.log, Insecure: opts.Insecure}); err != nil {
 		return nil, err

@@ -93,7 +93,7 @@ Exit codes:
 		}
 		return checkOutput(cf.output)
 	}
-	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf), ctlLimitedCmd(&cf), ctlTopCmd(&cf))
+	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf), ctlLimitedCmd(&cf), ctlTopCmd(&cf), ctlGrantsCmd(&cf), ctlResetCmd(&cf))
 	return cmd
 }
 
