@@ -405,6 +405,58 @@ func devSecure(t *testing.T, bin, routerAddr, config, tokenFile, printed string)
 			t.Errorf("%s: exit %d, want %d with %q, naming no service and no token:\n%s%s", tc.name, r.code, tc.code, tc.stderr, r.stdout, r.stderr)
 		}
 	}
+
+	// An operator grants bank to a new identity and makes it a token,
+	// printed once; nothing else prints it.
+	operator := []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + routerAddr}
+	ctl := func(args ...string) string {
+		t.Helper()
+		r := run(t, bin, "", operator, append([]string{"ctl"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("ctl %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
+	if out := ctl("grants", "grant", "--id", "bank-svc", "--role", "service", "--service", "bank"); !strings.HasPrefix(out, "granted bank-svc role service for bank") {
+		t.Fatalf("grants grant: %s", out)
+	}
+	var created struct {
+		Token   string `json:"token"`
+		TokenID string `json:"token_id"`
+	}
+	if err := json.Unmarshal([]byte(ctl("grants", "token", "create", "--id", "bank-svc", "-o", "json")), &created); err != nil || !strings.HasPrefix(created.Token, "slt_") {
+		t.Fatalf("token create -o json: %+v %v", created, err)
+	}
+	tokenOut := filepath.Join(t.TempDir(), "bank.token")
+	if out := ctl("grants", "token", "create", "--id", "bank-svc", "--out", tokenOut); strings.Contains(out, "slt_") || !strings.Contains(out, tokenOut) {
+		t.Fatalf("token create --out printed the token or not the file: %s", out)
+	}
+	asBank := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN=" + created.Token}
+	if r := run(t, bin, "", asBank, append(check, "bank")...); r.code != 0 {
+		t.Fatalf("bank's new token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	asBankFile := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN_FILE=" + tokenOut}
+	if r := run(t, bin, "", asBankFile, append(check, "bank")...); r.code != 0 {
+		t.Fatalf("bank's token file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, format := range []string{"text", "json", "yaml"} {
+		out := ctl("grants", "list", "-o", format)
+		if strings.Contains(out, "slt_") || strings.Contains(out, "sha256") || !strings.Contains(out, "bank-svc") || !strings.Contains(out, created.TokenID) {
+			t.Errorf("grants list -o %s shows a token or a hash, or misses bank-svc's token id:\n%s", format, out)
+		}
+	}
+	if out := ctl("grants", "revoke", "--id", "bank-svc", "--token", created.TokenID); !strings.Contains(out, "revoked from bank-svc") {
+		t.Fatalf("revoke a token: %s", out)
+	}
+	if r := run(t, bin, "", asBank, append(check, "bank")...); r.code != exitRefused {
+		t.Errorf("a revoked token: exit %d, want %d\n%s", r.code, exitRefused, r.stderr)
+	}
+	if out := ctl("grants", "revoke", "--id", "bank-svc"); !strings.Contains(out, "its grant and tokens are gone") {
+		t.Fatalf("revoke the grant: %s", out)
+	}
+	if r := run(t, bin, "", asBankFile, append(check, "bank")...); r.code != exitRefused {
+		t.Errorf("a token of a revoked grant: exit %d, want %d\n%s", r.code, exitRefused, r.stderr)
+	}
 }
 
 // topNoEscapes runs a refreshing ctl top into a pipe until it printed two
