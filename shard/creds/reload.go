@@ -127,8 +127,14 @@ func LoadCA(path string) (*x509.CertPool, error) {
 // files again when they change, so a rotated certificate or CA is used
 // from the next handshake on without a restart. All three are required.
 func ServerTLS(f Files, clientAuth tls.ClientAuthType) (*tls.Config, error) {
+	cfg, _, err := serverTLS(f, clientAuth)
+	return cfg, err
+}
+
+// serverTLS is ServerTLS, also returning what follows the files.
+func serverTLS(f Files, clientAuth tls.ClientAuthType) (*tls.Config, *watched[*tls.Config], error) {
 	if f.Cert == "" || f.Key == "" || f.CA == "" {
-		return nil, errors.New("a certificate, its key and a CA are all required")
+		return nil, nil, errors.New("a certificate, its key and a CA are all required")
 	}
 	w, err := watch(func() (*tls.Config, error) {
 		pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
@@ -144,7 +150,7 @@ func ServerTLS(f Files, clientAuth tls.ClientAuthType) (*tls.Config, error) {
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}, nil
 	}, f.Cert, f.Key, f.CA)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -152,7 +158,7 @@ func ServerTLS(f Files, clientAuth tls.ClientAuthType) (*tls.Config, error) {
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return w.get(), nil
 		},
-	}, nil
+	}, w, nil
 }
 
 // clientFiles is what a client config reads from its files.
