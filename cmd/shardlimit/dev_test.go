@@ -505,3 +505,20 @@ func zombie(pid int) bool {
 	f := strings.Fields(string(b))
 	return len(f) > 2 && f[2] == "Z"
 }
+
+// router, shard and rebalance refuse to start without TLS and credentials,
+// naming the flags and --insecure.
+func TestComponentsRefuseToStartWithoutTLS(t *testing.T) {
+	bin := buildBinary(t)
+	for _, args := range [][]string{
+		{"router", "--etcd", "127.0.0.1:1"},
+		{"shard", "--id", "s", "--etcd", "127.0.0.1:1"},
+		{"rebalance", "--etcd", "127.0.0.1:1"},
+		{"router", "--etcd", "127.0.0.1:1", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+	} {
+		r := run(t, bin, "", nil, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--tls-ca") || !strings.Contains(r.stderr, "--insecure") {
+			t.Errorf("%v: exit %d, want %d naming --tls-ca and --insecure:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
