@@ -13,8 +13,12 @@
 // resolve, group by owner, refunds, merge): check.go wires a Check through
 // them, decide.go calls the owners, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
-// breaker.go is the circuit breaker. It holds no counters and no
+// breaker.go is the circuit breaker. Every call passes the Authorizer of
+// package shard/auth (grants followed in etcd); the handlers of the calls a
+// service may make check each service the request names (auth.go:
+// mayUseAll, ownHotKeys), and admin_grants.go serves the grants. It holds
+// no counters and no
 // algorithms, and must never decide a check itself except by failure
-// policy. It imports shard contracts (key, member, etcd, rpc) but never the
+// policy. It imports shard contracts (key, member, etcd, rpc, auth, creds) but never the
 // shard host package or the rebalance job.
 package router
