@@ -229,6 +229,7 @@ func TestNoRetryOnDeadlineExceeded(t *testing.T) {
 		TLS: h.tls, Routers: []string{h.addr}, Timeout: timeout, MaxAttempts: 5, FailureMode: FailClosed,
 		DialOptions: withOpts(rc.option()),
 	})
+	waitReady(t, cl) // the TLS handshake is not the call's to wait for
 	start := time.Now()
 	d, err := cl.Check(context.Background(), "shop", "/checkout", "alice", 1)
 	took := time.Since(start)
@@ -401,4 +402,18 @@ func TestCanceledAndClosed(t *testing.T) {
 	if _, err := cl.CheckBatch(context.Background(), []Check{{Service: "s", Endpoint: "e", User: "u", Hits: 1}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("batch after close: %v", err)
 	}
+}
+
+// waitReady waits until every connection of cl is ready.
+func waitReady(t *testing.T, cl *Client) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, func() error {
+		for i, conn := range cl.conns {
+			if st := conn.GetState(); st != connectivity.Ready {
+				conn.Connect()
+				return fmt.Errorf("connection %d is %v", i, st)
+			}
+		}
+		return nil
+	})
 }
