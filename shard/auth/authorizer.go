@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -143,8 +144,8 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 		api = "unknown" // a label and a log field must not carry what a caller made up
 	}
 	c := &Caller{a: a, api: api, method: fullMethod, known: known}
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		c.peer = p.Addr.String()
+	if p, ok := peer.FromContext(ctx); ok {
+		c.peer = p.Addr // formatted only if the call is refused
 	}
 	if a.insecure != nil {
 		c.Identity = a.insecure
@@ -173,17 +174,15 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 // names next.
 func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 	set := a.grants.Load()
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if vals := md.Get("authorization"); len(vals) > 0 {
-			token, ok := bearer(vals[0])
-			if !ok || len(vals) > 1 {
-				return nil, ReasonUnknownCredentials, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
-			}
-			if id := set.Token(token); id != nil {
-				return id, "", nil
-			}
-			return nil, ReasonUnknownCredentials, fmt.Errorf("the bearer token is not recognised")
+	if vals := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vals) > 0 {
+		token, ok := bearer(vals[0])
+		if !ok || len(vals) > 1 {
+			return nil, ReasonUnknownCredentials, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
 		}
+		if id := set.Token(token); id != nil {
+			return id, "", nil
+		}
+		return nil, ReasonUnknownCredentials, fmt.Errorf("the bearer token is not recognised")
 	}
 	p, ok := peer.FromContext(ctx)
 	var chains [][]*x509.Certificate
@@ -238,7 +237,7 @@ type Caller struct {
 	a      *Authorizer
 	api    string // the gRPC service, or "unknown"
 	method string
-	peer   string
+	peer   net.Addr
 	known  bool
 }
 

@@ -77,8 +77,12 @@ func (r *refusals) record(c *Caller, reason string) {
 	if !c.known {
 		method = "unknown"
 	}
+	peer := ""
+	if c.peer != nil {
+		peer = c.peer.String()
+	}
 	// The caller's id is a certificate name or a grant's name, never a
 	// token; an unknown caller is logged by its address only.
-	r.log.Warn("call refused", "reason", reason, "api", c.api, "method", method, "caller", c.Name(), "peer", c.peer,
+	r.log.Warn("call refused", "reason", reason, "api", c.api, "method", method, "caller", c.Name(), "peer", peer,
 		"suppressed", suppressed, "suppressed_window", r.every)
 }
