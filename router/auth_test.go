@@ -419,7 +419,7 @@ func mustRules(t *testing.T, doc string) []rules.Rule {
 }
 
 // metricValue returns the value of one series of reg, written as
-// name{label="value",...}; 0 when there is none.
+// name{label="value",...}.
 func metricValue(t *testing.T, reg *prometheus.Registry, series string) float64 {
 	t.Helper()
 	name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
@@ -429,29 +429,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, series string) float64 
 			want[k] = strings.Trim(v, `"`)
 		}
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return clustertest.Metric(t, reg, name, want)
 }
 
 func allPartitions(n int) []uint32 {
