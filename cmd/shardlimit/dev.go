@@ -49,7 +49,15 @@ func devCmd() *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a whole cluster on this machine: embedded etcd, shards and a router as child processes.",
+		Short: "Run a whole cluster on this machine, secure: embedded etcd, shards and a router as child processes.",
+		Long: `Run a whole cluster on this machine: an embedded etcd, and shards, a router and a
+rebalance instance as child processes.
+
+It runs secure, as production does: it makes a CA, a certificate for each component and one
+for an operator, a grants file (the router and rebalance internal, the operator operator) and
+a token for the demo service "shop", in --data-dir/credentials, and a client config file
+there that ctl, grpcurl's flags and the Go client read through SHARDLIMIT_CONFIG: the ready
+line says where, and the next line is the export to run.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.shards < 1 || o.shards > 32 {
