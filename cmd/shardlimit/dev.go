@@ -58,7 +58,7 @@ for an operator, a grants file (the router and rebalance internal, the operator 
 a token for the demo service "shop", in --data-dir/credentials, and a client config file
 there that ctl, grpcurl's flags and the Go client read through SHARDLIMIT_CONFIG: the ready
 line says where, and the next line is the export to run.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.shards < 1 || o.shards > 32 {
 				return fmt.Errorf("shards: %d not in 1..32", o.shards)
