@@ -138,6 +138,10 @@ func TestEachRoleAgainstEachAPI(t *testing.T) {
 			_, err := shardlimitv1.NewAdminClient(conn).RebalancePlan(ctx, &shardlimitv1.PlanRequest{})
 			return err
 		}},
+		{"Admin/RebalanceRun", []string{"operator"}, func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := shardlimitv1.NewAdminClient(conn).RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "matrix"}})
+			return err
+		}},
 		{"Admin/ShardMapHistory", []string{"operator"}, func(ctx context.Context, conn *grpc.ClientConn) error {
 			_, err := shardlimitv1.NewAdminClient(conn).ShardMapHistory(ctx, &shardlimitv1.ShardMapHistoryRequest{})
 			return err
@@ -181,6 +185,10 @@ func TestEachRoleAgainstEachAPI(t *testing.T) {
 	rebalanceCalls := []call{
 		{"Rebalancer/Plan", []string{"operator", "internal"}, func(ctx context.Context, conn *grpc.ClientConn) error {
 			_, err := shardlimitv1.NewRebalancerClient(conn).Plan(ctx, &shardlimitv1.PlanRequest{})
+			return err
+		}},
+		{"Rebalancer/Run", []string{"operator", "internal"}, func(ctx context.Context, conn *grpc.ClientConn) error {
+			_, err := shardlimitv1.NewRebalancerClient(conn).Run(ctx, &shardlimitv1.RunRequest{Trigger: "matrix"})
 			return err
 		}},
 	}
