@@ -251,8 +251,9 @@ func checkCompose(t *testing.T, where string, c *compose, envoyDoc string, tls b
 				continue
 			}
 			src, ok := mountSource(s, p)
-			if !ok || !slices.Contains([]string{certsDir + "/shardlimit.crt", certsDir + "/shardlimit.key", certsDir + "/shardlimit-ca.crt"}, src) {
-				t.Errorf("%s: --%s=%s is not mounted from gen-certs.sh's %s/shardlimit{.crt,.key,-ca.crt}", w, f, p, certsDir)
+			own := map[string]string{"router": "router", "shard": "shard", "rebalance": "rebalance", "ctl rules apply": "operator"}[inv.sub()]
+			if !ok || !slices.Contains([]string{certsDir + "/" + own + ".crt", certsDir + "/" + own + ".key", certsDir + "/shardlimit-ca.crt"}, src) {
+				t.Errorf("%s: --%s=%s is not mounted from gen-certs.sh's %s/{%s.crt,%s.key,shardlimit-ca.crt}", w, f, p, certsDir, own, own)
 			}
 		}
 	}

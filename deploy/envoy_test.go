@@ -291,9 +291,9 @@ func tlsFiles(ctx *tlsv3.UpstreamTlsContext) (cert, key, ca string) {
 // gen-certs.sh makes for namespace ns.
 func certNames(t *testing.T, ns string) []string {
 	t.Helper()
-	m := regexp.MustCompile(`\ncert shardlimit shardlimit [^"]*"([^"]*)"`).FindStringSubmatch(string(readExample(t, genCertsFile)))
+	m := regexp.MustCompile(`\ncert router shardlimit [^"]*"([^"]*)"`).FindStringSubmatch(string(readExample(t, genCertsFile)))
 	if m == nil {
-		t.Fatalf("%s: no SANs of the shardlimit certificate found", genCertsFile)
+		t.Fatalf("%s: no SANs of the router's certificate found", genCertsFile)
 	}
 	var names []string
 	for _, san := range strings.Split(m[1], ",") {
@@ -503,11 +503,11 @@ func TestEnvoyExamples(t *testing.T) {
 	if ctx == nil {
 		t.Fatalf("%s: no transport_socket on cluster %s", withTLS.file, routerCluster)
 	}
-	// gen-certs.sh's component certificate and CA, as it names them.
+	// gen-certs.sh's certificate of Envoy and CA, as it names them.
 	cert, key, ca := tlsFiles(ctx)
 	dir := path.Dir(cert)
-	if cert != dir+"/shardlimit.crt" || key != dir+"/shardlimit.key" || ca != dir+"/shardlimit-ca.crt" {
-		t.Errorf("%s: TLS files %s, %s, %s; want shardlimit.crt, shardlimit.key and shardlimit-ca.crt of one directory (gen-certs.sh's names)", withTLS.file, cert, key, ca)
+	if cert != dir+"/envoy.crt" || key != dir+"/envoy.key" || ca != dir+"/shardlimit-ca.crt" {
+		t.Errorf("%s: TLS files %s, %s, %s; want envoy.crt, envoy.key and shardlimit-ca.crt of one directory (gen-certs.sh's names)", withTLS.file, cert, key, ca)
 	}
 	checkVerifiesRouter(t, withTLS.file, ctx, "shardlimit")
 

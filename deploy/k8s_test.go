@@ -32,7 +32,8 @@ import (
 // externalSecrets are the secrets the manifests mount but do not create:
 // the operator creates them (k8s/README.md).
 var externalSecrets = []string{
-	"shardlimit-tls", "shardlimit-etcd-client-tls", "shardlimit-etcd-server-tls", "shardlimit-etcd-peer-tls",
+	"shardlimit-router-tls", "shardlimit-shard-tls", "shardlimit-rebalance-tls",
+	"shardlimit-etcd-client-tls", "shardlimit-etcd-server-tls", "shardlimit-etcd-peer-tls",
 }
 
 // serviceMonitor is the part of monitoring.coreos.com/v1 ServiceMonitor that

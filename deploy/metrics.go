@@ -32,6 +32,10 @@ var Metrics = []string{
 	"shardlimit_router_overlimit_cache_evictions_total",
 	"shardlimit_router_connections",               // open gRPC connections
 	"shardlimit_router_connections_refused_total", // past --max-connections
+	"shardlimit_router_auth_refusals_total",       // {api,reason}
+	"shardlimit_router_insecure",                  // 1 when started with --insecure
+	"shardlimit_router_grants",                    // identities granted a role (grants file and etcd)
+	"shardlimit_router_grants_invalid",            // grants in etcd that are not valid (their identities are refused)
 
 	// Shard (shardlimit shard --metrics-listen).
 	"shardlimit_shard_decisions_total",           // {algorithm,result}
@@ -50,6 +54,10 @@ var Metrics = []string{
 	"shardlimit_shard_etcd_up",
 	"shardlimit_shard_connections",
 	"shardlimit_shard_connections_refused_total",
+	"shardlimit_shard_auth_refusals_total", // {api,reason}
+	"shardlimit_shard_insecure",
+	"shardlimit_shard_grants",
+	"shardlimit_shard_grants_invalid",
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",
@@ -61,6 +69,10 @@ var Metrics = []string{
 	"shardlimit_rebalance_etcd_up",
 	"shardlimit_rebalance_connections",
 	"shardlimit_rebalance_connections_refused_total",
+	"shardlimit_rebalance_auth_refusals_total", // {api,reason}
+	"shardlimit_rebalance_insecure",
+	"shardlimit_rebalance_grants",
+	"shardlimit_rebalance_grants_invalid",
 }
 
 // Histograms are the members of Metrics that are histograms: queries name

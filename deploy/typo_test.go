@@ -83,7 +83,7 @@ func TestComposeRejectsUnknownFlag(t *testing.T) {
 // Every file of the examples is one that a test above checks.
 func TestNoUncheckedExamples(t *testing.T) {
 	checked := []string{"envoy/envoy.yaml", "envoy/envoy-tls.yaml", envoyRulesFile, composeFile, composeTLS,
-		envoyFilterFile, gatewayPatchFile}
+		envoyFilterFile, gatewayPatchFile, envoyGrantsFile}
 	for _, dir := range []string{"envoy", "istio"} {
 		files, err := filepath.Glob(dir + "/*")
 		if err != nil {

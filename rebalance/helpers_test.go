@@ -5,22 +5,10 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 )
-
-func dialTo(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
 
 func emptyMap() *shardmap.Map {
 	return &shardmap.Map{Partitions: 1024, Owners: make([]string, 1024), Reason: "test"}

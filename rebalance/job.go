@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
@@ -62,10 +65,27 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	j.registry = prometheus.NewRegistry()
 	j.metrics = newMetrics(j.registry, opts.Interval)
 	var err error
+	if opts.Grants == nil && opts.GrantsFile != "" {
+		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
+			return nil, fmt.Errorf("grants file: %w", err)
+		}
+	}
+	authz, err := auth.New(auth.Options{Component: "rebalance", Registry: j.registry, Logger: j.log, Insecure: opts.Insecure})
+	if err != nil {
+		return nil, err
+	}
 	if j.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
-	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(j.registry, "rebalance")...); err != nil {
+	runCtx, cancel := context.WithCancel(context.Background())
+	j.cancel = cancel
+	if err := grantstore.Follow(ctx, runCtx, j.etcd, j.layout(), j.log, authz, opts.Grants); err != nil {
+		cancel()
+		_ = j.etcd.Close()
+		return nil, err
+	}
+	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(j.registry, "rebalance"), authz.ServerOptions()...)...); err != nil {
+		cancel()
 		_ = j.etcd.Close()
 		return nil, err
 	}
@@ -74,8 +94,6 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	}
 	shardlimitv1.RegisterRebalancerServer(j.srv, j)
 	j.srv.Serve()
-	runCtx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
 	go j.campaign(runCtx)
 	go etcd.WatchHealth(runCtx, j.etcd, 5*time.Second, func(up bool) {
 		if up {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/rebalance/planner"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
@@ -51,12 +52,24 @@ type Options struct {
 	// Limits bound the gRPC server's connections, streams and messages;
 	// default rpc.DefaultLimits() (each zero field its default).
 	Limits rpc.Limits
-	// TLS, when set, makes the gRPC server speak TLS with this config;
-	// default nil: plain text.
+	// TLS is the gRPC server's TLS config; it must verify client
+	// certificates (creds.ServerTLS). Required unless Insecure.
 	TLS *tls.Config
-	// ShardTLS secures calls to shards (with a client certificate for
-	// mTLS); default nil: plain text.
+	// ShardTLS secures calls to shards, with a client certificate of an
+	// identity granted the internal role (creds.ClientTLS). Required
+	// unless Insecure.
 	ShardTLS *tls.Config
+	// Insecure serves without authentication (and without TLS where TLS or
+	// ShardTLS is nil). Default false: only internal identities (routers
+	// forwarding operators' calls) and operators may call the Rebalancer
+	// API; Start logs a warning and sets shardlimit_rebalance_insecure to
+	// 1 when true.
+	Insecure bool
+	// GrantsFile is a grants file (auth.ParseFile) read at start; its
+	// grants are added to, and win over, those stored in etcd. Default "".
+	GrantsFile string
+	// Grants, when non-nil, are used like the grants of GrantsFile (tests).
+	Grants []auth.Grant
 	// EtcdTLS secures the etcd connection; default nil: plain text.
 	EtcdTLS *tls.Config
 	// Logger; default slog.Default().
@@ -126,6 +139,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("stats timeout: %v is under the minimum of 10ms", o.StatsTimeout)
 	case o.Settle < 0 || o.Settle > time.Minute:
 		return fmt.Errorf("settle: %v not in 0..1m", o.Settle)
+	case !o.Insecure && (o.TLS == nil || o.TLS.ClientAuth < tls.VerifyClientCertIfGiven):
+		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
+	case !o.Insecure && o.ShardTLS == nil:
+		return fmt.Errorf("shard tls: required (a client certificate of an internal identity and the CA of the shards), unless insecure")
 	}
 	if err := (planner.Options{Threshold: o.Threshold, MaxMoves: o.MaxMoves}).Validate(); err != nil {
 		return err

@@ -281,7 +281,7 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 		return nil
 	})
 	// The follower refuses to plan and names the leader.
-	_, err := shardlimitv1.NewRebalancerClient(dialTo(t, follower.Addr())).Plan(context.Background(), &shardlimitv1.PlanRequest{})
+	_, err := shardlimitv1.NewRebalancerClient(c.Operator(follower.Addr())).Plan(context.Background(), &shardlimitv1.PlanRequest{})
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition {
 		t.Fatalf("follower plan: %v", err)
 	}

@@ -14,6 +14,8 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/key"
 )
 
 // admin serves the Admin API on the router's gRPC port.
@@ -153,6 +155,7 @@ func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequ
 		})
 	}
 	wg.Wait()
+	ownHotKeys(ctx, resp)
 	return resp, nil
 }
 
@@ -161,6 +164,9 @@ func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequ
 func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRequest) (*shardlimitv1.ListLimitedResponse, error) {
 	if req.Service == "" {
 		return nil, status.Error(codes.InvalidArgument, "service: required")
+	}
+	if err := auth.FromContext(ctx).MayUse(req.Service); err != nil {
+		return nil, err
 	}
 	rt := a.r.routing.Load()
 	resp := &shardlimitv1.ListLimitedResponse{}
@@ -209,4 +215,33 @@ func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRe
 	}
 	slices.Sort(resp.Unreachable)
 	return resp, nil
+}
+
+// ResetKey forwards a reset to the shard that owns the counter.
+func (a *admin) ResetKey(ctx context.Context, req *shardlimitv1.ResetKeyRequest) (*shardlimitv1.ResetKeyResponse, error) {
+	switch {
+	case req.Service == "":
+		return nil, status.Error(codes.InvalidArgument, "service: required")
+	case req.Rule == "":
+		return nil, status.Error(codes.InvalidArgument, "rule: required")
+	case req.User == "":
+		return nil, status.Error(codes.InvalidArgument, "user: required")
+	}
+	rt := a.r.routing.Load()
+	owner, ok := rt.table.Owner(key.Partition(key.Hash(req.Service, req.Rule, req.User), rt.table.Partitions()))
+	if !ok {
+		return nil, status.Error(codes.Unavailable, "no live shard owns the counter")
+	}
+	for _, p := range rt.peers {
+		if p.member.ID != owner.ID || p.client == nil {
+			continue
+		}
+		r, err := p.client.Reset(ctx, &shardlimitv1.ResetRequest{Service: req.Service, Rule: req.Rule, User: req.User})
+		if err != nil {
+			return nil, status.Errorf(status.Code(err), "shard %s: %s", owner.ID, status.Convert(err).Message())
+		}
+		a.r.log.Info("counter reset", "service", req.Service, "rule", req.Rule, "shard", owner.ID, "existed", r.Existed, "caller", auth.FromContext(ctx).Name())
+		return &shardlimitv1.ResetKeyResponse{Existed: r.Existed, Shard: owner.ID}, nil
+	}
+	return nil, status.Errorf(codes.Unavailable, "shard %s: no connection", owner.ID)
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
@@ -29,7 +30,8 @@ func TestListLimitedCollectsUnreachableShardsWithoutARace(t *testing.T) {
 		{member: member.Member{ID: "c"}, client: failingShard{}},
 		{member: member.Member{ID: "d"}},
 	}})
-	resp, err := (&admin{r: r}).ListLimited(context.Background(), &shardlimitv1.ListLimitedRequest{Service: "shop"})
+	op := auth.NewSet([]auth.Grant{{ID: "op", Role: auth.RoleOperator}}).Lookup("op")
+	resp, err := (&admin{r: r}).ListLimited(auth.NewContext(context.Background(), op), &shardlimitv1.ListLimitedRequest{Service: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}

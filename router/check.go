@@ -24,6 +24,9 @@ func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*sh
 	if err := request.Validate(req, request.Limits{MaxChecks: r.opts.MaxChecks, MaxUserLength: r.opts.MaxUserLength}); err != nil {
 		return nil, toStatus(err)
 	}
+	if err := mayUseAll(ctx, req.Checks); err != nil {
+		return nil, err
+	}
 	resolved, spans, err := request.Resolve(r.Rules(), req.Checks)
 	if err != nil {
 		return nil, toStatus(err)

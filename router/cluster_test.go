@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -246,11 +244,7 @@ func TestBadInputIsRejectedAndNotCounted(t *testing.T) {
 	}
 	// Invalid UTF-8, which a generated client will not even encode, sent
 	// as raw bytes: InvalidArgument naming the field, not Internal.
-	conn, err := grpc.NewClient(c.Routers[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := c.Operator(c.Routers[0].Addr())
 	goodCheck := rpctest.String(rpctest.String(rpctest.String(nil, 1, "shop"), 2, "/checkout"), 3, "bob")
 	for field, bad := range map[string][]byte{
 		"checks[1].user":     rpctest.String(rpctest.String(rpctest.String(nil, 1, "shop"), 2, "/checkout"), 3, "b\xc3\x28b"),

@@ -27,9 +27,12 @@
 // them, decide.go calls the owners, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
 // breaker.go is the circuit breaker, overlimit.go consults and fills the
-// over-limit cache. It holds no counters and no algorithms, and must never
-// decide a check itself except by failure policy or by repeating a shard's
-// denial from the over-limit cache. It imports shard contracts (key,
-// member, etcd, rpc, limiter's rule parameters) but never the shard host
-// package or the rebalance job.
+// over-limit cache. Every call passes the Authorizer of package shard/auth
+// (grants followed in etcd); the handlers of the calls a service may make
+// check each service the request names (auth.go: mayUseAll, ownHotKeys),
+// and admin_grants.go serves the grants. It holds no counters and no
+// algorithms, and must never decide a check itself except by failure
+// policy or by repeating a shard's denial from the over-limit cache. It
+// imports shard contracts (key, member, etcd, rpc, auth, creds, limiter's
+// rule parameters) but never the shard host package or the rebalance job.
 package router

@@ -9,6 +9,7 @@ import (
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
@@ -47,12 +48,25 @@ type Options struct {
 	// Limits bound the gRPC server's connections, streams and messages;
 	// default rpc.DefaultLimits() (each zero field its default).
 	Limits rpc.Limits
-	// TLS, when set, makes the gRPC server speak TLS with this config;
-	// default nil: plain text.
+	// TLS is the gRPC server's TLS config (creds.ServerTLS); callers
+	// present a client certificate or a bearer token. Required unless
+	// Insecure.
 	TLS *tls.Config
-	// ShardTLS secures calls to shards and to the rebalance leader (with a
-	// client certificate for mTLS); default nil: plain text.
+	// ShardTLS secures calls to shards and to the rebalance leader, with a
+	// client certificate of an identity granted the internal role
+	// (creds.ClientTLS). Required unless Insecure.
 	ShardTLS *tls.Config
+	// Insecure serves without authentication (and without TLS where TLS or
+	// ShardTLS is nil): every caller may call every method. Default false:
+	// every call is authorized by the grants; Start logs a warning and sets
+	// shardlimit_router_insecure to 1 when true.
+	Insecure bool
+	// GrantsFile is a grants file (auth.ParseFile) read at start; its
+	// grants are added to, and win over, those stored in etcd, which are
+	// followed and apply within a second. Default "" (etcd's only).
+	GrantsFile string
+	// Grants, when non-nil, are used like the grants of GrantsFile (tests).
+	Grants []auth.Grant
 	// EtcdTLS secures the etcd connection; default nil: plain text.
 	EtcdTLS *tls.Config
 	// EnvoyHeaders makes Envoy rate limit answers carry the RateLimit-Policy,
@@ -143,6 +157,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
 	case o.OverLimitCache > 0 && (o.OverLimitCache < overlimit.MinEntries || o.OverLimitCache > maxOverLimitCache):
 		return fmt.Errorf("over-limit cache: %d entries not in %d..%d (negative turns it off)", o.OverLimitCache, overlimit.MinEntries, maxOverLimitCache)
+	case !o.Insecure && o.TLS == nil:
+		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
+	case !o.Insecure && o.ShardTLS == nil:
+		return fmt.Errorf("shard tls: required (a client certificate of an internal identity and the CA of the shards), unless insecure")
 	}
 	if err := o.Limits.Validate(); err != nil {
 		return err

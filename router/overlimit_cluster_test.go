@@ -16,11 +16,11 @@ import (
 
 // decisionsOf returns the decisions shards have made in all, from their
 // Stats API.
-func decisionsOf(t *testing.T, shards ...*shard.Server) uint64 {
+func decisionsOf(t *testing.T, c *clustertest.Cluster, shards ...*shard.Server) uint64 {
 	t.Helper()
 	n := uint64(0)
 	for _, s := range shards {
-		st, err := shardClient(t, s.Addr()).Stats(context.Background(), &shardlimitv1.StatsRequest{})
+		st, err := c.ShardClient(s).Stats(context.Background(), &shardlimitv1.StatsRequest{})
 		if err != nil {
 			t.Fatalf("stats of %s: %v", s.ID(), err)
 		}
@@ -78,7 +78,7 @@ func TestOverLimitCache(t *testing.T) {
 			t.Fatalf("mallory under her limit: %v", d)
 		}
 	}
-	before := decisionsOf(t, c.Shards...)
+	before := decisionsOf(t, c, c.Shards...)
 	first := ask("mallory")
 	if first.Allowed || first.FailurePolicy || first.Remaining != 0 || first.RetryAfter.AsDuration() <= 0 {
 		t.Fatalf("mallory over her limit: %v, want denied by her shard", first)
@@ -102,7 +102,7 @@ func TestOverLimitCache(t *testing.T) {
 	if len(wrong) > 0 {
 		t.Fatalf("%d of 200 flooding checks not answered as the shard's %v; first: %v", len(wrong), first, wrong[0])
 	}
-	if n := decisionsOf(t, c.Shards...) - before; n != 1 {
+	if n := decisionsOf(t, c, c.Shards...) - before; n != 1 {
 		t.Errorf("the shards decided %d of mallory's 201 denied checks, want 1", n)
 	}
 	if got := hits(); got != 200 {
@@ -134,13 +134,13 @@ func TestOverLimitCache(t *testing.T) {
 		t.Fatalf("mallory while her shard is down: %v, want %v from the cache", d, first)
 	}
 	c.WaitMembers(2)
-	before = decisionsOf(t, live...)
+	before = decisionsOf(t, c, live...)
 	for range 10 {
 		if d := ask("mallory"); !same(d, first) {
 			t.Fatalf("mallory after her partition moved: %v, want %v from the cache", d, first)
 		}
 	}
-	if n := decisionsOf(t, live...) - before; n != 0 {
+	if n := decisionsOf(t, c, live...) - before; n != 0 {
 		t.Errorf("the live shards decided %d of mallory's checks, want 0", n)
 	}
 
@@ -176,13 +176,13 @@ func TestOverLimitCacheOff(t *testing.T) {
 		o.OverLimitCache = -1
 	}})
 	cl := c.Client(0)
-	before := decisionsOf(t, c.Shards...)
+	before := decisionsOf(t, c, c.Shards...)
 	for i := range 20 {
 		if d := check(t, cl, "shop", "/checkout", "mallory"); d.Allowed != (i < 10) || d.FailurePolicy {
 			t.Fatalf("check %d: %v", i, d)
 		}
 	}
-	if n := decisionsOf(t, c.Shards...) - before; n != 20 {
+	if n := decisionsOf(t, c, c.Shards...) - before; n != 20 {
 		t.Fatalf("the shard decided %d of 20 checks, want 20", n)
 	}
 	if got := counter(t, c.Routers[0], "shardlimit_router_overlimit_cache_hits_total", map[string]string{"service": "shop"}); got != 0 {

@@ -19,6 +19,8 @@ import (
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -41,6 +43,7 @@ type Router struct {
 	// overLimit holds denials of keys over their limit until their retry
 	// time (overlimit.go).
 	overLimit *overLimit
+	auth      *auth.Authorizer
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
@@ -71,6 +74,15 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
 	var err error
+	if opts.Grants == nil && opts.GrantsFile != "" {
+		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
+			return nil, fmt.Errorf("grants file: %w", err)
+		}
+		r.opts.Grants = opts.Grants
+	}
+	if r.auth, err = auth.New(auth.Options{Component: "router", Registry: r.registry, Logger: r.log, Insecure: opts.Insecure}); err != nil {
+		return nil, err
+	}
 	if r.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
 		return nil, err
 	}
@@ -104,7 +116,11 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		}
 	}
 
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(r.registry, "router")...); err != nil {
+	if err := grantstore.Follow(ctx, watchCtx, r.etcd, etcd.Layout(opts.Prefix), r.log, r.auth, opts.Grants); err != nil {
+		r.Stop(context.Background())
+		return nil, err
+	}
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -20,16 +18,6 @@ import (
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
-func adminClient(t *testing.T, addr string) shardlimitv1.AdminClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return shardlimitv1.NewAdminClient(conn)
-}
-
 // Rules applied through the admin API reach every router within a second;
 // an invalid file changes nothing; an invalid value written straight into
 // etcd is ignored, its key counting as absent; changing only the limit
@@ -38,7 +26,7 @@ func TestRulesInEtcdHotReload(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Router: func(o *router.Options) {
 		o.Rules = nil // follow etcd
 	}})
-	adm := adminClient(t, c.Routers[0].Addr())
+	adm := c.Admin(0)
 	ctx := context.Background()
 	apply := func(doc string) (*shardlimitv1.ApplyRulesResponse, error) {
 		return adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: "r.yaml", Yaml: []byte(doc)})
@@ -164,7 +152,7 @@ func TestRoutersAgreeOnAnInvalidStoredRule(t *testing.T) {
 		o.Rules = nil // follow etcd
 	}})
 	ctx := context.Background()
-	adm := adminClient(t, c.Routers[0].Addr())
+	adm := c.Admin(0)
 	if _, err := adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{Yaml: []byte(`rules:
   - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 10, period: 1m}
   - {service: pay, endpoint: "*", algorithm: fixed_window, limit: 100, period: 1m}
@@ -222,7 +210,7 @@ func TestApplyOverRuleBoundsIsRefused(t *testing.T) {
 		o.RuleBounds = rules.Bounds{PerService: 3, Total: 5}
 	}})
 	ctx := context.Background()
-	adm := adminClient(t, c.Routers[0].Addr())
+	adm := c.Admin(0)
 	doc := func(service string, n int) string {
 		var b strings.Builder
 		b.WriteString("rules:\n")
@@ -256,7 +244,7 @@ func TestApplyOverRuleBoundsIsRefused(t *testing.T) {
 // ListMembers and ListLimited fan out to the shards.
 func TestAdminMembersAndLimited(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
-	adm := adminClient(t, c.Routers[0].Addr())
+	adm := c.Admin(0)
 	cl := c.Client(0)
 	for range 12 {
 		check(t, cl, "shop", "/checkout", "eve")

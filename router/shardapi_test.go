@@ -5,25 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 )
-
-func shardClient(t *testing.T, addr string) shardlimitv1.ShardClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return shardlimitv1.NewShardClient(conn)
-}
 
 // Checks through the router show up in the owner shard's Stats (load per
 // partition, hottest keys) and Limited (the episode of a limited user), and
@@ -41,7 +29,7 @@ func TestShardStatsLimitedAndReset(t *testing.T) {
 	}
 	check(t, cl, "shop", "/checkout", "bob")
 	owner := c.Owner("shop", "checkout", "mallory")
-	sc := shardClient(t, owner.Addr)
+	sc := shardlimitv1.NewShardClient(c.Internal(owner.Addr))
 	ctx := context.Background()
 
 	st, err := sc.Stats(ctx, &shardlimitv1.StatsRequest{TopKeys: 5})

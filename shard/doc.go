@@ -20,10 +20,13 @@
 // with the time the Server read once per batch.
 //
 // The Server registers the host in etcd under a lease (package membership)
-// once it is serving, and deregisters on graceful shutdown.
+// once it is serving and knows its grants, and deregisters on graceful
+// shutdown. Only identities granted the internal role (routers, the
+// rebalance job) may call it (package auth); Import checks every state it
+// is handed before storing any (package limiter's CheckState).
 //
 // The shared contracts and plumbing live in sub-packages that routers and
-// the rebalance job import too: key, member, membership, etcd, rpc. A
-// shard never reads rules from etcd, never calls another shard, and nothing
+// the rebalance job import too: key, member, membership, etcd, rpc, auth,
+// creds. A shard never reads rules from etcd, never calls another shard, and nothing
 // under shard/ imports router/ or rebalance/.
 package shard

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -161,17 +162,42 @@ func (s *Server) Export(_ context.Context, req *shardlimitv1.ExportRequest) (*sh
 	return resp, nil
 }
 
-// Import implements the shard API.
+// Import implements the shard API. Every key is checked before any is
+// stored: a request with one state that no algorithm produces (a negative
+// count, a time far ahead, a remainder over its limit) is rejected whole
+// with INVALID_ARGUMENT naming the key and the field, and stores nothing.
 func (s *Server) Import(_ context.Context, req *shardlimitv1.ImportRequest) (*shardlimitv1.ImportResponse, error) {
+	now := time.Now().UnixNano()
 	keys := make([]Exported, len(req.Keys))
 	for i, k := range req.Keys {
-		if k.Algorithm < uint32(limiter.TokenBucket) || k.Algorithm > uint32(limiter.GCRA) || k.Lo&7 != uint64(k.Algorithm) {
-			return nil, status.Errorf(codes.InvalidArgument, "keys[%d].algorithm: %d does not match the key", i, k.Algorithm)
+		if err := checkImported(k, now); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "keys[%d].%v", i, err)
 		}
 		keys[i] = Exported{Key: key.Key{Hi: k.Hi, Lo: k.Lo}, Algo: limiter.Algorithm(k.Algorithm), State: limiter.State{A: k.A, B: k.B}, Times: k.Times, Fresh: k.FreshUnixNs}
 	}
-	imported, kept := s.store.Import(keys, time.Now().UnixNano())
+	imported, kept := s.store.Import(keys, now)
 	return &shardlimitv1.ImportResponse{Imported: uint64(imported), Kept: uint64(kept)}, nil
+}
+
+// checkImported reports why k cannot be a key's exported state at now.
+func checkImported(k *shardlimitv1.KeyState, now int64) error {
+	a := limiter.Algorithm(k.Algorithm)
+	if k.Algorithm < uint32(limiter.TokenBucket) || k.Algorithm > uint32(limiter.GCRA) || k.Lo&7 != uint64(k.Algorithm) {
+		return fmt.Errorf("algorithm: %d does not match the key", k.Algorithm)
+	}
+	if err := limiter.CheckFresh(k.FreshUnixNs, now); err != nil {
+		return err
+	}
+	if a.UsesLog() {
+		if k.A != 0 || k.B != 0 {
+			return fmt.Errorf("a, b: %w: sliding_log keeps times, not a state", limiter.ErrImpossibleState)
+		}
+		return limiter.CheckLog(k.Times, now)
+	}
+	if len(k.Times) > 0 {
+		return fmt.Errorf("times: %w: only sliding_log keeps times, not %v", limiter.ErrImpossibleState, a)
+	}
+	return limiter.CheckState(a, limiter.State{A: k.A, B: k.B}, now)
 }
 
 // Drop implements the shard API.

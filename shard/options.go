@@ -2,13 +2,13 @@ package shard
 
 import (
 	"crypto/tls"
-
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
@@ -72,9 +72,20 @@ type Options struct {
 	// Limits bound the gRPC server's connections, streams and messages;
 	// default rpc.DefaultLimits() (each zero field its default).
 	Limits rpc.Limits
-	// TLS, when set, makes the gRPC server speak TLS with this config
-	// (mTLS when it requires client certificates); default nil: plain text.
+	// TLS is the gRPC server's TLS config; it must verify client
+	// certificates (creds.ServerTLS). Required unless Insecure.
 	TLS *tls.Config
+	// Insecure serves without authentication (and without TLS when TLS is
+	// nil): every caller may call every method. Default false: only
+	// identities granted the internal role may call the shard API; Start
+	// logs a warning and sets shardlimit_shard_insecure to 1 when true.
+	Insecure bool
+	// GrantsFile is a grants file (auth.ParseFile) read at start; its
+	// grants are added to, and win over, those stored in etcd. Default ""
+	// (the grants in etcd only).
+	GrantsFile string
+	// Grants, when non-nil, are used like the grants of GrantsFile (tests).
+	Grants []auth.Grant
 	// EtcdTLS secures the etcd connection; default nil: plain text.
 	EtcdTLS *tls.Config
 	// Started is when the process started, the start of the host setup
@@ -174,6 +185,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("episodes: %d not in 1..10000000", o.Episodes)
 	case o.Capacity < 1:
 		return fmt.Errorf("capacity: %d is under the minimum of 1 decision per second", o.Capacity)
+	case !o.Insecure && o.TLS == nil:
+		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
+	case !o.Insecure && o.TLS.ClientAuth < tls.VerifyClientCertIfGiven:
+		return fmt.Errorf("tls: must verify client certificates (a CA), unless insecure")
 	}
 	return o.Limits.Validate()
 }

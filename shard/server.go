@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/episodes"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
@@ -39,6 +41,7 @@ type Server struct {
 	partitionLoad *load.Counter
 	started       time.Time
 	srv           *rpc.Server
+	auth          *auth.Authorizer
 	etcd          *clientv3.Client
 	reg           *membership.Registration
 	stop          sync.Once
@@ -82,7 +85,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.registry, s)
 	s.store = NewStore(StoreOptions{MaxBytes: opts.MaxMemoryBytes, MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
-	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.Limits.ServerOptions(s.registry, "shard")...); err != nil {
+	if opts.Grants == nil && opts.GrantsFile != "" {
+		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
+			return nil, fmt.Errorf("grants file: %w", err)
+		}
+	}
+	s.auth, err = auth.New(auth.Options{Component: "shard", Registry: s.registry, Logger: opts.Logger, Insecure: opts.Insecure})
+	if err != nil {
+		return nil, err
+	}
+	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(s.registry, "shard"), s.auth.ServerOptions()...)...); err != nil {
 		return nil, err
 	}
 	shardlimitv1.RegisterShardServer(s.srv, s)
@@ -93,6 +105,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.srv.Kill()
 		s.cancel()
 		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	// Know who may call before routers can find the shard.
+	if err := grantstore.Follow(ctx, s.ctx, s.etcd, etcd.Layout(opts.Prefix), opts.Logger, s.auth, opts.Grants); err != nil {
+		s.srv.Kill()
+		s.cancel()
+		_ = s.etcd.Close()
+		return nil, err
 	}
 	addr := opts.Advertise
 	if addr == "" {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // devCluster is a `shardlimit dev` process: embedded etcd, a router and
@@ -21,15 +24,31 @@ import (
 type devCluster struct {
 	cmd    *exec.Cmd
 	router string         // gRPC address
+	tls    *tls.Config    // the operator's, from the client config dev wrote
 	pids   map[string]int // "router", "shard-1", ...
 	shards int
 	done   chan struct{}
 
-	mu   sync.Mutex
-	tail []string // last lines of output, for errors
+	mu     sync.Mutex
+	tail   []string // last lines of output, for errors
+	cfgErr error
 }
 
-var pidLine = regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s`)
+// loadTLS reads the client config file dev wrote: the bench calls the
+// router as the operator, who may check every service.
+func (c *devCluster) loadTLS(path string) error {
+	cfg, err := creds.LoadClientConfig(path)
+	if err != nil {
+		return fmt.Errorf("dev's client config: %w", err)
+	}
+	c.tls, err = cfg.TLS()
+	return err
+}
+
+var (
+	pidLine    = regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s`)
+	exportLine = regexp.MustCompile(`^export ` + creds.EnvConfig + `=(\S+)`)
+)
 
 // startDev starts `bin dev --shards n` and waits for its ready line and
 // the pids of its router and shards.
@@ -61,6 +80,7 @@ func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) 
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		isReady := false
+		config := ""
 		for sc.Scan() {
 			line := sc.Text()
 			c.mu.Lock()
@@ -73,7 +93,10 @@ func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) 
 			} else if m := pidLine.FindStringSubmatch(line); m != nil && isReady {
 				pid, _ := strconv.Atoi(m[2])
 				c.pids[m[1]] = pid
+			} else if m := exportLine.FindStringSubmatch(line); m != nil && isReady {
+				config = m[1]
 				if len(c.pids) == shards+2 { // shards, router, rebalance
+					c.cfgErr = c.loadTLS(config)
 					close(ready)
 				}
 			}
@@ -83,6 +106,10 @@ func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) 
 	}()
 	select {
 	case <-ready:
+		if c.cfgErr != nil {
+			c.stop()
+			return nil, c.cfgErr
+		}
 		return c, nil
 	case <-c.done:
 		return nil, fmt.Errorf("dev --shards %d exited before it was ready:\n%s", shards, c.lastLines())

@@ -184,7 +184,7 @@ func withDev(ctx context.Context, bin string, n int, say func(string, ...any), f
 // over the target's measured phase.
 func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, progress io.Writer) (*tableRow, error) {
 	row := &tableRow{name: name, goal: goal, shards: c.shards}
-	o.Routers = []string{c.router}
+	o.Routers, o.TLS = []string{c.router}, c.tls
 	routerPid, shardPids := c.componentPids()
 	var mu sync.Mutex
 	var cpuErr error

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shardlimit/shardlimit/cmd/bench"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 func benchCmd() *cobra.Command {
@@ -39,11 +39,24 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 				return err
 			}
 			switch {
-			case tlsCfg != nil && cmd.Flags().Changed("insecure") && plain:
+			case tlsCfg != nil && plain:
 				return fmt.Errorf("insecure: plain text contradicts --tls-ca/--tls-cert")
-			case tlsCfg == nil && !plain:
-				// --insecure=false alone: TLS, verified with the system's CAs.
-				tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: tf.serverName}
+			case tlsCfg == nil && !plain && !o.BaselineOnly:
+				// The operator's credentials of 'shardlimit dev', or the
+				// client config file of the environment.
+				cfg, ok, err := creds.FromEnv()
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return usageErrorf("the routers' credentials: give --tls-ca with --tls-cert/--tls-key, or set %s (as 'shardlimit dev' prints), or --insecure for routers run with --insecure", creds.EnvConfig)
+				}
+				if cfg.TokenFile != "" {
+					return fmt.Errorf("%s: token_file: the bench calls with a client certificate only", creds.EnvConfig)
+				}
+				if tlsCfg, err = cfg.TLS(); err != nil {
+					return err
+				}
 			}
 			o.TLS = tlsCfg
 			lessGC()
@@ -69,8 +82,8 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses, comma-separated; connections are taken round robin")
 	f.BoolVar(&o.Baseline, "baseline", o.Baseline, "first run the same load against an in-process no-op server and report the ratio")
 	f.BoolVar(&o.BaselineOnly, "baseline-only", o.BaselineOnly, "run against the in-process no-op server only: this client's ceiling on this machine")
-	f.BoolVar(&plain, "insecure", true, "plain text to the routers; --insecure=false without --tls-ca verifies them with the system's CAs (default: plain unless a TLS flag is given)")
-	f.StringVar(&tf.ca, "tls-ca", "", "PEM CA of the routers' certificates; enables TLS")
+	f.BoolVar(&plain, "insecure", false, "plain text to routers run with --insecure (default: TLS with --tls-* or the client config file of $"+creds.EnvConfig+")")
+	f.StringVar(&tf.ca, "tls-ca", "", "PEM CA of the routers' certificates")
 	f.StringVar(&tf.cert, "tls-cert", "", "PEM client certificate (mTLS); with --tls-key, enables TLS")
 	f.StringVar(&tf.key, "tls-key", "", "PEM key of --tls-cert")
 	f.StringVar(&tf.serverName, "tls-server-name", "", "name to verify in the routers' certificates instead of the dialed address")

@@ -13,17 +13,26 @@ import (
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 type ctlFlags struct {
-	router  string
-	timeout time.Duration
-	output  string
-	tls     tlsFlags
+	router    string
+	timeout   time.Duration
+	output    string
+	tls       tlsFlags
+	tokenFile string
+	config    string
 	// fromEnv are the global flags set from their environment variable,
-	// changed those set on the command line.
-	fromEnv, changed map[string]bool
+	// changed those set on the command line, fromConfig those set from the
+	// client config file.
+	fromEnv, changed, fromConfig map[string]bool
 }
+
+// envToken is the environment variable that may hold ctl's bearer token
+// itself (there is no flag: a command line is visible to every user of the
+// machine).
+const envToken = envPrefix + "TOKEN"
 
 // envPrefix starts the environment variable of each of ctl's global flags:
 // SHARDLIMIT_ and the flag's name in upper snake case (--tls-ca:
@@ -35,7 +44,7 @@ func envName(flag string) string {
 }
 
 func ctlCmd() *cobra.Command {
-	cf := ctlFlags{fromEnv: map[string]bool{}, changed: map[string]bool{}}
+	cf := ctlFlags{fromEnv: map[string]bool{}, changed: map[string]bool{}, fromConfig: map[string]bool{}}
 	cmd := &cobra.Command{
 		Use:   "ctl",
 		Short: "Operator CLI: talk to a running cluster.",
@@ -45,6 +54,8 @@ func ctlCmd() *cobra.Command {
 	pf.DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call (rebalance apply and shardmap rollback: default 10m)")
 	pf.StringVarP(&cf.output, "output", "o", "text", outputUsage)
 	cf.tls.register(pf, false)
+	pf.StringVar(&cf.tokenFile, "token-file", "", "file holding the bearer token to call with (read again when it changes); "+envToken+" may hold the token itself")
+	pf.StringVar(&cf.config, "config", "", "client config file (what 'shardlimit dev' writes): the router and credentials for the flags not set otherwise")
 	var env strings.Builder
 	pf.VisitAll(func(f *pflag.Flag) {
 		fmt.Fprintf(&env, "  %-30s --%s\n", envName(f.Name), f.Name)
@@ -55,7 +66,17 @@ func ctlCmd() *cobra.Command {
 Environment: every global flag is also read from a variable, SHARDLIMIT_
 and the flag's name in upper snake case; a flag on the command line
 overrides its variable.
-` + env.String() + `
+` + env.String() + `  ` + fmt.Sprintf("%-30s", envToken) + ` the bearer token itself (no flag)
+
+Credentials: a flag or variable wins over the client config file of
+--config/SHARDLIMIT_CONFIG, whose keys are the flags' names in snake case
+(router, tls_ca, tls_cert, tls_key, tls_server_name, token_file).
+'shardlimit dev' writes one with the operator's certificate and prints the
+export line. A token (--token-file or SHARDLIMIT_TOKEN) is sent as
+"authorization: Bearer" and identifies the caller instead of the
+certificate. ctl never prints a token, except the one 'grants token
+create' makes, once.
+` + `
 Output: -o text (for people), json or yaml. JSON and YAML are stable, for
 scripts: snake_case keys, 64-bit integers as numbers, sorted keys, fixed
 indentation. What 'rules get -o yaml' or '-o json' prints, 'rules apply -f'
@@ -67,9 +88,12 @@ Exit codes:
 		if err := cf.applyEnv(c.Flags(), pf); err != nil {
 			return err
 		}
+		if err := cf.applyConfig(c.Flags()); err != nil {
+			return err
+		}
 		return checkOutput(cf.output)
 	}
-	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf), ctlLimitedCmd(&cf), ctlTopCmd(&cf))
+	cmd.AddCommand(ctlCheckCmd(&cf), ctlRulesCmd(&cf), ctlMembersCmd(&cf), ctlRebalanceCmd(&cf), ctlShardMapCmd(&cf), ctlLimitedCmd(&cf), ctlTopCmd(&cf), ctlGrantsCmd(&cf), ctlResetCmd(&cf))
 	return cmd
 }
 
@@ -103,6 +127,28 @@ func (cf *ctlFlags) applyEnv(fs, global *pflag.FlagSet) error {
 	return nil
 }
 
+// applyConfig sets each global flag that neither the command line nor
+// its variable set from the client config file of --config, if any.
+func (cf *ctlFlags) applyConfig(fs *pflag.FlagSet) error {
+	if cf.config == "" {
+		return nil
+	}
+	cfg, err := creds.LoadClientConfig(cf.config)
+	if err != nil {
+		return usageErrorf("%s: %v", cf.source("config", cf.config), err)
+	}
+	for name, v := range cfg.Flags() {
+		if cf.changed[name] || cf.fromEnv[name] {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return usageErrorf("%s: %s: %v", cf.config, name, err)
+		}
+		cf.fromConfig[name] = true
+	}
+	return nil
+}
+
 // source names a global flag, its variable and where its value came from,
 // for error messages: "--router/SHARDLIMIT_ROUTER x:1 (the default)".
 func (cf *ctlFlags) source(flag, value string) string {
@@ -112,6 +158,8 @@ func (cf *ctlFlags) source(flag, value string) string {
 		from = "from " + envName(flag)
 	case cf.changed[flag]:
 		from = "from the command line"
+	case cf.fromConfig[flag]:
+		from = "from " + cf.config
 	}
 	return fmt.Sprintf("--%s/%s %s (%s)", flag, envName(flag), value, from)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
@@ -38,7 +40,18 @@ func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(conte
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	conn, err := grpc.NewClient(cf.router, rpc.DialCreds(cfg))
+	opts := []grpc.DialOption{rpc.DialCreds(cfg)}
+	token, err := cf.token()
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	if token != nil {
+		if cfg == nil {
+			return usageErrorf("a bearer token is sent over TLS only: give the router's CA with --tls-ca (or %s)", envName("tls-ca"))
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(creds.PerRPC(token)))
+	}
+	conn, err := grpc.NewClient(cf.router, opts...)
 	if err != nil {
 		return usageErrorf("%s: %v", cf.source("router", cf.router), err)
 	}
@@ -50,6 +63,22 @@ func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(conte
 		return nil
 	}
 	return cf.explain(cmd.Context(), conn, err)
+}
+
+// token returns the bearer token to call with: from --token-file, else
+// from SHARDLIMIT_TOKEN; nil when neither is set.
+func (cf *ctlFlags) token() (creds.TokenFunc, error) {
+	if cf.tokenFile != "" {
+		t, err := creds.NewTokenFile(cf.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cf.source("token-file", cf.tokenFile), err)
+		}
+		return t.Token, nil
+	}
+	if t := strings.TrimSpace(os.Getenv(envToken)); t != "" {
+		return creds.StaticToken(t), nil
+	}
+	return nil, nil
 }
 
 // checkRouterAddr accepts host:port, and any address with a gRPC scheme
@@ -130,7 +159,7 @@ func (cf *ctlFlags) diagnose(ctx context.Context) string {
 		}
 	}
 	if cf.tls.ca == "" && cf.tls.cert == "" {
-		return fmt.Sprintf("it accepts connections but does not speak plain-text gRPC: if the router serves TLS, give its CA with --tls-ca (or %s)", envName("tls-ca"))
+		return fmt.Sprintf("it accepts connections but does not speak plain-text gRPC: if the router serves TLS, give its CA and your credentials with --tls-ca and --tls-cert/--tls-key or --token-file (or %s, or %s naming a client config file, as 'shardlimit dev' prints)", envName("tls-ca"), creds.EnvConfig)
 	}
 	return "it accepts connections but the TLS handshake or gRPC failed: check --tls-ca, --tls-cert, --tls-key and --tls-server-name (or their SHARDLIMIT_ variables)"
 }

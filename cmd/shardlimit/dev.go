@@ -18,13 +18,14 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/shardlimit/shardlimit/deploy"
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
@@ -49,8 +50,16 @@ func devCmd() *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a whole cluster on this machine: embedded etcd, shards and a router as child processes.",
-		Args:  cobra.NoArgs,
+		Short: "Run a whole cluster on this machine, secure: embedded etcd, shards and a router as child processes.",
+		Long: `Run a whole cluster on this machine: an embedded etcd, and shards, a router and a
+rebalance instance as child processes.
+
+It runs secure, as production does: it makes a CA, a certificate for each component and one
+for an operator, a grants file (the router and rebalance internal, the operator operator) and
+a token for the demo service "shop", in --data-dir/credentials, and a client config file
+there that ctl, grpcurl's flags and the Go client read through SHARDLIMIT_CONFIG: the ready
+line says where, and the next line is the export to run.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.shards < 1 || o.shards > 32 {
 				return fmt.Errorf("shards: %d not in 1..32", o.shards)
@@ -64,7 +73,7 @@ func devCmd() *cobra.Command {
 	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports")
 	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
 	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file stored in etcd at start (default: the built-in sample rules)")
-	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data (default: a temporary one, removed on exit)")
+	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data and the generated credentials (default: a temporary one, removed on exit)")
 	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
 	f.DurationVar(&o.rebalanceInterval, "rebalance-interval", o.rebalanceInterval, "time between the rebalance job's runs")
@@ -75,7 +84,11 @@ func devCmd() *cobra.Command {
 func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	start := time.Now()
 	dir := o.dataDir
-	if dir == "" {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	} else {
 		tmp, err := os.MkdirTemp("", "shardlimit-dev-")
 		if err != nil {
 			return err
@@ -102,6 +115,10 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err := storeRules(ctx, etcd.Endpoint(), o.prefix, initial); err != nil {
 		return err
 	}
+	sec, err := devCredentials(ctx, dir, etcd.Endpoint(), o)
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -115,8 +132,8 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	defer func() { stopChildren(out, children) }()
 	for i := 1; i <= o.shards; i++ {
 		id := "shard-" + strconv.Itoa(i)
-		args := []string{"shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
-			"--metrics-listen", metricsAddr[i]}
+		args := sec.args(sec.pki.Shard, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
+			"--metrics-listen", metricsAddr[i])
 		if o.maxMemory != 0 {
 			args = append(args, "--max-memory", formatSize(o.maxMemory))
 		}
@@ -126,24 +143,24 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		}
 		children = append(children, c)
 	}
-	rc, err := startChild(out, "router", exe, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
-		"--etcd", etcd.Endpoint(), "--prefix", o.prefix)
+	rc, err := startChild(out, "router", exe, sec.args(sec.pki.Router, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
+		"--etcd", etcd.Endpoint(), "--prefix", o.prefix)...)
 	if err != nil {
 		return err
 	}
 	children = append(children, rc)
-	bc, err := startChild(out, "rebalance", exe, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
-		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1])
+	bc, err := startChild(out, "rebalance", exe, sec.args(sec.pki.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
+		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1])...)
 	if err != nil {
 		return err
 	}
 	children = append(children, bc)
 
-	if err := waitReady(ctx, etcd.Endpoint(), o, children); err != nil {
+	if err := waitReady(ctx, etcd.Endpoint(), o, sec, children); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules from %s stored in etcd\n",
-		time.Since(start).Round(time.Millisecond), o.routerListen, o.metricsListen, etcd.Endpoint(), rulesFile)
+	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules from %s stored in etcd, credentials in %s\n",
+		time.Since(start).Round(time.Millisecond), o.routerListen, o.metricsListen, etcd.Endpoint(), rulesFile, sec.pki.Dir)
 	for i, c := range children {
 		m := metricsAddr[0]
 		if i < o.shards {
@@ -153,6 +170,8 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		}
 		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", c.name, c.cmd.Process.Pid, m)
 	}
+	fmt.Fprintf(out, "export %s=%s   # ctl, grpcurl's flags and the Go client: the router, its CA and the operator's certificate\n", creds.EnvConfig, sec.config)
+	fmt.Fprintf(out, "  service %q calls with its own token: SHARDLIMIT_TOKEN=$(cat %s) (CA %s, server name %s)\n", devService, sec.serviceToken, sec.pki.Router.CA, creds.LocalServerName)
 	fmt.Fprintf(out, "try: bin/shardlimit ctl check --service shop --endpoint /checkout --user alice; bin/shardlimit ctl members; bin/shardlimit ctl rebalance plan   (Ctrl-C stops everything)\n")
 	<-ctx.Done()
 	fmt.Fprintln(out, "shardlimit dev stopping")
@@ -192,13 +211,17 @@ func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) e
 }
 
 // waitReady waits until every shard is registered and the router serves.
-func waitReady(ctx context.Context, endpoint string, o devOptions, children []*child) error {
+func waitReady(ctx context.Context, endpoint string, o devOptions, sec *devSecurity, children []*child) error {
 	cli, err := etcdclient.Dial([]string{endpoint}, nil)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	conn, err := grpc.NewClient(o.routerListen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	operator, err := creds.ClientTLS(sec.pki.Operator, creds.LocalServerName)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(o.routerListen, grpc.WithTransportCredentials(credentials.NewTLS(operator)))
 	if err != nil {
 		return err
 	}

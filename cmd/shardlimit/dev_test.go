@@ -164,17 +164,28 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	}()
 	pids := map[string]int{}
 	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s+metrics (\S+)$`)
+	exportLine := regexp.MustCompile(`^export SHARDLIMIT_CONFIG=(\S+)`)
+	tokenLine := regexp.MustCompile(`SHARDLIMIT_TOKEN=\$\(cat (\S+)\)`)
 	metrics := map[string]string{}
+	var output strings.Builder
 	ready := false
+	config, tokenFile := "", ""
 	timeout := time.After(20 * time.Second)
-	for !ready || len(pids) < 5 {
+	for !ready || len(pids) < 5 || config == "" || tokenFile == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatal("dev exited before it was ready")
 			}
+			output.WriteString(l + "\n")
 			if strings.HasPrefix(l, "shardlimit dev ready in ") {
 				ready = true
+			}
+			if m := exportLine.FindStringSubmatch(l); m != nil {
+				config = m[1]
+			}
+			if m := tokenLine.FindStringSubmatch(l); m != nil {
+				tokenFile = m[1]
 			}
 			if m := pidLine.FindStringSubmatch(l); m != nil {
 				var pid int
@@ -191,9 +202,11 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 	}()
 
-	// ctl finds the router through SHARDLIMIT_ROUTER, as a user's shell
-	// would set it once.
-	routerEnv := []string{"SHARDLIMIT_ROUTER=" + routerAddr}
+	// ctl finds the router and the operator's credentials through the
+	// export line dev printed, and the router through SHARDLIMIT_ROUTER, as
+	// a user's shell would set them once.
+	routerEnv := []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + routerAddr}
+	devSecure(t, bin, routerAddr, config, tokenFile, output.String())
 	ctlStdin := func(stdin string, wantCode int, args ...string) string {
 		t.Helper()
 		r := run(t, bin, stdin, routerEnv, append([]string{"ctl"}, args...)...)
@@ -224,7 +237,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 
 	// --router overrides SHARDLIMIT_ROUTER; an address that is not a
 	// router's says so, naming both.
-	if r := run(t, bin, "", []string{"SHARDLIMIT_ROUTER=" + freeAddr(t)}, "ctl", "--router", routerAddr, "members"); r.code != 0 {
+	if r := run(t, bin, "", []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + freeAddr(t)}, "ctl", "--router", routerAddr, "members"); r.code != 0 {
 		t.Fatalf("--router did not override SHARDLIMIT_ROUTER: exit %d\n%s", r.code, r.stderr)
 	}
 	metricsHostPort := strings.TrimSuffix(strings.TrimPrefix(metrics["router"], "http://"), "/metrics")
@@ -299,6 +312,10 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		{metrics["shard-1"], "shardlimit_shard_setup_seconds"},
 		{metrics["router"], "shardlimit_router_decisions_total"},
 		{metrics["rebalance"], "shardlimit_rebalance_leader 1"},
+		{metrics["router"], "shardlimit_router_insecure 0"},
+		{metrics["shard-1"], "shardlimit_shard_insecure 0"},
+		{metrics["rebalance"], "shardlimit_rebalance_insecure 0"},
+		{metrics["router"], `shardlimit_router_auth_refusals_total{api="shardlimit.v1.RateLimiter",reason="service"} 1`},
 		{strings.Replace(metrics["shard-1"], "/metrics", "/readyz", 1), "ready"},
 	} {
 		resp, err := http.Get(probe.url)
@@ -347,6 +364,101 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	}
 }
 
+// devSecure checks that dev runs secure: a caller without credentials is
+// refused, the demo service's token checks its own service and is refused
+// another's, the printed lines never show the token, and the metrics say
+// no component runs insecure.
+func devSecure(t *testing.T, bin, routerAddr, config, tokenFile, printed string) {
+	t.Helper()
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := strings.TrimSpace(string(token)); !strings.HasPrefix(tok, "slt_") || strings.Contains(printed, tok) {
+		t.Fatalf("token file %s: %q; dev must print where it is, never the token", tokenFile, tok)
+	}
+	cfg, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := regexp.MustCompile(`tls_ca: (\S+)`).FindStringSubmatch(string(cfg))
+	if ca == nil {
+		t.Fatalf("client config %s names no CA:\n%s", config, cfg)
+	}
+	check := []string{"ctl", "--router", routerAddr, "check", "--endpoint", "/checkout", "--user", "sec", "--service"}
+	asShop := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN_FILE=" + tokenFile}
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		service string
+		code    int
+		stderr  string
+	}{
+		{"no credentials, plain text", nil, "shop", exitUnavailable, "SHARDLIMIT_CONFIG"},
+		{"the CA only", []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost"}, "shop", exitRefused, "Unauthenticated"},
+		{"an unknown token", []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN=slt_guess"}, "shop", exitRefused, "Unauthenticated"},
+		{"shop's token, for shop", asShop, "shop", 0, ""},
+		{"shop's token, for bank", asShop, "bank", exitRefused, "PermissionDenied"},
+	} {
+		r := run(t, bin, "", tc.env, append(check, tc.service)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) || strings.Contains(r.stderr, "bank") || strings.Contains(r.stderr, "slt_") {
+			t.Errorf("%s: exit %d, want %d with %q, naming no service and no token:\n%s%s", tc.name, r.code, tc.code, tc.stderr, r.stdout, r.stderr)
+		}
+	}
+
+	// An operator grants bank to a new identity and makes it a token,
+	// printed once; nothing else prints it.
+	operator := []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + routerAddr}
+	ctl := func(args ...string) string {
+		t.Helper()
+		r := run(t, bin, "", operator, append([]string{"ctl"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("ctl %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
+	if out := ctl("grants", "grant", "--id", "bank-svc", "--role", "service", "--service", "bank"); !strings.HasPrefix(out, "granted bank-svc role service for bank") {
+		t.Fatalf("grants grant: %s", out)
+	}
+	var created struct {
+		Token   string `json:"token"`
+		TokenID string `json:"token_id"`
+	}
+	if err := json.Unmarshal([]byte(ctl("grants", "token", "create", "--id", "bank-svc", "-o", "json")), &created); err != nil || !strings.HasPrefix(created.Token, "slt_") {
+		t.Fatalf("token create -o json: %+v %v", created, err)
+	}
+	tokenOut := filepath.Join(t.TempDir(), "bank.token")
+	if out := ctl("grants", "token", "create", "--id", "bank-svc", "--out", tokenOut); strings.Contains(out, "slt_") || !strings.Contains(out, tokenOut) {
+		t.Fatalf("token create --out printed the token or not the file: %s", out)
+	}
+	asBank := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN=" + created.Token}
+	if r := run(t, bin, "", asBank, append(check, "bank")...); r.code != 0 {
+		t.Fatalf("bank's new token: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	asBankFile := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN_FILE=" + tokenOut}
+	if r := run(t, bin, "", asBankFile, append(check, "bank")...); r.code != 0 {
+		t.Fatalf("bank's token file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, format := range []string{"text", "json", "yaml"} {
+		out := ctl("grants", "list", "-o", format)
+		if strings.Contains(out, "slt_") || strings.Contains(out, "sha256") || !strings.Contains(out, "bank-svc") || !strings.Contains(out, created.TokenID) {
+			t.Errorf("grants list -o %s shows a token or a hash, or misses bank-svc's token id:\n%s", format, out)
+		}
+	}
+	if out := ctl("grants", "revoke", "--id", "bank-svc", "--token", created.TokenID); !strings.Contains(out, "revoked from bank-svc") {
+		t.Fatalf("revoke a token: %s", out)
+	}
+	if r := run(t, bin, "", asBank, append(check, "bank")...); r.code != exitRefused {
+		t.Errorf("a revoked token: exit %d, want %d\n%s", r.code, exitRefused, r.stderr)
+	}
+	if out := ctl("grants", "revoke", "--id", "bank-svc"); !strings.Contains(out, "its grant and tokens are gone") {
+		t.Fatalf("revoke the grant: %s", out)
+	}
+	if r := run(t, bin, "", asBankFile, append(check, "bank")...); r.code != exitRefused {
+		t.Errorf("a token of a revoked grant: exit %d, want %d\n%s", r.code, exitRefused, r.stderr)
+	}
+}
+
 // topNoEscapes runs a refreshing ctl top into a pipe until it printed two
 // snapshots, and expects no escape code in them.
 func topNoEscapes(t *testing.T, bin string, env []string) {
@@ -392,4 +504,21 @@ func zombie(pid int) bool {
 	}
 	f := strings.Fields(string(b))
 	return len(f) > 2 && f[2] == "Z"
+}
+
+// router, shard and rebalance refuse to start without TLS and credentials,
+// naming the flags and --insecure.
+func TestComponentsRefuseToStartWithoutTLS(t *testing.T) {
+	bin := buildBinary(t)
+	for _, args := range [][]string{
+		{"router", "--etcd", "127.0.0.1:1"},
+		{"shard", "--id", "s", "--etcd", "127.0.0.1:1"},
+		{"rebalance", "--etcd", "127.0.0.1:1"},
+		{"router", "--etcd", "127.0.0.1:1", "--tls-cert", "c.pem", "--tls-key", "k.pem"},
+	} {
+		r := run(t, bin, "", nil, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--tls-ca") || !strings.Contains(r.stderr, "--insecure") {
+			t.Errorf("%v: exit %d, want %d naming --tls-ca and --insecure:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
 }

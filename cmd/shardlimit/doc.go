@@ -1,9 +1,13 @@
 // Command shardlimit is the one binary of shardlimit. Its subcommands:
 //   - `shard`, `router`, `rebalance`: the three components;
 //   - `dev`: a whole cluster on this machine over an embedded etcd, each
-//     component a process of its own;
+//     component a process of its own, secure with the CA, certificates,
+//     grants file, demo token and client config file it makes
+//     (dev_creds.go);
 //   - `ctl`: the operator CLI (check, rules, members, limited, top,
-//     rebalance, shardmap);
+//     rebalance, shardmap, grants, reset), which finds its router and
+//     credentials in flags, SHARDLIMIT_ variables or the client config
+//     file of SHARDLIMIT_CONFIG;
 //   - `bench`: the load generator of package cmd/bench, with `bench table`,
 //     which runs the benchmark table against dev clusters, and `bench noop`,
 //     the baseline's no-op server as a process of its own;
@@ -11,6 +15,8 @@
 //     version.
 //
 // Flags map 1:1 onto each component's Options; the command only parses
-// them, starts the component and waits for SIGINT or SIGTERM. It links no
+// them, starts the component and waits for SIGINT or SIGTERM. Components
+// refuse to start without --tls-cert, --tls-key and --tls-ca unless
+// --insecure (tls.go). It links no
 // test code.
 package main

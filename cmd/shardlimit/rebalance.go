@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/rebalance"
@@ -10,6 +11,7 @@ func rebalanceCmd() *cobra.Command {
 	o := rebalance.DefaultOptions()
 	var metricsListen string
 	var tf tlsFlags
+	var sf secureFlags
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Run a rebalance instance: the elected leader moves hot partitions between shards.",
@@ -17,9 +19,13 @@ func rebalanceCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			var err error
-			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(); err != nil {
+			if err := sf.require(&tf); err != nil {
 				return err
 			}
+			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
+				return err
+			}
+			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
 			j, err := rebalance.Start(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -54,5 +60,6 @@ func rebalanceCmd() *cobra.Command {
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)
+	sf.register(f)
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ func routerCmd() *cobra.Command {
 	o := router.DefaultOptions()
 	var metricsListen string
 	var tf tlsFlags
+	var sf secureFlags
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the public RateLimiter API in front of the shards.",
@@ -20,9 +22,13 @@ func routerCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			var err error
-			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(); err != nil {
+			if err := sf.require(&tf); err != nil {
 				return err
 			}
+			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(tls.VerifyClientCertIfGiven); err != nil {
+				return err
+			}
+			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			r, err := router.Start(ctx, o)
 			cancel()
@@ -64,5 +70,6 @@ func routerCmd() *cobra.Command {
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)
+	sf.register(f)
 	return cmd
 }

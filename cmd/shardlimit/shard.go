@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"os"
 	"runtime/debug"
@@ -31,6 +32,7 @@ func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
 	var metricsListen string
 	var tf tlsFlags
+	var sf secureFlags
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
@@ -39,9 +41,13 @@ func shardCmd() *cobra.Command {
 			o.Logger = logger()
 			setMemoryLimit(o.MaxMemoryBytes)
 			var err error
-			if o.TLS, _, o.EtcdTLS, err = tf.configs(); err != nil {
+			if err := sf.require(&tf); err != nil {
 				return err
 			}
+			if o.TLS, _, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
+				return err
+			}
+			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
 			// Serve /metrics before starting, so that a shard stuck
 			// registering is seen (registered 0, setup time growing).
 			o.Started, o.Registry = processStart, prometheus.NewRegistry()
@@ -91,5 +97,6 @@ func shardCmd() *cobra.Command {
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)
+	sf.register(f)
 	return cmd
 }

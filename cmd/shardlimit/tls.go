@@ -4,40 +4,59 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // tlsFlags are the TLS files of a component: its own certificate, used as
 // the server certificate and as the client certificate towards other
-// components (mTLS), the CA that signs every component's certificate, and
-// the same three for etcd.
+// components (mTLS, and the identity other components grant a role), the
+// CA that signs every component's and caller's certificate, and the same
+// three for etcd.
 type tlsFlags struct {
 	cert, key, ca, serverName string
 	etcdCert, etcdKey, etcdCA string
 }
 
 func (t *tlsFlags) register(f *pflag.FlagSet, etcd bool) {
-	f.StringVar(&t.cert, "tls-cert", "", "PEM certificate for gRPC (server, and client towards other components); with --tls-key enables TLS")
+	f.StringVar(&t.cert, "tls-cert", "", "PEM certificate for gRPC: the server's, and the client's towards other components (its SAN URI or DNS name is the identity grants name); read again when it changes")
 	f.StringVar(&t.key, "tls-key", "", "PEM key of --tls-cert")
-	f.StringVar(&t.ca, "tls-ca", "", "PEM CA that signs the other components' certificates; a server then requires client certificates (mTLS)")
-	f.StringVar(&t.serverName, "tls-server-name", "", "name to verify in other components' certificates instead of the dialed address (for pods that advertise an IP)")
+	f.StringVar(&t.ca, "tls-ca", "", "PEM CA that signs the other components' and callers' certificates; read again when it changes")
+	f.StringVar(&t.serverName, "tls-server-name", "", "name to verify in other components' certificates instead of the dialed address (for pods that advertise an IP); set, the CA file is followed on clients too")
 	if etcd {
-		f.StringVar(&t.etcdCert, "etcd-cert", "", "PEM client certificate for etcd")
+		f.StringVar(&t.etcdCert, "etcd-cert", "", "PEM client certificate for etcd (read at start)")
 		f.StringVar(&t.etcdKey, "etcd-key", "", "PEM key of --etcd-cert")
 		f.StringVar(&t.etcdCA, "etcd-ca", "", "PEM CA of the etcd servers; enables TLS to etcd")
 	}
 }
 
+// secureFlags are the flags of a component that serves callers: whether it
+// runs without TLS and authentication, and its grants file.
+type secureFlags struct {
+	insecure   bool
+	grantsFile string
+}
+
+func (s *secureFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&s.insecure, "insecure", false, "run without TLS and authentication: every caller may call everything (development only; logged and exported as shardlimit_<component>_insecure)")
+	f.StringVar(&s.grantsFile, "grants-file", "", "YAML grants file read at start (the internal identities and a first operator), added to the grants in etcd and winning over them")
+}
+
+// require fails unless t names the component's certificate, key and CA, or
+// s says --insecure.
+func (s *secureFlags) require(t *tlsFlags) error {
+	if s.insecure || (t.cert != "" && t.key != "" && t.ca != "") {
+		return nil
+	}
+	return usageErrorf("--tls-cert, --tls-key and --tls-ca are required: every hop is mutual TLS and every caller is authorized by the grants; --insecure runs without either (development only)")
+}
+
 func loadCA(flag, path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
+	pool, err := creds.LoadCA(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s: %s holds no PEM certificate", flag, path)
 	}
 	return pool, nil
 }
@@ -57,9 +76,10 @@ func loadPair(certFlag, cert, keyFlag, key string) ([]tls.Certificate, error) {
 }
 
 // configs returns the server, client and etcd TLS configs (nil where the
-// flags leave plain text), naming the first bad flag.
-func (t *tlsFlags) configs() (server, client, etcd *tls.Config, err error) {
-	if server, err = t.server(); err != nil {
+// flags leave plain text), naming the first bad flag. The server verifies
+// client certificates with clientAuth.
+func (t *tlsFlags) configs(clientAuth tls.ClientAuthType) (server, client, etcd *tls.Config, err error) {
+	if server, err = t.server(clientAuth); err != nil {
 		return nil, nil, nil, err
 	}
 	if client, err = t.client(); err != nil {
@@ -71,37 +91,36 @@ func (t *tlsFlags) configs() (server, client, etcd *tls.Config, err error) {
 	return server, client, etcd, nil
 }
 
-// server returns the server TLS config, or nil for plain text.
-func (t *tlsFlags) server() (*tls.Config, error) {
-	certs, err := loadPair("--tls-cert", t.cert, "--tls-key", t.key)
-	if err != nil || certs == nil {
-		if err == nil && t.ca != "" {
-			err = fmt.Errorf("--tls-ca: needs --tls-cert and --tls-key for the server side")
-		}
-		return nil, err
+// server returns the server TLS config, following the files, or nil for
+// plain text.
+func (t *tlsFlags) server(clientAuth tls.ClientAuthType) (*tls.Config, error) {
+	switch {
+	case t.cert == "" && t.key == "" && t.ca == "":
+		return nil, nil
+	case t.cert == "" || t.key == "":
+		return nil, fmt.Errorf("--tls-cert and --tls-key: both are required for the server side")
+	case t.ca == "":
+		return nil, fmt.Errorf("--tls-ca: required to verify callers' certificates")
 	}
-	cfg := &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12}
-	if t.ca != "" {
-		if cfg.ClientCAs, err = loadCA("--tls-ca", t.ca); err != nil {
-			return nil, err
-		}
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	cfg, err := creds.ServerTLS(creds.Files{Cert: t.cert, Key: t.key, CA: t.ca}, clientAuth)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert, --tls-key, --tls-ca: %w", err)
 	}
 	return cfg, nil
 }
 
-// client returns the TLS config for calls to other components, or nil for
-// plain text.
+// client returns the TLS config for calls to other components, following
+// the files, or nil for plain text.
 func (t *tlsFlags) client() (*tls.Config, error) {
-	certs, err := loadPair("--tls-cert", t.cert, "--tls-key", t.key)
-	if err != nil || (certs == nil && t.ca == "") {
-		return nil, err
+	if t.cert == "" && t.key == "" && t.ca == "" {
+		return nil, nil
 	}
-	cfg := &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12, ServerName: t.serverName}
-	if t.ca != "" {
-		if cfg.RootCAs, err = loadCA("--tls-ca", t.ca); err != nil {
-			return nil, err
-		}
+	if (t.cert == "") != (t.key == "") {
+		return nil, fmt.Errorf("--tls-cert and --tls-key: both or neither are required")
+	}
+	cfg, err := creds.ClientTLS(creds.Files{Cert: t.cert, Key: t.key, CA: t.ca}, t.serverName)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert, --tls-key, --tls-ca: %w", err)
 	}
 	return cfg, nil
 }

@@ -9,6 +9,13 @@
 # Two CAs: one for shardlimit's own hops (callers → routers → shards,
 # routers → rebalance leader), one for etcd, so that a component
 # certificate is no etcd credential and the other way round.
+#
+# One certificate per component and caller. Each names its identity in a
+# SAN URI, which grants give a role (base/grants.yaml: the router and the
+# rebalance job internal, the operator operator); the DNS names are what
+# callers verify. The shard's certificate is granted nothing: shards call
+# nobody. Envoy's is a service identity: grant it its domains with
+# `shardlimit ctl grants grant --id spiffe://shardlimit/envoy --role service --service DOMAIN`.
 set -euo pipefail
 ns=${1:-shardlimit}
 out=${2:-./shardlimit-certs}
@@ -32,10 +39,19 @@ cert() { # name ca cn usage sans
 ca shardlimit "shardlimit CA"
 ca etcd "shardlimit etcd CA"
 
-# Every shardlimit component: server and client certificate in one.
-# Routers: the Services' names. Shards: --advertise=<pod>.shardlimit-shard.<ns>.svc.
-cert shardlimit shardlimit shardlimit serverAuth,clientAuth \
-	"DNS:shardlimit-router,DNS:shardlimit-router.$ns,DNS:shardlimit-router.$ns.svc,DNS:shardlimit-router-headless.$ns.svc,DNS:*.shardlimit-shard.$ns.svc,DNS:shardlimit-rebalance.$ns.svc,DNS:shardlimit.internal,DNS:localhost,IP:127.0.0.1"
+# The components: server and client certificate in one. Routers: the
+# Services' names. Shards: --advertise=<pod>.shardlimit-shard.<ns>.svc.
+# Every component also holds shardlimit.internal, the name internal hops
+# verify (--tls-server-name).
+cert router shardlimit shardlimit-router serverAuth,clientAuth \
+	"URI:spiffe://shardlimit/router,DNS:shardlimit-router,DNS:shardlimit-router.$ns,DNS:shardlimit-router.$ns.svc,DNS:shardlimit-router-headless.$ns.svc,DNS:shardlimit.internal,DNS:localhost,IP:127.0.0.1"
+cert shard shardlimit shardlimit-shard serverAuth,clientAuth \
+	"URI:spiffe://shardlimit/shard,DNS:*.shardlimit-shard.$ns.svc,DNS:shardlimit.internal"
+cert rebalance shardlimit shardlimit-rebalance serverAuth,clientAuth \
+	"URI:spiffe://shardlimit/rebalance,DNS:shardlimit-rebalance.$ns.svc,DNS:shardlimit.internal"
+# Callers: the operator (ctl) and Envoy.
+cert operator shardlimit shardlimit-operator clientAuth "URI:spiffe://shardlimit/operator"
+cert envoy shardlimit shardlimit-envoy clientAuth "URI:spiffe://shardlimit/envoy"
 # etcd members, as clients (short names, the shardlimit-etcd ConfigMap) and
 # peers (full names, --initial-cluster) call them. Named one by one: a
 # wildcard over the two-label short names is refused by some TLS stacks.
@@ -54,7 +70,9 @@ secret() { # name cert key ca
 }
 echo "# certificates in $out; store them with:"
 echo "kubectl create namespace $ns --dry-run=client -o yaml | kubectl apply -f -"
-secret shardlimit-tls shardlimit shardlimit
+for c in router shard rebalance operator envoy; do
+	secret "shardlimit-$c-tls" "$c" shardlimit
+done
 secret shardlimit-etcd-client-tls etcd-client etcd
 secret shardlimit-etcd-server-tls etcd-server etcd
 secret shardlimit-etcd-peer-tls etcd-peer etcd

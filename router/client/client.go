@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // Client asks routers for decisions. It is safe for concurrent use.
@@ -41,17 +42,21 @@ type Client struct {
 // background; New does not wait for any router.
 func New(opts Options) (*Client, error) {
 	opts.fill()
+	if err := opts.fromEnv(); err != nil {
+		return nil, fmt.Errorf("shardlimit client: %w", err)
+	}
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("shardlimit client: %w", err)
 	}
-	creds := insecure.NewCredentials()
+	transport := insecure.NewCredentials()
 	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
+		transport = credentials.NewTLS(opts.TLS)
 	}
-	dial := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithStatsHandler(streamHandler{}),
-	}, opts.DialOptions...)
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithStatsHandler(streamHandler{})}
+	if opts.Token != nil {
+		dial = append(dial, grpc.WithPerRPCCredentials(creds.PerRPC(opts.Token)))
+	}
+	dial = append(dial, opts.DialOptions...)
 	c := &Client{opts: opts, rand: rand.Int64N, skipFailing: true}
 	for _, addr := range opts.Routers {
 		// passthrough: the address is dialed as given, one connection per

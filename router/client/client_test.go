@@ -16,6 +16,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -27,7 +28,7 @@ const clusterTimeout = 2 * time.Second
 // allowed, each decision as the router gives it.
 func TestDecisionsMatchTheServer(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
-	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout})
+	cl := newClient(t, Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout})
 	ctx := context.Background()
 	allowed := 0
 	for i := range 30 {
@@ -89,7 +90,7 @@ func TestBatchingCoalescesAndStaysExact(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{
-		Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout,
+		TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout,
 		BatchWindow: 20 * time.Millisecond, MaxBatch: 1000,
 		DialOptions: withOpts(rc.option()),
 	})
@@ -130,7 +131,7 @@ func TestBatchFlushesAtMaxBatchAndAtWindow(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{
-		Routers: []string{c.Routers[0].Addr()}, Timeout: time.Minute,
+		TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: time.Minute,
 		BatchWindow: 30 * time.Second, MaxBatch: 5,
 		DialOptions: withOpts(rc.option()),
 	})
@@ -148,7 +149,7 @@ func TestBatchFlushesAtMaxBatchAndAtWindow(t *testing.T) {
 		t.Fatalf("5 checks took %v in %d RPCs; want 1 RPC sent when full", took, rc.rpcs.Load())
 	}
 
-	short := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout, BatchWindow: time.Millisecond})
+	short := newClient(t, Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout, BatchWindow: time.Millisecond})
 	if d, err := short.Check(context.Background(), "shop", "/checkout", "lone", 1); err != nil || !d.Allowed || d.Remaining != 9 {
 		t.Fatalf("lone check: %+v %v", d, err)
 	}
@@ -161,7 +162,7 @@ func TestBatchIsolatesABadCheck(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	var rc rpcCounter
 	cl := newClient(t, Options{
-		Routers: []string{c.Routers[0].Addr()}, Timeout: time.Minute,
+		TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: time.Minute,
 		BatchWindow: 30 * time.Second, MaxBatch: 3,
 		DialOptions: withOpts(rc.option()),
 	})
@@ -225,9 +226,10 @@ func TestNoRetryOnDeadlineExceeded(t *testing.T) {
 	h := startHangingRouter(t)
 	var rc rpcCounter
 	cl := newClient(t, Options{
-		Routers: []string{h.addr}, Timeout: timeout, MaxAttempts: 5, FailureMode: FailClosed,
+		TLS: h.tls, Routers: []string{h.addr}, Timeout: timeout, MaxAttempts: 5, FailureMode: FailClosed,
 		DialOptions: withOpts(rc.option()),
 	})
+	waitReady(t, cl) // the TLS handshake is not the call's to wait for
 	start := time.Now()
 	d, err := cl.Check(context.Background(), "shop", "/checkout", "alice", 1)
 	took := time.Since(start)
@@ -254,7 +256,7 @@ func TestRetryOnConnectionFailureGoesToTheNextRouter(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	dead, live := deadAddr(t), c.Routers[0].Addr()
 	var rc rpcCounter
-	cl := newClient(t, Options{Routers: []string{dead, live}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
+	cl := newClient(t, Options{TLS: c.TLS(creds.OperatorID), Routers: []string{dead, live}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
 	cl.skipFailing = false // plain round robin: calls 0 and 2 try the dead router first
 	for i := range 4 {
 		d, err := cl.Check(context.Background(), "shop", "/checkout", "erin", 1)
@@ -314,7 +316,7 @@ func TestRetriesStayWithinTheDeadline(t *testing.T) {
 func TestBadInputIsAnError(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	var rc rpcCounter
-	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
+	cl := newClient(t, Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
 	ctx := context.Background()
 	for _, chk := range []Check{
 		{Endpoint: "/checkout", User: "u", Hits: 1},
@@ -361,7 +363,7 @@ func TestBadInputIsAnError(t *testing.T) {
 func TestCanceledAndClosed(t *testing.T) {
 	h := startHangingRouter(t)
 	for _, window := range []time.Duration{0, time.Millisecond} {
-		cl := newClient(t, Options{Routers: []string{h.addr}, Timeout: time.Minute, BatchWindow: window})
+		cl := newClient(t, Options{TLS: h.tls, Routers: []string{h.addr}, Timeout: time.Minute, BatchWindow: window})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
@@ -374,7 +376,7 @@ func TestCanceledAndClosed(t *testing.T) {
 		}
 	}
 
-	cl := newClient(t, Options{Routers: []string{h.addr}, Timeout: time.Minute, BatchWindow: 30 * time.Second})
+	cl := newClient(t, Options{TLS: h.tls, Routers: []string{h.addr}, Timeout: time.Minute, BatchWindow: 30 * time.Second})
 	done := make(chan error, 1)
 	go func() {
 		_, err := cl.Check(context.Background(), "shop", "/checkout", "alice", 1)
@@ -400,4 +402,18 @@ func TestCanceledAndClosed(t *testing.T) {
 	if _, err := cl.CheckBatch(context.Background(), []Check{{Service: "s", Endpoint: "e", User: "u", Hits: 1}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("batch after close: %v", err)
 	}
+}
+
+// waitReady waits until every connection of cl is ready.
+func waitReady(t *testing.T, cl *Client) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, func() error {
+		for i, conn := range cl.conns {
+			if st := conn.GetState(); st != connectivity.Ready {
+				conn.Connect()
+				return fmt.Errorf("connection %d is %v", i, st)
+			}
+		}
+		return nil
+	})
 }

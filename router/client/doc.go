@@ -1,8 +1,12 @@
 // Package client is the Go client of shardlimit's public RateLimiter API,
 // the package a service links in to ask "may user U call endpoint E now?".
 //
-// A Client dials one or more routers (plain text by default, TLS or mTLS
-// through Options.TLS or Options.DialOptions), spreads calls over them round
+// A Client dials one or more routers over TLS (Options.TLS; a client
+// certificate in it identifies the service) with the service's bearer
+// token if it has one (Options.Token; TokenFile follows a rotated file),
+// or, given neither, with what the client config file of
+// $SHARDLIMIT_CONFIG names; plain text only with Options.Insecure. It
+// spreads calls over the routers round
 // robin, and bounds every call by Options.Timeout. When no router answers in
 // time it answers by its own failure mode (open by default, as the routers'
 // rules do), marking the Decision FromFailureMode, so a rate limiter outage
@@ -21,5 +25,5 @@
 // Callers: services directly, and the net/http middleware in httpmw. The
 // client never decides a check from a counter of its own, never retries a
 // request that may have been counted, never blocks past its deadline, and
-// never logs users or API keys.
+// never logs users, API keys or tokens.
 package client

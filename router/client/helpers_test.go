@@ -2,15 +2,18 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 func testRules(t *testing.T) []rules.Rule {
@@ -29,8 +32,13 @@ rules:
 	return rs
 }
 
+// newClient makes a client with o; one without TLS trusts a CA of its
+// own, which is enough to call a dead address.
 func newClient(t *testing.T, o Options) *Client {
 	t.Helper()
+	if o.TLS == nil && !o.Insecure {
+		o.TLS = newPKI(t).client
+	}
 	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +94,28 @@ type hangingRouter struct {
 	shardlimitv1.UnimplementedRateLimiterServer
 	calls atomic.Int64
 	addr  string
+	tls   *tls.Config // for clients
+}
+
+// testPKI is a CA's server TLS config (the router certificate) and client
+// TLS config (the operator certificate).
+type testPKI struct{ server, client *tls.Config }
+
+func newPKI(t *testing.T) testPKI {
+	t.Helper()
+	pki, err := creds.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := creds.ServerTLS(pki.Router, tls.VerifyClientCertIfGiven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := creds.ClientTLS(pki.Operator, creds.LocalServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testPKI{server: server, client: client}
 }
 
 func startHangingRouter(t *testing.T) *hangingRouter {
@@ -94,8 +124,9 @@ func startHangingRouter(t *testing.T) *hangingRouter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &hangingRouter{addr: lis.Addr().String()}
-	s := grpc.NewServer()
+	pki := newPKI(t)
+	h := &hangingRouter{addr: lis.Addr().String(), tls: pki.client}
+	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
 	shardlimitv1.RegisterRateLimiterServer(s, h)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)

@@ -1,12 +1,15 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // FailureMode is the client's answer when no router answers in time.
@@ -74,10 +77,24 @@ type Options struct {
 	BackoffBase time.Duration
 	// BackoffMax caps the backoff ceiling; default 20ms.
 	BackoffMax time.Duration
-	// TLS, when set, makes connections use TLS with this configuration
-	// (mutual TLS when it holds a client certificate); default nil: plain
-	// text.
+	// TLS is the connections' TLS configuration: the CA that verifies the
+	// routers and, when the caller is identified by a certificate, its
+	// client certificate (creds.ClientTLS reloads rotated files).
+	//
+	// When TLS and Token are both nil and Insecure is false, New reads
+	// them, and Routers if empty, from the client config file named by
+	// $SHARDLIMIT_CONFIG (what `shardlimit dev` writes), and fails when
+	// that is unset.
 	TLS *tls.Config
+	// Token, when set, returns the caller's bearer token, sent as
+	// "authorization: Bearer <token>" with every call (TLS only); a
+	// service that holds no certificate of its own is identified by it.
+	// TokenFile reads one from a file and follows its rotations. Default
+	// nil: none.
+	Token func(ctx context.Context) (string, error)
+	// Insecure calls the routers in plain text without credentials, for
+	// routers started with --insecure; default false.
+	Insecure bool
 	// DialOptions are applied after the client's own (transport
 	// credentials, its stats handler), so they can override them, e.g. to
 	// plug in other credentials or add interceptors; default none.
@@ -120,6 +137,44 @@ func (o *Options) fill() {
 	}
 }
 
+// fromEnv fills the credentials, and the routers if none are given, from
+// the client config file of $SHARDLIMIT_CONFIG, unless some are given or
+// Insecure is set.
+func (o *Options) fromEnv() error {
+	if o.TLS != nil || o.Token != nil || o.Insecure {
+		return nil
+	}
+	cfg, ok, err := creds.FromEnv()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("tls: required: set TLS (and Token), or %s to a client config file, or Insecure for routers run with --insecure", creds.EnvConfig)
+	}
+	if o.TLS, err = cfg.TLS(); err != nil {
+		return fmt.Errorf("%s: %w", creds.EnvConfig, err)
+	}
+	if o.Token, err = cfg.Token(); err != nil {
+		return fmt.Errorf("%s: %w", creds.EnvConfig, err)
+	}
+	if len(o.Routers) == 0 && cfg.Router != "" {
+		o.Routers = []string{cfg.Router}
+	}
+	return nil
+}
+
+// TokenFile returns an Options.Token that reads the token in path (a
+// mounted secret, or what `shardlimit ctl grants token create` wrote) and
+// reads it again when the file changes. It fails when the file is missing
+// or empty.
+func TokenFile(path string) (func(ctx context.Context) (string, error), error) {
+	t, err := creds.NewTokenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return t.Token, nil
+}
+
 func (o *Options) validate() error {
 	for i, r := range o.Routers {
 		if r == "" {
@@ -143,6 +198,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("backoff base: %v not in 0..backoff max (%v)", o.BackoffBase, o.BackoffMax)
 	case o.BackoffMax > 10*time.Second:
 		return fmt.Errorf("backoff max: %v is over the maximum of 10s", o.BackoffMax)
+	case o.Token != nil && o.TLS == nil:
+		return fmt.Errorf("token: sent over TLS only: set TLS too")
+	case o.TLS == nil && !o.Insecure:
+		return fmt.Errorf("tls: required unless Insecure")
 	}
 	return nil
 }

@@ -1,9 +1,15 @@
 package client
 
 import (
+	"context"
+	"crypto/tls"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 func TestOptionsValidateNamesTheField(t *testing.T) {
@@ -20,21 +26,66 @@ func TestOptionsValidateNamesTheField(t *testing.T) {
 		{func(o *Options) { o.MaxAttempts = 11 }, "max attempts: 11 not in 1..10"},
 		{func(o *Options) { o.BackoffBase = time.Second }, "backoff base: 1s not in 0..backoff max (20ms)"},
 		{func(o *Options) { o.BackoffBase, o.BackoffMax = time.Second, time.Minute }, "backoff max: 1m0s is over"},
+		{func(o *Options) { o.TLS = nil }, "tls: required: set TLS (and Token), or SHARDLIMIT_CONFIG to a client config file, or Insecure"},
+		{func(o *Options) { o.TLS, o.Token = nil, StaticToken }, "token: sent over TLS only"},
 	} {
-		o := Options{Routers: []string{"127.0.0.1:1"}}
+		t.Setenv("SHARDLIMIT_CONFIG", "")
+		o := Options{Routers: []string{"127.0.0.1:1"}, TLS: &tls.Config{}}
 		c.mutate(&o)
 		_, err := New(o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New: %v, want an error containing %q", err, c.want)
 		}
 	}
-	o := Options{Routers: []string{"127.0.0.1:1"}}
+	o := Options{Routers: []string{"127.0.0.1:1"}, Insecure: true}
 	o.fill()
 	if err := o.validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	if o.Timeout != 50*time.Millisecond || o.MaxBatch != 100 || o.MaxAttempts != 3 || o.FailureMode != FailOpen || o.BatchWindow != 0 {
 		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+// StaticToken is a token source for tests.
+func StaticToken(context.Context) (string, error) { return "slt_test", nil }
+
+// Without credentials, the client reads the router and its credentials
+// from the client config file of $SHARDLIMIT_CONFIG, as dev writes it.
+func TestCredentialsFromTheEnvironment(t *testing.T) {
+	pki, err := creds.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(pki.Dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("slt_abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(pki.Dir, "client.yaml")
+	cfg := creds.ClientConfig{Router: "127.0.0.1:1", TLSCA: pki.Operator.CA, TLSCert: pki.Operator.Cert, TLSKey: pki.Operator.Key, TLSServerName: "localhost", TokenFile: tokenFile}
+	if err := cfg.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHARDLIMIT_CONFIG", path)
+	o := Options{}
+	o.fill()
+	if err := o.fromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	if o.TLS == nil || o.TLS.ServerName != "localhost" || o.TLS.GetClientCertificate == nil || len(o.Routers) != 1 || o.Routers[0] != "127.0.0.1:1" {
+		t.Fatalf("from %s: %+v", path, o)
+	}
+	if tok, err := o.Token(context.Background()); err != nil || tok != "slt_abc" {
+		t.Fatalf("token: %q %v", tok, err)
+	}
+	// Credentials given win; the environment is not read.
+	t.Setenv("SHARDLIMIT_CONFIG", filepath.Join(pki.Dir, "missing.yaml"))
+	given := Options{Routers: []string{"a:1"}, TLS: &tls.Config{ServerName: "given"}}
+	if err := given.fromEnv(); err != nil || given.TLS.ServerName != "given" {
+		t.Fatalf("given credentials: %v %+v", err, given.TLS)
+	}
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "SHARDLIMIT_CONFIG") {
+		t.Fatalf("a missing config file: %v, want an error naming SHARDLIMIT_CONFIG", err)
 	}
 }
 

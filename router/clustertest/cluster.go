@@ -2,18 +2,20 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance"
@@ -22,6 +24,8 @@ import (
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -40,6 +44,15 @@ type Options struct {
 	Shard     func(*shard.Options)
 	Router    func(*router.Options)
 	Rebalance func(*rebalance.Options)
+	// Insecure runs every component without TLS and authentication, as
+	// --insecure does: for the tests of --insecure only. Default false:
+	// the cluster has a CA of its own (PKI), every hop is mTLS, and the
+	// router and rebalance certificates are granted the internal role and
+	// the operator certificate the operator role (in each component's
+	// Grants, as a grants file would).
+	Insecure bool
+	// Grants are stored in etcd before the components start; default none.
+	Grants []auth.Grant
 }
 
 // Cluster is a running test cluster.
@@ -53,6 +66,11 @@ type Cluster struct {
 	Rebalancers []*rebalance.Job
 	nextID      int
 	cli         *clientv3.Client
+	// PKI is the cluster's CA and certificates, in a temporary directory;
+	// nil when Insecure.
+	PKI     *creds.Local
+	certsMu sync.Mutex
+	certs   map[string]creds.Files // issued by TLS, by identity
 }
 
 var prefixes atomic.Int64
@@ -68,7 +86,17 @@ func New(tb testing.TB, endpoint string, o Options) *Cluster {
 		o.Routers = 1
 	}
 	name := strings.NewReplacer("/", "-", " ", "_").Replace(tb.Name())
-	c := &Cluster{tb: tb, opts: o, Etcd: endpoint, Prefix: fmt.Sprintf("/test/%s-%d/", name, prefixes.Add(1))}
+	c := &Cluster{tb: tb, opts: o, Etcd: endpoint, Prefix: fmt.Sprintf("/test/%s-%d/", name, prefixes.Add(1)), certs: map[string]creds.Files{}}
+	if !o.Insecure {
+		pki, err := creds.NewLocal(tb.TempDir())
+		if err != nil {
+			tb.Fatalf("cluster PKI: %v", err)
+		}
+		c.PKI = pki
+	}
+	for _, g := range o.Grants {
+		c.Grant(g)
+	}
 	for range o.Shards {
 		c.StartShard()
 	}
@@ -94,6 +122,12 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
 	o.LeaseTTL = 2 * time.Second
 	o.TopKeysSample = 1 // exact hot-key counts, so tests can assert them
+	if c.PKI == nil {
+		o.Insecure = true
+	} else {
+		o.TLS = c.serverTLS(c.PKI.Shard, tls.RequireAndVerifyClientCert)
+		o.Grants = c.PKI.Grants()
+	}
 	if c.opts.Shard != nil {
 		c.opts.Shard(&o)
 	}
@@ -129,6 +163,15 @@ func (c *Cluster) StartRouter() *router.Router {
 	// them from failing open on a loaded machine. Tests of failing open set
 	// their own.
 	o.Deadline = time.Second
+	if c.PKI == nil {
+		o.Insecure = true
+	} else {
+		// Token callers hold no certificate: the router verifies one if
+		// given.
+		o.TLS = c.serverTLS(c.PKI.Router, tls.VerifyClientCertIfGiven)
+		o.ShardTLS = c.clientTLS(c.PKI.Router)
+		o.Grants = c.PKI.Grants()
+	}
 	if c.opts.Router != nil {
 		c.opts.Router(&o)
 	}
@@ -155,6 +198,13 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 	o.ID = fmt.Sprintf("rebalance-%d", len(c.Rebalancers))
 	o.Etcd, o.Prefix, o.Logger = []string{c.Etcd}, c.Prefix, Logger()
 	o.Interval, o.SessionTTL, o.Settle = time.Hour, 1*time.Second, 200*time.Millisecond
+	if c.PKI == nil {
+		o.Insecure = true
+	} else {
+		o.TLS = c.serverTLS(c.PKI.Rebalance, tls.RequireAndVerifyClientCert)
+		o.ShardTLS = c.clientTLS(c.PKI.Rebalance)
+		o.Grants = c.PKI.Grants()
+	}
 	if c.opts.Rebalance != nil {
 		c.opts.Rebalance(&o)
 	}
@@ -167,21 +217,27 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 	return j
 }
 
-// Admin returns an Admin client connected to router i.
+// Admin returns an Admin client of router i, as the operator.
 func (c *Cluster) Admin(i int) shardlimitv1.AdminClient {
-	return shardlimitv1.NewAdminClient(c.dial(c.Routers[i].Addr()))
+	return shardlimitv1.NewAdminClient(c.Operator(c.Routers[i].Addr()))
 }
 
-// Client returns a RateLimiter client connected to router i.
+// Client returns a RateLimiter client of router i, as the operator (who may
+// check every service).
 func (c *Cluster) Client(i int) shardlimitv1.RateLimiterClient {
-	return shardlimitv1.NewRateLimiterClient(c.dial(c.Routers[i].Addr()))
+	return shardlimitv1.NewRateLimiterClient(c.Operator(c.Routers[i].Addr()))
+}
+
+// ShardClient returns a client of shard s's API, as a router (internal).
+func (c *Cluster) ShardClient(s *shard.Server) shardlimitv1.ShardClient {
+	return shardlimitv1.NewShardClient(c.Internal(s.Addr()))
 }
 
 // dial connects to a component of the cluster; the connection closes with
 // the test.
-func (c *Cluster) dial(addr string) *grpc.ClientConn {
+func (c *Cluster) dial(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	c.tb.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
@@ -236,7 +292,7 @@ func (c *Cluster) Owner(service, rule, user string) member.Member {
 // Keys returns how many counter keys shard s holds, from its Stats API.
 func (c *Cluster) Keys(s *shard.Server) int {
 	c.tb.Helper()
-	st, err := shardlimitv1.NewShardClient(c.dial(s.Addr())).Stats(context.Background(), &shardlimitv1.StatsRequest{})
+	st, err := c.ShardClient(s).Stats(context.Background(), &shardlimitv1.StatsRequest{})
 	if err != nil {
 		c.tb.Fatalf("stats of %s: %v", s.ID(), err)
 	}
@@ -255,4 +311,33 @@ func (c *Cluster) etcdClient() *clientv3.Client {
 		c.cli = cli
 	}
 	return c.cli
+}
+
+// Metric returns the value of the counter or gauge name of g whose labels
+// are exactly labels (none for a metric without labels); 0 when there is
+// none yet.
+func Metric(tb testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	tb.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }

@@ -5,6 +5,14 @@
 // constructors production uses (shard.Start, router.Start,
 // rebalance.Start) and closed by t.Cleanup.
 //
+// Clusters run secure, as production does: each has a CA of its own
+// (shard/creds.Local, the code `shardlimit dev` uses), every hop is mTLS,
+// and the router's and rebalance job's certificates are granted the
+// internal role and an operator certificate the operator role. Tests call
+// as any identity (As, Operator, Internal, WithToken) and store grants and
+// tokens in etcd (Grant, Token). Options.Insecure is for the tests of
+// --insecure only.
+//
 // It lives beside the router because the router's tests are its main
 // users; it is the only package under router/ that imports the shard host
 // and the rebalance job, and only tests may import it.

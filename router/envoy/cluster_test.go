@@ -13,7 +13,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -43,7 +42,7 @@ rules:
 func serve(t *testing.T, c *clustertest.Cluster, opts envoy.Options) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	opts.Logger = clustertest.Logger()
-	s := grpc.NewServer()
+	s := grpc.NewServer(c.ServerOptions()...)
 	envoy.Register(s, c.Routers[0], opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,12 +50,7 @@ func serve(t *testing.T, c *clustertest.Cluster, opts envoy.Options) rlsv3.RateL
 	}
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn)
+	return rlsv3.NewRateLimitServiceClient(c.Operator(lis.Addr().String()))
 }
 
 // checkout is the descriptor Envoy sends for a request from ip to
@@ -202,11 +196,7 @@ func TestEnvoyRateLimitService(t *testing.T) {
 		// Invalid UTF-8, sent as raw bytes to the router's own server (a
 		// generated client will not encode it): INVALID_ARGUMENT naming the
 		// field, never echoing the value.
-		conn, err := grpc.NewClient(c.Routers[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := c.Operator(c.Routers[0].Addr())
 		entry := func(k, v string) []byte { return rpctest.String(rpctest.String(nil, 1, k), 2, v) }
 		descriptor := func(ip string) []byte {
 			return rpctest.Message(rpctest.Message(nil, 1, entry("remote_address", ip)), 1, entry("path", "/checkout"))

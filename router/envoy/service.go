@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/auth"
 )
 
 // Decider decides checks bound to their rules. *router.Router is one.
@@ -62,6 +63,10 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	hits, err := validate(req)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	// The domain is the service whose rules decide: the caller must hold it.
+	if err := auth.FromContext(ctx).MayUse(req.Domain); err != nil {
+		return nil, err
 	}
 	var candidates []*rules.Rule
 	if set := s.d.Rules(); set != nil {

@@ -14,8 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/auth"
 )
 
 // fakeDecider records the checks and answers with decide.
@@ -80,6 +81,14 @@ func newFake(t *testing.T) (*fakeDecider, *service) {
 	return f, newService(f, Options{Headers: true, Logger: slog.New(slog.DiscardHandler)})
 }
 
+// asOperator returns a context whose caller is an operator, as the
+// router's interceptor would put it, since the service is called in
+// process here.
+func asOperator() context.Context {
+	op := auth.NewSet([]auth.Grant{{ID: "operator", Role: auth.RoleOperator}}).Lookup("operator")
+	return auth.NewContext(context.Background(), op)
+}
+
 func desc(entries ...string) *ratelimitv3.RateLimitDescriptor {
 	return &ratelimitv3.RateLimitDescriptor{Entries: descriptor(entries...)}
 }
@@ -88,7 +97,7 @@ func TestShouldRateLimitStatuses(t *testing.T) {
 	f, s := newFake(t)
 	withHits := desc("remote_address=10.0.0.2", "path=/b")
 	withHits.HitsAddend = wrapperspb.UInt64(0)
-	resp, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 3, Descriptors: []*ratelimitv3.RateLimitDescriptor{
+	resp, err := s.ShouldRateLimit(asOperator(), &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 3, Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		desc("remote_address=10.0.0.1", "path=/a"),
 		desc("unknown=x"),
 		desc("generic_key=shadow"),
@@ -142,7 +151,7 @@ func TestShouldRateLimitStatuses(t *testing.T) {
 func TestShouldRateLimitWithoutRules(t *testing.T) {
 	f, s := newFake(t)
 	for _, domain := range []string{"nobody", "edge"} {
-		resp, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user=alice")}})
+		resp, err := s.ShouldRateLimit(asOperator(), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user=alice")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +196,7 @@ func TestShouldRateLimitInvalid(t *testing.T) {
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: descriptor("a=b"), HitsAddend: wrapperspb.UInt64(1), IsNegativeHits: true}}}, "descriptors[0].is_negative_hits: returning hits to a limit is not supported"},
 	} {
 		f, s := newFake(t)
-		_, err := s.ShouldRateLimit(context.Background(), tc.req)
+		_, err := s.ShouldRateLimit(asOperator(), tc.req)
 		if status.Code(err) != codes.InvalidArgument || !strings.HasSuffix(status.Convert(err).Message(), tc.want) {
 			t.Errorf("%v: %v, want InvalidArgument ending %q", tc.want, err, tc.want)
 		}
@@ -200,7 +209,7 @@ func TestShouldRateLimitInvalid(t *testing.T) {
 func TestShouldRateLimitDeciderBug(t *testing.T) {
 	f, s := newFake(t)
 	f.decide = func(rules.Resolved) *shardlimitv1.Decision { return nil }
-	_, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("generic_key=bank")}})
+	_, err := s.ShouldRateLimit(asOperator(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("generic_key=bank")}})
 	if status.Code(err) != codes.Internal {
 		t.Fatalf("%v, want Internal", err)
 	}

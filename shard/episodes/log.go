@@ -272,10 +272,12 @@ func (l *Log) file(st *stripe, r *rec) {
 	l.mu.Unlock()
 }
 
-// List returns the episodes of service (every service if service is "";
-// the admin API passes the caller's own service unless it holds the admin
-// credential) that overlap [from, to], open ones included, newest (latest
-// Began) first, at most limit of them (all if limit ≤ 0).
+// List returns the episodes of service (every service if service is "")
+// that overlap [from, to], open ones included, newest (latest Began)
+// first, at most limit of them (all if limit ≤ 0). Who may read which
+// service is decided before: the shard API is internal-only, and the
+// router's Admin API lets a service read its own services only
+// (package shard/auth).
 func (l *Log) List(service string, from, to int64, limit int) []Episode {
 	match := func(e *Episode) bool {
 		return (service == "" || e.Service == service) && e.Began <= to && (e.Ended == 0 || e.Ended >= from)

@@ -10,6 +10,7 @@ import (
 //
 //	<prefix>members/<id>                 member records, under each shard's lease
 //	<prefix>rules/<service>/<name>       one rule each
+//	<prefix>grants/<identity-id>         one grant each (role, services, token hashes)
 //	<prefix>shardmap                     the shard map in force
 //	<prefix>shardmap-history/<version>   the last versions, zero-padded
 //	<prefix>rebalance/election           the rebalance job's election
@@ -36,6 +37,15 @@ func (l Layout) ServiceRules(service string) string { return l.Rules() + service
 
 // Rule returns the key of one rule.
 func (l Layout) Rule(service, name string) string { return l.ServiceRules(service) + name }
+
+// Grants returns the prefix of the grants.
+func (l Layout) Grants() string { return l.dir() + "grants/" }
+
+// Grant returns the key of one identity's grant.
+func (l Layout) Grant(id string) string { return l.Grants() + id }
+
+// GrantID returns the identity id of the grant stored at key.
+func (l Layout) GrantID(key string) string { return strings.TrimPrefix(key, l.Grants()) }
 
 // ShardMap returns the key of the shard map in force.
 func (l Layout) ShardMap() string { return l.dir() + "shardmap" }

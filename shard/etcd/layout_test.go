@@ -11,6 +11,8 @@ func TestLayoutKeys(t *testing.T) {
 			prefix.MemberID("/shardlimit/members/shard-1"): "shard-1",
 			prefix.Rule("shop", "per-user"):                "/shardlimit/rules/shop/per-user",
 			prefix.ShardMap():                              "/shardlimit/shardmap",
+			prefix.Grant("spiffe://shardlimit/router"):     "/shardlimit/grants/spiffe://shardlimit/router",
+			prefix.GrantID("/shardlimit/grants/envoy"):     "envoy",
 			prefix.ShardMapVersion(12):                     "/shardlimit/shardmap-history/00000000000000000012",
 			prefix.Election():                              "/shardlimit/rebalance/election",
 			prefix.Run(5):                                  "/shardlimit/rebalance/runs/00000000000000000005",

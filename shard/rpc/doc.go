@@ -1,7 +1,10 @@
 // Package rpc is how every shardlimit component serves gRPC and calls
 // another component: Listen builds the one kind of server that the router,
 // the shard and the rebalance job all run (listener, TLS credentials,
-// health, reflection), and DialCreds gives the matching client side.
+// health, reflection), and DialCreds gives the matching client side. Each
+// component passes its auth.Authorizer's interceptors (package shard/auth)
+// as server options, so that every call, health and reflection included,
+// is decided by the one method table.
 //
 // Every server is bounded by Limits (limits.go): connections (a listener
 // that closes the ones past --max-connections and counts them), calls in

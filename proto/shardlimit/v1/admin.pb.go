@@ -70,7 +70,695 @@ func (x RuleChange_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RuleChange_Op.Descriptor instead.
 func (RuleChange_Op) EnumDescriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{7, 0}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{19, 0}
+}
+
+type ResetKeyRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// The rule's name: counters are per rule.
+	Rule string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The counter's name under the rule, as hot keys show it.
+	User          string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetKeyRequest) Reset() {
+	*x = ResetKeyRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetKeyRequest) ProtoMessage() {}
+
+func (x *ResetKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetKeyRequest.ProtoReflect.Descriptor instead.
+func (*ResetKeyRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ResetKeyRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *ResetKeyRequest) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *ResetKeyRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type ResetKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the owner shard held the counter.
+	Existed bool `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	// The owner shard's id.
+	Shard         string `protobuf:"bytes,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetKeyResponse) Reset() {
+	*x = ResetKeyResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetKeyResponse) ProtoMessage() {}
+
+func (x *ResetKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetKeyResponse.ProtoReflect.Descriptor instead.
+func (*ResetKeyResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ResetKeyResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+func (x *ResetKeyResponse) GetShard() string {
+	if x != nil {
+		return x.Shard
+	}
+	return ""
+}
+
+// GrantInfo is a grant as listed: tokens by id, never their hashes.
+type GrantInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// service, operator or internal.
+	Role     string       `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Services []string     `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	Tokens   []*TokenInfo `protobuf:"bytes,4,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	// "etcd", or "file" for a grant of the answering router's grants file,
+	// which only editing the file changes.
+	Source        string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantInfo) Reset() {
+	*x = GrantInfo{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantInfo) ProtoMessage() {}
+
+func (x *GrantInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantInfo.ProtoReflect.Descriptor instead.
+func (*GrantInfo) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GrantInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GrantInfo) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *GrantInfo) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *GrantInfo) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *GrantInfo) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CreatedUnixNs int64                  `protobuf:"varint,2,opt,name=created_unix_ns,json=createdUnixNs,proto3" json:"created_unix_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TokenInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreatedUnixNs() int64 {
+	if x != nil {
+		return x.CreatedUnixNs
+	}
+	return 0
+}
+
+type ListGrantsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsRequest) Reset() {
+	*x = ListGrantsRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsRequest) ProtoMessage() {}
+
+func (x *ListGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+type ListGrantsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by id.
+	Grants []*GrantInfo `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	// Keys in etcd whose value is not a valid grant: their identities are
+	// refused.
+	Invalid       []string `protobuf:"bytes,2,rep,name=invalid,proto3" json:"invalid,omitempty"`
+	Revision      int64    `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGrantsResponse) Reset() {
+	*x = ListGrantsResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGrantsResponse) ProtoMessage() {}
+
+func (x *ListGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListGrantsResponse) GetGrants() []*GrantInfo {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *ListGrantsResponse) GetInvalid() []string {
+	if x != nil {
+		return x.Invalid
+	}
+	return nil
+}
+
+func (x *ListGrantsResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type GrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Services      []string               `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GrantRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *GrantRequest) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grant         *GrantInfo             `protobuf:"bytes,1,opt,name=grant,proto3" json:"grant,omitempty"`
+	Revision      int64                  `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GrantResponse) GetGrant() *GrantInfo {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type RevokeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Only these services; with neither services nor token_id the whole
+	// grant goes, its tokens with it.
+	Services []string `protobuf:"bytes,2,rep,name=services,proto3" json:"services,omitempty"`
+	// Only this token.
+	TokenId       string `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RevokeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *RevokeRequest) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+type RevokeResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Existed bool                   `protobuf:"varint,1,opt,name=existed,proto3" json:"existed,omitempty"`
+	// What the identity holds now; unset when its grant is gone.
+	Grant         *GrantInfo `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
+	Revision      int64      `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RevokeResponse) GetExisted() bool {
+	if x != nil {
+		return x.Existed
+	}
+	return false
+}
+
+func (x *RevokeResponse) GetGrant() *GrantInfo {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+func (x *RevokeResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type CreateTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CreateTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bearer token: shown here once, stored nowhere.
+	Token         string     `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Info          *TokenInfo `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
+	Revision      int64      `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CreateTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetInfo() *TokenInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *CreateTokenResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
 }
 
 type RebalanceRunRequest struct {
@@ -84,7 +772,7 @@ type RebalanceRunRequest struct {
 
 func (x *RebalanceRunRequest) Reset() {
 	*x = RebalanceRunRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +784,7 @@ func (x *RebalanceRunRequest) String() string {
 func (*RebalanceRunRequest) ProtoMessage() {}
 
 func (x *RebalanceRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +797,7 @@ func (x *RebalanceRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRunRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRunRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RebalanceRunRequest) GetRun() *RunRequest {
@@ -134,7 +822,7 @@ type ShardMapHistoryRequest struct {
 
 func (x *ShardMapHistoryRequest) Reset() {
 	*x = ShardMapHistoryRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +834,7 @@ func (x *ShardMapHistoryRequest) String() string {
 func (*ShardMapHistoryRequest) ProtoMessage() {}
 
 func (x *ShardMapHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +847,7 @@ func (x *ShardMapHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type ShardMapVersion struct {
@@ -176,7 +864,7 @@ type ShardMapVersion struct {
 
 func (x *ShardMapVersion) Reset() {
 	*x = ShardMapVersion{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +876,7 @@ func (x *ShardMapVersion) String() string {
 func (*ShardMapVersion) ProtoMessage() {}
 
 func (x *ShardMapVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +889,7 @@ func (x *ShardMapVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapVersion.ProtoReflect.Descriptor instead.
 func (*ShardMapVersion) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ShardMapVersion) GetVersion() int64 {
@@ -257,7 +945,7 @@ type ShardMapHistoryResponse struct {
 
 func (x *ShardMapHistoryResponse) Reset() {
 	*x = ShardMapHistoryResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +957,7 @@ func (x *ShardMapHistoryResponse) String() string {
 func (*ShardMapHistoryResponse) ProtoMessage() {}
 
 func (x *ShardMapHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +970,7 @@ func (x *ShardMapHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ShardMapHistoryResponse) GetVersions() []*ShardMapVersion {
@@ -308,7 +996,7 @@ type RebalanceRunsRequest struct {
 
 func (x *RebalanceRunsRequest) Reset() {
 	*x = RebalanceRunsRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +1008,7 @@ func (x *RebalanceRunsRequest) String() string {
 func (*RebalanceRunsRequest) ProtoMessage() {}
 
 func (x *RebalanceRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +1021,7 @@ func (x *RebalanceRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRunsRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRunsRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RebalanceRunsRequest) GetLimit() uint32 {
@@ -352,7 +1040,7 @@ type RebalanceRunsResponse struct {
 
 func (x *RebalanceRunsResponse) Reset() {
 	*x = RebalanceRunsResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +1052,7 @@ func (x *RebalanceRunsResponse) String() string {
 func (*RebalanceRunsResponse) ProtoMessage() {}
 
 func (x *RebalanceRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +1065,7 @@ func (x *RebalanceRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRunsResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceRunsResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RebalanceRunsResponse) GetRuns() []*RunRecord {
@@ -402,7 +1090,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +1102,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +1115,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyRulesRequest) GetFileName() string {
@@ -472,7 +1160,7 @@ type RuleChange struct {
 
 func (x *RuleChange) Reset() {
 	*x = RuleChange{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +1172,7 @@ func (x *RuleChange) String() string {
 func (*RuleChange) ProtoMessage() {}
 
 func (x *RuleChange) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +1185,7 @@ func (x *RuleChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleChange.ProtoReflect.Descriptor instead.
 func (*RuleChange) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RuleChange) GetOp() RuleChange_Op {
@@ -548,7 +1236,7 @@ type ApplyRulesResponse struct {
 
 func (x *ApplyRulesResponse) Reset() {
 	*x = ApplyRulesResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +1248,7 @@ func (x *ApplyRulesResponse) String() string {
 func (*ApplyRulesResponse) ProtoMessage() {}
 
 func (x *ApplyRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +1261,7 @@ func (x *ApplyRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyRulesResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApplyRulesResponse) GetChanges() []*RuleChange {
@@ -607,7 +1295,7 @@ type GetRulesRequest struct {
 
 func (x *GetRulesRequest) Reset() {
 	*x = GetRulesRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +1307,7 @@ func (x *GetRulesRequest) String() string {
 func (*GetRulesRequest) ProtoMessage() {}
 
 func (x *GetRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +1320,7 @@ func (x *GetRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRulesRequest.ProtoReflect.Descriptor instead.
 func (*GetRulesRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetRulesRequest) GetService() string {
@@ -655,7 +1343,7 @@ type GetRulesResponse struct {
 
 func (x *GetRulesResponse) Reset() {
 	*x = GetRulesResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +1355,7 @@ func (x *GetRulesResponse) String() string {
 func (*GetRulesResponse) ProtoMessage() {}
 
 func (x *GetRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +1368,7 @@ func (x *GetRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRulesResponse.ProtoReflect.Descriptor instead.
 func (*GetRulesResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetRulesResponse) GetYaml() []byte {
@@ -714,7 +1402,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +1414,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +1427,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteRuleRequest) GetService() string {
@@ -765,7 +1453,7 @@ type DeleteRuleResponse struct {
 
 func (x *DeleteRuleResponse) Reset() {
 	*x = DeleteRuleResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1465,7 @@ func (x *DeleteRuleResponse) String() string {
 func (*DeleteRuleResponse) ProtoMessage() {}
 
 func (x *DeleteRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1478,7 @@ func (x *DeleteRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRuleResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteRuleResponse) GetExisted() bool {
@@ -808,7 +1496,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1508,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1521,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 type Member struct {
@@ -856,7 +1544,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1556,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1569,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Member) GetId() string {
@@ -957,7 +1645,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1657,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1670,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -1011,7 +1699,7 @@ type ListLimitedRequest struct {
 
 func (x *ListLimitedRequest) Reset() {
 	*x = ListLimitedRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1711,7 @@ func (x *ListLimitedRequest) String() string {
 func (*ListLimitedRequest) ProtoMessage() {}
 
 func (x *ListLimitedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1724,7 @@ func (x *ListLimitedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitedRequest.ProtoReflect.Descriptor instead.
 func (*ListLimitedRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListLimitedRequest) GetService() string {
@@ -1079,7 +1767,7 @@ type ListLimitedResponse struct {
 
 func (x *ListLimitedResponse) Reset() {
 	*x = ListLimitedResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1779,7 @@ func (x *ListLimitedResponse) String() string {
 func (*ListLimitedResponse) ProtoMessage() {}
 
 func (x *ListLimitedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1792,7 @@ func (x *ListLimitedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitedResponse.ProtoReflect.Descriptor instead.
 func (*ListLimitedResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListLimitedResponse) GetEpisodes() []*Episode {
@@ -1125,7 +1813,49 @@ var File_shardlimit_v1_admin_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x19shardlimit/v1/admin.proto\x12\rshardlimit.v1\x1a\x1dshardlimit/v1/rebalance.proto\x1a\x19shardlimit/v1/shard.proto\"V\n" +
+	"\x19shardlimit/v1/admin.proto\x12\rshardlimit.v1\x1a\x1dshardlimit/v1/rebalance.proto\x1a\x19shardlimit/v1/shard.proto\"S\n" +
+	"\x0fResetKeyRequest\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\"B\n" +
+	"\x10ResetKeyResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\tR\x05shard\"\x95\x01\n" +
+	"\tGrantInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1a\n" +
+	"\bservices\x18\x03 \x03(\tR\bservices\x120\n" +
+	"\x06tokens\x18\x04 \x03(\v2\x18.shardlimit.v1.TokenInfoR\x06tokens\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"C\n" +
+	"\tTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12&\n" +
+	"\x0fcreated_unix_ns\x18\x02 \x01(\x03R\rcreatedUnixNs\"\x13\n" +
+	"\x11ListGrantsRequest\"|\n" +
+	"\x12ListGrantsResponse\x120\n" +
+	"\x06grants\x18\x01 \x03(\v2\x18.shardlimit.v1.GrantInfoR\x06grants\x12\x18\n" +
+	"\ainvalid\x18\x02 \x03(\tR\ainvalid\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"N\n" +
+	"\fGrantRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1a\n" +
+	"\bservices\x18\x03 \x03(\tR\bservices\"[\n" +
+	"\rGrantResponse\x12.\n" +
+	"\x05grant\x18\x01 \x01(\v2\x18.shardlimit.v1.GrantInfoR\x05grant\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"V\n" +
+	"\rRevokeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bservices\x18\x02 \x03(\tR\bservices\x12\x19\n" +
+	"\btoken_id\x18\x03 \x01(\tR\atokenId\"v\n" +
+	"\x0eRevokeResponse\x12\x18\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\x12.\n" +
+	"\x05grant\x18\x02 \x01(\v2\x18.shardlimit.v1.GrantInfoR\x05grant\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"$\n" +
+	"\x12CreateTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"u\n" +
+	"\x13CreateTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12,\n" +
+	"\x04info\x18\x02 \x01(\v2\x18.shardlimit.v1.TokenInfoR\x04info\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"V\n" +
 	"\x13RebalanceRunRequest\x12+\n" +
 	"\x03run\x18\x01 \x01(\v2\x19.shardlimit.v1.RunRequestR\x03run\x12\x12\n" +
 	"\x04wait\x18\x02 \x01(\bR\x04wait\"\x18\n" +
@@ -1203,7 +1933,7 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"k\n" +
 	"\x13ListLimitedResponse\x122\n" +
 	"\bepisodes\x18\x01 \x03(\v2\x16.shardlimit.v1.EpisodeR\bepisodes\x12 \n" +
-	"\vunreachable\x18\x02 \x03(\tR\vunreachable2\xfe\x05\n" +
+	"\vunreachable\x18\x02 \x03(\tR\vunreachable2\xff\b\n" +
 	"\x05Admin\x12Q\n" +
 	"\n" +
 	"ApplyRules\x12 .shardlimit.v1.ApplyRulesRequest\x1a!.shardlimit.v1.ApplyRulesResponse\x12K\n" +
@@ -1215,7 +1945,13 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\rRebalancePlan\x12\x1a.shardlimit.v1.PlanRequest\x1a\x1b.shardlimit.v1.PlanResponse\x12N\n" +
 	"\fRebalanceRun\x12\".shardlimit.v1.RebalanceRunRequest\x1a\x1a.shardlimit.v1.RunResponse\x12`\n" +
 	"\x0fShardMapHistory\x12%.shardlimit.v1.ShardMapHistoryRequest\x1a&.shardlimit.v1.ShardMapHistoryResponse\x12Z\n" +
-	"\rRebalanceRuns\x12#.shardlimit.v1.RebalanceRunsRequest\x1a$.shardlimit.v1.RebalanceRunsResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\rRebalanceRuns\x12#.shardlimit.v1.RebalanceRunsRequest\x1a$.shardlimit.v1.RebalanceRunsResponse\x12K\n" +
+	"\bResetKey\x12\x1e.shardlimit.v1.ResetKeyRequest\x1a\x1f.shardlimit.v1.ResetKeyResponse\x12Q\n" +
+	"\n" +
+	"ListGrants\x12 .shardlimit.v1.ListGrantsRequest\x1a!.shardlimit.v1.ListGrantsResponse\x12B\n" +
+	"\x05Grant\x12\x1b.shardlimit.v1.GrantRequest\x1a\x1c.shardlimit.v1.GrantResponse\x12E\n" +
+	"\x06Revoke\x12\x1c.shardlimit.v1.RevokeRequest\x1a\x1d.shardlimit.v1.RevokeResponse\x12T\n" +
+	"\vCreateToken\x12!.shardlimit.v1.CreateTokenRequest\x1a\".shardlimit.v1.CreateTokenResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_admin_proto_rawDescOnce sync.Once
@@ -1230,69 +1966,96 @@ func file_shardlimit_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_shardlimit_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_shardlimit_v1_admin_proto_goTypes = []any{
 	(RuleChange_Op)(0),              // 0: shardlimit.v1.RuleChange.Op
-	(*RebalanceRunRequest)(nil),     // 1: shardlimit.v1.RebalanceRunRequest
-	(*ShardMapHistoryRequest)(nil),  // 2: shardlimit.v1.ShardMapHistoryRequest
-	(*ShardMapVersion)(nil),         // 3: shardlimit.v1.ShardMapVersion
-	(*ShardMapHistoryResponse)(nil), // 4: shardlimit.v1.ShardMapHistoryResponse
-	(*RebalanceRunsRequest)(nil),    // 5: shardlimit.v1.RebalanceRunsRequest
-	(*RebalanceRunsResponse)(nil),   // 6: shardlimit.v1.RebalanceRunsResponse
-	(*ApplyRulesRequest)(nil),       // 7: shardlimit.v1.ApplyRulesRequest
-	(*RuleChange)(nil),              // 8: shardlimit.v1.RuleChange
-	(*ApplyRulesResponse)(nil),      // 9: shardlimit.v1.ApplyRulesResponse
-	(*GetRulesRequest)(nil),         // 10: shardlimit.v1.GetRulesRequest
-	(*GetRulesResponse)(nil),        // 11: shardlimit.v1.GetRulesResponse
-	(*DeleteRuleRequest)(nil),       // 12: shardlimit.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),      // 13: shardlimit.v1.DeleteRuleResponse
-	(*ListMembersRequest)(nil),      // 14: shardlimit.v1.ListMembersRequest
-	(*Member)(nil),                  // 15: shardlimit.v1.Member
-	(*ListMembersResponse)(nil),     // 16: shardlimit.v1.ListMembersResponse
-	(*ListLimitedRequest)(nil),      // 17: shardlimit.v1.ListLimitedRequest
-	(*ListLimitedResponse)(nil),     // 18: shardlimit.v1.ListLimitedResponse
-	(*RunRequest)(nil),              // 19: shardlimit.v1.RunRequest
-	(*PlannedMove)(nil),             // 20: shardlimit.v1.PlannedMove
-	(*RunRecord)(nil),               // 21: shardlimit.v1.RunRecord
-	(*StatsResponse)(nil),           // 22: shardlimit.v1.StatsResponse
-	(*Episode)(nil),                 // 23: shardlimit.v1.Episode
-	(*PlanRequest)(nil),             // 24: shardlimit.v1.PlanRequest
-	(*PlanResponse)(nil),            // 25: shardlimit.v1.PlanResponse
-	(*RunResponse)(nil),             // 26: shardlimit.v1.RunResponse
+	(*ResetKeyRequest)(nil),         // 1: shardlimit.v1.ResetKeyRequest
+	(*ResetKeyResponse)(nil),        // 2: shardlimit.v1.ResetKeyResponse
+	(*GrantInfo)(nil),               // 3: shardlimit.v1.GrantInfo
+	(*TokenInfo)(nil),               // 4: shardlimit.v1.TokenInfo
+	(*ListGrantsRequest)(nil),       // 5: shardlimit.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),      // 6: shardlimit.v1.ListGrantsResponse
+	(*GrantRequest)(nil),            // 7: shardlimit.v1.GrantRequest
+	(*GrantResponse)(nil),           // 8: shardlimit.v1.GrantResponse
+	(*RevokeRequest)(nil),           // 9: shardlimit.v1.RevokeRequest
+	(*RevokeResponse)(nil),          // 10: shardlimit.v1.RevokeResponse
+	(*CreateTokenRequest)(nil),      // 11: shardlimit.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),     // 12: shardlimit.v1.CreateTokenResponse
+	(*RebalanceRunRequest)(nil),     // 13: shardlimit.v1.RebalanceRunRequest
+	(*ShardMapHistoryRequest)(nil),  // 14: shardlimit.v1.ShardMapHistoryRequest
+	(*ShardMapVersion)(nil),         // 15: shardlimit.v1.ShardMapVersion
+	(*ShardMapHistoryResponse)(nil), // 16: shardlimit.v1.ShardMapHistoryResponse
+	(*RebalanceRunsRequest)(nil),    // 17: shardlimit.v1.RebalanceRunsRequest
+	(*RebalanceRunsResponse)(nil),   // 18: shardlimit.v1.RebalanceRunsResponse
+	(*ApplyRulesRequest)(nil),       // 19: shardlimit.v1.ApplyRulesRequest
+	(*RuleChange)(nil),              // 20: shardlimit.v1.RuleChange
+	(*ApplyRulesResponse)(nil),      // 21: shardlimit.v1.ApplyRulesResponse
+	(*GetRulesRequest)(nil),         // 22: shardlimit.v1.GetRulesRequest
+	(*GetRulesResponse)(nil),        // 23: shardlimit.v1.GetRulesResponse
+	(*DeleteRuleRequest)(nil),       // 24: shardlimit.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),      // 25: shardlimit.v1.DeleteRuleResponse
+	(*ListMembersRequest)(nil),      // 26: shardlimit.v1.ListMembersRequest
+	(*Member)(nil),                  // 27: shardlimit.v1.Member
+	(*ListMembersResponse)(nil),     // 28: shardlimit.v1.ListMembersResponse
+	(*ListLimitedRequest)(nil),      // 29: shardlimit.v1.ListLimitedRequest
+	(*ListLimitedResponse)(nil),     // 30: shardlimit.v1.ListLimitedResponse
+	(*RunRequest)(nil),              // 31: shardlimit.v1.RunRequest
+	(*PlannedMove)(nil),             // 32: shardlimit.v1.PlannedMove
+	(*RunRecord)(nil),               // 33: shardlimit.v1.RunRecord
+	(*StatsResponse)(nil),           // 34: shardlimit.v1.StatsResponse
+	(*Episode)(nil),                 // 35: shardlimit.v1.Episode
+	(*PlanRequest)(nil),             // 36: shardlimit.v1.PlanRequest
+	(*PlanResponse)(nil),            // 37: shardlimit.v1.PlanResponse
+	(*RunResponse)(nil),             // 38: shardlimit.v1.RunResponse
 }
 var file_shardlimit_v1_admin_proto_depIdxs = []int32{
-	19, // 0: shardlimit.v1.RebalanceRunRequest.run:type_name -> shardlimit.v1.RunRequest
-	20, // 1: shardlimit.v1.ShardMapVersion.moves:type_name -> shardlimit.v1.PlannedMove
-	3,  // 2: shardlimit.v1.ShardMapHistoryResponse.versions:type_name -> shardlimit.v1.ShardMapVersion
-	21, // 3: shardlimit.v1.RebalanceRunsResponse.runs:type_name -> shardlimit.v1.RunRecord
-	0,  // 4: shardlimit.v1.RuleChange.op:type_name -> shardlimit.v1.RuleChange.Op
-	8,  // 5: shardlimit.v1.ApplyRulesResponse.changes:type_name -> shardlimit.v1.RuleChange
-	22, // 6: shardlimit.v1.Member.stats:type_name -> shardlimit.v1.StatsResponse
-	15, // 7: shardlimit.v1.ListMembersResponse.members:type_name -> shardlimit.v1.Member
-	23, // 8: shardlimit.v1.ListLimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	7,  // 9: shardlimit.v1.Admin.ApplyRules:input_type -> shardlimit.v1.ApplyRulesRequest
-	10, // 10: shardlimit.v1.Admin.GetRules:input_type -> shardlimit.v1.GetRulesRequest
-	12, // 11: shardlimit.v1.Admin.DeleteRule:input_type -> shardlimit.v1.DeleteRuleRequest
-	14, // 12: shardlimit.v1.Admin.ListMembers:input_type -> shardlimit.v1.ListMembersRequest
-	17, // 13: shardlimit.v1.Admin.ListLimited:input_type -> shardlimit.v1.ListLimitedRequest
-	24, // 14: shardlimit.v1.Admin.RebalancePlan:input_type -> shardlimit.v1.PlanRequest
-	1,  // 15: shardlimit.v1.Admin.RebalanceRun:input_type -> shardlimit.v1.RebalanceRunRequest
-	2,  // 16: shardlimit.v1.Admin.ShardMapHistory:input_type -> shardlimit.v1.ShardMapHistoryRequest
-	5,  // 17: shardlimit.v1.Admin.RebalanceRuns:input_type -> shardlimit.v1.RebalanceRunsRequest
-	9,  // 18: shardlimit.v1.Admin.ApplyRules:output_type -> shardlimit.v1.ApplyRulesResponse
-	11, // 19: shardlimit.v1.Admin.GetRules:output_type -> shardlimit.v1.GetRulesResponse
-	13, // 20: shardlimit.v1.Admin.DeleteRule:output_type -> shardlimit.v1.DeleteRuleResponse
-	16, // 21: shardlimit.v1.Admin.ListMembers:output_type -> shardlimit.v1.ListMembersResponse
-	18, // 22: shardlimit.v1.Admin.ListLimited:output_type -> shardlimit.v1.ListLimitedResponse
-	25, // 23: shardlimit.v1.Admin.RebalancePlan:output_type -> shardlimit.v1.PlanResponse
-	26, // 24: shardlimit.v1.Admin.RebalanceRun:output_type -> shardlimit.v1.RunResponse
-	4,  // 25: shardlimit.v1.Admin.ShardMapHistory:output_type -> shardlimit.v1.ShardMapHistoryResponse
-	6,  // 26: shardlimit.v1.Admin.RebalanceRuns:output_type -> shardlimit.v1.RebalanceRunsResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	4,  // 0: shardlimit.v1.GrantInfo.tokens:type_name -> shardlimit.v1.TokenInfo
+	3,  // 1: shardlimit.v1.ListGrantsResponse.grants:type_name -> shardlimit.v1.GrantInfo
+	3,  // 2: shardlimit.v1.GrantResponse.grant:type_name -> shardlimit.v1.GrantInfo
+	3,  // 3: shardlimit.v1.RevokeResponse.grant:type_name -> shardlimit.v1.GrantInfo
+	4,  // 4: shardlimit.v1.CreateTokenResponse.info:type_name -> shardlimit.v1.TokenInfo
+	31, // 5: shardlimit.v1.RebalanceRunRequest.run:type_name -> shardlimit.v1.RunRequest
+	32, // 6: shardlimit.v1.ShardMapVersion.moves:type_name -> shardlimit.v1.PlannedMove
+	15, // 7: shardlimit.v1.ShardMapHistoryResponse.versions:type_name -> shardlimit.v1.ShardMapVersion
+	33, // 8: shardlimit.v1.RebalanceRunsResponse.runs:type_name -> shardlimit.v1.RunRecord
+	0,  // 9: shardlimit.v1.RuleChange.op:type_name -> shardlimit.v1.RuleChange.Op
+	20, // 10: shardlimit.v1.ApplyRulesResponse.changes:type_name -> shardlimit.v1.RuleChange
+	34, // 11: shardlimit.v1.Member.stats:type_name -> shardlimit.v1.StatsResponse
+	27, // 12: shardlimit.v1.ListMembersResponse.members:type_name -> shardlimit.v1.Member
+	35, // 13: shardlimit.v1.ListLimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	19, // 14: shardlimit.v1.Admin.ApplyRules:input_type -> shardlimit.v1.ApplyRulesRequest
+	22, // 15: shardlimit.v1.Admin.GetRules:input_type -> shardlimit.v1.GetRulesRequest
+	24, // 16: shardlimit.v1.Admin.DeleteRule:input_type -> shardlimit.v1.DeleteRuleRequest
+	26, // 17: shardlimit.v1.Admin.ListMembers:input_type -> shardlimit.v1.ListMembersRequest
+	29, // 18: shardlimit.v1.Admin.ListLimited:input_type -> shardlimit.v1.ListLimitedRequest
+	36, // 19: shardlimit.v1.Admin.RebalancePlan:input_type -> shardlimit.v1.PlanRequest
+	13, // 20: shardlimit.v1.Admin.RebalanceRun:input_type -> shardlimit.v1.RebalanceRunRequest
+	14, // 21: shardlimit.v1.Admin.ShardMapHistory:input_type -> shardlimit.v1.ShardMapHistoryRequest
+	17, // 22: shardlimit.v1.Admin.RebalanceRuns:input_type -> shardlimit.v1.RebalanceRunsRequest
+	1,  // 23: shardlimit.v1.Admin.ResetKey:input_type -> shardlimit.v1.ResetKeyRequest
+	5,  // 24: shardlimit.v1.Admin.ListGrants:input_type -> shardlimit.v1.ListGrantsRequest
+	7,  // 25: shardlimit.v1.Admin.Grant:input_type -> shardlimit.v1.GrantRequest
+	9,  // 26: shardlimit.v1.Admin.Revoke:input_type -> shardlimit.v1.RevokeRequest
+	11, // 27: shardlimit.v1.Admin.CreateToken:input_type -> shardlimit.v1.CreateTokenRequest
+	21, // 28: shardlimit.v1.Admin.ApplyRules:output_type -> shardlimit.v1.ApplyRulesResponse
+	23, // 29: shardlimit.v1.Admin.GetRules:output_type -> shardlimit.v1.GetRulesResponse
+	25, // 30: shardlimit.v1.Admin.DeleteRule:output_type -> shardlimit.v1.DeleteRuleResponse
+	28, // 31: shardlimit.v1.Admin.ListMembers:output_type -> shardlimit.v1.ListMembersResponse
+	30, // 32: shardlimit.v1.Admin.ListLimited:output_type -> shardlimit.v1.ListLimitedResponse
+	37, // 33: shardlimit.v1.Admin.RebalancePlan:output_type -> shardlimit.v1.PlanResponse
+	38, // 34: shardlimit.v1.Admin.RebalanceRun:output_type -> shardlimit.v1.RunResponse
+	16, // 35: shardlimit.v1.Admin.ShardMapHistory:output_type -> shardlimit.v1.ShardMapHistoryResponse
+	18, // 36: shardlimit.v1.Admin.RebalanceRuns:output_type -> shardlimit.v1.RebalanceRunsResponse
+	2,  // 37: shardlimit.v1.Admin.ResetKey:output_type -> shardlimit.v1.ResetKeyResponse
+	6,  // 38: shardlimit.v1.Admin.ListGrants:output_type -> shardlimit.v1.ListGrantsResponse
+	8,  // 39: shardlimit.v1.Admin.Grant:output_type -> shardlimit.v1.GrantResponse
+	10, // 40: shardlimit.v1.Admin.Revoke:output_type -> shardlimit.v1.RevokeResponse
+	12, // 41: shardlimit.v1.Admin.CreateToken:output_type -> shardlimit.v1.CreateTokenResponse
+	28, // [28:42] is the sub-list for method output_type
+	14, // [14:28] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_admin_proto_init() }
@@ -1308,7 +2071,7 @@ func file_shardlimit_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_admin_proto_rawDesc), len(file_shardlimit_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,11 @@ const (
 	Admin_RebalanceRun_FullMethodName    = "/shardlimit.v1.Admin/RebalanceRun"
 	Admin_ShardMapHistory_FullMethodName = "/shardlimit.v1.Admin/ShardMapHistory"
 	Admin_RebalanceRuns_FullMethodName   = "/shardlimit.v1.Admin/RebalanceRuns"
+	Admin_ResetKey_FullMethodName        = "/shardlimit.v1.Admin/ResetKey"
+	Admin_ListGrants_FullMethodName      = "/shardlimit.v1.Admin/ListGrants"
+	Admin_Grant_FullMethodName           = "/shardlimit.v1.Admin/Grant"
+	Admin_Revoke_FullMethodName          = "/shardlimit.v1.Admin/Revoke"
+	Admin_CreateToken_FullMethodName     = "/shardlimit.v1.Admin/CreateToken"
 )
 
 // AdminClient is the client API for Admin service.
@@ -58,6 +63,21 @@ type AdminClient interface {
 	ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error)
 	// RebalanceRuns lists the last runs of the rebalance job, newest first.
 	RebalanceRuns(ctx context.Context, in *RebalanceRunsRequest, opts ...grpc.CallOption) (*RebalanceRunsResponse, error)
+	// ResetKey forgets one counter on its owner shard, so that its next
+	// check starts fresh.
+	ResetKey(ctx context.Context, in *ResetKeyRequest, opts ...grpc.CallOption) (*ResetKeyResponse, error)
+	// ListGrants lists the identities granted a role, from etcd and from the
+	// answering router's grants file: never a token nor its hash.
+	ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error)
+	// Grant gives an identity a role and, for the service role, services,
+	// replacing what it held but its tokens. Routers apply it within a
+	// second.
+	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
+	// Revoke takes services, one token, or the whole grant from an identity.
+	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
+	// CreateToken makes a bearer token for an identity granted in etcd. The
+	// token is in the answer only, once; only its hash is stored.
+	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 }
 
 type adminClient struct {
@@ -158,6 +178,56 @@ func (c *adminClient) RebalanceRuns(ctx context.Context, in *RebalanceRunsReques
 	return out, nil
 }
 
+func (c *adminClient) ResetKey(ctx context.Context, in *ResetKeyRequest, opts ...grpc.CallOption) (*ResetKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetKeyResponse)
+	err := c.cc.Invoke(ctx, Admin_ResetKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListGrants(ctx context.Context, in *ListGrantsRequest, opts ...grpc.CallOption) (*ListGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGrantsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, Admin_Grant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeResponse)
+	err := c.cc.Invoke(ctx, Admin_Revoke_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -186,6 +256,21 @@ type AdminServer interface {
 	ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error)
 	// RebalanceRuns lists the last runs of the rebalance job, newest first.
 	RebalanceRuns(context.Context, *RebalanceRunsRequest) (*RebalanceRunsResponse, error)
+	// ResetKey forgets one counter on its owner shard, so that its next
+	// check starts fresh.
+	ResetKey(context.Context, *ResetKeyRequest) (*ResetKeyResponse, error)
+	// ListGrants lists the identities granted a role, from etcd and from the
+	// answering router's grants file: never a token nor its hash.
+	ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error)
+	// Grant gives an identity a role and, for the service role, services,
+	// replacing what it held but its tokens. Routers apply it within a
+	// second.
+	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
+	// Revoke takes services, one token, or the whole grant from an identity.
+	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
+	// CreateToken makes a bearer token for an identity granted in etcd. The
+	// token is in the answer only, once; only its hash is stored.
+	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -222,6 +307,21 @@ func (UnimplementedAdminServer) ShardMapHistory(context.Context, *ShardMapHistor
 }
 func (UnimplementedAdminServer) RebalanceRuns(context.Context, *RebalanceRunsRequest) (*RebalanceRunsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RebalanceRuns not implemented")
+}
+func (UnimplementedAdminServer) ResetKey(context.Context, *ResetKeyRequest) (*ResetKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetKey not implemented")
+}
+func (UnimplementedAdminServer) ListGrants(context.Context, *ListGrantsRequest) (*ListGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGrants not implemented")
+}
+func (UnimplementedAdminServer) Grant(context.Context, *GrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Grant not implemented")
+}
+func (UnimplementedAdminServer) Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Revoke not implemented")
+}
+func (UnimplementedAdminServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -406,6 +506,96 @@ func _Admin_RebalanceRuns_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ResetKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ResetKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ResetKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ResetKey(ctx, req.(*ResetKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListGrants(ctx, req.(*ListGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Grant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Grant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Grant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Grant(ctx, req.(*GrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Revoke_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Revoke(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Revoke_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Revoke(ctx, req.(*RevokeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateToken(ctx, req.(*CreateTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -448,6 +638,26 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RebalanceRuns",
 			Handler:    _Admin_RebalanceRuns_Handler,
+		},
+		{
+			MethodName: "ResetKey",
+			Handler:    _Admin_ResetKey_Handler,
+		},
+		{
+			MethodName: "ListGrants",
+			Handler:    _Admin_ListGrants_Handler,
+		},
+		{
+			MethodName: "Grant",
+			Handler:    _Admin_Grant_Handler,
+		},
+		{
+			MethodName: "Revoke",
+			Handler:    _Admin_Revoke_Handler,
+		},
+		{
+			MethodName: "CreateToken",
+			Handler:    _Admin_CreateToken_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/router/client"
 	"github.com/shardlimit/shardlimit/router/client/httpmw"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 func main() {
@@ -35,6 +36,10 @@ func run() error {
 		timeout  = flag.Duration("timeout", 50*time.Millisecond, "bound on each check")
 		failMode = flag.String("failure-mode", "open", "answer when no router answers in time: open or closed")
 		window   = flag.Duration("batch-window", 0, "coalesce concurrent checks for this long into one RPC (0: off)")
+		ca       = flag.String("tls-ca", "", "CA that verifies the routers (default: from $SHARDLIMIT_CONFIG)")
+		name     = flag.String("tls-server-name", "", "name verified in the routers' certificate instead of the host dialed")
+		token    = flag.String("token-file", "", "the service's bearer token, read again when the file changes (with -tls-ca)")
+		insecure = flag.Bool("insecure", false, "call routers started with --insecure, in plain text")
 	)
 	flag.Parse()
 
@@ -59,13 +64,27 @@ func run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	c, err := client.New(client.Options{
+	opts := client.Options{
 		Routers:     strings.Split(*routers, ","),
 		Timeout:     *timeout,
 		FailureMode: mode,
 		BatchWindow: *window,
+		Insecure:    *insecure,
 		Logger:      log,
-	})
+	}
+	// The service's own credentials: a token over TLS. Without them the
+	// client reads the client config file of $SHARDLIMIT_CONFIG.
+	if *ca != "" {
+		if opts.TLS, err = creds.ClientTLS(creds.Files{CA: *ca}, *name); err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+	}
+	if *token != "" {
+		if opts.Token, err = client.TokenFile(*token); err != nil {
+			return fmt.Errorf("-token-file: %w", err)
+		}
+	}
+	c, err := client.New(opts)
 	if err != nil {
 		return err
 	}

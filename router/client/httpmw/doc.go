@@ -6,7 +6,9 @@
 // calling the wrapped handler.
 //
 // Services call New once at start-up and wrap their handlers with the
-// result. The key is a header (a user id set by an authenticating proxy),
+// result. The middleware calls as the client's caller: its credentials are
+// the client's options (client.Options.TLS, Token), so the service checks
+// its own services only. The key is a header (a user id set by an authenticating proxy),
 // an API key header, or the client's IP; forwarding headers are believed
 // only from peers in Options.TrustedProxies, right-most untrusted hop first,
 // so a client cannot choose its own key by sending X-Forwarded-For.

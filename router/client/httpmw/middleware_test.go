@@ -1,6 +1,7 @@
 package httpmw
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/client"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 const testRules = `
@@ -88,7 +90,7 @@ func startCluster(t *testing.T) *client.Client {
 		t.Fatal(err)
 	}
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs})
-	cl, err := client.New(client.Options{Routers: []string{c.Routers[0].Addr()}, Timeout: 2 * time.Second})
+	cl, err := client.New(client.Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestUserHeaderLimit(t *testing.T) {
 }
 
 func TestMissingHeaderMessageNamesTheHeader(t *testing.T) {
-	cl, err := client.New(client.Options{Routers: []string{"127.0.0.1:1"}})
+	cl, err := client.New(client.Options{TLS: deadTLS, Routers: []string{"127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +248,7 @@ func TestFailureModes(t *testing.T) {
 	dead := lis.Addr().String()
 	_ = lis.Close()
 	for _, mode := range []client.FailureMode{client.FailOpen, client.FailClosed} {
-		cl, err := client.New(client.Options{Routers: []string{dead}, Timeout: 100 * time.Millisecond, FailureMode: mode})
+		cl, err := client.New(client.Options{TLS: deadTLS, Routers: []string{dead}, Timeout: 100 * time.Millisecond, FailureMode: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +273,7 @@ func TestFailureModes(t *testing.T) {
 	// An error that is not about the request (here: a closed client)
 	// follows the failure mode too.
 	for _, mode := range []client.FailureMode{client.FailOpen, client.FailClosed} {
-		cl, err := client.New(client.Options{Routers: []string{dead}, FailureMode: mode})
+		cl, err := client.New(client.Options{TLS: deadTLS, Routers: []string{dead}, FailureMode: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +288,7 @@ func TestFailureModes(t *testing.T) {
 }
 
 func TestNewPanicsNamingTheField(t *testing.T) {
-	cl, err := client.New(client.Options{Routers: []string{"127.0.0.1:1"}})
+	cl, err := client.New(client.Options{TLS: deadTLS, Routers: []string{"127.0.0.1:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,3 +311,7 @@ func TestNewPanicsNamingTheField(t *testing.T) {
 		}()
 	}
 }
+
+// deadTLS is the TLS config of clients of addresses where nothing listens:
+// no handshake ever happens.
+var deadTLS = &tls.Config{MinVersion: tls.VersionTLS12}

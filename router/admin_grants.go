@@ -1,0 +1,168 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
+	"github.com/shardlimit/shardlimit/shard/etcd"
+)
+
+// grantInfo is a grant as the Admin API lists it: tokens by id only.
+func grantInfo(g *auth.Grant, source string) *shardlimitv1.GrantInfo {
+	out := &shardlimitv1.GrantInfo{Id: g.ID, Role: string(g.Role), Services: g.Services, Source: source}
+	for _, t := range g.Tokens {
+		out.Tokens = append(out.Tokens, &shardlimitv1.TokenInfo{Id: t.ID, CreatedUnixNs: t.Created.UnixNano()})
+	}
+	return out
+}
+
+// inFile reports whether this router's grants file grants id: such a grant
+// wins over a stored one, so storing one would change nothing.
+func (a *admin) inFile(id string) error {
+	if slices.ContainsFunc(a.r.opts.Grants, func(g auth.Grant) bool { return g.ID == id }) {
+		return status.Error(codes.FailedPrecondition, "id: granted by the routers' grants file, which wins over etcd: edit the file instead")
+	}
+	return nil
+}
+
+// grantStatus maps grantstore's errors to gRPC status codes.
+func grantStatus(err error) error {
+	switch {
+	case errors.Is(err, auth.ErrInvalidGrant):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, grantstore.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, grantstore.ErrConflict):
+		return status.Error(codes.Aborted, err.Error())
+	case status.Code(err) != codes.Unknown:
+		return err
+	}
+	return status.Errorf(codes.Unavailable, "etcd: %v", err)
+}
+
+func (a *admin) ListGrants(ctx context.Context, _ *shardlimitv1.ListGrantsRequest) (*shardlimitv1.ListGrantsResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	entries, invalid, rev, err := grantstore.List(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
+	if err != nil {
+		return nil, grantStatus(err)
+	}
+	resp := &shardlimitv1.ListGrantsResponse{Revision: rev}
+	for i := range a.r.opts.Grants {
+		resp.Grants = append(resp.Grants, grantInfo(&a.r.opts.Grants[i], "file"))
+	}
+	for _, e := range entries {
+		if a.inFile(e.Grant.ID) == nil {
+			resp.Grants = append(resp.Grants, grantInfo(&e.Grant, "etcd"))
+		}
+	}
+	slices.SortFunc(resp.Grants, func(x, y *shardlimitv1.GrantInfo) int {
+		switch {
+		case x.Id < y.Id:
+			return -1
+		case x.Id > y.Id:
+			return 1
+		}
+		return 0
+	})
+	for _, in := range invalid {
+		resp.Invalid = append(resp.Invalid, in.Key)
+	}
+	return resp, nil
+}
+
+func (a *admin) Grant(ctx context.Context, req *shardlimitv1.GrantRequest) (*shardlimitv1.GrantResponse, error) {
+	if err := a.inFile(req.Id); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	var stored auth.Grant
+	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
+		stored = auth.Grant{ID: req.Id, Role: auth.Role(req.Role), Services: req.Services}
+		if cur != nil {
+			stored.Tokens = cur.Tokens
+		}
+		return grantstore.Change{Grant: stored}, nil
+	})
+	if err != nil {
+		return nil, grantStatus(err)
+	}
+	a.r.log.Info("grant stored", "id", req.Id, "role", req.Role, "services", len(req.Services), "caller", auth.FromContext(ctx).Name())
+	return &shardlimitv1.GrantResponse{Grant: grantInfo(&stored, "etcd"), Revision: rev}, nil
+}
+
+func (a *admin) Revoke(ctx context.Context, req *shardlimitv1.RevokeRequest) (*shardlimitv1.RevokeResponse, error) {
+	if err := a.inFile(req.Id); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	resp := &shardlimitv1.RevokeResponse{}
+	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
+		resp.Existed, resp.Grant = cur != nil, nil
+		if cur == nil {
+			// An invalid stored value goes too.
+			return grantstore.Change{Delete: true}, nil
+		}
+		g := *cur
+		if len(req.Services) > 0 {
+			g.Services = slices.DeleteFunc(slices.Clone(g.Services), func(s string) bool { return slices.Contains(req.Services, s) })
+			if len(g.Services) == 0 {
+				return grantstore.Change{}, status.Error(codes.FailedPrecondition, "services: the grant would hold none; revoke the whole grant instead")
+			}
+		}
+		if req.TokenId != "" {
+			n := len(g.Tokens)
+			g.Tokens = slices.DeleteFunc(slices.Clone(g.Tokens), func(t auth.Token) bool { return t.ID == req.TokenId })
+			if len(g.Tokens) == n {
+				return grantstore.Change{}, status.Error(codes.NotFound, "token_id: the identity holds no such token")
+			}
+		}
+		if len(req.Services) == 0 && req.TokenId == "" {
+			return grantstore.Change{Delete: true}, nil
+		}
+		resp.Grant = grantInfo(&g, "etcd")
+		return grantstore.Change{Grant: g}, nil
+	})
+	if err != nil {
+		return nil, grantStatus(err)
+	}
+	resp.Revision = rev
+	a.r.log.Info("grant revoked", "id", req.Id, "services", len(req.Services), "token_id", req.TokenId, "caller", auth.FromContext(ctx).Name())
+	return resp, nil
+}
+
+func (a *admin) CreateToken(ctx context.Context, req *shardlimitv1.CreateTokenRequest) (*shardlimitv1.CreateTokenResponse, error) {
+	if err := a.inFile(req.Id); err != nil {
+		return nil, err
+	}
+	token, stored, err := auth.NewToken(time.Now())
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "random: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
+		if cur == nil {
+			return grantstore.Change{}, status.Error(codes.NotFound, "id: no grant is stored for this identity: grant it a role first")
+		}
+		g := *cur
+		g.Tokens = append(slices.Clone(g.Tokens), stored)
+		return grantstore.Change{Grant: g}, nil
+	})
+	if err != nil {
+		return nil, grantStatus(err)
+	}
+	// The token itself is never logged.
+	a.r.log.Info("token created", "id", req.Id, "token_id", stored.ID, "caller", auth.FromContext(ctx).Name())
+	return &shardlimitv1.CreateTokenResponse{Token: token, Info: &shardlimitv1.TokenInfo{Id: stored.ID, CreatedUnixNs: stored.Created.UnixNano()}, Revision: rev}, nil
+}

@@ -1,0 +1,71 @@
+// Package auth decides who may call what on every shardlimit gRPC server:
+// identities, their roles and services (grants), and the interceptors that
+// enforce them, in one place per server, for unary calls and streams alike.
+//
+// # Identities
+//
+// A caller is identified by a bearer token ("authorization: Bearer <token>"
+// metadata), else by its client certificate, verified by the TLS handshake:
+// the certificate's SAN URIs first, then its DNS names, the first one that a
+// grant names. A call that carries a token is the token's caller whatever
+// its certificate, and an unknown token is refused even with a good
+// certificate. Tokens are for callers that cannot hold a certificate of
+// their own, such as an Envoy that calls for several services.
+//
+// Tokens are 256 random bits (NewToken), shown once when made and stored
+// only as their SHA-256. A slow password hash (bcrypt, scrypt, argon2) is
+// for secrets a person chooses, which an attacker holding the hashes can
+// guess from a dictionary; nobody can guess 256 random bits, so a fast hash
+// loses nothing and costs each call a quarter of a microsecond instead of
+// milliseconds. A presented token is hashed and its hash looked up; the
+// lookup's timing can only tell a caller about the hash of its own guess,
+// and the final comparison is constant time (crypto/subtle).
+//
+// # Roles
+//
+//   - service: check, and read limited users and hot keys of, only the
+//     services of its grant;
+//   - operator: manage rules and grants, rebalance, reset counters, roll the
+//     shard map back, and everything a service may, for every service;
+//   - internal: routers and the rebalance job; the only role that may call
+//     the shard API.
+//
+// A Grant gives one identity its role (and, for service, its services).
+// Grants are stored in etcd at grants/<identity-id> (package grantstore),
+// followed by every router and shard, and given in a grants file
+// (--grants-file) for the identities a cluster needs before anything is
+// stored: the internal ones and a first operator. The file's grants win
+// over stored ones of the same id, so a stored grant cannot take a router's
+// role away. Grants are validated like rules, each error naming its field.
+//
+// # The method table
+//
+// methods.go is the one table of who may call each gRPC method: by full
+// method, else by gRPC service (the whole shard API is internal-only, so a
+// method added to it is too). A method in neither is refused to everyone.
+// Health is open to anyone, credentials or not: it says SERVING and nothing
+// else, and probes carry no credentials. Reflection (for grpcurl) is open to
+// every known caller, never to an unknown one.
+//
+// An interceptor cannot see which service a request names. For the methods
+// the table opens to the service role (the public API, Envoy's API, limited
+// users, hot keys), it puts the Caller in the context and the handler calls
+// FromContext(ctx).MayUse(service) for every service the request names:
+// one refused service refuses the whole request, before anything is
+// counted. A handler with no Caller in its context (no Authorizer in front)
+// may use nothing.
+//
+// # Refusals
+//
+// Missing credentials, or a token or certificate that no grant names, get
+// Unauthenticated; a known caller outside its role or its services gets
+// PermissionDenied. No message names a service or echoes a credential. Each
+// refusal is counted in shardlimit_<component>_auth_refusals_total{api,
+// reason} (api: the gRPC service, or "unknown"; reason: no_credentials,
+// unknown_credentials, role, service, method) and logged at most once per
+// reason per 10 s, with the count of lines left out.
+//
+// Package auth is pure but for its metrics and logs: it reads no file and
+// talks to no etcd (grantstore does), and it must never log, count or
+// return a token.
+package auth

@@ -1,0 +1,88 @@
+package auth
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// refusals counts every refused call by API and reason, and logs them at
+// most once per reason per LogEvery, counting the lines it left out.
+type refusals struct {
+	total *prometheus.CounterVec
+	// The other metrics of authentication: whether the server runs
+	// without it, and the grants in force.
+	insecure, grants, invalid prometheus.Gauge
+	log                       *slog.Logger
+	every                     time.Duration
+	now                       func() time.Time
+
+	mu         sync.Mutex
+	last       [len(reasonsArray)]time.Time
+	suppressed [len(reasonsArray)]int
+}
+
+// reasonsArray fixes the number of reasons for the arrays above.
+var reasonsArray = [...]string{ReasonNoCredentials, ReasonUnknownCredentials, ReasonRole, ReasonService, ReasonMethod}
+
+func newRefusals(o Options) (*refusals, error) {
+	r := &refusals{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "shardlimit", Subsystem: o.Component, Name: "auth_refusals_total",
+			Help: "Calls refused by authentication or authorization, by gRPC service (api) and reason: no_credentials, unknown_credentials, role, service, method.",
+		}, []string{"api", "reason"}),
+		insecure: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "shardlimit", Subsystem: o.Component, Name: "insecure",
+			Help: "1 when the server runs without TLS and authentication (--insecure), else 0.",
+		}),
+		grants: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "shardlimit", Subsystem: o.Component, Name: "grants",
+			Help: "Identities granted a role, from the grants file and etcd.",
+		}),
+		invalid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "shardlimit", Subsystem: o.Component, Name: "grants_invalid",
+			Help: "Grants stored in etcd that are not valid: their identities are refused until fixed.",
+		}),
+		log: o.Logger, every: o.LogEvery, now: time.Now,
+	}
+	if o.Registry != nil {
+		for _, c := range []prometheus.Collector{r.total, r.insecure, r.grants, r.invalid} {
+			if err := o.Registry.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r, nil
+}
+
+// record counts one refusal and logs it unless a line of the same reason
+// was written within the last LogEvery.
+func (r *refusals) record(c *Caller, reason string) {
+	r.total.WithLabelValues(c.api, reason).Inc()
+	i := slices.Index(reasonsArray[:], reason)
+	now := r.now()
+	r.mu.Lock()
+	if !r.last[i].IsZero() && now.Sub(r.last[i]) < r.every {
+		r.suppressed[i]++
+		r.mu.Unlock()
+		return
+	}
+	suppressed := r.suppressed[i]
+	r.last[i], r.suppressed[i] = now, 0
+	r.mu.Unlock()
+	method := c.method
+	if !c.known {
+		method = "unknown"
+	}
+	peer := ""
+	if c.peer != nil {
+		peer = c.peer.String()
+	}
+	// The caller's id is a certificate name or a grant's name, never a
+	// token; an unknown caller is logged by its address only.
+	r.log.Warn("call refused", "reason", reason, "api", c.api, "method", method, "caller", c.Name(), "peer", peer,
+		"suppressed", suppressed, "suppressed_window", r.every)
+}

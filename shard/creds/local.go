@@ -1,0 +1,83 @@
+package creds
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/shardlimit/shardlimit/shard/auth"
+)
+
+// The identities of the components' and the operator's certificates that
+// `shardlimit dev` and test clusters issue (SAN URIs), and that the
+// Kubernetes manifests ask for.
+const (
+	RouterID    = "spiffe://shardlimit/router"
+	ShardID     = "spiffe://shardlimit/shard"
+	RebalanceID = "spiffe://shardlimit/rebalance"
+	OperatorID  = "spiffe://shardlimit/operator"
+)
+
+// LocalServerName is the name every certificate of a Local PKI holds
+// besides 127.0.0.1, and that its clients verify (so that they follow a
+// rotated CA, see ClientTLS).
+const LocalServerName = "localhost"
+
+// Local is a PKI for one machine, written in a directory: a CA and the
+// certificates of the router, the shards, the rebalance job and an
+// operator, each for 127.0.0.1 and localhost. `shardlimit dev` and test
+// clusters make one.
+type Local struct {
+	Dir                                string
+	CA                                 *CA
+	Router, Shard, Rebalance, Operator Files
+}
+
+// NewLocal makes a Local PKI in dir, which it creates.
+func NewLocal(dir string) (*Local, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := NewCA("shardlimit local CA", 10*365*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{Dir: dir, CA: ca}
+	for _, c := range []struct {
+		f    *Files
+		name string
+		uri  string
+	}{
+		{&l.Router, "router", RouterID},
+		{&l.Shard, "shard", ShardID},
+		{&l.Rebalance, "rebalance", RebalanceID},
+		{&l.Operator, "operator", OperatorID},
+	} {
+		if *c.f, err = l.Issue(c.name, c.uri); err != nil {
+			return nil, fmt.Errorf("%s certificate: %w", c.name, err)
+		}
+	}
+	return l, nil
+}
+
+// Issue issues a certificate named name.pem in the PKI's directory for
+// identity uri (none when ""), 127.0.0.1 and localhost.
+func (l *Local) Issue(name, uri string) (Files, error) {
+	leaf := Leaf{DNSNames: []string{LocalServerName}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, CommonName: name}
+	if uri != "" {
+		leaf.URIs = []string{uri}
+	}
+	return l.CA.IssueFiles(l.Dir, name, leaf)
+}
+
+// Grants are the grants a Local PKI's cluster starts with: the router and
+// the rebalance job internal, the operator certificate operator. (The
+// shard certificate gets none: shards call nobody.)
+func (l *Local) Grants() []auth.Grant {
+	return []auth.Grant{
+		{ID: RouterID, Role: auth.RoleInternal},
+		{ID: RebalanceID, Role: auth.RoleInternal},
+		{ID: OperatorID, Role: auth.RoleOperator},
+	}
+}
