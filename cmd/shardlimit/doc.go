@@ -2,6 +2,9 @@
 //   - `shard`, `router`, `rebalance`: the three components;
 //   - `dev`: a whole cluster on this machine over an embedded etcd, each
 //     component a process of its own;
+//   - `etcd`: a single-member etcd server (dev's embedded one) as a process
+//     of its own, which can be killed and restarted on the same data (the
+//     fault suite, cmd/faults, does);
 //   - `ctl`: the operator CLI (check, rules, members, limited, top,
 //     rebalance, shardmap);
 //   - `bench`: the load generator of package cmd/bench, with `bench table`,
