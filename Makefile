@@ -12,8 +12,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION := v1.9.4
 
 # Packages whose tests share memory across goroutines run under -race;
-# deploy/ runs under deploy-test (deploy/deploy.mk), with promtool.
-RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/...
+# deploy/ runs under deploy-test (deploy/deploy.mk), with promtool. The
+# fault suite (cmd/faults) drives processes and runs without -race.
+RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/bench/... ./cmd/shardlimit/...
 
 .DEFAULT_GOAL := help
 
@@ -44,11 +45,16 @@ test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race,
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 5m ./cmd/faults
 	$(MAKE) --no-print-directory deploy-test
 
 .PHONY: bench
 bench: build ## Run issue 11's benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).
 	$(BIN)/shardlimit bench table
+
+.PHONY: faults
+faults: ## Run the full fault suite against real processes (cmd/faults -faults.full; a few minutes; make test runs its short form).
+	$(GO) test -count=1 -timeout 20m -v -run TestFaults ./cmd/faults -faults.full
 
 .PHONY: bench-shard
 bench-shard: ## Run the Go benchmarks of the shard engine.

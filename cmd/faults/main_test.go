@@ -15,6 +15,7 @@ import (
 
 var (
 	full  = flag.Bool("faults.full", false, "run the full fault suite (make faults): the issue's durations, with latency and recovery times asserted")
+	bin   = flag.String("faults.bin", "", "run this shardlimit binary instead of building ./cmd/shardlimit")
 	slack = flag.Duration("faults.slack", 5*time.Millisecond, "full form: latency allowed over the routers' deadline at p99 while a shard is down")
 )
 
@@ -83,11 +84,16 @@ var (
 	buildErr  error
 )
 
-// binary builds cmd/shardlimit once per test binary, as `make build` does,
-// and finds out how its components want to be secured.
+// binary builds cmd/shardlimit once per test binary (or takes
+// -faults.bin), and finds out how its components want to be secured.
 func binary(t testing.TB) (string, security) {
 	t.Helper()
 	buildOnce.Do(func() {
+		if *bin != "" {
+			binPath = *bin
+			binSec, buildErr = detectSecurity(binPath)
+			return
+		}
 		// Not t.TempDir: the binary outlives the first test that asks.
 		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-faults-"); buildErr != nil {
 			return
