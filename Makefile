@@ -53,8 +53,8 @@ bench: build ## Run issue 11's benchmark table against dev clusters (shardlimit 
 	$(BIN)/shardlimit bench table
 
 .PHONY: faults
-faults: ## Run the full fault suite against real processes (cmd/faults -faults.full; a few minutes; make test runs its short form).
-	$(GO) test -count=1 -timeout 20m -v -run TestFaults ./cmd/faults -faults.full
+faults: ## Run the full fault suite against real processes (a few minutes; make test runs its short form; FAULTS_FLAGS=-faults.deadline=200ms on a busy machine).
+	$(GO) test -count=1 -timeout 20m -v -run TestFaults ./cmd/faults -faults.full $(FAULTS_FLAGS)
 
 .PHONY: bench-shard
 bench-shard: ## Run the Go benchmarks of the shard engine.

@@ -5,7 +5,8 @@
 // cmd/bench and with its own probe loop through the Go client
 // (router/client, both routers configured, so it fails over), injects
 // faults with signals (a shard killed or stopped, etcd killed for a while,
-// a router killed, a user flooding while its shard is down) and asserts on
+// a router killed or stopped, a user flooding while its shard is down),
+// after a scenario without a fault that shows the floor, and asserts on
 // what callers saw: errors, answers by failure policy and whose keys they
 // were for, latency, and how long membership took to converge and the
 // cluster to recover.

@@ -26,6 +26,9 @@ func TestFaults(t *testing.T) {
 	if *full {
 		cfg, form = fullConfig(), "full"
 	}
+	if *deadline > 0 {
+		cfg.deadline = *deadline
+	}
 	c := startCluster(t, cfg)
 	t.Logf("%s form: lease TTL %v, router deadline %v, breaker cooldown %v, shard stopped %v, etcd down %v; probe loop %d workers every %v; bench %v requests/s of 10 checks",
 		form, cfg.leaseTTL, cfg.deadline, cfg.cooldown, cfg.stopFor, cfg.etcdDownFor, cfg.probeWorkers, cfg.probeInterval, cfg.benchRate)
@@ -33,6 +36,7 @@ func TestFaults(t *testing.T) {
 		name string
 		run  func(*testing.T, *scenario)
 	}{
+		{"no fault", noFault},
 		{"shard SIGKILL", shardKill},
 		{"shard SIGSTOP", shardStop},
 		{"etcd down", etcdDown},
@@ -80,6 +84,7 @@ func (c *cluster) begin(t *testing.T, name string) *scenario {
 			s.bench.cancel()
 			<-s.bench.done
 		}
+		s.row.load = loadAverage()
 		switch {
 		case t.Skipped():
 			s.row.result = "skipped"
@@ -204,6 +209,22 @@ func (s *scenario) restartShard(t *testing.T, x *proc) (restarted, rejoined time
 	return restarted, s.now()
 }
 
+// noFault: the steady load alone, the floor the other scenarios are read
+// against. Every check is decided by a shard: a policy answer here means
+// that healthy shards miss the routers' deadline on this machine.
+func noFault(t *testing.T, s *scenario) {
+	s.probe.waitChecks(t, 3*s.cfg.window, 0, nil)
+	s.end(t)
+	s.noErrors(t, true)
+	if p := s.row.probe.policy; p > 0 {
+		t.Errorf("%d policy answers with every shard up: healthy shards missed the %v deadline (a loaded machine?)", p, s.cfg.deadline)
+	}
+	if bp := s.phase.FailurePolicy; bp != nil && *bp > 0 {
+		t.Errorf("bench: %d policy answers with every shard up", *bp)
+	}
+	s.row.recovery = "-"
+}
+
 // shardKill: a shard dies (SIGKILL). Callers see no error; only its users
 // are answered by policy, quickly; the routers drop it within the lease
 // TTL; started again, it rejoins and decides its users' checks again.
@@ -276,11 +297,19 @@ func shardStop(t *testing.T, s *scenario) {
 	slow := func(r record) bool { return r.lat >= s.cfg.deadline }
 	// The circuit is open once no check pays the deadline, but for each
 	// router's one half-open probe per cooldown.
-	var openAfter time.Duration
+	// (When no check paid it before the first cooldown ended, the first
+	// fast policy answer tells when a circuit was open.)
+	openAfter, firstFast := time.Duration(0), time.Duration(-1)
 	for _, r := range s.recs {
 		if onX(r) && slow(r) && r.at >= stopped && r.at < stopped+s.cfg.cooldown {
 			openAfter = max(openAfter, r.at+r.lat-stopped)
 		}
+		if onX(r) && r.out == policy && !slow(r) && r.at >= stopped && (firstFast < 0 || r.at-stopped < firstFast) {
+			firstFast = r.at - stopped
+		}
+	}
+	if openAfter == 0 && firstFast >= 0 {
+		openAfter = firstFast
 	}
 	s.logOrAssert(t, "the circuit stopped paying the deadline after", openAfter, time.Second)
 	if paid := count(s.recs, both(onX, slow, window(stopped+time.Second, continued))); paid > 0 {
