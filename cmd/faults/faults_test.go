@@ -213,7 +213,7 @@ func (s *scenario) restartShard(t *testing.T, x *proc) (restarted, rejoined time
 // against. Every check is decided by a shard: a policy answer here means
 // that healthy shards miss the routers' deadline on this machine.
 func noFault(t *testing.T, s *scenario) {
-	s.probe.waitChecks(t, 3*s.cfg.window, 0, nil)
+	s.probe.waitChecks(t, 10*s.cfg.window, 0, nil)
 	s.end(t)
 	s.noErrors(t, true)
 	if p := s.row.probe.policy; p > 0 {
