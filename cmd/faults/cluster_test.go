@@ -1,14 +1,10 @@
 package faults
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,48 +17,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/cmd/bench"
-	"github.com/shardlimit/shardlimit/router/client"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
-
-// security says how the suite's processes and clients authenticate. It is
-// the one place to change when the components require TLS and
-// credentials: today everything speaks plain text, and --insecure is
-// passed to the components that know the flag (those that will refuse to
-// start in plain text without it).
-type security struct {
-	// insecureFlag: the binary's router, shard and rebalance accept
-	// --insecure.
-	insecureFlag bool
-}
-
-// detectSecurity asks the binary whether its components know --insecure.
-func detectSecurity(bin string) (security, error) {
-	out, err := exec.Command(bin, "router", "--help").CombinedOutput()
-	if err != nil {
-		return security{}, fmt.Errorf("shardlimit router --help: %v\n%s", err, out)
-	}
-	return security{insecureFlag: bytes.Contains(out, []byte("--insecure"))}, nil
-}
-
-// flags returns the security flags of a subcommand: "etcd", "shard",
-// "router", "rebalance" or "ctl".
-func (s security) flags(sub string) []string {
-	if s.insecureFlag && (sub == "shard" || sub == "router" || sub == "rebalance") {
-		return []string{"--insecure"}
-	}
-	return nil
-}
-
-// client sets the Go client's credentials towards the routers.
-func (s security) client(*client.Options) {}
-
-// bench sets the bench's credentials towards the routers.
-func (s security) bench(*bench.Options) {}
-
-// etcdTLS is the TLS of the suite's own etcd client; nil: plain text.
-func (s security) etcdTLS() *tls.Config { return nil }
 
 // proc is one process of the cluster. Restarting it runs the same command
 // line again: same ports, same data.
@@ -364,76 +321,6 @@ func (c *cluster) ctl(t testing.TB, args ...string) string {
 	return string(out)
 }
 
-// get fetches path from a process's ops server and expects 200.
-func get(hostPort, path string) error {
-	body, err := fetch(hostPort, path)
-	if err != nil {
-		return err
-	}
-	_ = body
-	return nil
-}
-
-var httpClient = &http.Client{Timeout: 2 * time.Second}
-
-func fetch(hostPort, path string) ([]byte, error) {
-	resp, err := httpClient.Get("http://" + hostPort + path)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s%s: %s: %s", hostPort, path, resp.Status, bytes.TrimSpace(b))
-	}
-	return b, nil
-}
-
-// metric returns the sum of every sample of the metric called name on p's
-// /metrics, and whether p exports it at all.
-func metric(p *proc, name string) (float64, bool, error) {
-	b, err := fetch(p.metrics, "/metrics")
-	if err != nil {
-		return 0, false, err
-	}
-	sum, found := 0.0, false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (!strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "{")) {
-			continue
-		}
-		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return 0, false, fmt.Errorf("%s: %q: %v", p.name, line, err)
-		}
-		sum, found = sum+v, true
-	}
-	return sum, found, nil
-}
-
-func wantMetric(p *proc, name string, want float64) error {
-	v, ok, err := metric(p, name)
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		return fmt.Errorf("%s exports no %s", p.name, name)
-	case v != want:
-		return fmt.Errorf("%s: %s is %v, want %v", p.name, name, v, want)
-	}
-	return nil
-}
-
 // members returns the member ids registered in etcd.
 func (c *cluster) members(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -448,15 +335,6 @@ func (c *cluster) members(ctx context.Context) ([]string, error) {
 		ids = append(ids, layout.MemberID(string(kv.Key)))
 	}
 	return ids, nil
-}
-
-// shardIDs returns the ids of the cluster's shards.
-func (c *cluster) shardIDs() []string {
-	ids := make([]string, len(c.shards))
-	for i, s := range c.shards {
-		ids[i] = s.name
-	}
-	return ids
 }
 
 // routerAddrs returns the routers' gRPC addresses.
