@@ -40,7 +40,7 @@ run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router
 	$(BIN)/shardlimit dev
 
 .PHONY: test
-test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race, alert rules, dashboard, manifests.
+test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race, the fault suite's short form, alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...

@@ -20,7 +20,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/client"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
-	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -263,13 +263,12 @@ func (c *cluster) owners(t testing.TB, rule string, us []string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ids, err := c.members(ctx)
+	ms, bad, err := membership.Read(ctx, c.etcdCli, etcdclient.Layout(c.prefix))
+	if err == nil && len(bad) > 0 {
+		err = errors.Join(bad...)
+	}
 	if err != nil {
 		t.Fatal(err)
-	}
-	ms := make([]member.Member, len(ids))
-	for i, id := range ids {
-		ms[i] = member.Member{ID: id}
 	}
 	ring, err := shardmap.Build(shardmap.DefaultConfig(), ms)
 	if err != nil {
