@@ -154,7 +154,8 @@ func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAli
 	r.mu.Lock()
 	lease := r.lease
 	r.mu.Unlock()
-	var backoff etcd.Backoff
+	// Short waits: the lease etcd restores lasts one TTL from its return.
+	backoff := etcd.Backoff{Max: 500 * time.Millisecond}
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
 		alive, err := r.holds(attempt, lease)
