@@ -12,10 +12,15 @@
 // cluster to recover.
 //
 // `go test ./cmd/faults` (part of `make test`) runs the short form: short
-// faults, and no assertion on a time, only on what callers saw. `make
-// faults` runs the full form (-faults.full): the issue's durations, with
-// latency and recovery times asserted. Both print a table of every
-// scenario at the end.
+// faults, routers with a 1 s deadline so that a loaded machine does not
+// open circuits to healthy shards, and no assertion on a time, only on
+// what callers saw. `make faults` runs the full form (-faults.full): the
+// issue's durations and the routers' default 20 ms deadline, with latency
+// and recovery times asserted; it wants a quiet machine, and the "no
+// fault" scenario shows whether it had one. -faults.deadline sets the
+// routers' deadline, -faults.slack the latency allowed over it, and
+// -faults.bin runs a given binary instead of building cmd/shardlimit. Both
+// forms print a table of every scenario at the end (go test -v shows it).
 //
 // Every process is started by one function (cluster.launch), and the
 // flags and client options that say how processes and clients
