@@ -48,11 +48,14 @@ type config struct {
 // on machines that other work shares. Its routers' deadline is a second,
 // not the default 20ms, so that only a fault opens a circuit: a loaded
 // machine delays a healthy shard's answers by tens of milliseconds, and
-// every check past the deadline is answered by policy.
+// every check past the deadline is answered by policy. The shard stays
+// stopped long enough for its circuit to open, and the lease (the
+// default) outlasts the stop, whose start may come up to a third of the
+// TTL after the shard's last keep-alive.
 func shortConfig() config {
 	return config{
-		leaseTTL: 3 * time.Second, deadline: time.Second, cooldown: time.Second, clientTimeout: 5 * time.Second,
-		stopFor: 2 * time.Second, etcdDownFor: 5 * time.Second,
+		leaseTTL: 5 * time.Second, deadline: time.Second, cooldown: time.Second, clientTimeout: 5 * time.Second,
+		stopFor: 2500 * time.Millisecond, etcdDownFor: 5 * time.Second,
 		window: 50, probeWorkers: 2, probeInterval: 5 * time.Millisecond, benchRate: 200,
 	}
 }
