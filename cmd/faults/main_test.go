@@ -56,7 +56,7 @@ func shortConfig() config {
 	return config{
 		leaseTTL: 5 * time.Second, deadline: time.Second, cooldown: time.Second, clientTimeout: 5 * time.Second,
 		stopFor: 2500 * time.Millisecond, etcdDownFor: 5 * time.Second,
-		window: 50, probeWorkers: 2, probeInterval: 5 * time.Millisecond, benchRate: 200,
+		window: 50, probeWorkers: 2, probeInterval: 5 * time.Millisecond, benchRate: 100,
 	}
 }
 
