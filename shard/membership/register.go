@@ -156,6 +156,7 @@ func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAli
 	r.mu.Unlock()
 	// Short waits: the lease etcd restores lasts one TTL from its return.
 	backoff := etcd.Backoff{Max: 500 * time.Millisecond}
+	warned := false
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
 		alive, err := r.holds(attempt, lease)
@@ -174,7 +175,10 @@ func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAli
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.log.Warn("membership lease unconfirmed: etcd does not answer", "err", err, "retry_in", backoff.Next())
+		if !warned {
+			r.log.Warn("membership lease unconfirmed: etcd does not answer; asking again until it does", "err", err)
+			warned = true
+		}
 		if !backoff.Wait(ctx) {
 			return nil
 		}
