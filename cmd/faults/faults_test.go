@@ -92,7 +92,7 @@ func shardKill(t *testing.T, s *scenario) {
 	}
 	s.logOrAssert(t, "p99 of its users' checks while down", down.p99, s.cfg.deadline+*slack)
 	s.logOrAssert(t, "routers dropped it after", converged-killed, s.cfg.leaseTTL+time.Second)
-	s.row.recovery = fmt.Sprintf("dropped after %v; rejoined %v after restart", dur(converged-killed), dur(rejoined-restarted))
+	s.row.recovery = fmt.Sprintf("its users' p99 %v while down; dropped after %v; rejoined %v after restart", dur(down.p99), dur(converged-killed), dur(rejoined-restarted))
 }
 
 // shardStop: a shard stops (SIGSTOP), then continues. The circuit stops
