@@ -12,8 +12,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION := v1.9.4
 
 # Packages whose tests share memory across goroutines run under -race;
-# deploy/ runs under deploy-test (deploy/deploy.mk), with promtool.
-RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/...
+# deploy/ runs under deploy-test (deploy/deploy.mk), with promtool. The
+# fault suite (cmd/faults) drives processes and runs without -race.
+RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/bench/... ./cmd/shardlimit/...
 
 # Fuzz targets, as package:Target. `make test` runs each for FUZZ_SHORT,
 # `make fuzz` for FUZZTIME; seed corpora live in each package's
@@ -54,12 +55,13 @@ run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router
 	$(BIN)/shardlimit dev
 
 .PHONY: test
-test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race, alert rules, dashboard, manifests.
+test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race, the fault suite's short form, alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SHORT)
+	$(GO) test -count=1 -timeout 5m ./cmd/faults
 	$(MAKE) --no-print-directory deploy-test
 
 .PHONY: fuzz
@@ -72,6 +74,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 2m; make test runs the
 .PHONY: bench
 bench: build ## Run issue 11's benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).
 	$(BIN)/shardlimit bench table
+
+.PHONY: faults
+faults: ## Run the full fault suite against real processes (a few minutes; make test runs its short form; FAULTS_FLAGS=-faults.deadline=200ms on a busy machine).
+	$(GO) test -count=1 -timeout 20m -v -run TestFaults ./cmd/faults -faults.full $(FAULTS_FLAGS)
 
 .PHONY: bench-shard
 bench-shard: ## Run the Go benchmarks of the shard engine.

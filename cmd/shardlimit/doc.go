@@ -4,6 +4,9 @@
 //     component a process of its own, secure with the CA, certificates,
 //     grants file, demo token and client config file it makes
 //     (dev_creds.go);
+//   - `etcd`: a single-member etcd server (dev's embedded one) as a process
+//     of its own, which can be killed and restarted on the same data (the
+//     fault suite, cmd/faults, does);
 //   - `ctl`: the operator CLI (check, rules, members, limited, top,
 //     rebalance, shardmap, grants, reset), which finds its router and
 //     credentials in flags, SHARDLIMIT_ variables or the client config

@@ -36,7 +36,7 @@ func main() {
 		}
 		return nil
 	}
-	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), ctlCmd(), benchCmd(), versionCmd())
+	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), etcdCmd(), ctlCmd(), benchCmd(), versionCmd())
 	ranCommand := markRun(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

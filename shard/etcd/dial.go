@@ -7,6 +7,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Dial returns an etcd client for endpoints whose own logging is kept to
@@ -32,5 +34,13 @@ func Dial(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
 		// Fail fast when etcd is away; callers retry on their own schedule.
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
+		// Reconnect within a second of etcd's return however long it was
+		// away (gRPC's default backoff grows to 2 minutes): a restarted
+		// etcd restores its leases for one TTL, within which each member
+		// must find it again to keep its lease (membership.Register).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		})},
 	})
 }

@@ -2,7 +2,9 @@
 //
 // A shard registers itself with Register: it writes <prefix>members/<id>
 // under a lease, keeps the lease alive, registers again if the lease is lost
-// (for example after etcd was unreachable for longer than the TTL), and
+// (when etcd was unreachable for longer than the TTL, it first asks etcd,
+// once it answers, whether it still holds the lease, as a restarted etcd
+// does, and keeps that lease then), and
 // revokes the lease on Close so that routers drop it at once. Routers and the
 // rebalance job follow the set with Watch, which calls back with the full,
 // sorted list after every change and keeps the last known list while etcd is

@@ -113,6 +113,12 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 		if ctx.Err() != nil {
 			return
 		}
+		if ka = r.resume(ctx); ka != nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
 		r.log.Warn("membership lease lost; registering again")
 		var backoff etcd.Backoff
 		for {
@@ -133,6 +139,64 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			}
 		}
 	}
+}
+
+// resume keeps the current lease alive again if etcd still holds it with
+// the record on it. Keep-alives end once etcd has not answered for a TTL,
+// but that does not mean the lease is gone: a restarted etcd restores its
+// leases for a full TTL, and while etcd was away nobody could see the
+// member go. Registering anew instead would collide with the member's own
+// record until that restored lease expired, and every router would drop
+// the member and take it back. resume waits for etcd (with backoff) and
+// returns the new keep-alives, or nil when the record or its lease is
+// really gone, or ctx ended.
+func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAliveResponse {
+	r.mu.Lock()
+	lease := r.lease
+	r.mu.Unlock()
+	// Short waits: the lease etcd restores lasts one TTL from its return.
+	backoff := etcd.Backoff{Max: 500 * time.Millisecond}
+	warned := false
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
+		alive, err := r.holds(attempt, lease)
+		cancel()
+		if err == nil {
+			if !alive {
+				return nil
+			}
+			ka, err := r.cli.KeepAlive(r.ctx, lease)
+			if err != nil {
+				return nil
+			}
+			r.log.Info("membership lease kept: etcd answers again and still holds it")
+			return ka
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !warned {
+			r.log.Warn("membership lease unconfirmed: etcd does not answer; asking again until it does", "err", err)
+			warned = true
+		}
+		if !backoff.Wait(ctx) {
+			return nil
+		}
+	}
+}
+
+// holds reports whether the record is still attached to lease and the
+// lease has time left.
+func (r *Registration) holds(ctx context.Context, lease clientv3.LeaseID) (bool, error) {
+	resp, err := r.cli.Get(ctx, r.key)
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != lease {
+		return false, err
+	}
+	ttl, err := r.cli.TimeToLive(ctx, lease)
+	if err != nil {
+		return false, err
+	}
+	return ttl.TTL > 0, nil
 }
 
 // Update rewrites the member record under the current lease, and is what a

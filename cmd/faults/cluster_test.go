@@ -1,0 +1,371 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardlimit/shardlimit/cmd/bench"
+	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// proc is one process of the cluster. Restarting it runs the same command
+// line again: same ports, same data.
+type proc struct {
+	name string
+	sub  string   // the subcommand: etcd, shard, router, rebalance
+	args []string // its flags, without those launch adds
+	// addr is the gRPC address (etcd: the client address); metrics the
+	// host:port of /metrics, /healthz and /readyz ("" for etcd).
+	addr, metrics string
+	log           string // output of every run, appended
+
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the current run exits
+	logOff int64         // size of the log when the current run started
+}
+
+// running reports whether the current run has not exited.
+func (p *proc) running() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the current run.
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	}
+}
+
+// kill kills the current run with SIGKILL and waits for it to exit.
+func (p *proc) kill(t testing.TB) {
+	t.Helper()
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once it runs
+	p.signal(t, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit within 30s of SIGKILL", p.name)
+	}
+}
+
+// tail returns the last n lines of the process's log.
+func (p *proc) tail(n int) string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cluster is etcd, three shards, two routers and a rebalance instance, each
+// a process of the built binary on 127.0.0.1.
+type cluster struct {
+	cfg    config
+	bin    string
+	sec    security
+	dir    string
+	prefix string
+
+	etcd      *proc
+	shards    []*proc
+	routers   []*proc
+	rebalance *proc
+	procs     []*proc // every one, in start order
+
+	etcdCli *clientv3.Client
+}
+
+// Rules of the suite. The bench and the probe loop check endpoints whose
+// limits they never reach, so that a denial is never theirs; the flood
+// rule lets a user through 10 times an hour.
+const (
+	service       = "faults"
+	benchEndpoint = "/bench"
+	probeEndpoint = "/probe"
+	probeRule     = "probe"
+	floodEndpoint = "/flood"
+	floodRule     = "flood"
+	floodLimit    = 10
+	rulesYAML     = `rules:
+  - service: faults
+    endpoint: /bench
+    name: bench
+    limit: 1000000000
+    period: 1m
+  - service: faults
+    endpoint: /probe
+    name: probe
+    limit: 1000000000
+    period: 1m
+  - service: faults
+    endpoint: /flood
+    name: flood
+    algorithm: token_bucket
+    limit: 10
+    period: 1h
+`
+	rulesCount = 3
+)
+
+// startCluster starts the cluster, applies the suite's rules and waits until
+// both routers route to the three shards with the rules. Everything stops
+// when the test ends; on failure the last lines of each process's log are
+// printed.
+func startCluster(t *testing.T, cfg config) *cluster {
+	t.Helper()
+	bin, sec := binary(t)
+	base, err := bench.FreePorts(13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(i int) string { return "127.0.0.1:" + strconv.Itoa(base+i) }
+	c := &cluster{cfg: cfg, bin: bin, sec: sec, dir: t.TempDir(), prefix: "/faults/"}
+	t.Cleanup(c.stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range c.procs {
+				t.Logf("last lines of %s (%s):\n%s", p.name, p.log, p.tail(30))
+			}
+		}
+	})
+	etcdAddr := port(0)
+	c.etcd = c.newProc("etcd", "etcd", etcdAddr, "", "--data-dir", filepath.Join(c.dir, "etcd"), "--listen", etcdAddr)
+	common := []string{"--etcd", etcdAddr, "--prefix", c.prefix}
+	for i := range 3 {
+		id := "shard-" + strconv.Itoa(i+1)
+		addr, metrics := port(1+2*i), port(2+2*i)
+		c.shards = append(c.shards, c.newProc(id, "shard", addr, metrics, append([]string{"--id", id, "--listen", addr,
+			"--metrics-listen", metrics, "--lease-ttl", cfg.leaseTTL.String()}, common...)...))
+	}
+	for i := range 2 {
+		addr, metrics := port(7+2*i), port(8+2*i)
+		c.routers = append(c.routers, c.newProc("router-"+strconv.Itoa(i+1), "router", addr, metrics,
+			append([]string{"--listen", addr, "--metrics-listen", metrics, "--deadline", cfg.deadline.String(),
+				"--breaker-cooldown", cfg.cooldown.String()}, common...)...))
+	}
+	// The rebalance job takes part (election, its etcd session) but does
+	// not run during the suite: a move would change owners under the
+	// probe loop's per-shard assertions.
+	c.rebalance = c.newProc("rebalance", "rebalance", port(11), port(12), append([]string{"--id", "rebalance-1",
+		"--listen", port(11), "--metrics-listen", port(12), "--interval", "1h"}, common...)...)
+
+	c.launch(t, c.etcd)
+	c.waitReady(t, c.etcd)
+	if c.etcdCli, err = etcdclient.Dial([]string{etcdAddr}, sec.etcdTLS()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.shards {
+		c.launch(t, s)
+	}
+	for _, s := range c.shards {
+		c.waitReady(t, s)
+	}
+	for _, r := range c.routers {
+		c.launch(t, r)
+	}
+	c.launch(t, c.rebalance)
+	for _, r := range c.routers {
+		c.waitReady(t, r)
+	}
+	c.waitReady(t, c.rebalance)
+	rules := filepath.Join(c.dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte(rulesYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ctl(t, "rules", "apply", "-f", rules)
+	c.waitRouters(t, "shardlimit_router_rules", rulesCount)
+	return c
+}
+
+func (c *cluster) newProc(name, sub, addr, metrics string, args ...string) *proc {
+	p := &proc{name: name, sub: sub, args: args, addr: addr, metrics: metrics, log: filepath.Join(c.dir, name+".log")}
+	c.procs = append(c.procs, p)
+	return p
+}
+
+// launch starts a run of p. It is the one place where the suite starts a
+// process: the security flags and the log flags are added here.
+func (c *cluster) launch(t testing.TB, p *proc) {
+	t.Helper()
+	if p.running() {
+		t.Fatalf("%s is already running", p.name)
+	}
+	args := append([]string{p.sub}, p.args...)
+	args = append(args, c.sec.flags(p.sub)...)
+	args = append(args, "--log-format", "text", "--log-level", "info")
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.logOff = st.Size()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so that no signal meant for the test reaches
+	// it; and it dies with the test binary.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	done := p.done
+	go func() { _ = cmd.Wait(); close(done) }()
+}
+
+// stop kills every process, the components first and etcd last.
+func (c *cluster) stop() {
+	if c.etcdCli != nil {
+		_ = c.etcdCli.Close()
+	}
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		if p.running() {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// readyTimeout bounds every wait for a process to start or the cluster to
+// settle: generous, so that a loaded machine makes the suite slower, never
+// wrong.
+const readyTimeout = 60 * time.Second
+
+// waitReady waits until p serves: etcd's ready line, a shard's /readyz,
+// a router's /readyz with the three shards in its routing, the rebalance
+// instance's /healthz.
+func (c *cluster) waitReady(t testing.TB, p *proc) {
+	t.Helper()
+	poll.Until(t, readyTimeout, func() error {
+		if !p.running() {
+			t.Fatalf("%s exited while starting:\n%s", p.name, p.tail(30))
+		}
+		switch p.sub {
+		case "etcd":
+			b, err := os.ReadFile(p.log)
+			if err != nil || int64(len(b)) < p.logOff || !bytes.Contains(b[p.logOff:], []byte("shardlimit etcd ready in ")) {
+				return errors.New("etcd: no ready line yet")
+			}
+			return nil
+		case "shard":
+			return get(p.metrics, "/readyz")
+		case "router":
+			if err := get(p.metrics, "/readyz"); err != nil {
+				return err
+			}
+			return wantMetric(p, "shardlimit_router_members", float64(len(c.shards)))
+		default:
+			return get(p.metrics, "/healthz")
+		}
+	})
+}
+
+// waitRouters waits until metric is want on both routers, and returns
+// when that was first seen.
+func (c *cluster) waitRouters(t testing.TB, metric string, want float64) time.Time {
+	t.Helper()
+	poll.Until(t, readyTimeout, func() error {
+		for _, r := range c.routers {
+			if err := wantMetric(r, metric, want); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return time.Now()
+}
+
+// ctl runs `shardlimit ctl` against the first router and returns its
+// output; it fails the test unless ctl exits 0.
+func (c *cluster) ctl(t testing.TB, args ...string) string {
+	t.Helper()
+	args = append(append([]string{"ctl", "--router", c.routers[0].addr}, c.sec.flags("ctl")...), args...)
+	out, err := exec.Command(c.bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("shardlimit %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// members returns the member ids registered in etcd.
+func (c *cluster) members(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	layout := etcdclient.Layout(c.prefix)
+	resp, err := c.etcdCli.Get(ctx, layout.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, kv := range resp.Kvs {
+		ids = append(ids, layout.MemberID(string(kv.Key)))
+	}
+	return ids, nil
+}
+
+// routerAddrs returns the routers' gRPC addresses.
+func (c *cluster) routerAddrs() []string {
+	addrs := make([]string, len(c.routers))
+	for i, r := range c.routers {
+		addrs[i] = r.addr
+	}
+	return addrs
+}
+
+// healthy waits until the whole cluster runs as it started: every process
+// up, three shards registered and routed to by both routers, which hold
+// the suite's rules. Each scenario starts with it.
+func (c *cluster) healthy(t testing.TB) {
+	t.Helper()
+	for _, p := range c.procs {
+		if !p.running() {
+			t.Fatalf("%s is not running at the start of the scenario", p.name)
+		}
+	}
+	poll.Until(t, readyTimeout, func() error {
+		ids, err := c.members(context.Background())
+		if err != nil {
+			return err
+		}
+		if len(ids) != len(c.shards) {
+			return fmt.Errorf("members in etcd: %v", ids)
+		}
+		return nil
+	})
+	c.waitRouters(t, "shardlimit_router_members", float64(len(c.shards)))
+	c.waitRouters(t, "shardlimit_router_rules", rulesCount)
+}

@@ -1,0 +1,30 @@
+// Package faults is shardlimit's fault suite: tests only, no library code.
+// It builds the shardlimit binary and runs a cluster of real processes on
+// 127.0.0.1 (etcd through `shardlimit etcd`, three shards, two routers and
+// a rebalance instance), drives it with a steady load from package
+// cmd/bench and with its own probe loop through the Go client
+// (router/client, both routers configured, so it fails over), injects
+// faults with signals (a shard killed or stopped, etcd killed for a while,
+// a router killed or stopped, a user flooding while its shard is down),
+// after a scenario without a fault that shows the floor, and asserts on
+// what callers saw: errors, answers by failure policy and whose keys they
+// were for, latency, and how long membership took to converge and the
+// cluster to recover.
+//
+// `go test ./cmd/faults` (part of `make test`) runs the short form: short
+// faults, routers with a 1 s deadline so that a loaded machine does not
+// open circuits to healthy shards, and no assertion on a time, only on
+// what callers saw. `make faults` runs the full form (-faults.full): the
+// issue's durations and the routers' default 20 ms deadline, with latency
+// and recovery times asserted; it wants a quiet machine, and the "no
+// fault" scenario shows whether it had one. -faults.deadline sets the
+// routers' deadline, -faults.slack the latency allowed over it, and
+// -faults.bin runs a given binary instead of building cmd/shardlimit. Both
+// forms print a table of every scenario at the end (go test -v shows it).
+//
+// Every process is started by one function (cluster.launch), and the
+// flags and client options that say how processes and clients
+// authenticate come from one place (security), so that running the suite
+// with TLS and credentials is one change. Nothing outside this package
+// imports it.
+package faults

@@ -1,0 +1,172 @@
+package faults
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+)
+
+var (
+	full     = flag.Bool("faults.full", false, "run the full fault suite (make faults): the issue's durations, with latency and recovery times asserted")
+	bin      = flag.String("faults.bin", "", "run this shardlimit binary instead of building ./cmd/shardlimit")
+	deadline = flag.Duration("faults.deadline", 0, "the routers' --deadline (default: 20ms, the routers' default, in the full form; 1s in the short form)")
+	slack    = flag.Duration("faults.slack", 5*time.Millisecond, "full form: latency allowed over the routers' deadline at p99 while a shard is down")
+)
+
+// config holds the durations and rates of one form of the suite.
+type config struct {
+	full bool
+	// leaseTTL is the shards' --lease-ttl.
+	leaseTTL time.Duration
+	// deadline and cooldown are the routers' --deadline and
+	// --breaker-cooldown.
+	deadline, cooldown time.Duration
+	// clientTimeout is the Go client's timeout: past it, a check is
+	// answered by the client's failure mode.
+	clientTimeout time.Duration
+	// stopFor is how long a shard stays stopped (SIGSTOP); etcdDownFor how
+	// long etcd stays down.
+	stopFor, etcdDownFor time.Duration
+	// window is how many checks of the faulted shard's users the probe
+	// loop records before a fault and after each recovery.
+	window int
+	// probeWorkers each check one probe user every probeInterval.
+	probeWorkers  int
+	probeInterval time.Duration
+	// benchRate is the bench's requests per second (10 checks each).
+	benchRate float64
+}
+
+// shortConfig is the form `make test` runs: short faults, under a minute,
+// on machines that other work shares. Its routers' deadline is a second,
+// not the default 20ms, so that only a fault opens a circuit: a loaded
+// machine delays a healthy shard's answers by tens of milliseconds, and
+// every check past the deadline is answered by policy. The shard stays
+// stopped long enough for its circuit to open, and the lease (the
+// default) outlasts the stop, whose start may come up to a third of the
+// TTL after the shard's last keep-alive.
+func shortConfig() config {
+	return config{
+		leaseTTL: 5 * time.Second, deadline: time.Second, cooldown: time.Second, clientTimeout: 5 * time.Second,
+		stopFor: 2500 * time.Millisecond, etcdDownFor: 5 * time.Second,
+		window: 50, probeWorkers: 2, probeInterval: 5 * time.Millisecond, benchRate: 100,
+	}
+}
+
+// fullConfig is the form `make faults` runs: the issue's durations.
+func fullConfig() config {
+	return config{
+		full:     true,
+		leaseTTL: 5 * time.Second, deadline: 20 * time.Millisecond, cooldown: time.Second, clientTimeout: time.Second,
+		stopFor: 3 * time.Second, etcdDownFor: 30 * time.Second,
+		window: 300, probeWorkers: 4, probeInterval: 4 * time.Millisecond, benchRate: 300,
+	}
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	printSummary()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	binPath   string
+	binSec    security
+	buildErr  error
+)
+
+// binary builds cmd/shardlimit once per test binary (or takes
+// -faults.bin), and finds out how its components want to be secured.
+func binary(t testing.TB) (string, security) {
+	t.Helper()
+	buildOnce.Do(func() {
+		if *bin != "" {
+			binPath = *bin
+			binSec, buildErr = detectSecurity(binPath)
+			return
+		}
+		// Not t.TempDir: the binary outlives the first test that asks.
+		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-faults-"); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(buildDir, "shardlimit")
+		out, err := exec.Command("go", "build", "-o", binPath, "../shardlimit").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/shardlimit: %v\n%s", err, out)
+			return
+		}
+		binSec, buildErr = detectSecurity(binPath)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath, binSec
+}
+
+// row is one scenario's line in the summary: what callers saw and how
+// long the cluster took to recover.
+type row struct {
+	scenario string
+	probe    tally  // the probe loop's checks over the scenario
+	other    int    // policy answers for users of shards that were not faulted
+	bench    string // the bench's figures
+	recovery string
+	result   string // ok, FAIL or skipped
+	load     string // the machine's load average over the last minute, when the scenario ended
+}
+
+// loadAverage returns the first field of /proc/loadavg, or "?".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+var (
+	summaryMu sync.Mutex
+	summary   []row
+	form      = "short"
+)
+
+func report(r row) {
+	summaryMu.Lock()
+	defer summaryMu.Unlock()
+	summary = append(summary, r)
+}
+
+// printSummary prints the table of every scenario run.
+func printSummary() {
+	summaryMu.Lock()
+	defer summaryMu.Unlock()
+	if len(summary) == 0 {
+		return
+	}
+	fmt.Printf("\nfault suite (%s form): what callers saw\n", form)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "SCENARIO\tRESULT\tLOAD\tCHECKS\tERRORS\tPOLICY\tPOLICY ELSEWHERE\tP99\tMAX\tBENCH\tRECOVERY")
+	for _, r := range summary {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%v\t%v\t%s\t%s\n", r.scenario, r.result, r.load, r.probe.checks, r.probe.errors(), r.probe.policy,
+			r.other, dur(r.probe.p99), dur(r.probe.max), r.bench, r.recovery)
+	}
+	_ = w.Flush()
+	fmt.Println(strings.TrimSpace(`
+LOAD: the machine's 1-minute load average as the scenario ended. CHECKS, ERRORS, POLICY, P99, MAX: the probe
+loop's checks through the Go client (etcd down: until the watches resumed); ERRORS are checks with no
+decision from a router (an error, or the client's failure mode); POLICY answers by a rule's failure policy,
+POLICY ELSEWHERE those for users of shards that were not faulted. BENCH: shardlimit bench over the scenario.`))
+}

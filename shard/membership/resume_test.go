@@ -1,0 +1,104 @@
+package membership_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// syncBuffer is a log sink that goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// etcd down for longer than the TTL, then restarted on the same data: it
+// restores the member's lease, and the member keeps it instead of
+// registering anew, so the record is never deleted (its create revision
+// stays) and no router ever sees the member go.
+func TestLeaseKeptAcrossEtcdRestart(t *testing.T) {
+	dir := t.TempDir()
+	e, err := embedded.Start(dir, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := e.Endpoint()
+	defer func() { e.Close() }()
+	cli, err := etcd.Dial([]string{addr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	layout := etcd.Layout("/resume/")
+	logs := &syncBuffer{}
+	const ttl = 2 * time.Second
+	reg, err := membership.Register(t.Context(), cli, layout, member.Member{ID: "a", Addr: "127.0.0.1:1"}, ttl, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Close(context.Background()) }()
+	created := createRevision(t, cli, layout.Member("a"))
+
+	e.Close() // takes several seconds: it drains the member's streams
+	// The fault lasts past the TTL, so the member's keep-alives end.
+	time.Sleep(ttl + 1500*time.Millisecond)
+	if e, err = embedded.Start(dir, addr); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, func() error {
+		if !strings.Contains(logs.String(), "membership lease kept") {
+			return errors.New("no \"membership lease kept\" logged:\n" + logs.String())
+		}
+		return nil
+	})
+	// The restored lease would have expired a TTL after the restart: watch
+	// past that.
+	time.Sleep(ttl + time.Second)
+	if got := createRevision(t, cli, layout.Member("a")); got != created {
+		t.Fatalf("record created again (revision %d, was %d): the member was dropped\n%s", got, created, logs.String())
+	}
+	if strings.Contains(logs.String(), "registering again") {
+		t.Errorf("the member registered anew:\n%s", logs.String())
+	}
+}
+
+// createRevision returns the create revision of key, which changes when the
+// key is deleted and written again; 0 when it does not exist.
+func createRevision(t *testing.T, cli *clientv3.Client, key string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return resp.Kvs[0].CreateRevision
+}
