@@ -89,26 +89,27 @@ var (
 )
 
 // binary builds cmd/shardlimit once per test binary (or takes
-// -faults.bin), and finds out how its components want to be secured.
+// -faults.bin), and makes the PKI its cluster runs with.
 func binary(t testing.TB) (string, security) {
 	t.Helper()
 	buildOnce.Do(func() {
-		if *bin != "" {
-			binPath = *bin
-			binSec, buildErr = detectSecurity(binPath)
+		// Not t.TempDir: the binary and the PKI outlive the first test
+		// that asks.
+		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-faults-"); buildErr != nil {
 			return
 		}
-		// Not t.TempDir: the binary outlives the first test that asks.
-		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-faults-"); buildErr != nil {
+		if binSec, buildErr = newSecurity(buildDir); buildErr != nil {
+			return
+		}
+		if *bin != "" {
+			binPath = *bin
 			return
 		}
 		binPath = filepath.Join(buildDir, "shardlimit")
 		out, err := exec.Command("go", "build", "-o", binPath, "../shardlimit").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/shardlimit: %v\n%s", err, out)
-			return
 		}
-		binSec, buildErr = detectSecurity(binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
