@@ -1,6 +1,7 @@
 package router
 
 import (
+	"crypto/tls"
 	"testing"
 	"time"
 
@@ -183,7 +184,7 @@ func TestOverLimitCacheOption(t *testing.T) {
 		{7, "over-limit cache: 7 entries not in 8..10000000 (negative turns it off)"},
 		{10_000_001, "over-limit cache: 10000001 entries not in 8..10000000 (negative turns it off)"},
 	} {
-		o := Options{Etcd: []string{"x"}, OverLimitCache: tc.entries}
+		o := Options{Etcd: []string{"x"}, OverLimitCache: tc.entries, TLS: &tls.Config{}, ShardTLS: &tls.Config{}}
 		o.fill()
 		err := o.validate()
 		if (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
