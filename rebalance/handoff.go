@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // handoff moves the counters of planned moves from old to new owners. See

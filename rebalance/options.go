@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/rebalance/planner"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Options configure a rebalance instance. Flags of `shardlimit rebalance`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/buraksezer/consistent"
 	"github.com/cespare/xxhash/v2"
+
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
