@@ -1,6 +1,10 @@
 package shardmap
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/shardlimit/shardlimit/shard/member"
+)
 
 func TestResolvePinsLiveOwnersOnly(t *testing.T) {
 	cfg := Config{Partitions: 8, ReplicationFactor: 20, Load: 1.25}
@@ -30,5 +34,32 @@ func TestResolvePinsLiveOwnersOnly(t *testing.T) {
 	// A map for another partition count is ignored, as is no map.
 	if Resolve(ring, &Map{Version: 1, Partitions: 4, Owners: make([]string, 4)}) != ring || Resolve(ring, nil) != ring {
 		t.Fatal("a mismatched or absent map was applied")
+	}
+}
+
+// Joining and draining members own nothing, and a pin to one falls back to
+// the ring, for every caller of the owner function alike.
+func TestOnlyServingMembersOwnPartitions(t *testing.T) {
+	cfg := Config{Partitions: 64, ReplicationFactor: 20, Load: 1.25}
+	ms := members(4)
+	ms[1].State = member.Joining
+	ms[2].State = member.Draining
+	ms[3].State = member.Serving
+	m := &Map{Version: 1, Partitions: 64, Owners: make([]string, 64)}
+	m.Owners[0], m.Owners[1] = "shard-1", "shard-2"
+	got, err := InForce(cfg, ms, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := InForce(cfg, []member.Member{ms[0], ms[3]}, nil)
+	for p := range 64 {
+		a, _ := got.Owner(p)
+		b, _ := want.Owner(p)
+		if a.ID != b.ID || (a.ID != "shard-0" && a.ID != "shard-3") {
+			t.Fatalf("partition %d owned by %s, want %s (the ring over the serving members)", p, a.ID, b.ID)
+		}
+	}
+	if n := len(got.Members()); n != 2 {
+		t.Fatalf("table holds %d members, want the 2 serving ones", n)
 	}
 }

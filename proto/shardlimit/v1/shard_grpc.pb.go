@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Decide_FullMethodName  = "/shardlimit.v1.Shard/Decide"
-	Shard_Stats_FullMethodName   = "/shardlimit.v1.Shard/Stats"
-	Shard_Limited_FullMethodName = "/shardlimit.v1.Shard/Limited"
-	Shard_Reset_FullMethodName   = "/shardlimit.v1.Shard/Reset"
-	Shard_Export_FullMethodName  = "/shardlimit.v1.Shard/Export"
-	Shard_Import_FullMethodName  = "/shardlimit.v1.Shard/Import"
-	Shard_Drop_FullMethodName    = "/shardlimit.v1.Shard/Drop"
+	Shard_Decide_FullMethodName       = "/shardlimit.v1.Shard/Decide"
+	Shard_Stats_FullMethodName        = "/shardlimit.v1.Shard/Stats"
+	Shard_Limited_FullMethodName      = "/shardlimit.v1.Shard/Limited"
+	Shard_Reset_FullMethodName        = "/shardlimit.v1.Shard/Reset"
+	Shard_Export_FullMethodName       = "/shardlimit.v1.Shard/Export"
+	Shard_Import_FullMethodName       = "/shardlimit.v1.Shard/Import"
+	Shard_Drop_FullMethodName         = "/shardlimit.v1.Shard/Drop"
+	Shard_ExportStream_FullMethodName = "/shardlimit.v1.Shard/ExportStream"
+	Shard_ImportStream_FullMethodName = "/shardlimit.v1.Shard/ImportStream"
 )
 
 // ShardClient is the client API for Shard service.
@@ -51,6 +53,16 @@ type ShardClient interface {
 	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
 	// Drop forgets every key of the given partitions, after they moved away.
 	Drop(ctx context.Context, in *DropRequest, opts ...grpc.CallOption) (*DropResponse, error)
+	// ExportStream streams the counter state of every key in the given
+	// partitions, in chunks bounded in keys and bytes, so that any number of
+	// keys can move.
+	ExportStream(ctx context.Context, in *ExportStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportStreamResponse], error)
+	// ImportStream merges each chunk as Import does (the more restrictive
+	// state wins) as it arrives, and answers once the sender closes the
+	// stream. A chunk that fails validation ends the stream with
+	// InvalidArgument; the chunks before it stay merged, and merging is
+	// idempotent, so the sender may send everything again.
+	ImportStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportStreamRequest, ImportStreamResponse], error)
 }
 
 type shardClient struct {
@@ -131,6 +143,38 @@ func (c *shardClient) Drop(ctx context.Context, in *DropRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *shardClient) ExportStream(ctx context.Context, in *ExportStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[0], Shard_ExportStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportStreamRequest, ExportStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_ExportStreamClient = grpc.ServerStreamingClient[ExportStreamResponse]
+
+func (c *shardClient) ImportStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportStreamRequest, ImportStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[1], Shard_ImportStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImportStreamRequest, ImportStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_ImportStreamClient = grpc.ClientStreamingClient[ImportStreamRequest, ImportStreamResponse]
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -154,6 +198,16 @@ type ShardServer interface {
 	Import(context.Context, *ImportRequest) (*ImportResponse, error)
 	// Drop forgets every key of the given partitions, after they moved away.
 	Drop(context.Context, *DropRequest) (*DropResponse, error)
+	// ExportStream streams the counter state of every key in the given
+	// partitions, in chunks bounded in keys and bytes, so that any number of
+	// keys can move.
+	ExportStream(*ExportStreamRequest, grpc.ServerStreamingServer[ExportStreamResponse]) error
+	// ImportStream merges each chunk as Import does (the more restrictive
+	// state wins) as it arrives, and answers once the sender closes the
+	// stream. A chunk that fails validation ends the stream with
+	// InvalidArgument; the chunks before it stay merged, and merging is
+	// idempotent, so the sender may send everything again.
+	ImportStream(grpc.ClientStreamingServer[ImportStreamRequest, ImportStreamResponse]) error
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -184,6 +238,12 @@ func (UnimplementedShardServer) Import(context.Context, *ImportRequest) (*Import
 }
 func (UnimplementedShardServer) Drop(context.Context, *DropRequest) (*DropResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drop not implemented")
+}
+func (UnimplementedShardServer) ExportStream(*ExportStreamRequest, grpc.ServerStreamingServer[ExportStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExportStream not implemented")
+}
+func (UnimplementedShardServer) ImportStream(grpc.ClientStreamingServer[ImportStreamRequest, ImportStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImportStream not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -332,6 +392,24 @@ func _Shard_Drop_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_ExportStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ShardServer).ExportStream(m, &grpc.GenericServerStream[ExportStreamRequest, ExportStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_ExportStreamServer = grpc.ServerStreamingServer[ExportStreamResponse]
+
+func _Shard_ImportStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ShardServer).ImportStream(&grpc.GenericServerStream[ImportStreamRequest, ImportStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_ImportStreamServer = grpc.ClientStreamingServer[ImportStreamRequest, ImportStreamResponse]
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -368,6 +446,17 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Shard_Drop_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExportStream",
+			Handler:       _Shard_ExportStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImportStream",
+			Handler:       _Shard_ImportStream_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "shardlimit/v1/shard.proto",
 }
