@@ -28,6 +28,15 @@ type Options struct {
 	// LeaseTTL is the membership lease; default 5s. A dead shard is dropped
 	// by routers at most this long after it stops.
 	LeaseTTL time.Duration
+	// DrainTimeout bounds the drain of a graceful Stop: handing every
+	// partition's counters to its next owner, then deregistering. Past it
+	// the shard stops anyway and logs what it did not hand over. Default
+	// 45s, which fits the Kubernetes manifests' grace period of 60s.
+	DrainTimeout time.Duration
+	// HandoffSettle is how long a drain or a join waits after its member
+	// record changed state before copying counters again, so that every
+	// router has switched (routers switch within a second); default 1.5s.
+	HandoffSettle time.Duration
 	// MaxKeys bounds the counter keys held; default 0 (unbounded). Past it,
 	// new keys evict the least recently used idle keys first.
 	MaxKeys int
@@ -59,6 +68,10 @@ type Options struct {
 	TLS *tls.Config
 	// EtcdTLS secures the etcd connection; default nil: plain text.
 	EtcdTLS *tls.Config
+	// ShardTLS secures the calls to other shards that hand counters over
+	// when this shard drains or joins (with a client certificate for
+	// mTLS); default nil: plain text.
+	ShardTLS *tls.Config
 	// Started is when the process started, the start of the host setup
 	// time; default the time Start is called.
 	Started time.Time
@@ -73,6 +86,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
+		DrainTimeout: 45 * time.Second, HandoffSettle: 1500 * time.Millisecond,
 		SweepInterval: 10 * time.Second, Capacity: 500_000,
 		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, Episodes: 10_000,
 	}
@@ -88,6 +102,12 @@ func (o *Options) fill() {
 	}
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = d.LeaseTTL
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = d.DrainTimeout
+	}
+	if o.HandoffSettle == 0 {
+		o.HandoffSettle = d.HandoffSettle
 	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = d.SweepInterval
@@ -123,6 +143,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
+	case o.DrainTimeout < 0 || o.DrainTimeout > time.Hour:
+		return fmt.Errorf("drain timeout: %v not in 0..1h", o.DrainTimeout)
+	case o.HandoffSettle < 0 || o.HandoffSettle > time.Minute:
+		return fmt.Errorf("handoff settle: %v not in 0..1m", o.HandoffSettle)
 	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):
 		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:

@@ -93,6 +93,8 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 	o := shard.DefaultOptions()
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
 	o.LeaseTTL = 2 * time.Second
+	// Routers in a test follow etcd within milliseconds.
+	o.HandoffSettle = 200 * time.Millisecond
 	o.TopKeysSample = 1 // exact hot-key counts, so tests can assert them
 	if c.opts.Shard != nil {
 		c.opts.Shard(&o)

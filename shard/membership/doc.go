@@ -3,7 +3,12 @@
 // A shard registers itself with Register: it writes <prefix>members/<id>
 // under a lease, keeps the lease alive, registers again if the lease is lost
 // (for example after etcd was unreachable for longer than the TTL), and
-// revokes the lease on Close so that routers drop it at once. Routers and the
+// revokes the lease on Close so that routers drop it at once. With
+// RegisterUntilLost a lost lease (keep-alives ended, or the record deleted)
+// ends the registration and calls back instead, so that the shard gives its
+// counters back and joins again warm before it owns anything (package
+// shard). Update rewrites the record, e.g. its state: joining, serving,
+// draining. Routers and the
 // rebalance job follow the set with Watch, which calls back with the full,
 // sorted list after every change and keeps the last known list while etcd is
 // unreachable.
