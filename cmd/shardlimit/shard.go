@@ -27,7 +27,7 @@ SIGINT it drains: it hands each partition's counters to its next owner, lets
 routers switch, copies again, then deregisters and exits, within
 --drain-timeout. A shard killed with SIGKILL hands nothing over: its
 partitions count from zero at their next owners.`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			var err error
