@@ -1,14 +1,15 @@
 package shard
 
 import (
-	"errors"
-	"io"
+	"context"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
 // Bounds on one chunk of a streamed export: the defaults, and the most a
@@ -22,6 +23,16 @@ const (
 	maxChunkBytes     = 2 << 20
 )
 
+func checkChunks(keys, bytes uint32) error {
+	switch {
+	case keys > maxChunkKeys:
+		return status.Errorf(codes.InvalidArgument, "max_chunk_keys: %d is over the maximum of %d", keys, maxChunkKeys)
+	case bytes > maxChunkBytes:
+		return status.Errorf(codes.InvalidArgument, "max_chunk_bytes: %d is over the maximum of %d", bytes, maxChunkBytes)
+	}
+	return nil
+}
+
 // keyStateBytes estimates the encoded size of one key's state: the fixed
 // fields and up to 10 bytes per sliding-log time.
 func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + 10*len(k.Times) }
@@ -34,13 +45,10 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return err
 	}
-	maxKeys, maxBytes := int(req.MaxChunkKeys), int(req.MaxChunkBytes)
-	switch {
-	case maxKeys > maxChunkKeys:
-		return status.Errorf(codes.InvalidArgument, "max_chunk_keys: %d is over the maximum of %d", maxKeys, maxChunkKeys)
-	case maxBytes > maxChunkBytes:
-		return status.Errorf(codes.InvalidArgument, "max_chunk_bytes: %d is over the maximum of %d", maxBytes, maxChunkBytes)
+	if err := checkChunks(req.MaxChunkKeys, req.MaxChunkBytes); err != nil {
+		return err
 	}
+	maxKeys, maxBytes := int(req.MaxChunkKeys), int(req.MaxChunkBytes)
 	if maxKeys == 0 {
 		maxKeys = defaultChunkKeys
 	}
@@ -76,26 +84,38 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	return nil
 }
 
-// ImportStream implements the shard API: each chunk is validated and
-// merged as one Import, as it arrives.
-func (s *Server) ImportStream(stream grpc.ClientStreamingServer[shardlimitv1.ImportStreamRequest, shardlimitv1.ImportStreamResponse]) error {
-	out := &shardlimitv1.ImportStreamResponse{}
-	for {
-		chunk, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return stream.SendAndClose(out)
-		}
-		if err != nil {
-			return err
-		}
-		resp, err := s.Import(stream.Context(), &shardlimitv1.ImportRequest{Keys: chunk.Keys})
-		if err != nil {
-			st := status.Convert(err)
-			return status.Errorf(st.Code(), "chunk %d: %s", out.Chunks, st.Message())
-		}
-		out.Imported += resp.Imported
-		out.Kept += resp.Kept
-		out.Chunks++
-		s.handoffMetrics.keys[directionIn].Add(float64(len(chunk.Keys)))
+// Pull implements the shard API: the shard reads the source's
+// ExportStream (package handoff's Pull) and merges each chunk as one
+// Import, validated as Import validates.
+func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shardlimitv1.PullResponse, error) {
+	if req.SourceAddr == "" {
+		return nil, status.Error(codes.InvalidArgument, "source_addr: required")
 	}
+	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
+		return nil, err
+	}
+	if err := checkChunks(req.MaxChunkKeys, req.MaxChunkBytes); err != nil {
+		return nil, err
+	}
+	from, err := s.peers.Client(member.Member{ID: req.SourceId, Addr: req.SourceAddr})
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, "source_addr: "+err.Error())
+	}
+	c, err := handoff.Pull(ctx, from, req, s.merge)
+	resp := &shardlimitv1.PullResponse{Keys: c.Keys, Imported: c.Imported, Kept: c.Kept, Chunks: c.Chunks}
+	if err != nil {
+		// The source's or the import's own code, with the whole story.
+		return nil, status.Error(status.Code(err), err.Error())
+	}
+	return resp, nil
+}
+
+// merge merges one pulled chunk as Import does.
+func (s *Server) merge(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, kept uint64, err error) {
+	resp, err := s.Import(ctx, &shardlimitv1.ImportRequest{Keys: keys})
+	if err != nil {
+		return 0, 0, err
+	}
+	s.handoffMetrics.keys[directionIn].Add(float64(len(keys)))
+	return resp.Imported, resp.Kept, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
 // Copied is what one copy moved.
@@ -24,44 +25,54 @@ type Chunking struct {
 	Keys, Bytes uint32
 }
 
-// Copy streams the counters of parts (numbered among count partitions)
-// from one shard into another: from's ExportStream piped chunk by chunk
-// into to's ImportStream. Neither side holds more than a few chunks at a
-// time, whatever the number of keys.
-func Copy(ctx context.Context, from, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking) (Copied, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends both streams on an early return
-	exp, err := from.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{
-		Partitions: parts, PartitionCount: uint32(count), MaxChunkKeys: chunks.Keys, MaxChunkBytes: chunks.Bytes,
+// Copy has shard to pull the counters of parts (numbered among count
+// partitions) from shard from, shard to shard: to reads from's
+// ExportStream and merges each chunk as it arrives (Pull), so neither side
+// holds more than a few chunks at a time, whatever the number of keys.
+func Copy(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking) (Copied, error) {
+	resp, err := to.Pull(ctx, &shardlimitv1.PullRequest{
+		SourceId: from.ID, SourceAddr: from.Addr, Partitions: parts, PartitionCount: uint32(count),
+		MaxChunkKeys: chunks.Keys, MaxChunkBytes: chunks.Bytes,
 	})
 	if err != nil {
-		return Copied{}, fmt.Errorf("export: %w", err)
+		return Copied{}, err
 	}
-	imp, err := to.ImportStream(ctx)
+	return Copied{Keys: resp.Keys, Imported: resp.Imported, Kept: resp.Kept, Chunks: resp.Chunks}, nil
+}
+
+// Merge merges one chunk of keys into the receiving shard and says how many
+// it added or changed and how many kept their own state: the shard host's
+// Import.
+type Merge func(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, kept uint64, err error)
+
+// Pull is the receiving side of Copy, run by the destination shard: it
+// reads from's ExportStream of the request's partitions and merges each
+// chunk as it arrives. Copied counts what was merged before an error.
+func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.PullRequest, merge Merge) (Copied, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the export on an early return
+	exp, err := from.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{
+		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
+	})
 	if err != nil {
-		return Copied{}, fmt.Errorf("import: %w", err)
+		return Copied{}, fmt.Errorf("export from %s: %w", req.SourceId, err)
 	}
 	var c Copied
 	for {
 		chunk, err := exp.Recv()
 		if errors.Is(err, io.EOF) {
-			break
+			return c, nil
 		}
 		if err != nil {
-			return c, fmt.Errorf("export, after %d chunks: %w", c.Chunks, err)
+			return c, fmt.Errorf("export from %s, after %d chunks: %w", req.SourceId, c.Chunks, err)
 		}
-		if err := imp.Send(&shardlimitv1.ImportStreamRequest{Keys: chunk.Keys}); err != nil {
-			// The import ended; its own status says why.
-			_, err = imp.CloseAndRecv()
-			return c, fmt.Errorf("import, after %d chunks: %w", c.Chunks, err)
+		imported, kept, err := merge(ctx, chunk.Keys)
+		if err != nil {
+			return c, fmt.Errorf("chunk %d from %s: %w", c.Chunks, req.SourceId, err)
 		}
 		c.Keys += uint64(len(chunk.Keys))
+		c.Imported += imported
+		c.Kept += kept
 		c.Chunks++
 	}
-	resp, err := imp.CloseAndRecv()
-	if err != nil {
-		return c, fmt.Errorf("import, after %d chunks: %w", c.Chunks, err)
-	}
-	c.Imported, c.Kept = resp.Imported, resp.Kept
-	return c, nil
 }

@@ -9,10 +9,11 @@
 // Pairs computes from the owners before and after the change (both from
 // the one owner function, shardmap.InForce), and:
 //
-//  1. copies every pair: the source streams the partitions' keys in chunks
-//     bounded in keys and bytes (the shard API's ExportStream), and the
-//     destination merges each chunk as it arrives (ImportStream), so any
-//     number of keys moves;
+//  1. copies every pair: the destination pulls from the source, shard to
+//     shard (the shard API's Pull); the source streams the partitions' keys
+//     in chunks bounded in keys and bytes (ExportStream) and the
+//     destination merges each chunk as it arrives, so any number of keys
+//     moves and no one in between decodes them;
 //  2. switches: the caller's step after which routers send the partitions
 //     to their new owners (the job publishes a map; a draining shard
 //     writes its member record as draining; a joining one as serving);

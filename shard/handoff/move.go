@@ -20,7 +20,9 @@ type Options struct {
 	// Partitions is the partition count the pairs' partitions are numbered
 	// in. Required.
 	Partitions int
-	// Clients returns the shard API client of a member. Required.
+	// Clients returns the shard API client of a member: each pair's
+	// destination, which pulls from its source, and the source, told to
+	// drop. Required.
 	Clients func(member.Member) (shardlimitv1.ShardClient, error)
 	// Settle is how long Move waits after the switch before copying again,
 	// so that every router has followed etcd (routers switch within a
@@ -181,17 +183,13 @@ func copyAll(ctx context.Context, o *Options, pairs []Pair, rep *Report) []Faile
 }
 
 func copyPair(ctx context.Context, o *Options, p Pair) (Copied, error) {
-	from, err := o.Clients(p.From)
-	if err != nil {
-		return Copied{}, err
-	}
 	to, err := o.Clients(p.To)
 	if err != nil {
 		return Copied{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
 	defer cancel()
-	return Copy(ctx, from, to, p.Partitions, o.Partitions, o.Chunks)
+	return Copy(ctx, p.From, to, p.Partitions, o.Partitions, o.Chunks)
 }
 
 // drop has the sources forget the moved partitions. It is best effort:

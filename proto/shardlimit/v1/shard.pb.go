@@ -1577,29 +1577,35 @@ func (x *ExportStreamResponse) GetKeys() []*KeyState {
 	return nil
 }
 
-// ImportStreamRequest is one chunk of a streamed import: what an
-// ExportStreamResponse carried.
-type ImportStreamRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          []*KeyState            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+type PullRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The shard to read from: its member id (for messages) and address.
+	SourceId   string   `protobuf:"bytes,1,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"`
+	SourceAddr string   `protobuf:"bytes,2,opt,name=source_addr,json=sourceAddr,proto3" json:"source_addr,omitempty"`
+	Partitions []uint32 `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partition count the partitions are numbered in.
+	PartitionCount uint32 `protobuf:"varint,4,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	// Bounds on one chunk, as in ExportStreamRequest.
+	MaxChunkKeys  uint32 `protobuf:"varint,5,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
+	MaxChunkBytes uint32 `protobuf:"varint,6,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ImportStreamRequest) Reset() {
-	*x = ImportStreamRequest{}
+func (x *PullRequest) Reset() {
+	*x = PullRequest{}
 	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ImportStreamRequest) String() string {
+func (x *PullRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ImportStreamRequest) ProtoMessage() {}
+func (*PullRequest) ProtoMessage() {}
 
-func (x *ImportStreamRequest) ProtoReflect() protoreflect.Message {
+func (x *PullRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1611,43 +1617,80 @@ func (x *ImportStreamRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ImportStreamRequest.ProtoReflect.Descriptor instead.
-func (*ImportStreamRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
+func (*PullRequest) Descriptor() ([]byte, []int) {
 	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
 }
 
-func (x *ImportStreamRequest) GetKeys() []*KeyState {
+func (x *PullRequest) GetSourceId() string {
 	if x != nil {
-		return x.Keys
+		return x.SourceId
+	}
+	return ""
+}
+
+func (x *PullRequest) GetSourceAddr() string {
+	if x != nil {
+		return x.SourceAddr
+	}
+	return ""
+}
+
+func (x *PullRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
 	}
 	return nil
 }
 
-type ImportStreamResponse struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Imported uint64                 `protobuf:"varint,1,opt,name=imported,proto3" json:"imported,omitempty"`
-	// Keys already held whose own state was more restrictive.
-	Kept uint64 `protobuf:"varint,2,opt,name=kept,proto3" json:"kept,omitempty"`
+func (x *PullRequest) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *PullRequest) GetMaxChunkKeys() uint32 {
+	if x != nil {
+		return x.MaxChunkKeys
+	}
+	return 0
+}
+
+func (x *PullRequest) GetMaxChunkBytes() uint32 {
+	if x != nil {
+		return x.MaxChunkBytes
+	}
+	return 0
+}
+
+type PullResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keys received, and of those how many were added or changed and how
+	// many kept this shard's own, more restrictive state.
+	Keys     uint64 `protobuf:"varint,1,opt,name=keys,proto3" json:"keys,omitempty"`
+	Imported uint64 `protobuf:"varint,2,opt,name=imported,proto3" json:"imported,omitempty"`
+	Kept     uint64 `protobuf:"varint,3,opt,name=kept,proto3" json:"kept,omitempty"`
 	// Chunks received.
-	Chunks        uint64 `protobuf:"varint,3,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	Chunks        uint64 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ImportStreamResponse) Reset() {
-	*x = ImportStreamResponse{}
+func (x *PullResponse) Reset() {
+	*x = PullResponse{}
 	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ImportStreamResponse) String() string {
+func (x *PullResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ImportStreamResponse) ProtoMessage() {}
+func (*PullResponse) ProtoMessage() {}
 
-func (x *ImportStreamResponse) ProtoReflect() protoreflect.Message {
+func (x *PullResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1659,26 +1702,33 @@ func (x *ImportStreamResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ImportStreamResponse.ProtoReflect.Descriptor instead.
-func (*ImportStreamResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
+func (*PullResponse) Descriptor() ([]byte, []int) {
 	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *ImportStreamResponse) GetImported() uint64 {
+func (x *PullResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *PullResponse) GetImported() uint64 {
 	if x != nil {
 		return x.Imported
 	}
 	return 0
 }
 
-func (x *ImportStreamResponse) GetKept() uint64 {
+func (x *PullResponse) GetKept() uint64 {
 	if x != nil {
 		return x.Kept
 	}
 	return 0
 }
 
-func (x *ImportStreamResponse) GetChunks() uint64 {
+func (x *PullResponse) GetChunks() uint64 {
 	if x != nil {
 		return x.Chunks
 	}
@@ -1805,13 +1855,22 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0emax_chunk_keys\x18\x03 \x01(\rR\fmaxChunkKeys\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\"C\n" +
 	"\x14ExportStreamResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"B\n" +
-	"\x13ImportStreamRequest\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"^\n" +
-	"\x14ImportStreamResponse\x12\x1a\n" +
-	"\bimported\x18\x01 \x01(\x04R\bimported\x12\x12\n" +
-	"\x04kept\x18\x02 \x01(\x04R\x04kept\x12\x16\n" +
-	"\x06chunks\x18\x03 \x01(\x04R\x06chunks*\xc7\x01\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xe2\x01\n" +
+	"\vPullRequest\x12\x1b\n" +
+	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
+	"\vsource_addr\x18\x02 \x01(\tR\n" +
+	"sourceAddr\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\rR\n" +
+	"partitions\x12'\n" +
+	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12$\n" +
+	"\x0emax_chunk_keys\x18\x05 \x01(\rR\fmaxChunkKeys\x12&\n" +
+	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\"j\n" +
+	"\fPullResponse\x12\x12\n" +
+	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1a\n" +
+	"\bimported\x18\x02 \x01(\x04R\bimported\x12\x12\n" +
+	"\x04kept\x18\x03 \x01(\x04R\x04kept\x12\x16\n" +
+	"\x06chunks\x18\x04 \x01(\x04R\x06chunks*\xc7\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1a\n" +
@@ -1819,7 +1878,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\xa5\x05\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\x8b\x05\n" +
 	"\x05Shard\x12E\n" +
 	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12B\n" +
 	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
@@ -1828,8 +1887,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x06Export\x12\x1c.shardlimit.v1.ExportRequest\x1a\x1d.shardlimit.v1.ExportResponse\x12E\n" +
 	"\x06Import\x12\x1c.shardlimit.v1.ImportRequest\x1a\x1d.shardlimit.v1.ImportResponse\x12?\n" +
 	"\x04Drop\x12\x1a.shardlimit.v1.DropRequest\x1a\x1b.shardlimit.v1.DropResponse\x12Y\n" +
-	"\fExportStream\x12\".shardlimit.v1.ExportStreamRequest\x1a#.shardlimit.v1.ExportStreamResponse0\x01\x12Y\n" +
-	"\fImportStream\x12\".shardlimit.v1.ImportStreamRequest\x1a#.shardlimit.v1.ImportStreamResponse(\x01BCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\fExportStream\x12\".shardlimit.v1.ExportStreamRequest\x1a#.shardlimit.v1.ExportStreamResponse0\x01\x12?\n" +
+	"\x04Pull\x12\x1a.shardlimit.v1.PullRequest\x1a\x1b.shardlimit.v1.PullResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_shard_proto_rawDescOnce sync.Once
@@ -1869,8 +1928,8 @@ var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(*DropResponse)(nil),         // 20: shardlimit.v1.DropResponse
 	(*ExportStreamRequest)(nil),  // 21: shardlimit.v1.ExportStreamRequest
 	(*ExportStreamResponse)(nil), // 22: shardlimit.v1.ExportStreamResponse
-	(*ImportStreamRequest)(nil),  // 23: shardlimit.v1.ImportStreamRequest
-	(*ImportStreamResponse)(nil), // 24: shardlimit.v1.ImportStreamResponse
+	(*PullRequest)(nil),          // 23: shardlimit.v1.PullRequest
+	(*PullResponse)(nil),         // 24: shardlimit.v1.PullResponse
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
@@ -1882,30 +1941,29 @@ var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	15, // 6: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
 	15, // 7: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
 	15, // 8: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
-	15, // 9: shardlimit.v1.ImportStreamRequest.keys:type_name -> shardlimit.v1.KeyState
-	3,  // 10: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 11: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	9,  // 12: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	12, // 13: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	14, // 14: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	17, // 15: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	19, // 16: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	21, // 17: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
-	23, // 18: shardlimit.v1.Shard.ImportStream:input_type -> shardlimit.v1.ImportStreamRequest
-	5,  // 19: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	8,  // 20: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	11, // 21: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	13, // 22: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	16, // 23: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	18, // 24: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	20, // 25: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	22, // 26: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
-	24, // 27: shardlimit.v1.Shard.ImportStream:output_type -> shardlimit.v1.ImportStreamResponse
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	3,  // 9: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 10: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	9,  // 11: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	12, // 12: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	14, // 13: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	17, // 14: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	19, // 15: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	21, // 16: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
+	23, // 17: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
+	5,  // 18: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	8,  // 19: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	11, // 20: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	13, // 21: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	16, // 22: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	18, // 23: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	20, // 24: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	22, // 25: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
+	24, // 26: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }

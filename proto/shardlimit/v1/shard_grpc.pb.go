@@ -27,7 +27,7 @@ const (
 	Shard_Import_FullMethodName       = "/shardlimit.v1.Shard/Import"
 	Shard_Drop_FullMethodName         = "/shardlimit.v1.Shard/Drop"
 	Shard_ExportStream_FullMethodName = "/shardlimit.v1.Shard/ExportStream"
-	Shard_ImportStream_FullMethodName = "/shardlimit.v1.Shard/ImportStream"
+	Shard_Pull_FullMethodName         = "/shardlimit.v1.Shard/Pull"
 )
 
 // ShardClient is the client API for Shard service.
@@ -57,12 +57,13 @@ type ShardClient interface {
 	// partitions, in chunks bounded in keys and bytes, so that any number of
 	// keys can move.
 	ExportStream(ctx context.Context, in *ExportStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportStreamResponse], error)
-	// ImportStream merges each chunk as Import does (the more restrictive
-	// state wins) as it arrives, and answers once the sender closes the
-	// stream. A chunk that fails validation ends the stream with
-	// InvalidArgument; the chunks before it stay merged, and merging is
-	// idempotent, so the sender may send everything again.
-	ImportStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportStreamRequest, ImportStreamResponse], error)
+	// Pull has this shard read the source shard's ExportStream of the given
+	// partitions and merge each chunk as Import does (the more restrictive
+	// state wins) as it arrives; it answers once the stream ended. A chunk
+	// that fails validation ends the pull with InvalidArgument; the chunks
+	// before it stay merged, and merging is idempotent, so the caller may
+	// pull again.
+	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error)
 }
 
 type shardClient struct {
@@ -162,18 +163,15 @@ func (c *shardClient) ExportStream(ctx context.Context, in *ExportStreamRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Shard_ExportStreamClient = grpc.ServerStreamingClient[ExportStreamResponse]
 
-func (c *shardClient) ImportStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportStreamRequest, ImportStreamResponse], error) {
+func (c *shardClient) Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[1], Shard_ImportStream_FullMethodName, cOpts...)
+	out := new(PullResponse)
+	err := c.cc.Invoke(ctx, Shard_Pull_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[ImportStreamRequest, ImportStreamResponse]{ClientStream: stream}
-	return x, nil
+	return out, nil
 }
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Shard_ImportStreamClient = grpc.ClientStreamingClient[ImportStreamRequest, ImportStreamResponse]
 
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
@@ -202,12 +200,13 @@ type ShardServer interface {
 	// partitions, in chunks bounded in keys and bytes, so that any number of
 	// keys can move.
 	ExportStream(*ExportStreamRequest, grpc.ServerStreamingServer[ExportStreamResponse]) error
-	// ImportStream merges each chunk as Import does (the more restrictive
-	// state wins) as it arrives, and answers once the sender closes the
-	// stream. A chunk that fails validation ends the stream with
-	// InvalidArgument; the chunks before it stay merged, and merging is
-	// idempotent, so the sender may send everything again.
-	ImportStream(grpc.ClientStreamingServer[ImportStreamRequest, ImportStreamResponse]) error
+	// Pull has this shard read the source shard's ExportStream of the given
+	// partitions and merge each chunk as Import does (the more restrictive
+	// state wins) as it arrives; it answers once the stream ended. A chunk
+	// that fails validation ends the pull with InvalidArgument; the chunks
+	// before it stay merged, and merging is idempotent, so the caller may
+	// pull again.
+	Pull(context.Context, *PullRequest) (*PullResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -242,8 +241,8 @@ func (UnimplementedShardServer) Drop(context.Context, *DropRequest) (*DropRespon
 func (UnimplementedShardServer) ExportStream(*ExportStreamRequest, grpc.ServerStreamingServer[ExportStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExportStream not implemented")
 }
-func (UnimplementedShardServer) ImportStream(grpc.ClientStreamingServer[ImportStreamRequest, ImportStreamResponse]) error {
-	return status.Error(codes.Unimplemented, "method ImportStream not implemented")
+func (UnimplementedShardServer) Pull(context.Context, *PullRequest) (*PullResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pull not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -403,12 +402,23 @@ func _Shard_ExportStream_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Shard_ExportStreamServer = grpc.ServerStreamingServer[ExportStreamResponse]
 
-func _Shard_ImportStream_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(ShardServer).ImportStream(&grpc.GenericServerStream[ImportStreamRequest, ImportStreamResponse]{ServerStream: stream})
+func _Shard_Pull_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Pull(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Pull_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Pull(ctx, req.(*PullRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Shard_ImportStreamServer = grpc.ClientStreamingServer[ImportStreamRequest, ImportStreamResponse]
 
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -445,17 +455,16 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Drop",
 			Handler:    _Shard_Drop_Handler,
 		},
+		{
+			MethodName: "Pull",
+			Handler:    _Shard_Pull_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "ExportStream",
 			Handler:       _Shard_ExportStream_Handler,
 			ServerStreams: true,
-		},
-		{
-			StreamName:    "ImportStream",
-			Handler:       _Shard_ImportStream_Handler,
-			ClientStreams: true,
 		},
 	},
 	Metadata: "shardlimit/v1/shard.proto",
