@@ -40,6 +40,9 @@ var Metrics = []string{
 	"shardlimit_shard_registered",
 	"shardlimit_shard_episodes",
 	"shardlimit_shard_etcd_up",
+	"shardlimit_shard_state",                // {state}: joining, serving, draining
+	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
+	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",
