@@ -183,6 +183,9 @@ func (s *Server) supervise() {
 			return
 		case <-s.lost:
 		}
+		if reg := s.registration(); reg != nil && !reg.Lost() {
+			continue // an earlier registration's loss, already recovered from by enter
+		}
 		s.ready.Store(false)
 		s.metrics.registered.Set(0)
 		s.handoffMetrics.setState(member.Joining)
