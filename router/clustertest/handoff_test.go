@@ -229,6 +229,17 @@ func (l *steadyLoad) finish(t *testing.T, c *clustertest.Cluster) outcome {
 	return o
 }
 
+// report finishes the load of a scenario whose change began at start,
+// and logs its row of the report.
+func (l *steadyLoad) report(t *testing.T, c *clustertest.Cluster, scenario string, start time.Time) outcome {
+	t.Helper()
+	took := time.Since(start)
+	o := l.finish(t, c)
+	o.took = took
+	o.log(t, scenario)
+	return o
+}
+
 func (o outcome) log(t *testing.T, scenario string) {
 	t.Helper()
 	t.Logf("%s: users at their limit %d (%d algorithms); checks allowed beyond a limit %d; quotas reset %d; "+
@@ -289,10 +300,7 @@ func TestRollingRestartResetsNobody(t *testing.T) {
 		waitServing(t, c, 3, id)
 		l.mark(c)
 	}
-	o := l.finish(t, c)
-	o.took = time.Since(start)
-	o.log(t, "rolling restart of 3 shards")
-	o.assert(t)
+	l.report(t, c, "rolling restart of 3 shards", start).assert(t)
 }
 
 // Scaling from 3 shards to 4 and back to 3 (the newest leaves, as a
@@ -311,10 +319,7 @@ func TestScaleUpAndDownResetsNobody(t *testing.T) {
 	c.StopShard(s)
 	c.WaitMembers(3)
 	l.mark(c)
-	o := l.finish(t, c)
-	o.took = time.Since(start)
-	o.log(t, "3 → 4 → 3 shards")
-	o.assert(t)
+	l.report(t, c, "3 → 4 → 3 shards", start).assert(t)
 }
 
 // A shard whose lease is lost behind its back (revoked, as etcd does when
@@ -349,10 +354,8 @@ func TestLostLeaseServesNothingStale(t *testing.T) {
 	if victim.State() != member.Serving {
 		t.Fatalf("%s is %s", victim.ID(), victim.State())
 	}
-	o := l.finish(t, c)
-	o.took = time.Since(start)
+	o := l.report(t, c, "lost lease and return", start)
 	lossWindow := o.beyond - l.atAfter.Load()
-	o.log(t, "lost lease and return")
 	t.Logf("of the %d checks allowed beyond a limit, %d were sent before the shard registered again (the loss window: its partitions counted from zero at their new owners until it gave the counters back), %d after",
 		o.beyond, lossWindow, l.atAfter.Load())
 	if l.atAfter.Load() != 0 || o.reset != 0 || o.useReset != 0 || o.errs != 0 {
