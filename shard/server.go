@@ -64,8 +64,9 @@ type Server struct {
 	rate, lastRate, decisions atomic.Uint64
 }
 
-// Start listens, serves, and registers the shard in etcd. It returns once
-// the shard is registered, so routers can find it.
+// Start listens, serves, registers the shard in etcd as joining and joins
+// warm (see lifecycle.go). It returns once the shard is serving: it owns
+// its partitions, with their counters, and routers route to it.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	started := time.Now()
 	opts.fill()
@@ -113,6 +114,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	// Register as joining and take the counters of the partitions this
 	// shard gains before it owns them: routers send it nothing until then.
 	if err := s.enter(ctx); err != nil {
+		if reg := s.registration(); reg != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = reg.Close(cctx)
+			cancel()
+		}
 		s.peers.Close()
 		s.srv.Kill()
 		s.cancel()
