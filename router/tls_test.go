@@ -67,12 +67,14 @@ func (p testPKI) client() *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{p.cert}, RootCAs: p.pool, MinVersion: tls.VersionTLS12}
 }
 
-// With TLS configured, every hop is mTLS: callers → router, router → shards.
-// A plain-text caller and a caller without a client certificate are refused.
+// With TLS configured, every hop is mTLS: callers → router, router → shards,
+// shard → shard (the second shard joins by pulling counters from the
+// first). A plain-text caller and a caller without a client certificate
+// are refused.
 func TestMutualTLSOnEveryHop(t *testing.T) {
 	pki := newPKI(t)
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t),
-		Shard: func(o *shard.Options) { o.TLS = pki.server() },
+		Shard: func(o *shard.Options) { o.TLS, o.ShardTLS = pki.server(), pki.client() },
 		Router: func(o *router.Options) {
 			o.TLS, o.ShardTLS = pki.server(), pki.client()
 		},

@@ -147,6 +147,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("drain timeout: %v not in 0..1h", o.DrainTimeout)
 	case o.HandoffSettle < 0 || o.HandoffSettle > time.Minute:
 		return fmt.Errorf("handoff settle: %v not in 0..1m", o.HandoffSettle)
+	case o.TLS != nil && o.ShardTLS == nil:
+		return fmt.Errorf("shard tls: required when tls is set: shards pull counters from each other when they join and drain, over the same TLS")
 	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):
 		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
