@@ -47,7 +47,8 @@ type Merge func(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, k
 
 // Pull is the receiving side of Copy, run by the destination shard: it
 // reads from's ExportStream of the request's partitions and merges each
-// chunk as it arrives. Copied counts what was merged before an error.
+// chunk as it arrives, receiving the next chunk while it merges one.
+// Copied counts what was merged before an error.
 func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.PullRequest, merge Merge) (Copied, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the export on an early return
@@ -57,22 +58,41 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.
 	if err != nil {
 		return Copied{}, fmt.Errorf("export from %s: %w", req.SourceId, err)
 	}
+	type received struct {
+		keys []*shardlimitv1.KeyState
+		err  error
+	}
+	chunks := make(chan received, 2)
+	go func() {
+		defer close(chunks)
+		for {
+			chunk, err := exp.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			select {
+			case chunks <- received{chunk.GetKeys(), err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	var c Copied
-	for {
-		chunk, err := exp.Recv()
-		if errors.Is(err, io.EOF) {
-			return c, nil
+	for r := range chunks {
+		if r.err != nil {
+			return c, fmt.Errorf("export from %s, after %d chunks: %w", req.SourceId, c.Chunks, r.err)
 		}
-		if err != nil {
-			return c, fmt.Errorf("export from %s, after %d chunks: %w", req.SourceId, c.Chunks, err)
-		}
-		imported, kept, err := merge(ctx, chunk.Keys)
+		imported, kept, err := merge(ctx, r.keys)
 		if err != nil {
 			return c, fmt.Errorf("chunk %d from %s: %w", c.Chunks, req.SourceId, err)
 		}
-		c.Keys += uint64(len(chunk.Keys))
+		c.Keys += uint64(len(r.keys))
 		c.Imported += imported
 		c.Kept += kept
 		c.Chunks++
 	}
+	return c, ctx.Err()
 }
