@@ -183,8 +183,8 @@ type outcome struct {
 	atLimit        int   // users at their limit through the change
 	beyond         int64 // their checks allowed beyond the limit
 	reset          int   // users whose quota came back (allowed again after the change)
-	useOver  int64 // consuming users: allowed and left beyond their budget, in all
-	useReset int   // consuming users over by more than 10: a quota given back
+	useOver        int64 // consuming users: allowed and left beyond their budget, in all
+	useReset       int   // consuming users over by more than 10: a quota given back
 	checks, policy int64
 	errs           int64
 	took           time.Duration
