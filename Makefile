@@ -25,7 +25,7 @@ FUZZ_TARGETS := \
 	./router/envoy:FuzzValidate \
 	./router/envoy:FuzzMatch \
 	./shard/member:FuzzDecode \
-	./rebalance/mapstore:FuzzDecode \
+	./shard/mapstore:FuzzDecode \
 	./shard/limiter:FuzzDecide \
 	./shard/limiter:FuzzDecideLog
 FUZZ_SHORT ?= 3s

@@ -53,12 +53,14 @@ type composeService struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile,omitempty"`
 	} `yaml:"build,omitempty"`
-	Restart   string   `yaml:"restart,omitempty"`
-	Command   []string `yaml:"command,omitempty"`
-	Ports     []string `yaml:"ports,omitempty"`
-	Volumes   []string `yaml:"volumes,omitempty"`
-	Tmpfs     []string `yaml:"tmpfs,omitempty"`
-	DependsOn map[string]struct {
+	Restart string   `yaml:"restart,omitempty"`
+	Command []string `yaml:"command,omitempty"`
+	Ports   []string `yaml:"ports,omitempty"`
+	Volumes []string `yaml:"volumes,omitempty"`
+	Tmpfs   []string `yaml:"tmpfs,omitempty"`
+	// StopGracePeriod is a duration; the shards' fits their --drain-timeout.
+	StopGracePeriod string `yaml:"stop_grace_period,omitempty"`
+	DependsOn       map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on,omitempty"`
 	Healthcheck *struct {

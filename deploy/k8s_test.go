@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -267,6 +268,7 @@ func checkRendered(t *testing.T, r *rendered) {
 	}
 	checkPartitions(t, ws)
 	checkShardMemory(t, ws)
+	checkDrainFitsGrace(t, ws)
 	checkEtcdEndpoints(t, r, configMaps)
 }
 
@@ -442,6 +444,32 @@ func checkShardMemory(t *testing.T, ws []workload) {
 				t.Errorf("%s %s: no memory limit to fit --max-memory in", w.kind, w.name)
 			case bound.Value()*8 > limit.Value()*5:
 				t.Errorf("%s %s: --max-memory=%s is over 5/8 of the memory limit %s", w.kind, w.name, v, limit.String())
+			}
+		}
+	}
+}
+
+// A shard's drain fits its pod's grace period: --drain-timeout is set and
+// leaves at least 10s of terminationGracePeriodSeconds for deregistering
+// and the calls in flight.
+func checkDrainFitsGrace(t *testing.T, ws []workload) {
+	for _, w := range ws {
+		for _, c := range w.pod.Spec.Containers {
+			if !isShardlimitImage(c.Image) || len(c.Args) == 0 || c.Args[0] != "shard" {
+				continue
+			}
+			v, ok := flagValue(c.Args[1:], "drain-timeout")
+			if !ok {
+				t.Errorf("%s %s: no --drain-timeout; set it to fit terminationGracePeriodSeconds", w.kind, w.name)
+				continue
+			}
+			drain, err := time.ParseDuration(v)
+			grace := w.pod.Spec.TerminationGracePeriodSeconds
+			switch {
+			case err != nil:
+				t.Errorf("%s %s: --drain-timeout=%s: %v", w.kind, w.name, v, err)
+			case grace == nil || time.Duration(*grace)*time.Second < drain+10*time.Second:
+				t.Errorf("%s %s: terminationGracePeriodSeconds %v leaves under 10s after --drain-timeout=%s", w.kind, w.name, grace, v)
 			}
 		}
 	}

@@ -58,6 +58,9 @@ var Metrics = []string{
 	"shardlimit_shard_insecure",
 	"shardlimit_shard_grants",
 	"shardlimit_shard_grants_invalid",
+	"shardlimit_shard_state",                // {state}: joining, serving, draining
+	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
+	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",

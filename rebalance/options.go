@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/rebalance/planner"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Options configure a rebalance instance. Flags of `shardlimit rebalance`
@@ -39,8 +39,8 @@ type Options struct {
 	// SessionTTL is the election lease; a dead leader is replaced within
 	// about this long; default 5s.
 	SessionTTL time.Duration
-	// StatsTimeout bounds each shard's Stats, Export, Import and Drop call;
-	// default 2s.
+	// StatsTimeout bounds each shard's Stats call; default 2s. (Hand-offs
+	// are bounded per pair by package handoff's CopyTimeout.)
 	StatsTimeout time.Duration
 	// Settle is how long a run waits after publishing a map before the
 	// final copy of moved counters, so that every router has switched

@@ -14,13 +14,14 @@ import (
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/rebalance/mapstore"
 	"github.com/shardlimit/shardlimit/rebalance/planner"
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // snapshot is what a run starts from: members, the map in force, owners and
@@ -70,7 +71,9 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	var mu sync.Mutex
 	var errs []string
 	var wg sync.WaitGroup
-	for _, m := range s.members {
+	// Only serving members own partitions; a joining or draining one is
+	// neither read nor planned for.
+	for _, m := range s.ring.Members() {
 		conn, err := grpc.NewClient(m.Addr, rpc.DialCreds(j.opts.ShardTLS))
 		if err != nil {
 			s.close()
@@ -108,7 +111,7 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 // planFor runs the planner over a snapshot.
 func (j *Job) planFor(s *snapshot) (planner.Plan, error) {
 	in := planner.Input{Owners: s.table.Owners(), Load: s.load}
-	for _, m := range s.members {
+	for _, m := range s.ring.Members() {
 		// A member is ready once it registered, which it does only when
 		// serving; its Stats answered too.
 		in.Members = append(in.Members, planner.Member{ID: m.ID, Ready: !m.Ready.IsZero()})
@@ -165,6 +168,14 @@ func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv
 }
 
 func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest, rec *shardlimitv1.RunRecord) error {
+	// One hand-off at a time: a shard that drains or joins holds the lock
+	// while it moves counters, and the run plans from members it does not
+	// change meanwhile.
+	unlock, err := handoff.Lock(ctx, j.etcd, j.layout(), j.opts.SessionTTL, false)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	defer unlock()
 	s, err := j.read(ctx)
 	if err != nil {
 		return err
@@ -218,32 +229,39 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		rec.Outcome = "balanced"
 		return nil
 	}
-	// Hand-off: copy the moved partitions' counters to their new owners
-	// before routers switch, publish, let routers switch, copy again what
-	// changed at the old owners meanwhile, then drop the old copies.
-	h := &handoff{j: j, s: s, moves: moves}
-	if err := h.copy(ctx); err != nil {
+	// Hand-off (package handoff): copy the moved partitions' counters to
+	// their new owners, publish (routers switch), settle, copy again what
+	// the old owners counted meanwhile, then drop the old copies.
+	pairs := handoff.Pairs(s.table, shardmap.Resolve(s.ring, next))
+	rep, err := handoff.Move(ctx, handoff.Options{
+		Partitions: j.opts.Ring.Partitions, Clients: s.client, Settle: j.opts.Settle,
+		Strict: true, Drop: true, Logger: j.log,
+	}, pairs, func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := mapstore.Publish(pctx, j.etcd, j.layout(), next, s.m, s.mapRev,
+			clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		rec.MapVersion = next.Version
+		return nil
+	})
+	rec.KeysMoved = rep.Imported
+	switch {
+	case err != nil && !rep.Switched:
 		return fmt.Errorf("hand-off before publishing, nothing published: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = mapstore.Publish(pctx, j.etcd, j.layout(), next, s.m, s.mapRev,
-		clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev()))
-	cancel()
-	if err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-	rec.MapVersion = next.Version
-	select {
-	case <-time.After(j.opts.Settle):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := h.copy(ctx); err != nil {
+	case err != nil:
 		return fmt.Errorf("hand-off after publishing version %d (the map is in force; some counters may not have moved): %w", next.Version, err)
 	}
-	h.drop(ctx)
-	rec.KeysMoved = h.keys
 	return nil
+}
+
+// client returns the client of a member read in the snapshot.
+func (s *snapshot) client(m member.Member) (shardlimitv1.ShardClient, error) {
+	if c := s.clients[m.ID]; c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("shard %s is not among the serving members read", m.ID)
 }
 
 // version reads a kept map version.

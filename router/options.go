@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Options configure a router. Flags of `shardlimit router` map 1:1 onto

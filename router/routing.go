@@ -6,9 +6,9 @@ import (
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // peer is the router's connection to one shard.

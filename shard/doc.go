@@ -2,13 +2,14 @@
 // owns in memory and decides checks that routers send it over gRPC.
 //
 // A Store (store.go; memory accounting and ring sizing in memory.go,
-// eviction in evict.go, expiry in sweep.go, hand-off in handoff.go) keeps one
-// fixed-size state per counter key in 256 stripes, each an open-addressing
-// table (sliding_log keys: a map of rings that grow with use) under its own
-// mutex, so no single key serialises the host and a decision allocates
-// nothing but a growing ring. Its memory, every key of every algorithm, is
-// bounded in bytes (Options.MaxMemoryBytes, a 1/256 share per stripe): past
-// the bound a stripe evicts its own keys, those used once or idle first. Keys are stored by the 128-bit hash
+// eviction in evict.go, expiry in sweep.go, export, import and drop in
+// handoff.go) keeps one fixed-size state per counter key in 256 stripes,
+// each an open-addressing table (sliding_log keys: a map of rings that
+// grow with use) under its own mutex, so no single key serialises the host
+// and a decision allocates nothing but a growing ring. Its memory, every
+// key of every algorithm, is bounded in bytes (Options.MaxMemoryBytes, a
+// 1/256 share per stripe): past the bound a stripe evicts its own keys,
+// those used once or idle first. Keys are stored by the 128-bit hash
 // of (service, rule, user) that package key defines: two xxhash64 sums with different seeds, the same
 // in every process so that keys can move between shards; the store keeps
 // the rule's algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the
@@ -19,14 +20,23 @@
 // algorithms themselves are the pure functions of package limiter, called
 // with the time the Server read once per batch.
 //
-// The Server registers the host in etcd under a lease (package membership)
-// once it is serving and knows its grants, and deregisters on graceful
-// shutdown. Only identities granted the internal role (routers, the
-// rebalance job) may call it (package auth); Import checks every state it
-// is handed before storing any (package limiter's CheckState).
+// The Server's life in the cluster (lifecycle.go) is made of hand-offs of
+// package handoff: Start registers it in etcd as joining (package
+// membership), pulls the counters of the partitions it gains from their
+// owners, turns serving and pulls again; Stop drains (hands every
+// partition to its next owner, turns draining, hands over again, then
+// deregisters) within DrainTimeout; after a lost lease it gives its
+// partitions' counters back to their new owners and joins again, so it
+// never serves stale counters. The owners come from the one owner
+// function, package shardmap. Counters stream between shards through the
+// shard API's ExportStream and Pull (stream.go). Only identities granted
+// the internal role (routers, the rebalance job, other shards) may call it
+// (package auth); Import checks every state it is handed before storing
+// any (package limiter's CheckState).
 //
 // The shared contracts and plumbing live in sub-packages that routers and
-// the rebalance job import too: key, member, membership, etcd, rpc, auth,
-// creds. A shard never reads rules from etcd, never calls another shard, and nothing
-// under shard/ imports router/ or rebalance/.
+// the rebalance job import too: key, member, membership, shardmap,
+// mapstore, handoff, etcd, rpc, auth, creds. A shard never reads rules
+// from etcd, calls another shard only to move counters, and nothing under
+// shard/ imports router/ or rebalance/.
 package shard

@@ -36,26 +36,33 @@ func (s *Store) Export(parts []uint32, count int) []Exported {
 	in := partitionSet(parts, count)
 	var out []Exported
 	for i := range s.stripes {
-		st := &s.stripes[i]
-		st.mu.Lock()
-		for j := range st.t.slots {
-			sl := &st.t.slots[j]
-			if sl.empty() {
-				continue
-			}
-			k := sl.key()
-			if !in(k) {
-				continue
-			}
-			a, b := sl.state()
-			out = append(out, Exported{Key: k, Algo: limiter.Algorithm(k.Lo & 7), State: limiter.State{A: a, B: b}, Fresh: s.epoch + int64(sl.fresh())*1e9})
+		out = s.exportStripe(i, in, out)
+	}
+	return out
+}
+
+// exportStripe appends to out the state of every key of stripe i that in
+// holds, under the stripe's lock only.
+func (s *Store) exportStripe(i int, in func(key.Key) bool, out []Exported) []Exported {
+	st := &s.stripes[i]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for j := range st.t.slots {
+		sl := &st.t.slots[j]
+		if sl.empty() {
+			continue
 		}
-		for k, le := range st.logs {
-			if in(k) {
-				out = append(out, Exported{Key: k, Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9})
-			}
+		k := sl.key()
+		if !in(k) {
+			continue
 		}
-		st.mu.Unlock()
+		a, b := sl.state()
+		out = append(out, Exported{Key: k, Algo: limiter.Algorithm(k.Lo & 7), State: limiter.State{A: a, B: b}, Fresh: s.epoch + int64(sl.fresh())*1e9})
+	}
+	for k, le := range st.logs {
+		if in(k) {
+			out = append(out, Exported{Key: k, Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9})
+		}
 	}
 	return out
 }
@@ -155,11 +162,16 @@ func (s *Server) Export(_ context.Context, req *shardlimitv1.ExportRequest) (*sh
 	}
 	resp := &shardlimitv1.ExportResponse{}
 	for _, e := range s.store.Export(req.Partitions, int(req.PartitionCount)) {
-		resp.Keys = append(resp.Keys, &shardlimitv1.KeyState{
-			Hi: e.Key.Hi, Lo: e.Key.Lo, Algorithm: uint32(e.Algo), A: e.State.A, B: e.State.B, Times: e.Times, FreshUnixNs: e.Fresh,
-		})
+		resp.Keys = append(resp.Keys, e.keyState())
 	}
 	return resp, nil
+}
+
+// keyState is e in the shard API's portable form.
+func (e *Exported) keyState() *shardlimitv1.KeyState {
+	return &shardlimitv1.KeyState{
+		Hi: e.Key.Hi, Lo: e.Key.Lo, Algorithm: uint32(e.Algo), A: e.State.A, B: e.State.B, Times: e.Times, FreshUnixNs: e.Fresh,
+	}
 }
 
 // Import implements the shard API. Every key is checked before any is

@@ -42,6 +42,15 @@ type Options struct {
 	// the sample holds nothing else. At least MinMaxMemoryBytes, so that
 	// every stripe's share holds the largest key.
 	MaxMemoryBytes int64
+	// DrainTimeout bounds the drain of a graceful Stop: handing every
+	// partition's counters to its next owner, then deregistering. Past it
+	// the shard stops anyway and logs what it did not hand over. Default
+	// 45s, which fits the Kubernetes manifests' grace period of 60s.
+	DrainTimeout time.Duration
+	// HandoffSettle is how long a drain or a join waits after its member
+	// record changed state before copying counters again, so that every
+	// router has switched (routers switch within a second); default 1.5s.
+	HandoffSettle time.Duration
 	// MaxKeys bounds the keys held, an extra bound beside MaxMemoryBytes;
 	// default 0 (unbounded: the memory bound is the one that matters).
 	// Past it, new keys evict as MaxMemoryBytes says.
@@ -88,6 +97,10 @@ type Options struct {
 	Grants []auth.Grant
 	// EtcdTLS secures the etcd connection; default nil: plain text.
 	EtcdTLS *tls.Config
+	// ShardTLS secures the calls to other shards that hand counters over
+	// when this shard drains or joins (with a client certificate for
+	// mTLS); default nil: plain text.
+	ShardTLS *tls.Config
 	// Started is when the process started, the start of the host setup
 	// time; default the time Start is called.
 	Started time.Time
@@ -112,7 +125,8 @@ const (
 func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
-		MaxMemoryBytes: DefaultMaxMemoryBytes, SweepInterval: 10 * time.Second, Capacity: 500_000,
+		MaxMemoryBytes: DefaultMaxMemoryBytes, DrainTimeout: 45 * time.Second, HandoffSettle: 1500 * time.Millisecond,
+		SweepInterval: 10 * time.Second, Capacity: 500_000,
 		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, Episodes: 10_000,
 		Limits: rpc.DefaultLimits(),
 	}
@@ -131,6 +145,12 @@ func (o *Options) fill() {
 	}
 	if o.MaxMemoryBytes == 0 {
 		o.MaxMemoryBytes = d.MaxMemoryBytes
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = d.DrainTimeout
+	}
+	if o.HandoffSettle == 0 {
+		o.HandoffSettle = d.HandoffSettle
 	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = d.SweepInterval
@@ -169,6 +189,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
 	case o.MaxMemoryBytes < MinMaxMemoryBytes:
 		return fmt.Errorf("max memory: %d bytes is under the minimum of %d (256 MiB: each of the %d stripes must hold a sliding_log ring of %d entries)", o.MaxMemoryBytes, MinMaxMemoryBytes, stripes, limiter.MaxLogSize)
+	case o.DrainTimeout < 0 || o.DrainTimeout > time.Hour:
+		return fmt.Errorf("drain timeout: %v not in 0..1h", o.DrainTimeout)
+	case o.HandoffSettle < 0 || o.HandoffSettle > time.Minute:
+		return fmt.Errorf("handoff settle: %v not in 0..1m", o.HandoffSettle)
+	case o.TLS != nil && o.ShardTLS == nil:
+		return fmt.Errorf("shard tls: required when tls is set: shards pull counters from each other when they join and drain, over the same TLS")
 	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):
 		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:

@@ -18,6 +18,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/episodes"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
@@ -43,9 +44,17 @@ type Server struct {
 	srv           *rpc.Server
 	auth          *auth.Authorizer
 	etcd          *clientv3.Client
-	reg           *membership.Registration
+	peers         handoff.Dialer // other shards, for hand-offs
 	stop          sync.Once
 	done          chan struct{} // closed on stop; ends the background loops
+	loops         sync.WaitGroup
+	lost          chan struct{} // the membership lease was lost
+
+	mu     sync.Mutex // guards reg and record
+	reg    *membership.Registration
+	record member.Member // as last written
+
+	handoffMetrics *handoffMetrics
 
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -58,15 +67,17 @@ type Server struct {
 	rate, lastRate, decisions atomic.Uint64
 }
 
-// Start listens, serves, and registers the shard in etcd. It returns once
-// the shard is registered, so routers can find it.
+// Start listens, serves, registers the shard in etcd as joining and joins
+// warm (see lifecycle.go). It returns once the shard is serving: it owns
+// its partitions, with their counters, and routers route to it.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	started := time.Now()
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, started: started, done: make(chan struct{})}
+	s := &Server{opts: opts, started: started, done: make(chan struct{}), lost: make(chan struct{}, 1)}
+	s.peers.TLS = opts.ShardTLS
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
@@ -84,6 +95,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.registry = prometheus.NewRegistry()
 	}
 	s.metrics = newMetrics(s.registry, s)
+	s.handoffMetrics = newHandoffMetrics(s.registry)
 	s.store = NewStore(StoreOptions{MaxBytes: opts.MaxMemoryBytes, MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	if opts.Grants == nil && opts.GrantsFile != "" {
 		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
@@ -117,25 +129,26 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if addr == "" {
 		addr = s.srv.Addr()
 	}
-	m := member.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, Ready: time.Now()}
-	s.reg, err = membership.Register(ctx, s.etcd, etcd.Layout(opts.Prefix), m, opts.LeaseTTL, opts.Logger)
-	if err == nil {
-		// Setup ends once registered: write the time it took into the record.
-		m.Ready = time.Now()
-		err = s.reg.Update(ctx, m)
-	}
-	if err != nil {
+	s.record = member.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, State: member.Joining}
+	// Register as joining and take the counters of the partitions this
+	// shard gains before it owns them: routers send it nothing until then.
+	if err := s.enter(ctx); err != nil {
+		if reg := s.registration(); reg != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = reg.Close(cctx)
+			cancel()
+		}
+		s.peers.Close()
 		s.srv.Kill()
 		s.cancel()
 		_ = s.etcd.Close()
 		return nil, err
 	}
-	go s.background()
-	s.metrics.setup.Set(m.Ready.Sub(s.started).Seconds())
-	s.metrics.registered.Set(1)
-	s.ready.Store(true)
+	s.loops.Go(s.background)
+	s.loops.Go(s.supervise)
+	s.metrics.setup.Set(s.record.Ready.Sub(s.started).Seconds())
 	go etcd.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
-	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", m.Ready.Sub(s.started).Round(time.Millisecond))
+	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", s.record.Ready.Sub(s.started).Round(time.Millisecond))
 	return s, nil
 }
 
@@ -163,18 +176,30 @@ func (s *Server) Addr() string { return s.srv.Addr() }
 // ID returns the shard's member id.
 func (s *Server) ID() string { return s.opts.ID }
 
-// Stop deregisters the shard, so routers move its partitions at once, then
-// finishes in-flight calls and stops.
+// Stop drains the shard (each partition's counters go to its next owner,
+// routers switch, the counters are copied again; see package handoff),
+// bounded by DrainTimeout, then deregisters, finishes in-flight calls and
+// stops.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
 	s.stop.Do(func() {
-		close(s.done)
-		s.cancel()
 		s.ready.Store(false)
+		// End a join after a lost lease, and the background loops, first:
+		// the drain starts from a state nobody else changes.
+		s.cancel()
+		close(s.done)
+		s.loops.Wait()
+		dctx, cancel := context.WithTimeout(ctx, s.opts.DrainTimeout)
+		s.drain(dctx)
+		cancel()
 		s.metrics.registered.Set(0)
 		s.srv.Drain()
-		err = s.reg.Close(ctx)
+		// Deregister even when the drain used up ctx.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		err = s.registration().Close(rctx)
+		cancel()
 		s.srv.Stop(ctx)
+		s.peers.Close()
 		err = errors.Join(err, s.etcd.Close())
 	})
 	return err
@@ -184,11 +209,13 @@ func (s *Server) Stop(ctx context.Context) error {
 // membership lease is left to expire.
 func (s *Server) Kill() {
 	s.stop.Do(func() {
-		close(s.done)
-		s.cancel()
 		s.ready.Store(false)
-		s.reg.Abandon()
+		s.cancel()
+		close(s.done)
+		s.registration().Abandon()
 		s.srv.Kill()
+		s.loops.Wait()
+		s.peers.Close()
 		_ = s.etcd.Close()
 	})
 }

@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/cmd/bench"
-	"github.com/shardlimit/shardlimit/rebalance/mapstore"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/client"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // outcome is what a caller saw for one check.

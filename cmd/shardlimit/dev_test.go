@@ -132,27 +132,43 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestDevClusterEndToEnd runs `shardlimit dev` as a user would, checks with
-// `shardlimit ctl check`, kills a shard process with SIGKILL and sees its
-// users answered by failure policy, then stops dev with SIGINT and expects
-// every child process gone.
-func TestDevClusterEndToEnd(t *testing.T) {
-	bin := buildBinary(t)
+// devCluster is a running `shardlimit dev`: its process, the router's
+// address, and each component's pid and metrics URL by name.
+type devCluster struct {
+	cmd          *exec.Cmd
+	router, etcd string
+	pids         map[string]int
+	metrics      map[string]string
+	lines        chan string // dev's output after it was ready
+	// config and tokenFile are the client config file and the demo
+	// service's token file that dev printed; output is what it printed
+	// until ready.
+	config, tokenFile, output string
+}
+
+// startDev runs `shardlimit dev` on free ports with a 2s lease and extra
+// args, and waits until it printed its ready line and every component's
+// pid. The output is drained into lines (dropped when nobody reads).
+func startDev(t *testing.T, bin string, args ...string) *devCluster {
+	t.Helper()
 	// One run of free ports: etcd, router, and the metrics ports of the
 	// router, 3 shards and the rebalance instance, which dev takes in a row.
 	base := freePorts(t, 7)
-	routerAddr := fmt.Sprintf("127.0.0.1:%d", base+1)
-	dev := exec.Command(bin, "dev", "--etcd-listen", fmt.Sprintf("127.0.0.1:%d", base), "--router-listen", routerAddr,
-		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", base+2), "--lease-ttl", "2s")
-	out, err := dev.StdoutPipe()
+	d := &devCluster{
+		router: fmt.Sprintf("127.0.0.1:%d", base+1), etcd: fmt.Sprintf("127.0.0.1:%d", base),
+		pids: map[string]int{}, metrics: map[string]string{}, lines: make(chan string, 10000),
+	}
+	d.cmd = exec.Command(bin, append([]string{"dev", "--etcd-listen", d.etcd, "--router-listen", d.router,
+		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", base+2), "--lease-ttl", "2s"}, args...)...)
+	out, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev.Stderr = dev.Stdout
-	if err := dev.Start(); err != nil {
+	d.cmd.Stderr = d.cmd.Stdout
+	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dev.Process.Kill(); _, _ = dev.Process.Wait() })
+	t.Cleanup(func() { _ = d.cmd.Process.Kill(); _, _ = d.cmd.Process.Wait() })
 
 	lines := make(chan string, 1000)
 	go func() {
@@ -162,16 +178,14 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 		close(lines)
 	}()
-	pids := map[string]int{}
 	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s+metrics (\S+)$`)
 	exportLine := regexp.MustCompile(`^export SHARDLIMIT_CONFIG=(\S+)`)
 	tokenLine := regexp.MustCompile(`SHARDLIMIT_TOKEN=\$\(cat (\S+)\)`)
-	metrics := map[string]string{}
 	var output strings.Builder
 	ready := false
 	config, tokenFile := "", ""
 	timeout := time.After(20 * time.Second)
-	for !ready || len(pids) < 5 || config == "" || tokenFile == "" {
+	for !ready || len(d.pids) < 5 || config == "" || tokenFile == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -190,23 +204,41 @@ func TestDevClusterEndToEnd(t *testing.T) {
 			if m := pidLine.FindStringSubmatch(l); m != nil {
 				var pid int
 				fmt.Sscan(m[2], &pid)
-				pids[m[1]] = pid
-				metrics[m[1]] = m[3]
+				d.pids[m[1]] = pid
+				d.metrics[m[1]] = m[3]
 			}
 		case <-timeout:
 			t.Fatal("no ready line within 20s")
 		}
 	}
+	d.config, d.tokenFile, d.output = config, tokenFile, output.String()
 	go func() {
-		for range lines {
+		for l := range lines {
+			select {
+			case d.lines <- l:
+			default:
+			}
 		}
+		close(d.lines)
 	}()
+	return d
+}
+
+// TestDevClusterEndToEnd runs `shardlimit dev` as a user would, checks with
+// `shardlimit ctl check`, kills a shard process with SIGKILL and sees its
+// users answered by failure policy, then stops dev with SIGINT and expects
+// every child process gone.
+func TestDevClusterEndToEnd(t *testing.T) {
+	bin := buildBinary(t)
+	d := startDev(t, bin)
+	dev, routerAddr, pids, metrics := d.cmd, d.router, d.pids, d.metrics
+	config, tokenFile := d.config, d.tokenFile
 
 	// ctl finds the router and the operator's credentials through the
 	// export line dev printed, and the router through SHARDLIMIT_ROUTER, as
 	// a user's shell would set them once.
 	routerEnv := []string{"SHARDLIMIT_CONFIG=" + config, "SHARDLIMIT_ROUTER=" + routerAddr}
-	devSecure(t, bin, routerAddr, config, tokenFile, output.String())
+	devSecure(t, bin, routerAddr, config, tokenFile, d.output)
 	ctlStdin := func(stdin string, wantCode int, args ...string) string {
 		t.Helper()
 		r := run(t, bin, stdin, routerEnv, append([]string{"ctl"}, args...)...)

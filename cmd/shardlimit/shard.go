@@ -36,7 +36,15 @@ func shardCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
-		Args:  cobra.NoArgs,
+		Long: `Run a shard host: counters in memory, registered in etcd under a lease.
+
+It joins warm: registered as joining, it takes the counters of the partitions
+it gains from their owners before routers send it any check. On SIGTERM or
+SIGINT it drains: it hands each partition's counters to its next owner, lets
+routers switch, copies again, then deregisters and exits, within
+--drain-timeout. A shard killed with SIGKILL hands nothing over: its
+partitions count from zero at their next owners.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Logger = logger()
 			setMemoryLimit(o.MaxMemoryBytes)
@@ -44,7 +52,7 @@ func shardCmd() *cobra.Command {
 			if err := sf.require(&tf); err != nil {
 				return err
 			}
-			if o.TLS, _, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
+			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
 				return err
 			}
 			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
@@ -72,7 +80,9 @@ func shardCmd() *cobra.Command {
 			}
 			running.Store(s)
 			<-cmd.Context().Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// The drain is bounded by --drain-timeout; then deregistering and
+			// finishing calls in flight get 10s more.
+			ctx, cancel := context.WithTimeout(context.Background(), o.DrainTimeout+10*time.Second)
 			defer cancel()
 			return s.Stop(ctx)
 		},
@@ -87,9 +97,11 @@ func shardCmd() *cobra.Command {
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
 	f.Var(newSizeFlag(&o.MaxMemoryBytes), "max-memory", "bound on the estimated memory of the counters, every key of every algorithm (like 512MiB or 2GiB; at least 256MiB); past it idle keys not used lately are evicted first, keys over their limit last (shardlimit_shard_evictions_total)")
+	f.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "bound on the drain at SIGTERM (hand every partition's counters to its next owner); past it the shard stops anyway and logs what it did not hand over. Keep it 15s under the pod's terminationGracePeriodSeconds")
+	f.DurationVar(&o.HandoffSettle, "handoff-settle", o.HandoffSettle, "wait after this shard's member record changed state (joining → serving, serving → draining) before copying counters again, so that every router has switched")
 	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "extra bound on the keys held, evicting as --max-memory does (0: unbounded; --max-memory is the bound that matters)")
 	f.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often idle keys that are fresh again are dropped")
-	f.IntVar(&o.Partitions, "partitions", o.Partitions, "partition count the routers use, for per-partition load")
+	f.IntVar(&o.Partitions, "partitions", o.Partitions, "partition count; must equal the routers' --partitions (per-partition load and hand-offs use it)")
 	f.IntVar(&o.TopKeys, "top-keys", o.TopKeys, "hottest keys reported by default")
 	f.DurationVar(&o.TopKeysPeriod, "top-keys-period", o.TopKeysPeriod, "hot-key counts cover one to two of these periods")
 	f.IntVar(&o.TopKeysSample, "top-keys-sample", o.TopKeysSample, "observe one decision in this many for the hot keys (1: every decision)")

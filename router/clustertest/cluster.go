@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +20,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance"
-	"github.com/shardlimit/shardlimit/rebalance/mapstore"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
@@ -28,9 +27,11 @@ import (
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Options describe a test cluster.
@@ -121,6 +122,8 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 	o := shard.DefaultOptions()
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
 	o.LeaseTTL = 2 * time.Second
+	// Routers in a test follow etcd within milliseconds.
+	o.HandoffSettle = 200 * time.Millisecond
 	o.TopKeysSample = 1 // exact hot-key counts, so tests can assert them
 	if c.PKI == nil {
 		o.Insecure = true
@@ -152,6 +155,53 @@ func (c *Cluster) StartShard(id ...string) *shard.Server {
 	c.tb.Cleanup(func() { s.Kill() })
 	c.Shards = append(c.Shards, s)
 	return s
+}
+
+// StopShard stops shard s gracefully, as SIGTERM does (it drains: its
+// partitions' counters go to their next owners before it deregisters), and
+// forgets it.
+func (c *Cluster) StopShard(s *shard.Server) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		c.tb.Errorf("stop shard %s: %v", s.ID(), err)
+	}
+	c.Shards = slices.DeleteFunc(c.Shards, func(x *shard.Server) bool { return x == s })
+}
+
+// RevokeLease revokes the membership lease of shard s behind its back, as
+// etcd does when a shard stalls past its lease: its record disappears and
+// routers move its partitions at once, while the shard runs on.
+func (c *Cluster) RevokeLease(s *shard.Server) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cli := c.etcdClient()
+	resp, err := cli.Get(ctx, etcd.Layout(c.Prefix).Member(s.ID()))
+	if err != nil || len(resp.Kvs) != 1 {
+		c.tb.Fatalf("member record of %s: %v", s.ID(), err)
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		c.tb.Fatalf("revoke the lease of %s: %v", s.ID(), err)
+	}
+}
+
+// Member reads the member record of id from etcd; false when there is none.
+func (c *Cluster) Member(id string) (member.Member, bool) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	members, _, err := membership.Read(ctx, c.etcdClient(), etcd.Layout(c.Prefix))
+	if err != nil {
+		c.tb.Fatalf("read members: %v", err)
+	}
+	for _, m := range members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return member.Member{}, false
 }
 
 // StartRouter starts one more router.
@@ -245,7 +295,8 @@ func (c *Cluster) dial(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	return conn
 }
 
-// WaitMembers waits until every router routes to exactly n shards.
+// WaitMembers waits until every router routes to exactly n shards (the
+// serving ones: a joining or draining shard owns nothing).
 func (c *Cluster) WaitMembers(n int) {
 	c.tb.Helper()
 	poll.Until(c.tb, 10*time.Second, func() error {
@@ -264,10 +315,9 @@ func (c *Cluster) Partition(service, rule, user string) int {
 	return key.Partition(key.Hash(service, rule, user), shardmap.DefaultConfig().Partitions)
 }
 
-// Owner returns the shard that owns the counter of (service, rule, user),
-// computed from etcd (members and shard map) by the owner function that
-// every router uses, so a test that routes by it checks that routers agree.
-func (c *Cluster) Owner(service, rule, user string) member.Member {
+// Owners returns the partition table in force, computed from etcd
+// (members and shard map) by the owner function every router uses.
+func (c *Cluster) Owners() *shardmap.Table {
 	c.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -281,11 +331,19 @@ func (c *Cluster) Owner(service, rule, user string) member.Member {
 	if err != nil {
 		c.tb.Fatalf("read the shard map: %v", err)
 	}
-	ring, err := shardmap.Build(shardmap.DefaultConfig(), members)
+	t, err := shardmap.InForce(shardmap.DefaultConfig(), members, m)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	owner, _ := shardmap.Resolve(ring, m).Owner(c.Partition(service, rule, user))
+	return t
+}
+
+// Owner returns the shard that owns the counter of (service, rule, user),
+// computed from etcd (members and shard map) by the owner function that
+// every router uses, so a test that routes by it checks that routers agree.
+func (c *Cluster) Owner(service, rule, user string) member.Member {
+	c.tb.Helper()
+	owner, _ := c.Owners().Owner(c.Partition(service, rule, user))
 	return owner
 }
 

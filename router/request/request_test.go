@@ -11,10 +11,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 func set(t *testing.T, rs ...rules.Rule) *rules.Set {

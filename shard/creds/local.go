@@ -71,13 +71,14 @@ func (l *Local) Issue(name, uri string) (Files, error) {
 	return l.CA.IssueFiles(l.Dir, name, leaf)
 }
 
-// Grants are the grants a Local PKI's cluster starts with: the router and
-// the rebalance job internal, the operator certificate operator. (The
-// shard certificate gets none: shards call nobody.)
+// Grants are the grants a Local PKI's cluster starts with: the router, the
+// rebalance job and the shards internal (shards pull counters from each
+// other when they join and drain), the operator certificate operator.
 func (l *Local) Grants() []auth.Grant {
 	return []auth.Grant{
 		{ID: RouterID, Role: auth.RoleInternal},
 		{ID: RebalanceID, Role: auth.RoleInternal},
+		{ID: ShardID, Role: auth.RoleInternal},
 		{ID: OperatorID, Role: auth.RoleOperator},
 	}
 }

@@ -15,6 +15,7 @@ import (
 //	<prefix>shardmap-history/<version>   the last versions, zero-padded
 //	<prefix>rebalance/election           the rebalance job's election
 //	<prefix>rebalance/runs/<started>     one record per rebalance run
+//	<prefix>handoff/lock                 one hand-off at a time (job run, drain, join)
 type Layout string
 
 // dir returns the prefix with exactly one trailing slash.
@@ -73,3 +74,7 @@ func (l Layout) Runs() string { return l.dir() + "rebalance/runs/" }
 func (l Layout) Run(startedUnixNs int64) string {
 	return fmt.Sprintf("%s%020d", l.Runs(), startedUnixNs)
 }
+
+// HandoffLock returns the prefix of the lock that lets one hand-off of
+// counters run at a time: a rebalance run, a shard's drain or its join.
+func (l Layout) HandoffLock() string { return l.dir() + "handoff/lock" }

@@ -16,6 +16,7 @@ func TestLayoutKeys(t *testing.T) {
 			prefix.ShardMapVersion(12):                     "/shardlimit/shardmap-history/00000000000000000012",
 			prefix.Election():                              "/shardlimit/rebalance/election",
 			prefix.Run(5):                                  "/shardlimit/rebalance/runs/00000000000000000005",
+			prefix.HandoffLock():                           "/shardlimit/handoff/lock",
 		} {
 			if got != want {
 				t.Errorf("prefix %q: got %q, want %q", prefix, got, want)

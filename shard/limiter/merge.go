@@ -53,7 +53,9 @@ func laterTime(x, y State) bool {
 
 // MergeLog merges the times of two sliding_log rings of one key into dst,
 // oldest first, keeping the newest len(dst.Times) of their union: every
-// hit either shard allowed still counts, up to what the ring holds.
+// hit either shard allowed still counts, up to what the ring holds. A time
+// both hold counts as often as the one that holds it more often, so
+// merging the same log twice (a hand-off copies twice) changes nothing.
 // Both inputs hold their times oldest first (src as a plain slice).
 func MergeLog(dst *Log, src []int64) {
 	n := len(dst.Times)
@@ -64,11 +66,15 @@ func MergeLog(dst *Log, src []int64) {
 	i, j := 0, 0
 	for i < dst.Len || j < len(src) {
 		switch {
-		case j == len(src) || (i < dst.Len && dst.at(i) <= src[j]):
+		case j == len(src) || (i < dst.Len && dst.at(i) < src[j]):
 			merged = append(merged, dst.at(i))
 			i++
-		default:
+		case i == dst.Len || src[j] < dst.at(i):
 			merged = append(merged, src[j])
+			j++
+		default: // the same time on both: one entry for each pair
+			merged = append(merged, src[j])
+			i++
 			j++
 		}
 	}

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -36,5 +37,25 @@ func TestMergeLogKeepsNewestOfUnion(t *testing.T) {
 	MergeLog(&l, []int64{20, 40, 50})
 	if got := l.Snapshot(); len(got) != 4 || got[0] != 20 || got[3] != 50 {
 		t.Fatalf("merged log %v, want [20 30 40 50]", got)
+	}
+}
+
+// A hand-off copies a key twice: merging a log into a copy of itself, or
+// into a log that already holds some of its hits, counts each hit once,
+// and a time hit twice (one check of cost 2) keeps both of its entries.
+func TestMergeLogIsIdempotent(t *testing.T) {
+	l := Log{Times: make([]int64, 8)}
+	r := Rule{Algorithm: SlidingLog, Limit: 8, Period: 100}
+	DecideLog(&l, 10, &r, 2, 1)
+	DecideLog(&l, 30, &r, 1, 1)
+	before := l.Snapshot()
+	MergeLog(&l, before)
+	MergeLog(&l, before[:2])
+	if got := l.Snapshot(); fmt.Sprint(got) != "[10 10 30]" {
+		t.Fatalf("merged a log into itself: %v, want [10 10 30]", got)
+	}
+	MergeLog(&l, []int64{10, 10, 10, 20})
+	if got := l.Snapshot(); fmt.Sprint(got) != "[10 10 10 20 30]" {
+		t.Fatalf("merged %v, want the time hit three times on one side three times", got)
 	}
 }

@@ -21,7 +21,29 @@ type Member struct {
 	Started time.Time `json:"started"`
 	// Ready is when the shard was serving and first registered.
 	Ready time.Time `json:"ready"`
+	// State is where the member is in its life: joining, serving or
+	// draining. Only serving members own partitions; "" (a record written
+	// before states existed) is serving.
+	State State `json:"state,omitempty"`
 }
+
+// State is a member's place in its life.
+type State string
+
+const (
+	// Joining: registered, taking over the counters of the partitions it
+	// will own; owns nothing yet.
+	Joining State = "joining"
+	// Serving: owns partitions and decides their checks.
+	Serving State = "serving"
+	// Draining: stopping; has handed its partitions to their next owners,
+	// owns nothing, and deregisters soon.
+	Draining State = "draining"
+)
+
+// Serving reports whether the member owns partitions: routers route to it
+// and the owner function places partitions on it.
+func (m Member) Serving() bool { return m.State == "" || m.State == Serving }
 
 // String returns the member's id; the consistent ring names members by it.
 func (m Member) String() string { return m.ID }
@@ -35,6 +57,8 @@ func (m Member) Validate() error {
 		return fmt.Errorf("member id %q: must not contain '/' or white space", m.ID)
 	case m.Addr == "":
 		return fmt.Errorf("member addr: must not be empty")
+	case m.State != "" && m.State != Joining && m.State != Serving && m.State != Draining:
+		return fmt.Errorf("member state %q: not one of joining, serving, draining", m.State)
 	}
 	return nil
 }

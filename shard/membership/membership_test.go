@@ -174,3 +174,49 @@ func TestRestartWithinTheLeaseWaitsForIt(t *testing.T) {
 	defer again.Close(context.Background())
 	t.Logf("registered again after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// With RegisterUntilLost a lost lease is not registered again: the record
+// stays gone, onLost is called once, and Close has nothing to revoke.
+func TestRegisterUntilLostCallsBackInstead(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	cli := dial(t)
+	ctx := context.Background()
+	lost := make(chan struct{}, 2)
+	r, err := membership.RegisterUntilLost(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1", State: member.Joining}, 5*time.Second,
+		slog.New(slog.DiscardHandler), func() { lost <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Update(ctx, member.Member{ID: "a", Addr: "127.0.0.1:1", State: member.Serving}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, etcd.Layout(prefix).Member("a"))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get a: %v", err)
+	}
+	if m, err := member.Decode("a", resp.Kvs[0].Value); err != nil || m.State != member.Serving {
+		t.Fatalf("record after Update: %+v, %v", m, err)
+	}
+	// Revoked behind its back: seen at once through the deleted record,
+	// long before the next keep-alive of a 5s lease would tell.
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("onLost not called within 10s of the lease's revocation")
+	}
+	if !r.Lost() {
+		t.Fatal("Lost() is false after onLost")
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatalf("Close after a lost lease: %v", err)
+	}
+	if resp, err := cli.Get(ctx, etcd.Layout(prefix).Member("a")); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the record came back after a lost lease: %v %v", resp.Kvs, err)
+	}
+	if len(lost) != 0 {
+		t.Fatal("onLost called more than once")
+	}
+}

@@ -25,13 +25,33 @@ type Registration struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// onLost, when set, replaces registering again after a lost lease.
+	onLost func()
+
 	mu    sync.Mutex
 	lease clientv3.LeaseID
+	rev   int64 // etcd revision of the last write of the record
+	lost  bool
 }
 
 // Register writes m under prefix with a lease of ttl and keeps it alive in the
-// background. It returns once the first write succeeded.
+// background, registering again whenever the lease is lost. It returns once
+// the first write succeeded.
 func Register(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, m member.Member, ttl time.Duration, log *slog.Logger) (*Registration, error) {
+	return register(ctx, cli, layout, m, ttl, log, nil)
+}
+
+// RegisterUntilLost is Register, except that a lost lease ends the
+// registration instead of registering again: onLost is called once, in the
+// registration's goroutine, as soon as the lease is seen lost (its
+// keep-alives end, or the record is deleted). The caller registers again
+// when it is ready to: a shard first gives its counters back and then
+// joins warm, so that it never serves stale counters.
+func RegisterUntilLost(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, m member.Member, ttl time.Duration, log *slog.Logger, onLost func()) (*Registration, error) {
+	return register(ctx, cli, layout, m, ttl, log, onLost)
+}
+
+func register(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, m member.Member, ttl time.Duration, log *slog.Logger, onLost func()) (*Registration, error) {
 	b, err := member.Encode(m)
 	if err != nil {
 		return nil, err
@@ -42,7 +62,7 @@ func Register(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, m m
 	runCtx, cancel := context.WithCancel(context.Background())
 	r := &Registration{
 		cli: cli, key: layout.Member(m.ID), value: string(b), ttl: int64(ttl / time.Second),
-		log: log.With("member", m.ID), done: make(chan struct{}), ctx: runCtx, cancel: cancel,
+		log: log.With("member", m.ID), done: make(chan struct{}), ctx: runCtx, cancel: cancel, onLost: onLost,
 	}
 	// A record held by another live member with our id is, after a crash
 	// and a quick restart, our own previous incarnation: wait for its lease
@@ -94,7 +114,7 @@ func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeep
 		return nil, fmt.Errorf("keep lease alive: %w", err)
 	}
 	r.mu.Lock()
-	r.lease = lease.ID
+	r.lease, r.rev = lease.ID, resp.Header.Revision
 	r.mu.Unlock()
 	return ka, nil
 }
@@ -102,14 +122,15 @@ func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeep
 // ErrDuplicateID means another live member holds the same id.
 var ErrDuplicateID = errors.New("duplicate member id")
 
-// run drains keep-alive answers; when the lease is lost it registers again,
-// retrying with backoff until Close.
+// run drains keep-alive answers and watches the record; when the lease is
+// lost (keep-alives end, or the record is deleted behind the member's back)
+// it calls onLost and ends, or without onLost registers again, retrying
+// with backoff until Close.
 func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 	ctx := r.ctx
 	defer close(r.done)
 	for {
-		for range ka {
-		}
+		r.waitLost(ctx, ka)
 		if ctx.Err() != nil {
 			return
 		}
@@ -117,6 +138,15 @@ func (r *Registration) run(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 			continue
 		}
 		if ctx.Err() != nil {
+			return
+		}
+		if r.onLost != nil {
+			r.mu.Lock()
+			r.lost = true
+			r.mu.Unlock()
+			r.log.Warn("membership lease lost")
+			r.cancel() // ends the keep-alives of the lost lease
+			r.onLost()
 			return
 		}
 		r.log.Warn("membership lease lost; registering again")
@@ -185,6 +215,36 @@ func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAli
 	}
 }
 
+// waitLost returns once the lease is lost or ctx ends: when the keep-alive
+// channel closes, or the record is deleted (a revoked lease deletes it at
+// once, before the next keep-alive would tell).
+func (r *Registration) waitLost(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	r.mu.Lock()
+	rev := r.rev
+	r.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := r.cli.Watch(wctx, r.key, clientv3.WithRev(rev+1))
+	for {
+		select {
+		case _, ok := <-ka:
+			if !ok {
+				return
+			}
+		case wr, ok := <-wch:
+			if !ok || wr.Canceled {
+				wch = nil // keep-alives alone tell
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return
+				}
+			}
+		}
+	}
+}
+
 // holds reports whether the record is still attached to lease and the
 // lease has time left.
 func (r *Registration) holds(ctx context.Context, lease clientv3.LeaseID) (bool, error) {
@@ -214,6 +274,14 @@ func (r *Registration) Update(ctx context.Context, m member.Member) error {
 	return err
 }
 
+// Lost reports whether the registration ended with its lease lost
+// (RegisterUntilLost only).
+func (r *Registration) Lost() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost
+}
+
 // Abandon stops keeping the lease alive without revoking it, as a crash
 // would: the record disappears when the lease expires.
 func (r *Registration) Abandon() {
@@ -221,13 +289,16 @@ func (r *Registration) Abandon() {
 }
 
 // Close stops the keep-alives and revokes the lease, which deletes the
-// member record at once.
+// member record at once. After a lost lease there is nothing to revoke.
 func (r *Registration) Close(ctx context.Context) error {
 	r.cancel()
-	r.mu.Lock()
-	lease := r.lease
-	r.mu.Unlock()
-	_, err := r.cli.Revoke(ctx, lease)
 	<-r.done
+	r.mu.Lock()
+	lease, lost := r.lease, r.lost
+	r.mu.Unlock()
+	if lost {
+		return nil
+	}
+	_, err := r.cli.Revoke(ctx, lease)
 	return err
 }

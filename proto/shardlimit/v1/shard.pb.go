@@ -1460,6 +1460,281 @@ func (x *DropResponse) GetDropped() uint64 {
 	return 0
 }
 
+type ExportStreamRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partitions []uint32               `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partition count the partitions are numbered in.
+	PartitionCount uint32 `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	// Bounds on one chunk: at most max_chunk_keys keys and about
+	// max_chunk_bytes bytes; 0 means 4096 keys and 1 MiB. A single key larger
+	// than max_chunk_bytes (a long sliding log) travels in a chunk of its own.
+	MaxChunkKeys  uint32 `protobuf:"varint,3,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
+	MaxChunkBytes uint32 `protobuf:"varint,4,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportStreamRequest) Reset() {
+	*x = ExportStreamRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportStreamRequest) ProtoMessage() {}
+
+func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExportStreamRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ExportStreamRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ExportStreamRequest) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *ExportStreamRequest) GetMaxChunkKeys() uint32 {
+	if x != nil {
+		return x.MaxChunkKeys
+	}
+	return 0
+}
+
+func (x *ExportStreamRequest) GetMaxChunkBytes() uint32 {
+	if x != nil {
+		return x.MaxChunkBytes
+	}
+	return 0
+}
+
+// ExportStreamResponse is one chunk of a streamed export.
+type ExportStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*KeyState            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportStreamResponse) Reset() {
+	*x = ExportStreamResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportStreamResponse) ProtoMessage() {}
+
+func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportStreamResponse.ProtoReflect.Descriptor instead.
+func (*ExportStreamResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ExportStreamResponse) GetKeys() []*KeyState {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type PullRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The shard to read from: its member id (for messages) and address.
+	SourceId   string   `protobuf:"bytes,1,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"`
+	SourceAddr string   `protobuf:"bytes,2,opt,name=source_addr,json=sourceAddr,proto3" json:"source_addr,omitempty"`
+	Partitions []uint32 `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partition count the partitions are numbered in.
+	PartitionCount uint32 `protobuf:"varint,4,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	// Bounds on one chunk, as in ExportStreamRequest.
+	MaxChunkKeys  uint32 `protobuf:"varint,5,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
+	MaxChunkBytes uint32 `protobuf:"varint,6,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullRequest) Reset() {
+	*x = PullRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullRequest) ProtoMessage() {}
+
+func (x *PullRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
+func (*PullRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PullRequest) GetSourceId() string {
+	if x != nil {
+		return x.SourceId
+	}
+	return ""
+}
+
+func (x *PullRequest) GetSourceAddr() string {
+	if x != nil {
+		return x.SourceAddr
+	}
+	return ""
+}
+
+func (x *PullRequest) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *PullRequest) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *PullRequest) GetMaxChunkKeys() uint32 {
+	if x != nil {
+		return x.MaxChunkKeys
+	}
+	return 0
+}
+
+func (x *PullRequest) GetMaxChunkBytes() uint32 {
+	if x != nil {
+		return x.MaxChunkBytes
+	}
+	return 0
+}
+
+type PullResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keys received, and of those how many were added or changed and how
+	// many kept this shard's own, more restrictive state.
+	Keys     uint64 `protobuf:"varint,1,opt,name=keys,proto3" json:"keys,omitempty"`
+	Imported uint64 `protobuf:"varint,2,opt,name=imported,proto3" json:"imported,omitempty"`
+	Kept     uint64 `protobuf:"varint,3,opt,name=kept,proto3" json:"kept,omitempty"`
+	// Chunks received.
+	Chunks        uint64 `protobuf:"varint,4,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullResponse) Reset() {
+	*x = PullResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullResponse) ProtoMessage() {}
+
+func (x *PullResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
+func (*PullResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PullResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *PullResponse) GetImported() uint64 {
+	if x != nil {
+		return x.Imported
+	}
+	return 0
+}
+
+func (x *PullResponse) GetKept() uint64 {
+	if x != nil {
+		return x.Kept
+	}
+	return 0
+}
+
+func (x *PullResponse) GetChunks() uint64 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
 var File_shardlimit_v1_shard_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_shard_proto_rawDesc = "" +
@@ -1571,7 +1846,31 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
 	"\fDropResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped*\xc7\x01\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\xac\x01\n" +
+	"\x13ExportStreamRequest\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\rR\n" +
+	"partitions\x12'\n" +
+	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\x12$\n" +
+	"\x0emax_chunk_keys\x18\x03 \x01(\rR\fmaxChunkKeys\x12&\n" +
+	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\"C\n" +
+	"\x14ExportStreamResponse\x12+\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xe2\x01\n" +
+	"\vPullRequest\x12\x1b\n" +
+	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
+	"\vsource_addr\x18\x02 \x01(\tR\n" +
+	"sourceAddr\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\rR\n" +
+	"partitions\x12'\n" +
+	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12$\n" +
+	"\x0emax_chunk_keys\x18\x05 \x01(\rR\fmaxChunkKeys\x12&\n" +
+	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\"j\n" +
+	"\fPullResponse\x12\x12\n" +
+	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1a\n" +
+	"\bimported\x18\x02 \x01(\x04R\bimported\x12\x12\n" +
+	"\x04kept\x18\x03 \x01(\x04R\x04kept\x12\x16\n" +
+	"\x06chunks\x18\x04 \x01(\x04R\x06chunks*\xc7\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x01\x12\x1a\n" +
@@ -1579,7 +1878,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\xef\x03\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\x8b\x05\n" +
 	"\x05Shard\x12E\n" +
 	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12B\n" +
 	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
@@ -1587,7 +1886,9 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponse\x12E\n" +
 	"\x06Export\x12\x1c.shardlimit.v1.ExportRequest\x1a\x1d.shardlimit.v1.ExportResponse\x12E\n" +
 	"\x06Import\x12\x1c.shardlimit.v1.ImportRequest\x1a\x1d.shardlimit.v1.ImportResponse\x12?\n" +
-	"\x04Drop\x12\x1a.shardlimit.v1.DropRequest\x1a\x1b.shardlimit.v1.DropResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\x04Drop\x12\x1a.shardlimit.v1.DropRequest\x1a\x1b.shardlimit.v1.DropResponse\x12Y\n" +
+	"\fExportStream\x12\".shardlimit.v1.ExportStreamRequest\x1a#.shardlimit.v1.ExportStreamResponse0\x01\x12?\n" +
+	"\x04Pull\x12\x1a.shardlimit.v1.PullRequest\x1a\x1b.shardlimit.v1.PullResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_shard_proto_rawDescOnce sync.Once
@@ -1602,29 +1903,33 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
-	(Algorithm)(0),          // 0: shardlimit.v1.Algorithm
-	(*RuleParams)(nil),      // 1: shardlimit.v1.RuleParams
-	(*ShardCheck)(nil),      // 2: shardlimit.v1.ShardCheck
-	(*DecideRequest)(nil),   // 3: shardlimit.v1.DecideRequest
-	(*ShardDecision)(nil),   // 4: shardlimit.v1.ShardDecision
-	(*DecideResponse)(nil),  // 5: shardlimit.v1.DecideResponse
-	(*StatsRequest)(nil),    // 6: shardlimit.v1.StatsRequest
-	(*HotKey)(nil),          // 7: shardlimit.v1.HotKey
-	(*StatsResponse)(nil),   // 8: shardlimit.v1.StatsResponse
-	(*LimitedRequest)(nil),  // 9: shardlimit.v1.LimitedRequest
-	(*Episode)(nil),         // 10: shardlimit.v1.Episode
-	(*LimitedResponse)(nil), // 11: shardlimit.v1.LimitedResponse
-	(*ResetRequest)(nil),    // 12: shardlimit.v1.ResetRequest
-	(*ResetResponse)(nil),   // 13: shardlimit.v1.ResetResponse
-	(*ExportRequest)(nil),   // 14: shardlimit.v1.ExportRequest
-	(*KeyState)(nil),        // 15: shardlimit.v1.KeyState
-	(*ExportResponse)(nil),  // 16: shardlimit.v1.ExportResponse
-	(*ImportRequest)(nil),   // 17: shardlimit.v1.ImportRequest
-	(*ImportResponse)(nil),  // 18: shardlimit.v1.ImportResponse
-	(*DropRequest)(nil),     // 19: shardlimit.v1.DropRequest
-	(*DropResponse)(nil),    // 20: shardlimit.v1.DropResponse
+	(Algorithm)(0),               // 0: shardlimit.v1.Algorithm
+	(*RuleParams)(nil),           // 1: shardlimit.v1.RuleParams
+	(*ShardCheck)(nil),           // 2: shardlimit.v1.ShardCheck
+	(*DecideRequest)(nil),        // 3: shardlimit.v1.DecideRequest
+	(*ShardDecision)(nil),        // 4: shardlimit.v1.ShardDecision
+	(*DecideResponse)(nil),       // 5: shardlimit.v1.DecideResponse
+	(*StatsRequest)(nil),         // 6: shardlimit.v1.StatsRequest
+	(*HotKey)(nil),               // 7: shardlimit.v1.HotKey
+	(*StatsResponse)(nil),        // 8: shardlimit.v1.StatsResponse
+	(*LimitedRequest)(nil),       // 9: shardlimit.v1.LimitedRequest
+	(*Episode)(nil),              // 10: shardlimit.v1.Episode
+	(*LimitedResponse)(nil),      // 11: shardlimit.v1.LimitedResponse
+	(*ResetRequest)(nil),         // 12: shardlimit.v1.ResetRequest
+	(*ResetResponse)(nil),        // 13: shardlimit.v1.ResetResponse
+	(*ExportRequest)(nil),        // 14: shardlimit.v1.ExportRequest
+	(*KeyState)(nil),             // 15: shardlimit.v1.KeyState
+	(*ExportResponse)(nil),       // 16: shardlimit.v1.ExportResponse
+	(*ImportRequest)(nil),        // 17: shardlimit.v1.ImportRequest
+	(*ImportResponse)(nil),       // 18: shardlimit.v1.ImportResponse
+	(*DropRequest)(nil),          // 19: shardlimit.v1.DropRequest
+	(*DropResponse)(nil),         // 20: shardlimit.v1.DropResponse
+	(*ExportStreamRequest)(nil),  // 21: shardlimit.v1.ExportStreamRequest
+	(*ExportStreamResponse)(nil), // 22: shardlimit.v1.ExportStreamResponse
+	(*PullRequest)(nil),          // 23: shardlimit.v1.PullRequest
+	(*PullResponse)(nil),         // 24: shardlimit.v1.PullResponse
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
@@ -1635,25 +1940,30 @@ var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	10, // 5: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
 	15, // 6: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
 	15, // 7: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
-	3,  // 8: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 9: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	9,  // 10: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	12, // 11: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	14, // 12: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	17, // 13: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	19, // 14: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	5,  // 15: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	8,  // 16: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	11, // 17: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	13, // 18: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	16, // 19: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	18, // 20: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	20, // 21: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 8: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
+	3,  // 9: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 10: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	9,  // 11: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	12, // 12: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	14, // 13: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	17, // 14: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	19, // 15: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	21, // 16: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
+	23, // 17: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
+	5,  // 18: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	8,  // 19: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	11, // 20: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	13, // 21: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	16, // 22: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	18, // 23: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	20, // 24: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	22, // 25: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
+	24, // 26: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
+	18, // [18:27] is the sub-list for method output_type
+	9,  // [9:18] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -1667,7 +1977,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Decide_FullMethodName  = "/shardlimit.v1.Shard/Decide"
-	Shard_Stats_FullMethodName   = "/shardlimit.v1.Shard/Stats"
-	Shard_Limited_FullMethodName = "/shardlimit.v1.Shard/Limited"
-	Shard_Reset_FullMethodName   = "/shardlimit.v1.Shard/Reset"
-	Shard_Export_FullMethodName  = "/shardlimit.v1.Shard/Export"
-	Shard_Import_FullMethodName  = "/shardlimit.v1.Shard/Import"
-	Shard_Drop_FullMethodName    = "/shardlimit.v1.Shard/Drop"
+	Shard_Decide_FullMethodName       = "/shardlimit.v1.Shard/Decide"
+	Shard_Stats_FullMethodName        = "/shardlimit.v1.Shard/Stats"
+	Shard_Limited_FullMethodName      = "/shardlimit.v1.Shard/Limited"
+	Shard_Reset_FullMethodName        = "/shardlimit.v1.Shard/Reset"
+	Shard_Export_FullMethodName       = "/shardlimit.v1.Shard/Export"
+	Shard_Import_FullMethodName       = "/shardlimit.v1.Shard/Import"
+	Shard_Drop_FullMethodName         = "/shardlimit.v1.Shard/Drop"
+	Shard_ExportStream_FullMethodName = "/shardlimit.v1.Shard/ExportStream"
+	Shard_Pull_FullMethodName         = "/shardlimit.v1.Shard/Pull"
 )
 
 // ShardClient is the client API for Shard service.
@@ -51,6 +53,17 @@ type ShardClient interface {
 	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
 	// Drop forgets every key of the given partitions, after they moved away.
 	Drop(ctx context.Context, in *DropRequest, opts ...grpc.CallOption) (*DropResponse, error)
+	// ExportStream streams the counter state of every key in the given
+	// partitions, in chunks bounded in keys and bytes, so that any number of
+	// keys can move.
+	ExportStream(ctx context.Context, in *ExportStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportStreamResponse], error)
+	// Pull has this shard read the source shard's ExportStream of the given
+	// partitions and merge each chunk as Import does (the more restrictive
+	// state wins) as it arrives; it answers once the stream ended. A chunk
+	// that fails validation ends the pull with InvalidArgument; the chunks
+	// before it stay merged, and merging is idempotent, so the caller may
+	// pull again.
+	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error)
 }
 
 type shardClient struct {
@@ -131,6 +144,35 @@ func (c *shardClient) Drop(ctx context.Context, in *DropRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *shardClient) ExportStream(ctx context.Context, in *ExportStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[0], Shard_ExportStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportStreamRequest, ExportStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_ExportStreamClient = grpc.ServerStreamingClient[ExportStreamResponse]
+
+func (c *shardClient) Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PullResponse)
+	err := c.cc.Invoke(ctx, Shard_Pull_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -154,6 +196,17 @@ type ShardServer interface {
 	Import(context.Context, *ImportRequest) (*ImportResponse, error)
 	// Drop forgets every key of the given partitions, after they moved away.
 	Drop(context.Context, *DropRequest) (*DropResponse, error)
+	// ExportStream streams the counter state of every key in the given
+	// partitions, in chunks bounded in keys and bytes, so that any number of
+	// keys can move.
+	ExportStream(*ExportStreamRequest, grpc.ServerStreamingServer[ExportStreamResponse]) error
+	// Pull has this shard read the source shard's ExportStream of the given
+	// partitions and merge each chunk as Import does (the more restrictive
+	// state wins) as it arrives; it answers once the stream ended. A chunk
+	// that fails validation ends the pull with InvalidArgument; the chunks
+	// before it stay merged, and merging is idempotent, so the caller may
+	// pull again.
+	Pull(context.Context, *PullRequest) (*PullResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -184,6 +237,12 @@ func (UnimplementedShardServer) Import(context.Context, *ImportRequest) (*Import
 }
 func (UnimplementedShardServer) Drop(context.Context, *DropRequest) (*DropResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drop not implemented")
+}
+func (UnimplementedShardServer) ExportStream(*ExportStreamRequest, grpc.ServerStreamingServer[ExportStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExportStream not implemented")
+}
+func (UnimplementedShardServer) Pull(context.Context, *PullRequest) (*PullResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pull not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -332,6 +391,35 @@ func _Shard_Drop_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_ExportStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ShardServer).ExportStream(m, &grpc.GenericServerStream[ExportStreamRequest, ExportStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_ExportStreamServer = grpc.ServerStreamingServer[ExportStreamResponse]
+
+func _Shard_Pull_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Pull(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Pull_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Pull(ctx, req.(*PullRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -367,7 +455,17 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Drop",
 			Handler:    _Shard_Drop_Handler,
 		},
+		{
+			MethodName: "Pull",
+			Handler:    _Shard_Pull_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ExportStream",
+			Handler:       _Shard_ExportStream_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "shardlimit/v1/shard.proto",
 }

@@ -3,6 +3,8 @@ package shardmap
 import (
 	"fmt"
 	"time"
+
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
 // Map is the published shard map: the partitions the rebalance job has
@@ -76,6 +78,16 @@ func Resolve(ring *Table, m *Map) *Table {
 		}
 	}
 	return t
+}
+
+// InForce returns the owners in force for members and map m: Build, then
+// Resolve.
+func InForce(cfg Config, members []member.Member, m *Map) (*Table, error) {
+	ring, err := Build(cfg, members)
+	if err != nil {
+		return nil, err
+	}
+	return Resolve(ring, m), nil
 }
 
 // Owners returns the member ID owning each partition ("" when none).

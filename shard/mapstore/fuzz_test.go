@@ -6,7 +6,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"github.com/shardlimit/shardlimit/rebalance/shardmap"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/buraksezer/consistent"
 	"github.com/cespare/xxhash/v2"
+
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
@@ -62,7 +63,8 @@ func (t *Table) Owner(p int) (member.Member, bool) {
 // OwnerIndex returns the index into Members of partition p's owner, or -1.
 func (t *Table) OwnerIndex(p int) int { return t.owners[p] }
 
-// Members returns the members the table was built from, sorted by ID.
+// Members returns the serving members the table was built from, sorted by
+// ID.
 func (t *Table) Members() []member.Member { return t.members }
 
 // Count returns how many partitions each member owns, by ID.
@@ -80,13 +82,20 @@ type hasher struct{}
 
 func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
 
-// Build assigns every partition to one of members with the bounded-load
-// ring. The result depends only on cfg and the set of member IDs.
+// Build assigns every partition to one of the serving members with the
+// bounded-load ring; a joining or draining member owns nothing and is left
+// out of the table. The result depends only on cfg and the set of serving
+// member IDs.
 func Build(cfg Config, members []member.Member) (*Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ms := slices.Clone(members)
+	ms := make([]member.Member, 0, len(members))
+	for _, m := range members {
+		if m.Serving() {
+			ms = append(ms, m)
+		}
+	}
 	slices.SortFunc(ms, func(a, b member.Member) int { return strings.Compare(a.ID, b.ID) })
 	ms = slices.CompactFunc(ms, func(a, b member.Member) bool { return a.ID == b.ID })
 	t := &Table{owners: make([]int, cfg.Partitions), members: ms}

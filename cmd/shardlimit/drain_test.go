@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// Every algorithm, with a period so long that nothing refills during the
+// test: a user at their limit stays there unless a quota resets.
+const drainRules = `rules:
+  - {service: p, endpoint: /token_bucket, algorithm: token_bucket, limit: 3, period: 366d}
+  - {service: p, endpoint: /leaky_bucket, algorithm: leaky_bucket, limit: 3, period: 366d, burst: 3}
+  - {service: p, endpoint: /fixed_window, algorithm: fixed_window, limit: 3, period: 366d}
+  - {service: p, endpoint: /sliding_log, algorithm: sliding_log, limit: 3, period: 366d}
+  - {service: p, endpoint: /sliding_window, algorithm: sliding_window, limit: 3, period: 366d}
+  - {service: p, endpoint: /gcra, algorithm: gcra, limit: 3, period: 366d}
+`
+
+// TestShardProcessDrainsOnSIGTERM runs real processes: `shardlimit dev`
+// with 3 shards, users at their limit for every algorithm under a steady
+// load through a router process. SIGTERM to a shard's process drains it (its
+// partitions' counters go to their next owners, routers switch, then it
+// deregisters) and it exits 0; a new process under the same id joins warm.
+// Throughout, no user is allowed past their limit and callers see no error
+// and no policy answer.
+func TestShardProcessDrainsOnSIGTERM(t *testing.T) {
+	bin := buildBinary(t)
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rulesFile, []byte(drainRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDev(t, bin, "--rules", rulesFile)
+	var logs struct {
+		sync.Mutex
+		b strings.Builder
+	}
+	go func() {
+		for l := range d.lines {
+			logs.Lock()
+			logs.b.WriteString(l + "\n")
+			logs.Unlock()
+		}
+	}()
+	// A router of our own, with the generous deadline the cluster tests
+	// use, so that a loaded machine's latency is not taken for a failure;
+	// it follows the rules dev stored in etcd.
+	routerAddr, routerMetrics := freeAddr(t), freeAddr(t)
+	// It runs secure with the router certificate and the grants file dev
+	// made beside its client config, and we call it as dev's operator.
+	dir := filepath.Dir(d.config)
+	router := exec.Command(bin, "router", "--listen", routerAddr, "--metrics-listen", routerMetrics, "--etcd", d.etcd,
+		"--prefix", "/shardlimit/", "--deadline", "1s",
+		"--tls-cert", filepath.Join(dir, "router.pem"), "--tls-key", filepath.Join(dir, "router-key.pem"),
+		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-server-name", creds.LocalServerName,
+		"--grants-file", filepath.Join(dir, "grants.yaml"))
+	if err := router.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = router.Process.Kill(); _ = router.Wait() })
+	cfg, err := creds.LoadClientConfig(d.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := cfg.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(routerAddr, grpc.WithTransportCredentials(credentials.NewTLS(operator)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cl, adm := shardlimitv1.NewRateLimiterClient(conn), shardlimitv1.NewAdminClient(conn)
+	members := func(n int) {
+		t.Helper()
+		poll.Until(t, 30*time.Second, func() error {
+			ms, err := adm.ListMembers(context.Background(), &shardlimitv1.ListMembersRequest{})
+			if err != nil {
+				return err
+			}
+			if len(ms.Members) != n {
+				return fmt.Errorf("router routes to %d shards, want %d", len(ms.Members), n)
+			}
+			return nil
+		})
+	}
+	check := func(ep, user string) *shardlimitv1.Decision {
+		t.Helper()
+		resp, err := cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "p", Endpoint: ep, User: user, Hits: proto.Int64(1)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Decisions[0]
+	}
+	members(3)
+	endpoints := []string{"/token_bucket", "/leaky_bucket", "/fixed_window", "/sliding_log", "/sliding_window", "/gcra"}
+	var req shardlimitv1.CheckRequest
+	for _, ep := range endpoints {
+		for i := range 20 {
+			u := fmt.Sprintf("u%d", i)
+			for n := 0; check(ep, u).Allowed; n++ {
+				if n > 3 {
+					t.Fatalf("%s %s allowed past a limit of 3", ep, u)
+				}
+			}
+			req.Checks = append(req.Checks, &shardlimitv1.Check{Service: "p", Endpoint: ep, User: u, Hits: proto.Int64(1)})
+		}
+	}
+	// The steady load: every user, over and over.
+	var checks, allowed, policy, errs atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := cl.Check(context.Background(), &req)
+				checks.Add(int64(len(req.Checks)))
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				for _, dec := range resp.Decisions {
+					switch {
+					case dec.FailurePolicy:
+						policy.Add(1)
+					case dec.Allowed:
+						allowed.Add(1)
+					}
+				}
+			}
+		})
+	}
+	start := time.Now()
+	pid := d.pids["shard-2"]
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 60*time.Second, func() error {
+		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			return fmt.Errorf("shard-2 (pid %d) still running", pid)
+		}
+		return nil
+	})
+	drained := time.Since(start)
+	members(2)
+
+	// A new process under the same id joins warm.
+	shard := exec.Command(bin, "shard", "--id", "shard-2", "--etcd", d.etcd, "--prefix", "/shardlimit/", "--lease-ttl", "2s")
+	var out bytes.Buffer
+	shard.Stdout, shard.Stderr = &out, &out
+	if err := shard.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shard.Process.Kill(); _ = shard.Wait() })
+	members(3)
+	took := time.Since(start)
+	close(stop)
+	wg.Wait()
+
+	for _, c := range req.Checks {
+		if dec := check(c.Endpoint, c.User); dec.Allowed || dec.FailurePolicy {
+			t.Errorf("%s %s after the restart: %v, want denied by its shard", c.Endpoint, c.User, dec)
+		}
+	}
+	t.Logf("SIGTERM to a shard process, drained and exited in %v; restarted and joined warm, %v in all: %d users at their limit, %d checks, "+
+		"%d allowed beyond a limit, %d policy answers, %d errors",
+		drained.Round(time.Millisecond), took.Round(time.Millisecond), len(req.Checks), checks.Load(), allowed.Load(), policy.Load(), errs.Load())
+	if allowed.Load() != 0 || policy.Load() != 0 || errs.Load() != 0 {
+		t.Errorf("want 0 checks allowed beyond a limit, 0 policy answers, 0 errors; the router's shard errors:\n%s", shardErrors(t, "http://"+routerMetrics+"/metrics"))
+	}
+
+	// The replacement drains too, and exits 0.
+	if err := shard.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := shard.Wait(); err != nil {
+		t.Errorf("the restarted shard exited with %v after SIGTERM:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "joined: serving the partitions gained") || !strings.Contains(out.String(), "drained: every partition's counters are at its next owner") {
+		t.Errorf("the restarted shard did not log its join and its drain:\n%s", out.String())
+	}
+	logs.Lock()
+	defer logs.Unlock()
+	if l := logs.b.String(); !strings.Contains(l, "drained: every partition's counters are at its next owner") || strings.Contains(l, "shard-2  | exited") {
+		t.Errorf("shard-2 under dev did not drain and exit 0:\n%s", l)
+	}
+}
+
+// shardErrors returns the router's shardlimit_router_shard_errors_total
+// series, scraped from its metrics URL.
+func shardErrors(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "shardlimit_router_shard_errors_total{") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

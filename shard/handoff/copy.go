@@ -1,0 +1,98 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/member"
+)
+
+// Copied is what one copy moved.
+type Copied struct {
+	// Keys received, and of those, how many the destination added or
+	// changed and how many kept its own, more restrictive state.
+	Keys, Imported, Kept uint64
+	// Chunks streamed.
+	Chunks uint64
+}
+
+// Chunking bounds the chunks of a copy; zero fields take the exporting
+// shard's defaults (4096 keys, 1 MiB).
+type Chunking struct {
+	Keys, Bytes uint32
+}
+
+// Copy has shard to pull the counters of parts (numbered among count
+// partitions) from shard from, shard to shard: to reads from's
+// ExportStream and merges each chunk as it arrives (Pull), so neither side
+// holds more than a few chunks at a time, whatever the number of keys.
+func Copy(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking) (Copied, error) {
+	resp, err := to.Pull(ctx, &shardlimitv1.PullRequest{
+		SourceId: from.ID, SourceAddr: from.Addr, Partitions: parts, PartitionCount: uint32(count),
+		MaxChunkKeys: chunks.Keys, MaxChunkBytes: chunks.Bytes,
+	})
+	if err != nil {
+		return Copied{}, err
+	}
+	return Copied{Keys: resp.Keys, Imported: resp.Imported, Kept: resp.Kept, Chunks: resp.Chunks}, nil
+}
+
+// Merge merges one chunk of keys into the receiving shard and says how many
+// it added or changed and how many kept their own state: the shard host's
+// Import.
+type Merge func(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, kept uint64, err error)
+
+// Pull is the receiving side of Copy, run by the destination shard: it
+// reads from's ExportStream of the request's partitions and merges each
+// chunk as it arrives, receiving the next chunk while it merges one.
+// Copied counts what was merged before an error.
+func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.PullRequest, merge Merge) (Copied, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the export on an early return
+	exp, err := from.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{
+		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
+	})
+	if err != nil {
+		return Copied{}, fmt.Errorf("export from %s: %w", req.SourceId, err)
+	}
+	type received struct {
+		keys []*shardlimitv1.KeyState
+		err  error
+	}
+	chunks := make(chan received, 2)
+	go func() {
+		defer close(chunks)
+		for {
+			chunk, err := exp.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			select {
+			case chunks <- received{chunk.GetKeys(), err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var c Copied
+	for r := range chunks {
+		if r.err != nil {
+			return c, fmt.Errorf("export from %s, after %d chunks: %w", req.SourceId, c.Chunks, r.err)
+		}
+		imported, kept, err := merge(ctx, r.keys)
+		if err != nil {
+			return c, fmt.Errorf("chunk %d from %s: %w", c.Chunks, req.SourceId, err)
+		}
+		c.Keys += uint64(len(r.keys))
+		c.Imported += imported
+		c.Kept += kept
+		c.Chunks++
+	}
+	return c, ctx.Err()
+}

@@ -1,0 +1,198 @@
+package handoff_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/member"
+)
+
+const partitions = 1024
+
+// startShard starts a shard under prefix, stopped abruptly when tb ends.
+func startShard(tb testing.TB, prefix, id string) (*shard.Server, shardlimitv1.ShardClient) {
+	tb.Helper()
+	o := shard.DefaultOptions()
+	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{etcdEndpoint}, prefix, slog.New(slog.DiscardHandler)
+	o.LeaseTTL, o.HandoffSettle = 2*time.Second, 50*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := shard.Start(ctx, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Kill)
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	return s, shardlimitv1.NewShardClient(conn)
+}
+
+func memberOf(s *shard.Server) member.Member { return member.Member{ID: s.ID(), Addr: s.Addr()} }
+
+var fixedWindow = &shardlimitv1.RuleParams{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: int64(time.Hour)}
+
+// fill has n users u0..u<n-1> each spend hits of their fixed-window limit
+// of 10 per hour on c, 1000 checks a call.
+func fill(tb testing.TB, c shardlimitv1.ShardClient, n int, hits int64) {
+	tb.Helper()
+	for from := 0; from < n; from += 1000 {
+		req := &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{fixedWindow}}
+		for i := from; i < min(n, from+1000); i++ {
+			u := fmt.Sprintf("u%d", i)
+			req.Checks = append(req.Checks, &shardlimitv1.ShardCheck{
+				Service: "s", User: u, Hits: hits, Partition: uint32(key.Partition(key.Hash("s", "r", u), partitions)),
+			})
+		}
+		if _, err := c.Decide(context.Background(), req); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func allParts() []uint32 {
+	out := make([]uint32, partitions)
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+func keys(tb testing.TB, c shardlimitv1.ShardClient) uint64 {
+	tb.Helper()
+	st, err := c.Stats(context.Background(), &shardlimitv1.StatsRequest{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st.Keys
+}
+
+// 100,000 keys, more than one gRPC message could hold (about 82,000),
+// move in chunks of at most the asked-for bound, and every user at their
+// limit on the source is at their limit on the destination. A second copy
+// changes nothing.
+func TestCopyStreamsAnyNumberOfKeysInBoundedChunks(t *testing.T) {
+	const n = 100_000
+	prefix := "/test/" + t.Name() + "/"
+	sa, a := startShard(t, prefix, "a")
+	_, b := startShard(t, prefix, "b")
+	fill(t, a, n, 10)
+	if got := keys(t, a); got != n {
+		t.Fatalf("source holds %d keys, want %d", got, n)
+	}
+	start := time.Now()
+	c, err := handoff.Copy(context.Background(), memberOf(sa), b, allParts(), partitions, handoff.Chunking{Keys: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("copied %d keys in %d chunks in %v", c.Keys, c.Chunks, time.Since(start).Round(time.Millisecond))
+	if c.Keys != n || c.Imported != n || c.Chunks < n/1000 || c.Chunks > n/1000+256 {
+		t.Fatalf("copy: %+v, want %d keys in chunks of at most 1000 (at most one short chunk a stripe)", c, n)
+	}
+	if got := keys(t, b); got != n {
+		t.Fatalf("destination holds %d keys, want %d", got, n)
+	}
+	again, err := handoff.Copy(context.Background(), memberOf(sa), b, allParts(), partitions, handoff.Chunking{Bytes: 64 << 10})
+	if err != nil || again.Imported != 0 || again.Kept != n {
+		t.Fatalf("second copy: %+v, %v; want every key kept as it was", again, err)
+	}
+	// Every user is at their limit on b: one more hit each is denied.
+	req := &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{fixedWindow}}
+	for i := 0; i < n; i += n / 100 {
+		req.Checks = append(req.Checks, &shardlimitv1.ShardCheck{Service: "s", User: fmt.Sprintf("u%d", i), Hits: 1})
+	}
+	resp, err := b.Decide(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range resp.Decisions {
+		if d.Allowed {
+			t.Fatalf("user %s allowed past their limit after the copy", req.Checks[i].User)
+		}
+	}
+}
+
+// Bad chunk bounds and partitions are refused with the field named, and
+// nothing moves.
+func TestExportStreamRejectsBadBounds(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sa, a := startShard(t, prefix, "a")
+	_, b := startShard(t, prefix, "b")
+	fill(t, a, 10, 1)
+	for _, tc := range []struct {
+		parts  []uint32
+		count  int
+		chunks handoff.Chunking
+		want   string
+	}{
+		{allParts(), partitions, handoff.Chunking{Keys: 1 << 20}, "max_chunk_keys: 1048576 is over the maximum of 65536"},
+		{allParts(), partitions, handoff.Chunking{Bytes: 64 << 20}, "max_chunk_bytes: 67108864 is over the maximum of 2097152"},
+		{[]uint32{5}, 4, handoff.Chunking{}, "partitions[0]: 5 not in 0..3"},
+		{nil, partitions, handoff.Chunking{}, "partitions: at least 1 is required"},
+	} {
+		_, err := handoff.Copy(context.Background(), memberOf(sa), b, tc.parts, tc.count, tc.chunks)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error containing %q", err, tc.want)
+		}
+	}
+	if _, err := handoff.Copy(context.Background(), member.Member{ID: "nobody"}, b, allParts(), partitions, handoff.Chunking{}); err == nil ||
+		!strings.Contains(err.Error(), "source_addr: required") {
+		t.Errorf("pull without a source address: %v", err)
+	}
+	if got := keys(t, b); got != 0 {
+		t.Fatalf("refused copies stored %d keys", got)
+	}
+}
+
+// BenchmarkHandoff streams 1M keys between two shards over real gRPC on
+// loopback, each time onto an empty destination, and reports keys per
+// second of wall time and of the process's CPU time (both shards):
+//
+//	go test -run '^$' -bench Handoff -benchtime 3x ./shard/handoff/
+func BenchmarkHandoff(b *testing.B) {
+	const n = 1_000_000
+	prefix := "/test/" + b.Name() + "/"
+	src, from := startShard(b, prefix, "from")
+	_, to := startShard(b, prefix, "to")
+	fill(b, from, n, 1)
+	var took, cpu time.Duration
+	for b.Loop() {
+		// Each copy lands on an empty destination, as a hand-off does.
+		b.StopTimer()
+		if _, err := to.Drop(context.Background(), &shardlimitv1.DropRequest{Partitions: allParts(), PartitionCount: partitions}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start, cpu0 := time.Now(), cpuTime()
+		c, err := handoff.Copy(context.Background(), memberOf(src), to, allParts(), partitions, handoff.Chunking{})
+		took, cpu = took+time.Since(start), cpu+cpuTime()-cpu0
+		if err != nil || c.Keys != n || c.Imported != n {
+			b.Fatalf("copy: %+v, %v", c, err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "keys/s")
+	// Both shards run in this process: its CPU time is what the copy cost
+	// on both sides, whatever else shares the machine.
+	b.ReportMetric(float64(n)*float64(b.N)/cpu.Seconds(), "keys/cpu-s")
+}
+
+// cpuTime returns the CPU time the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,224 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/member"
+)
+
+// Options configure a hand-off. The rebalance job and the shard host fill
+// them from their own options.
+type Options struct {
+	// Partitions is the partition count the pairs' partitions are numbered
+	// in. Required.
+	Partitions int
+	// Clients returns the shard API client of a member: each pair's
+	// destination, which pulls from its source, and the source, told to
+	// drop. Required.
+	Clients func(member.Member) (shardlimitv1.ShardClient, error)
+	// Settle is how long Move waits after the switch before copying again,
+	// so that every router has followed etcd (routers switch within a
+	// second); default 1.5s.
+	Settle time.Duration
+	// CopyTimeout bounds one pair's copy; default 5m (at the 1M keys per
+	// second measured in BENCHMARKS.md, 300M keys).
+	CopyTimeout time.Duration
+	// Chunks bounds the streamed chunks; default the exporting shard's.
+	Chunks Chunking
+	// Strict makes a pair whose first copy fails stop the hand-off before
+	// the switch, which then never happens; default false: switch anyway,
+	// and report the pairs not handed over (a drain must end).
+	Strict bool
+	// Drop has the sources forget the moved partitions after the second
+	// copy; default false (a draining shard exits instead).
+	Drop bool
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) fill() {
+	if o.Settle == 0 {
+		o.Settle = 1500 * time.Millisecond
+	}
+	if o.CopyTimeout == 0 {
+		o.CopyTimeout = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Partitions < 1 || o.Partitions > 1<<16:
+		return fmt.Errorf("partitions: %d not in 1..%d", o.Partitions, 1<<16)
+	case o.Clients == nil:
+		return fmt.Errorf("clients: required")
+	case o.Settle < 0 || o.Settle > time.Minute:
+		return fmt.Errorf("settle: %v not in 0..1m", o.Settle)
+	case o.CopyTimeout < time.Millisecond:
+		return fmt.Errorf("copy timeout: %v is under the minimum of 1ms", o.CopyTimeout)
+	}
+	return nil
+}
+
+// Report says what a hand-off did.
+type Report struct {
+	// Pairs and Partitions moved.
+	Pairs, Partitions int
+	// Keys streamed over both copies, and of those how many the
+	// destinations added or changed.
+	Keys, Imported uint64
+	// Chunks streamed over both copies.
+	Chunks uint64
+	// Switched reports whether the switch step ran.
+	Switched bool
+	// NotHandedOver are the pairs whose last copy failed, each with why:
+	// their counters start over from what the first copy brought (after a
+	// failed second copy) or from zero.
+	NotHandedOver []Failed
+	// Took is how long the hand-off took.
+	Took time.Duration
+}
+
+// Failed is a pair whose copy failed, and why.
+type Failed struct {
+	Pair
+	Err error
+}
+
+// ErrNotHandedOver means a Strict hand-off stopped before switching, or a
+// hand-off could not copy every pair.
+var ErrNotHandedOver = errors.New("counters not handed over")
+
+// Move runs the protocol of the package documentation over pairs:
+// copy, switchOwners, Settle, copy again, drop. A nil switchOwners copies
+// once and stops: owners already changed (a shard giving back the counters
+// of partitions it lost with its lease).
+//
+// The error is nil only when every pair's last copy succeeded. A Strict
+// hand-off whose first copy failed returns before switching; a switch
+// that fails returns at once. Either way the report says what happened.
+func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(context.Context) error) (rep Report, err error) {
+	o.fill()
+	start := time.Now()
+	rep = Report{Pairs: len(pairs), Partitions: Partitions(pairs)}
+	if err := o.validate(); err != nil {
+		return rep, err
+	}
+	defer func() { rep.Took = time.Since(start) }()
+	failed := copyAll(ctx, &o, pairs, &rep)
+	if switchOwners == nil {
+		rep.NotHandedOver = failed
+		return rep, failedErr(failed)
+	}
+	if o.Strict && len(failed) > 0 {
+		rep.NotHandedOver = failed
+		return rep, fmt.Errorf("before switching, nothing switched: %w", failedErr(failed))
+	}
+	if err := switchOwners(ctx); err != nil {
+		rep.NotHandedOver = failed
+		return rep, fmt.Errorf("switch: %w", err)
+	}
+	rep.Switched = true
+	if len(pairs) == 0 {
+		return rep, nil // nothing moves: no router needs to settle
+	}
+	select {
+	case <-time.After(o.Settle):
+	case <-ctx.Done():
+	}
+	// Under an ended ctx the second copy fails at once, and its pairs are
+	// reported as not handed over.
+	rep.NotHandedOver = copyAll(ctx, &o, pairs, &rep)
+	if o.Drop {
+		drop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
+	}
+	if err := failedErr(rep.NotHandedOver); err != nil {
+		return rep, fmt.Errorf("after switching: %w", err)
+	}
+	return rep, nil
+}
+
+// handedOver returns the pairs not among failed.
+func handedOver(pairs []Pair, failed []Failed) []Pair {
+	var out []Pair
+	for _, p := range pairs {
+		if !slices.ContainsFunc(failed, func(f Failed) bool { return f.From.ID == p.From.ID && f.To.ID == p.To.ID }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// copyAll copies every pair, in parallel, adding what moved to rep, and
+// returns the pairs that failed.
+func copyAll(ctx context.Context, o *Options, pairs []Pair, rep *Report) []Failed {
+	var mu sync.Mutex
+	var failed []Failed
+	var wg sync.WaitGroup
+	for _, p := range pairs {
+		wg.Go(func() {
+			c, err := copyPair(ctx, o, p)
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Keys += c.Keys
+			rep.Imported += c.Imported
+			rep.Chunks += c.Chunks
+			if err != nil {
+				failed = append(failed, Failed{Pair: p, Err: err})
+			}
+		})
+	}
+	wg.Wait()
+	return failed
+}
+
+func copyPair(ctx context.Context, o *Options, p Pair) (Copied, error) {
+	to, err := o.Clients(p.To)
+	if err != nil {
+		return Copied{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
+	defer cancel()
+	return Copy(ctx, p.From, to, p.Partitions, o.Partitions, o.Chunks)
+}
+
+// drop has the sources forget the moved partitions. It is best effort:
+// keys left behind only cost memory until they expire, and a stale copy
+// never weakens a later import (the merge keeps the more restrictive
+// state, and an old window or bucket time loses to a newer one).
+func drop(ctx context.Context, o *Options, pairs []Pair) {
+	for _, p := range pairs {
+		from, err := o.Clients(p.From)
+		if err == nil {
+			dctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
+			_, err = from.Drop(dctx, &shardlimitv1.DropRequest{Partitions: p.Partitions, PartitionCount: uint32(o.Partitions)})
+			cancel()
+		}
+		if err != nil {
+			o.Logger.Warn("old owner did not drop moved partitions; they expire on their own", "shard", p.From.ID, "partitions", len(p.Partitions), "err", err)
+		}
+	}
+}
+
+// failedErr joins the failures into one error wrapping ErrNotHandedOver,
+// or returns nil.
+func failedErr(failed []Failed) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(failed))
+	for i, f := range failed {
+		msgs[i] = fmt.Sprintf("%s → %s (%d partitions): %v", f.From.ID, f.To.ID, len(f.Partitions), f.Err)
+	}
+	return fmt.Errorf("%w: %s", ErrNotHandedOver, strings.Join(msgs, "; "))
+}

@@ -1,0 +1,120 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/member"
+)
+
+// fakeShard records the pulls and drops a hand-off asks of it; a pull
+// from a source in failFrom fails.
+type fakeShard struct {
+	shardlimitv1.ShardClient
+	mu       *sync.Mutex // shared by every fake and the switch
+	log      *[]string
+	id       string
+	failFrom map[string]bool
+}
+
+func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...grpc.CallOption) (*shardlimitv1.PullResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*f.log = append(*f.log, "pull:"+req.SourceId+">"+f.id)
+	if f.failFrom[req.SourceId] {
+		return nil, errors.New("unreachable")
+	}
+	return &shardlimitv1.PullResponse{Keys: 10, Imported: 10, Chunks: 1}, nil
+}
+
+func (f *fakeShard) Drop(_ context.Context, _ *shardlimitv1.DropRequest, _ ...grpc.CallOption) (*shardlimitv1.DropResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*f.log = append(*f.log, "drop:"+f.id)
+	return &shardlimitv1.DropResponse{}, nil
+}
+
+// Move copies, switches, copies again and drops in that order; a strict
+// hand-off whose first copy failed never switches; a lenient one switches
+// anyway and reports the pair; only pairs handed over are dropped.
+func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
+	ms := members(3)
+	pairs := []Pair{{From: ms[0], To: ms[1], Partitions: []uint32{1, 2}}, {From: ms[2], To: ms[1], Partitions: []uint32{3}}}
+	for _, tc := range []struct {
+		name           string
+		strict, drop   bool
+		failFrom       string
+		wantSwitched   bool
+		wantErr        string
+		wantLog        string
+		wantNotHanded  int
+		wantPartitions int
+	}{
+		{name: "all copied", strict: true, drop: true, wantSwitched: true,
+			wantLog: "pull:shard-0>shard-1 pull:shard-2>shard-1 | switch | pull:shard-0>shard-1 pull:shard-2>shard-1 | drop:shard-0 drop:shard-2", wantPartitions: 3},
+		{name: "strict, a source unreachable", strict: true, drop: true, failFrom: "shard-2",
+			wantErr: "before switching, nothing switched: counters not handed over: shard-2 → shard-1 (1 partitions): unreachable",
+			wantLog: "pull:shard-0>shard-1 pull:shard-2>shard-1", wantNotHanded: 1, wantPartitions: 3},
+		{name: "lenient, a source unreachable", failFrom: "shard-2", drop: true, wantSwitched: true,
+			wantErr: "after switching: counters not handed over: shard-2 → shard-1",
+			wantLog: "pull:shard-0>shard-1 pull:shard-2>shard-1 | switch | pull:shard-0>shard-1 pull:shard-2>shard-1 | drop:shard-0", wantNotHanded: 1, wantPartitions: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			var mu sync.Mutex
+			shards := map[string]*fakeShard{}
+			for _, m := range ms {
+				shards[m.ID] = &fakeShard{mu: &mu, log: &log, id: m.ID, failFrom: map[string]bool{tc.failFrom: true}}
+			}
+			step := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
+			o := Options{
+				Partitions: 8, Settle: 1, Strict: tc.strict, Drop: tc.drop,
+				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
+			}
+			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { step("|"); step("switch"); step("|"); return nil })
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err %v, want %q", err, tc.wantErr)
+			}
+			if got := phases(log); got != tc.wantLog {
+				t.Fatalf("steps\n%q\nwant\n%q", got, tc.wantLog)
+			}
+			if rep.Switched != tc.wantSwitched || len(rep.NotHandedOver) != tc.wantNotHanded || rep.Partitions != tc.wantPartitions {
+				t.Fatalf("report %+v", rep)
+			}
+		})
+	}
+}
+
+// phases renders the steps with each phase's steps sorted (pairs copy in
+// parallel): phases end at the switch and before the first drop.
+func phases(steps []string) string {
+	var out []string
+	var run []string
+	flush := func() {
+		if len(run) > 0 {
+			slices.Sort(run)
+			out = append(out, strings.Join(run, " "))
+		}
+		run = nil
+	}
+	for _, s := range steps {
+		switch {
+		case s == "|":
+			flush()
+		case strings.HasPrefix(s, "drop") && (len(run) == 0 || !strings.HasPrefix(run[0], "drop")):
+			flush()
+			run = append(run, s)
+		default:
+			run = append(run, s)
+		}
+	}
+	flush()
+	return strings.Join(out, " | ")
+}

@@ -1,0 +1,53 @@
+package handoff
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
+)
+
+// Pair is the partitions whose counters move from one shard to another.
+type Pair struct {
+	From, To   member.Member
+	Partitions []uint32
+}
+
+// Pairs returns the partitions whose owner differs between before and
+// after, grouped by (from, to) and sorted by their ids. A partition with
+// no owner before has nothing to copy, and one with no owner after has
+// nowhere to go: both are left out. The tables must have the same
+// partition count.
+func Pairs(before, after *shardmap.Table) []Pair {
+	index := map[[2]string]int{}
+	var out []Pair
+	for p := range before.Partitions() {
+		from, okFrom := before.Owner(p)
+		to, okTo := after.Owner(p)
+		if !okFrom || !okTo || from.ID == to.ID {
+			continue
+		}
+		k := [2]string{from.ID, to.ID}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, Pair{From: from, To: to})
+		}
+		out[i].Partitions = append(out[i].Partitions, uint32(p))
+	}
+	slices.SortFunc(out, func(a, b Pair) int {
+		return cmp.Or(cmp.Compare(a.From.ID, b.From.ID), cmp.Compare(a.To.ID, b.To.ID))
+	})
+	return out
+}
+
+// Partitions returns how many partitions the pairs move.
+func Partitions(pairs []Pair) int {
+	n := 0
+	for _, p := range pairs {
+		n += len(p.Partitions)
+	}
+	return n
+}

@@ -1,0 +1,400 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
+)
+
+// A shard's life in the cluster, each step a hand-off of package handoff
+// under the cluster's hand-off lock:
+//
+//   - enter (Start, and after a lost lease): register as joining, which no
+//     router routes to; pull the counters of the partitions this shard
+//     gains from their owners; write the record as serving (routers
+//     switch); pull again; have the old owners drop them.
+//   - drain (Stop): push the counters of every partition this shard owns
+//     to its next owner (the owner function without this shard); write
+//     the record as draining (routers switch); push again; deregister.
+//   - a lost lease: routers have already moved this shard's partitions.
+//     Push their counters to the new owners (one copy: owners changed
+//     already), then enter again. Until entered, it owns nothing, so it
+//     never serves stale counters.
+
+// enter registers the shard as joining and joins warm, retrying until ctx
+// ends. A live shard holding the same id is an error at once.
+func (s *Server) enter(ctx context.Context) error {
+	var backoff etcd.Backoff
+	for {
+		err := s.enterOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, membership.ErrDuplicateID) || ctx.Err() != nil {
+			return err
+		}
+		s.opts.Logger.Warn("joining the cluster failed; retrying", "err", err, "retry_in", backoff.Next())
+		if !backoff.Wait(ctx) {
+			return fmt.Errorf("join: %w (gave up: %v)", err, ctx.Err())
+		}
+	}
+}
+
+func (s *Server) enterOnce(ctx context.Context) error {
+	if reg := s.registration(); reg == nil || reg.Lost() {
+		m := s.recordIn(member.Joining)
+		reg, err := membership.RegisterUntilLost(ctx, s.etcd, s.layout(), m, s.opts.LeaseTTL, s.opts.Logger, s.onLost)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.reg, s.record = reg, m
+		s.mu.Unlock()
+		s.handoffMetrics.setState(member.Joining)
+	}
+	if err := s.join(ctx); err != nil {
+		return err
+	}
+	s.ready.Store(true)
+	s.metrics.registered.Set(1)
+	return nil
+}
+
+// join takes the counters of the partitions the shard gains, in a strict
+// hand-off whose switch writes the record as serving: if a current owner
+// cannot be read, nothing switches and join fails, to be retried.
+// Afterwards it forgets every partition it does not own (state kept from
+// before a lost lease).
+func (s *Server) join(ctx context.Context) error {
+	unlock, err := handoff.Lock(ctx, s.etcd, s.layout(), s.opts.LeaseTTL, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	members, m, err := s.readCluster(ctx)
+	if err != nil {
+		return err
+	}
+	me := s.recordIn(member.Serving)
+	before, err := s.owners(withMember(members, me.ID, nil), m)
+	if err != nil {
+		return err
+	}
+	after, err := s.owners(withMember(members, me.ID, &me), m)
+	if err != nil {
+		return err
+	}
+	pairs := handoff.Pairs(before, after)
+	rep, err := handoff.Move(ctx, s.handoffOptions(true, true), pairs, func(ctx context.Context) error {
+		return s.setState(ctx, member.Serving)
+	})
+	s.handoffMetrics.observe("join", rep)
+	if !rep.Switched {
+		return err
+	}
+	dropped := s.dropNotOwned(after)
+	log := s.opts.Logger.Info
+	if err != nil {
+		log = s.opts.Logger.Warn
+	}
+	log("joined: serving the partitions gained, with their counters", "partitions", after.Count()[me.ID],
+		"gained", rep.Partitions, "from_shards", len(pairs), "keys", rep.Keys, "took", rep.Took.Round(time.Millisecond),
+		"stale_keys_dropped", dropped, "err", err)
+	return nil
+}
+
+// drain hands every partition the shard owns to its next owner, in a
+// hand-off whose switch writes the record as draining. It is not strict:
+// a shard that stops must stop, so it logs what it could not hand over.
+func (s *Server) drain(ctx context.Context) {
+	if s.state() != member.Serving {
+		return
+	}
+	log := s.opts.Logger
+	unlock, err := handoff.Lock(ctx, s.etcd, s.layout(), s.opts.LeaseTTL, true)
+	if err != nil {
+		log.Error("drain: cannot take the hand-off lock; stopping without handing over: this shard's partitions count from zero at their next owners", "err", err)
+		return
+	}
+	defer unlock()
+	members, m, err := s.readCluster(ctx)
+	if err != nil {
+		log.Error("drain: cannot read members and the shard map; stopping without handing over: this shard's partitions count from zero at their next owners", "err", err)
+		return
+	}
+	me := s.recordIn(member.Serving)
+	gone := s.recordIn(member.Draining)
+	before, err := s.owners(withMember(members, me.ID, &me), m)
+	if err != nil {
+		log.Error("drain: no owner table", "err", err)
+		return
+	}
+	after, err := s.owners(withMember(members, me.ID, &gone), m)
+	if err != nil {
+		log.Error("drain: no owner table", "err", err)
+		return
+	}
+	pairs := handoff.Pairs(before, after)
+	rep, err := handoff.Move(ctx, s.handoffOptions(false, false), pairs, func(ctx context.Context) error {
+		return s.setState(ctx, member.Draining)
+	})
+	s.handoffMetrics.observe("drain", rep)
+	owned := before.Count()[me.ID]
+	if owned > rep.Partitions {
+		log.Error("drain: no other serving shard to take some partitions; their counters are lost", "partitions", owned-rep.Partitions)
+	}
+	if err != nil {
+		for _, f := range rep.NotHandedOver {
+			log.Error("drain: partitions not handed over; they count from what arrived, or from zero, at their next owner",
+				"to", f.To.ID, "partitions", f.Partitions, "err", f.Err)
+		}
+		log.Error("drain incomplete", "switched", rep.Switched, "took", rep.Took.Round(time.Millisecond), "err", err)
+		return
+	}
+	log.Info("drained: every partition's counters are at its next owner", "partitions", rep.Partitions,
+		"to_shards", len(pairs), "keys", rep.Keys, "took", rep.Took.Round(time.Millisecond))
+}
+
+// onLost is the registration's call when the lease is lost.
+func (s *Server) onLost() {
+	select {
+	case s.lost <- struct{}{}:
+	default:
+	}
+}
+
+// supervise gives the counters back and enters again after every lost
+// lease, until Stop or Kill.
+func (s *Server) supervise() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.lost:
+		}
+		if reg := s.registration(); reg != nil && !reg.Lost() {
+			continue // an earlier registration's loss, already recovered from by enter
+		}
+		s.ready.Store(false)
+		s.metrics.registered.Set(0)
+		s.handoffMetrics.setState(member.Joining)
+		s.opts.Logger.Warn("membership lease lost: routers moved this shard's partitions; giving their counters back, then joining again")
+		s.giveBack(s.ctx)
+		if err := s.enter(s.ctx); err != nil {
+			if s.ctx.Err() == nil {
+				s.opts.Logger.Error("cannot join the cluster again; this shard owns nothing until restarted", "err", err)
+			}
+			continue
+		}
+		s.opts.Logger.Info("serving again after a lost lease")
+	}
+}
+
+// giveBack copies the counters of the partitions the shard owned before
+// its lease was lost to their owners now, once: the routers switched when
+// the record disappeared. The merge keeps the more restrictive state, so
+// what the new owners counted meanwhile is never weakened. It retries
+// while etcd cannot be read, until ctx ends.
+func (s *Server) giveBack(ctx context.Context) {
+	var backoff etcd.Backoff
+	for {
+		err := s.giveBackOnce(ctx)
+		if err == nil {
+			return
+		}
+		s.opts.Logger.Warn("giving counters back after a lost lease failed; retrying", "err", err, "retry_in", backoff.Next())
+		if !backoff.Wait(ctx) {
+			return
+		}
+	}
+}
+
+func (s *Server) giveBackOnce(ctx context.Context) error {
+	members, m, err := s.readCluster(ctx)
+	if err != nil {
+		return err
+	}
+	me := s.recordIn(member.Serving)
+	before, err := s.owners(withMember(members, me.ID, &me), m)
+	if err != nil {
+		return err
+	}
+	now, err := s.owners(withMember(members, me.ID, nil), m)
+	if err != nil {
+		return err
+	}
+	rep, err := handoff.Move(ctx, s.handoffOptions(false, false), handoff.Pairs(before, now), nil)
+	s.handoffMetrics.observe("give_back", rep)
+	s.opts.Logger.Info("gave counters back after a lost lease", "partitions", rep.Partitions, "keys", rep.Keys,
+		"took", rep.Took.Round(time.Millisecond), "err", err)
+	if errors.Is(err, handoff.ErrNotHandedOver) {
+		return nil // an owner that cannot be read now: it counted without them
+	}
+	return err
+}
+
+// readCluster reads the members and the shard map in force. A map that
+// cannot be read, or does not fit, leaves the ring alone, as routers do.
+func (s *Server) readCluster(ctx context.Context) ([]member.Member, *shardmap.Map, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	members, bad, err := membership.Read(rctx, s.etcd, s.layout())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read members: %w", err)
+	}
+	for _, err := range bad {
+		s.opts.Logger.Warn("ignoring malformed member record", "err", err)
+	}
+	m, _, err := mapstore.Load(rctx, s.etcd, s.layout())
+	switch {
+	case errors.Is(err, mapstore.ErrUnreadable):
+		m = nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("read the shard map: %w", err)
+	case m != nil && m.Validate(s.opts.Partitions) != nil:
+		m = nil
+	}
+	return members, m, nil
+}
+
+// owners is the owner function over members and m, with the ring routers
+// use (shardmap.DefaultConfig over Partitions partitions).
+func (s *Server) owners(members []member.Member, m *shardmap.Map) (*shardmap.Table, error) {
+	cfg := shardmap.DefaultConfig()
+	cfg.Partitions = s.opts.Partitions
+	return shardmap.InForce(cfg, members, m)
+}
+
+// withMember returns members with id's record replaced by rec, or left out
+// when rec is nil.
+func withMember(members []member.Member, id string, rec *member.Member) []member.Member {
+	out := slices.DeleteFunc(slices.Clone(members), func(m member.Member) bool { return m.ID == id })
+	if rec != nil {
+		out = append(out, *rec)
+	}
+	return out
+}
+
+// dropNotOwned forgets every partition that t does not give this shard.
+func (s *Server) dropNotOwned(t *shardmap.Table) int {
+	var parts []uint32
+	for p := range t.Partitions() {
+		if o, ok := t.Owner(p); !ok || o.ID != s.opts.ID {
+			parts = append(parts, uint32(p))
+		}
+	}
+	if len(parts) == 0 {
+		return 0
+	}
+	return s.store.Drop(parts, s.opts.Partitions, time.Now().UnixNano())
+}
+
+func (s *Server) handoffOptions(strict, drop bool) handoff.Options {
+	return handoff.Options{
+		Partitions: s.opts.Partitions, Clients: s.peers.Client, Settle: s.opts.HandoffSettle,
+		Strict: strict, Drop: drop, Logger: s.opts.Logger,
+	}
+}
+
+func (s *Server) layout() etcd.Layout { return etcd.Layout(s.opts.Prefix) }
+
+func (s *Server) registration() *membership.Registration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reg
+}
+
+// State returns the shard's state as its member record says: joining,
+// serving or draining.
+func (s *Server) State() member.State { return s.state() }
+
+func (s *Server) state() member.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.record.State
+}
+
+// recordIn returns the member record in state st.
+func (s *Server) recordIn(st member.State) member.Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.record
+	m.State = st
+	return m
+}
+
+// setState writes the member record in state st; the first time it is
+// serving, that is its ready time.
+func (s *Server) setState(ctx context.Context, st member.State) error {
+	s.mu.Lock()
+	m, reg := s.record, s.reg
+	s.mu.Unlock()
+	m.State = st
+	if st == member.Serving && m.Ready.IsZero() {
+		m.Ready = time.Now()
+	}
+	if err := reg.Update(ctx, m); err != nil {
+		return fmt.Errorf("write the member record as %s: %w", st, err)
+	}
+	s.mu.Lock()
+	s.record = m
+	s.mu.Unlock()
+	s.handoffMetrics.setState(st)
+	return nil
+}
+
+// Hand-off directions, the values of the direction label.
+const (
+	directionIn = iota
+	directionOut
+)
+
+// handoffMetrics are the shard's hand-off metrics.
+type handoffMetrics struct {
+	state    map[member.State]prometheus.Gauge
+	keys     [2]prometheus.Counter
+	duration *prometheus.GaugeVec
+}
+
+func newHandoffMetrics(reg *prometheus.Registry) *handoffMetrics {
+	state := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardlimit_shard_state",
+		Help: "1 for the shard's state in its member record (joining, serving, draining), 0 for the others.",
+	}, []string{"state"})
+	keys := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardlimit_shard_handoff_keys_total",
+		Help: "Counter keys streamed in hand-offs, by direction: in (imported) or out (exported).",
+	}, []string{"direction"})
+	duration := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardlimit_shard_handoff_last_seconds",
+		Help: "How long the shard's last hand-off of each kind took: join, drain, give_back (after a lost lease).",
+	}, []string{"kind"})
+	m := &handoffMetrics{state: map[member.State]prometheus.Gauge{}, duration: duration}
+	for _, st := range []member.State{member.Joining, member.Serving, member.Draining} {
+		m.state[st] = state.WithLabelValues(string(st))
+	}
+	m.keys[directionIn], m.keys[directionOut] = keys.WithLabelValues("in"), keys.WithLabelValues("out")
+	reg.MustRegister(state, keys, duration)
+	return m
+}
+
+func (m *handoffMetrics) setState(st member.State) {
+	for s, g := range m.state {
+		g.Set(b2f(s == st))
+	}
+}
+
+func (m *handoffMetrics) observe(kind string, rep handoff.Report) {
+	m.duration.WithLabelValues(kind).Set(rep.Took.Seconds())
+}
