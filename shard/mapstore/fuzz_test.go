@@ -6,8 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"github.com/shardlimit/shardlimit/shard/shardmap"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // FuzzDecode feeds arbitrary stored maps to the path every router takes:
