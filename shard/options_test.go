@@ -29,6 +29,7 @@ func TestOptionsValidateNamesTheField(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.ID, o.Etcd = "s", []string{"127.0.0.1:2379"}
+	o.TLS, o.ShardTLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}, &tls.Config{}
 	o.fill()
 	if err := o.validate(); err != nil || o.DrainTimeout != 45*time.Second || o.HandoffSettle != 1500*time.Millisecond {
 		t.Fatalf("defaults: %v, drain timeout %v, settle %v", err, o.DrainTimeout, o.HandoffSettle)

@@ -129,6 +129,7 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 		o.Insecure = true
 	} else {
 		o.TLS = c.serverTLS(c.PKI.Shard, tls.RequireAndVerifyClientCert)
+		o.ShardTLS = c.clientTLS(c.PKI.Shard) // to pull from other shards
 		o.Grants = c.PKI.Grants()
 	}
 	if c.opts.Shard != nil {

@@ -9,8 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"crypto/tls"
+	"os"
+	"sync"
+
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard"
@@ -22,11 +28,37 @@ import (
 const partitions = 1024
 
 // startShard starts a shard under prefix, stopped abruptly when tb ends.
+// pki is the test shards' local PKI, made once: shards serve mTLS, pull
+// from each other as internal identities, and the test calls them as a
+// router.
+var pki = sync.OnceValues(func() (*creds.Local, error) {
+	dir, err := os.MkdirTemp("", "shardlimit-handoff-pki-")
+	if err != nil {
+		return nil, err
+	}
+	return creds.NewLocal(dir)
+})
+
+// must returns a config built from files just written, or panics.
+func must(cfg *tls.Config, err error) *tls.Config {
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
 func startShard(tb testing.TB, prefix, id string) (*shard.Server, shardlimitv1.ShardClient) {
 	tb.Helper()
+	p, err := pki()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	o := shard.DefaultOptions()
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{etcdEndpoint}, prefix, slog.New(slog.DiscardHandler)
 	o.LeaseTTL, o.HandoffSettle = 2*time.Second, 50*time.Millisecond
+	o.TLS = must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert))
+	o.ShardTLS = must(creds.ClientTLS(p.Shard, creds.LocalServerName))
+	o.Grants = p.Grants()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := shard.Start(ctx, o)
@@ -34,7 +66,7 @@ func startShard(tb testing.TB, prefix, id string) (*shard.Server, shardlimitv1.S
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.Kill)
-	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(must(creds.ClientTLS(p.Router, creds.LocalServerName)))))
 	if err != nil {
 		tb.Fatal(err)
 	}
