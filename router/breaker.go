@@ -9,9 +9,13 @@ import (
 // failed calls it opens: calls are refused (answered by policy) until the
 // cooldown has passed, then a single probe is let through; its success
 // closes the circuit, its failure opens it for another cooldown. A probe
-// that ends without a verdict (its caller gave up first) frees the slot at
-// once, and a probe slot held longer than the cooldown is taken as lost,
-// so the circuit can never stay half-open.
+// that ends without a verdict (the router stopped while it was in flight)
+// frees the slot at once, and a probe slot held longer than the cooldown is
+// taken as lost, so the circuit can never stay half-open.
+//
+// It judges the shard only: a call counts from when it is sent, so time
+// that checks spent queued in the router counts for nothing, and checks
+// the router sheds for its own overload never reach it.
 type breaker struct {
 	failures int
 	cooldown time.Duration
@@ -38,6 +42,21 @@ func (b *breaker) allow(now time.Time) (probe, ok bool) {
 	}
 	b.probing, b.probeAt = true, now
 	return true, true
+}
+
+// refusing reports whether allow would refuse a call now, without taking
+// the probe slot: checks bound for a shard whose circuit refuses are
+// answered at once instead of queuing for a call.
+func (b *breaker) refusing(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.failed < b.failures:
+		return false
+	case now.Before(b.openUntil):
+		return true
+	}
+	return b.probing && now.Sub(b.probeAt) < b.cooldown
 }
 
 // success closes the circuit.

@@ -96,9 +96,10 @@ func TestGroup(t *testing.T) {
 	for o, idx := range g.ByOwner {
 		for _, i := range idx {
 			seen++
-			p := key.Partition(key.Hash("s", "r", checks[i].User), table.Partitions())
-			if g.Partition[i] != p {
-				t.Fatalf("entry %d: partition %d, want %d", i, g.Partition[i], p)
+			h := key.Hash("s", "r", checks[i].User)
+			p := key.Partition(h, table.Partitions())
+			if g.Partition[i] != p || g.Hash[i] != h {
+				t.Fatalf("entry %d: partition %d, hash %x; want %d, %x", i, g.Partition[i], g.Hash[i], p, h)
 			}
 			if owner, _ := table.Owner(p); owner.ID != ms[o].ID {
 				t.Fatalf("entry %d grouped under %s, owned by %s", i, ms[o].ID, owner.ID)
@@ -111,6 +112,11 @@ func TestGroup(t *testing.T) {
 	empty, _ := shardmap.Build(shardmap.DefaultConfig(), nil)
 	if g := Group(checks, empty); len(g.None) != len(checks) || len(g.ByOwner) != 0 {
 		t.Fatalf("no members: %d without owner", len(g.None))
+	}
+	// Fill reuses a Groups: nothing of the earlier grouping is left.
+	g.Fill(checks[:3], table)
+	if n := len(g.None) + len(g.ByOwner[0]) + len(g.ByOwner[1]); n != 3 || len(g.Partition) != 3 || len(g.Hash) != 3 {
+		t.Fatalf("refilled with 3 checks: %d grouped, %d partitions, %d hashes", n, len(g.Partition), len(g.Hash))
 	}
 }
 
@@ -125,6 +131,8 @@ func TestMerge(t *testing.T) {
 	policy.FailurePolicy = true
 	delayed := dec(true, 7, 0)
 	delayed.Delay = durationpb.New(time.Second)
+	shed := dec(true, 9, 0)
+	shed.FailurePolicy, shed.Overload = true, true
 	for _, tc := range []struct {
 		name string
 		in   []*shardlimitv1.Decision
@@ -137,6 +145,11 @@ func TestMerge(t *testing.T) {
 		{"flags and delay from any rule", []*shardlimitv1.Decision{soft, policy, delayed}, func() *shardlimitv1.Decision {
 			d := dec(true, 0, 0)
 			d.FailurePolicy, d.SoftAllowanceUsed, d.Delay = true, true, durationpb.New(time.Second)
+			return d
+		}()},
+		{"overload from any rule", []*shardlimitv1.Decision{dec(true, 4, 0), shed}, func() *shardlimitv1.Decision {
+			d := dec(true, 4, 0)
+			d.FailurePolicy, d.Overload = true, true
 			return d
 		}()},
 	} {

@@ -220,7 +220,12 @@ type ShardCheck struct {
 	Partition uint32 `protobuf:"varint,6,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Give back hits that this rule allowed moments ago, because another rule
 	// of the same check denied it. The answer is the state after the refund.
-	Refund        bool `protobuf:"varint,7,opt,name=refund,proto3" json:"refund,omitempty"`
+	Refund bool `protobuf:"varint,7,opt,name=refund,proto3" json:"refund,omitempty"`
+	// The key's 64-bit placement hash (shard/key: Hash, Key.Hi) as the router
+	// computed it, so that the shard computes only the other half. 0 means not
+	// sent: the shard hashes the key itself. partition must be this hash
+	// modulo the shard's partition count.
+	Hash          uint64 `protobuf:"fixed64,8,opt,name=hash,proto3" json:"hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +307,13 @@ func (x *ShardCheck) GetRefund() bool {
 		return x.Refund
 	}
 	return false
+}
+
+func (x *ShardCheck) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
 }
 
 type DecideRequest struct {
@@ -1478,7 +1490,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0felastic_percent\x18\b \x01(\x03R\x0eelasticPercent\x120\n" +
 	"\x14elastic_load_percent\x18\t \x01(\x03R\x12elasticLoadPercent\x12\x16\n" +
 	"\x06shadow\x18\n" +
-	" \x01(\bR\x06shadow\"\xb4\x01\n" +
+	" \x01(\bR\x06shadow\"\xc8\x01\n" +
 	"\n" +
 	"ShardCheck\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
@@ -1487,7 +1499,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x12\n" +
 	"\x04rule\x18\x05 \x01(\rR\x04rule\x12\x1c\n" +
 	"\tpartition\x18\x06 \x01(\rR\tpartition\x12\x16\n" +
-	"\x06refund\x18\a \x01(\bR\x06refund\"s\n" +
+	"\x06refund\x18\a \x01(\bR\x06refund\x12\x12\n" +
+	"\x04hash\x18\b \x01(\x06R\x04hash\"s\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
 	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xb1\x02\n" +

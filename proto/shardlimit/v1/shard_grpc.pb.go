@@ -35,7 +35,9 @@ const (
 // Shard is the internal API between routers and shard hosts. Rules travel
 // inline with each batch so that shards need no rule store.
 type ShardClient interface {
-	// Decide decides a batch of checks whose keys this shard owns.
+	// Decide decides a batch of checks whose keys this shard owns. A router
+	// coalesces the checks of concurrent requests bound for one shard into
+	// one batch.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
 	// Stats reports the shard's load per partition, hottest keys and memory.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
@@ -138,7 +140,9 @@ func (c *shardClient) Drop(ctx context.Context, in *DropRequest, opts ...grpc.Ca
 // Shard is the internal API between routers and shard hosts. Rules travel
 // inline with each batch so that shards need no rule store.
 type ShardServer interface {
-	// Decide decides a batch of checks whose keys this shard owns.
+	// Decide decides a batch of checks whose keys this shard owns. A router
+	// coalesces the checks of concurrent requests bound for one shard into
+	// one batch.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
 	// Stats reports the shard's load per partition, hottest keys and memory.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
