@@ -6,7 +6,7 @@ import (
 )
 
 // breaker is a per-shard circuit breaker. After `failures` consecutive
-// failed calls it opens: calls are refused (answered by policy) until the
+// failed calls, each sent after the previous one failed, it opens: calls are refused (answered by policy) until the
 // cooldown has passed, then a single probe is let through; its success
 // closes the circuit, its failure opens it for another cooldown. A probe
 // that ends without a verdict (the router stopped while it was in flight)
@@ -22,6 +22,7 @@ type breaker struct {
 
 	mu        sync.Mutex
 	failed    int
+	failedAt  time.Time // when the last failure counted ended
 	openUntil time.Time
 	probing   bool
 	probeAt   time.Time // when the probe in flight was let through
@@ -66,16 +67,23 @@ func (b *breaker) success() {
 	b.mu.Unlock()
 }
 
-// failure counts a failed call; the circuit opens at `failures` in a row,
-// and a failed probe opens it for another cooldown.
-func (b *breaker) failure(now time.Time) {
+// failure counts a call sent at sent that failed at now; the circuit opens
+// at `failures` in a row, and a failed probe opens it for another
+// cooldown. A call sent before the last failure counted was in flight
+// through the same stall: it is not counted again, so that one stall
+// that fails every call in flight counts once, however many there were.
+func (b *breaker) failure(sent, now time.Time) {
 	b.mu.Lock()
-	b.failed++
+	defer b.mu.Unlock()
 	b.probing = false
+	if b.failed > 0 && !sent.After(b.failedAt) {
+		return
+	}
+	b.failed++
+	b.failedAt = now
 	if b.failed >= b.failures {
 		b.openUntil = now.Add(b.cooldown)
 	}
-	b.mu.Unlock()
 }
 
 // abandon ends a call that gave no verdict on the shard: when it was the

@@ -60,7 +60,7 @@ func (r *Router) send(p *peer, batch []*part) {
 	n := c.build(rs, live)
 	r.metrics.callChecks.Observe(float64(n))
 	ctx, cancel := context.WithTimeout(r.ctx, r.opts.Deadline)
-	resp, err := p.client.Decide(ctx, &c.req)
+	resp, err := p.calls.Decide(ctx, &c.req)
 	cancel()
 	c.release()
 	if err == nil && len(resp.Decisions) != n {
@@ -72,7 +72,7 @@ func (r *Router) send(p *peer, batch []*part) {
 		// frees its slot.
 		p.breaker.abandon(probe)
 	case err != nil:
-		p.breaker.failure(time.Now())
+		p.breaker.failure(now, time.Now())
 		p.failing.Store(true)
 		reason := "error"
 		if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {

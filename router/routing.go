@@ -9,17 +9,20 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/shardmap"
 	"github.com/shardlimit/shardlimit/router/batcher"
+	"github.com/shardlimit/shardlimit/router/shardcall"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // peer is the router's connection to one shard, with the queue that
-// gathers the checks bound for it into calls.
+// gathers the checks bound for it into calls, and the stream that carries
+// them.
 type peer struct {
 	member  member.Member
 	conn    *grpc.ClientConn
 	client  shardlimitv1.ShardClient
 	breaker *breaker
+	calls   *shardcall.Conn // over client; nil with it
 	queue   *batcher.Queue[*part]
 	failing atomic.Bool // the last call failed
 }
@@ -111,6 +114,9 @@ func (r *Router) rebuild() {
 // the shard cannot be called, and its checks are answered by policy).
 func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer {
 	p := &peer{member: m, client: client, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown}}
+	if client != nil {
+		p.calls = shardcall.New(r.ctx, client)
+	}
 	p.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
 		func(batch []*part) { r.send(p, batch) })
 	return p

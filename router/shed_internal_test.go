@@ -39,6 +39,11 @@ func (f *fakeShard) Decide(ctx context.Context, req *shardlimitv1.DecideRequest,
 	return f.decide(ctx, req)
 }
 
+// DecideStream is not known to the fake: the router calls Decide.
+func (f *fakeShard) DecideStream(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse], error) {
+	return nil, status.Error(codes.Unimplemented, "unknown method DecideStream")
+}
+
 func (f *fakeShard) calls() []int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -2,9 +2,11 @@ package shard
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -30,6 +32,74 @@ const maxPooledChecks = 4096
 // bad check changes nothing), reads the clock once, and decides every
 // check through Store.DecideBatch.
 func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+	var out answers
+	if err := s.decide(req, &out); err != nil {
+		return nil, err
+	}
+	return &out.resp, nil
+}
+
+// answers is a DecideResponse with the decisions it points to, kept for
+// reuse across the batches of one stream.
+type answers struct {
+	resp shardlimitv1.DecideResponse
+	buf  []shardlimitv1.ShardDecision
+}
+
+// DecideStream implements the shard API: batches are decided as Decide
+// decides them, one at a time in the order received, and each answer
+// reuses the previous one's space once it is sent. The stream ends when the
+// router closes it, or when the shard stops (after it deregistered).
+func (s *Server) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse]) error {
+	// Recv cannot be interrupted: it runs on a goroutine of its own, so
+	// that the stream can end when the shard stops. It ends with the
+	// stream, once this handler returned.
+	reqs := make(chan *shardlimitv1.DecideStreamRequest, 4)
+	var recvErr error
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				recvErr = err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-st.Context().Done():
+				return
+			}
+		}
+	}()
+	var out answers
+	var resp shardlimitv1.DecideStreamResponse
+	for {
+		var req *shardlimitv1.DecideStreamRequest
+		select {
+		case req = <-reqs:
+		case <-s.streamsEnd:
+			return status.Error(codes.Unavailable, "shard stopping")
+		}
+		if req == nil {
+			if recvErr == io.EOF {
+				return nil
+			}
+			return recvErr
+		}
+		resp.Batch, resp.Response, resp.Error = req.Batch, nil, ""
+		if err := s.decide(req.GetRequest(), &out); err != nil {
+			resp.Error = status.Convert(err).Message()
+		} else {
+			resp.Response = &out.resp
+		}
+		if err := st.Send(&resp); err != nil {
+			return err
+		}
+	}
+}
+
+// decide validates req and decides it into out, reusing out's space.
+func (s *Server) decide(req *shardlimitv1.DecideRequest, out *answers) error {
 	b := batchPool.Get().(*batch)
 	defer func() {
 		if cap(b.checks) <= maxPooledChecks {
@@ -39,7 +109,7 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 	}()
 	refunds, err := s.batchOf(req, b)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	now := time.Now().UnixNano()
 	// A refund is no decision: it counts toward neither the rate that
@@ -48,14 +118,19 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 	s.decisions.Add(uint64(len(req.Checks) - refunds))
 	s.store.DecideBatch(b.checks, now, s.utilization(), b.out)
 
-	out := make([]shardlimitv1.ShardDecision, len(b.out))
-	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(b.out))}
+	n := len(b.out)
+	if cap(out.buf) < n {
+		out.buf = make([]shardlimitv1.ShardDecision, n)
+		out.resp.Decisions = make([]*shardlimitv1.ShardDecision, 0, n)
+	}
+	out.buf = out.buf[:n]
+	out.resp.Decisions = out.resp.Decisions[:n]
 	var counts [limiter.GCRA + 1][results]float64
 	for i := range b.out {
-		d, o := &b.out[i], &out[i]
+		d, o := &b.out[i], &out.buf[i]
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
 		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied
-		resp.Decisions[i] = o
+		out.resp.Decisions[i] = o
 		if c := &b.checks[i]; !c.Refund {
 			r := resultAllowed
 			switch {
@@ -75,7 +150,7 @@ func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*sh
 		}
 	}
 	s.metrics.duration.Observe(float64(time.Now().UnixNano()-now) / 1e9)
-	return resp, nil
+	return nil
 }
 
 // batchOf validates req and fills b with its rules and checks; it returns

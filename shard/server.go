@@ -39,6 +39,7 @@ type Server struct {
 	reg           *membership.Registration
 	stop          sync.Once
 	done          chan struct{} // closed on stop; ends the background loops
+	streamsEnd    chan struct{} // closed on stop once deregistered; ends DecideStreams
 
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -59,7 +60,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, started: started, done: make(chan struct{})}
+	s := &Server{opts: opts, started: started, done: make(chan struct{}), streamsEnd: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
@@ -151,6 +152,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.metrics.registered.Set(0)
 		s.srv.Drain()
 		err = s.reg.Close(ctx)
+		// Routers move away once the shard is deregistered; the streams
+		// they keep open would hold a graceful stop until ctx ends.
+		close(s.streamsEnd)
 		s.srv.Stop(ctx)
 		err = errors.Join(err, s.etcd.Close())
 	})

@@ -9,10 +9,12 @@
 // with a batch, and the router makes the one RPC for it. The caller that
 // adds an item may run its call itself (inline), so a lone request costs no
 // goroutine; a call that finds more work queued when it ends hands that
-// work on to a goroutine of its own, one per batch, never one per item.
+// work on to a worker goroutine, never one per item. Workers go from batch
+// to batch, and linger a second for the next before they end, so that
+// under load calls run on goroutines whose stacks have already grown.
 //
 // A Queue is bounded: past MaxWaiting weight (checks) queued, Add refuses
-// an item, and the caller sheds it. It knows nothing of gRPC, rules, time
-// or shards, never drops or reorders an item it accepted, and never calls
+// an item, and the caller sheds it. It knows nothing of gRPC, rules or
+// shards, never drops or reorders an item it accepted, and never calls
 // send for an empty batch.
 package batcher

@@ -3,6 +3,7 @@ package batcher
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Options shape a Queue.
@@ -57,7 +58,18 @@ type Queue[T any] struct {
 	weights []int // of waiting, at the same index
 	weight  int   // sum of weights
 	spare   [][]T // batch buffers to reuse
+	// idle counts the workers waiting for a batch on handoff, less the
+	// batches promised to them and not yet received.
+	idle    int
+	handoff chan []T
+	linger  time.Duration
 }
+
+// linger is how long a worker goroutine waits for the next batch before it
+// ends. Under load a worker goes from batch to batch, and keeps the stack
+// that a call grew, instead of a new goroutine growing one per batch. (A
+// variable for tests, read by New.)
+var linger = time.Second
 
 // New returns a Queue that calls send with each batch; send must not keep
 // the slice after it returns. It panics on options that fail validation
@@ -67,7 +79,7 @@ func New[T any](opts Options, send func(batch []T)) *Queue[T] {
 	if err := opts.validate(); err != nil {
 		panic("batcher: " + err.Error())
 	}
-	return &Queue[T]{opts: opts, send: send}
+	return &Queue[T]{opts: opts, send: send, handoff: make(chan []T), linger: linger}
 }
 
 // Add queues item, of weight n. When a call slot is free the item leaves at
@@ -90,12 +102,12 @@ func (q *Queue[T]) Add(item T, n int, inline bool) bool {
 	}
 	q.calls++
 	batch := q.take()
-	q.mu.Unlock()
 	if inline {
-		q.run(batch, true)
-	} else {
-		go q.run(batch, false)
+		q.mu.Unlock()
+		q.inline(batch)
+		return true
 	}
+	q.start(batch) // unlocks
 	return true
 }
 
@@ -106,25 +118,68 @@ func (q *Queue[T]) Waiting() int {
 	return q.weight
 }
 
-// run makes the call for batch, holding one call slot, then the calls for
-// whatever waits, until nothing does. An inline run hands the work that
-// waits to a new goroutine, so that its caller can go on.
-func (q *Queue[T]) run(batch []T, inline bool) {
+// inline makes the call for batch in the caller's goroutine, holding one
+// call slot, then hands the slot and whatever waits to a worker.
+func (q *Queue[T]) inline(batch []T) {
+	q.send(batch)
+	q.mu.Lock()
+	q.recycle(batch)
+	if len(q.waiting) == 0 {
+		q.calls--
+		q.mu.Unlock()
+		return
+	}
+	q.start(q.take()) // unlocks
+}
+
+// start hands batch, with the call slot held for it, to an idle worker, or
+// to a new one. The caller holds mu; start releases it.
+func (q *Queue[T]) start(batch []T) {
+	if q.idle > 0 {
+		q.idle--
+		q.mu.Unlock()
+		q.handoff <- batch // a worker promised: it receives at once
+		return
+	}
+	q.mu.Unlock()
+	go q.work(batch)
+}
+
+// work makes the calls for batch and whatever waits after it, holding one
+// call slot, then lingers for a batch to be handed to it.
+func (q *Queue[T]) work(batch []T) {
+	var timer *time.Timer
 	for {
 		q.send(batch)
 		q.mu.Lock()
 		q.recycle(batch)
-		if len(q.waiting) == 0 {
-			q.calls--
+		if len(q.waiting) > 0 {
+			batch = q.take()
+			q.mu.Unlock()
+			continue
+		}
+		q.calls--
+		q.idle++
+		q.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(q.linger)
+		} else {
+			timer.Reset(q.linger)
+		}
+		select {
+		case batch = <-q.handoff:
+			timer.Stop()
+			continue
+		case <-timer.C:
+		}
+		q.mu.Lock()
+		if q.idle > 0 { // more workers wait than batches were promised
+			q.idle--
 			q.mu.Unlock()
 			return
 		}
-		batch = q.take()
 		q.mu.Unlock()
-		if inline {
-			go q.run(batch, false)
-			return
-		}
+		batch = <-q.handoff // a batch was promised to every waiting worker
 	}
 }
 

@@ -128,6 +128,18 @@ func TestHeavyItemGoesAloneIntoAnEmptyQueue(t *testing.T) {
 // Under concurrent Adds, every item is sent exactly once, and never more
 // than Calls calls are in flight.
 func TestConcurrentAddsSendEveryItemOnceWithinCalls(t *testing.T) {
+	concurrentAdds(t)
+}
+
+// The same with workers that linger only a moment: batches are handed to
+// workers as they give up waiting.
+func TestConcurrentAddsWithWorkersEnding(t *testing.T) {
+	defer func(l time.Duration) { linger = l }(linger)
+	linger = time.Microsecond
+	concurrentAdds(t)
+}
+
+func concurrentAdds(t *testing.T) {
 	const calls, adders, each = 3, 8, 500
 	var inFlight, most atomic.Int64
 	var mu sync.Mutex

@@ -521,6 +521,122 @@ func (x *DecideResponse) GetDecisions() []*ShardDecision {
 	return nil
 }
 
+type DecideStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sender's id of this batch, echoed in its response.
+	Batch         uint64         `protobuf:"varint,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	Request       *DecideRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideStreamRequest) Reset() {
+	*x = DecideStreamRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideStreamRequest) ProtoMessage() {}
+
+func (x *DecideStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideStreamRequest.ProtoReflect.Descriptor instead.
+func (*DecideStreamRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DecideStreamRequest) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *DecideStreamRequest) GetRequest() *DecideRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type DecideStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch id of the request answered.
+	Batch    uint64          `protobuf:"varint,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	Response *DecideResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// Why the batch was refused (Decide's InvalidArgument message), and
+	// nothing decided; empty when decided.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideStreamResponse) Reset() {
+	*x = DecideStreamResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideStreamResponse) ProtoMessage() {}
+
+func (x *DecideStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideStreamResponse.ProtoReflect.Descriptor instead.
+func (*DecideStreamResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DecideStreamResponse) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *DecideStreamResponse) GetResponse() *DecideResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *DecideStreamResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type StatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many of the hottest keys to return; 0 means the shard's default.
@@ -531,7 +647,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +659,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +672,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatsRequest) GetTopKeys() uint32 {
@@ -580,7 +696,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +708,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +721,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HotKey) GetService() string {
@@ -667,7 +783,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +795,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +808,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatsResponse) GetId() string {
@@ -780,7 +896,7 @@ type LimitedRequest struct {
 
 func (x *LimitedRequest) Reset() {
 	*x = LimitedRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +908,7 @@ func (x *LimitedRequest) String() string {
 func (*LimitedRequest) ProtoMessage() {}
 
 func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +921,7 @@ func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedRequest.ProtoReflect.Descriptor instead.
 func (*LimitedRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LimitedRequest) GetService() string {
@@ -853,7 +969,7 @@ type Episode struct {
 
 func (x *Episode) Reset() {
 	*x = Episode{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +981,7 @@ func (x *Episode) String() string {
 func (*Episode) ProtoMessage() {}
 
 func (x *Episode) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +994,7 @@ func (x *Episode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Episode.ProtoReflect.Descriptor instead.
 func (*Episode) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Episode) GetService() string {
@@ -939,7 +1055,7 @@ type LimitedResponse struct {
 
 func (x *LimitedResponse) Reset() {
 	*x = LimitedResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1067,7 @@ func (x *LimitedResponse) String() string {
 func (*LimitedResponse) ProtoMessage() {}
 
 func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1080,7 @@ func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedResponse.ProtoReflect.Descriptor instead.
 func (*LimitedResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LimitedResponse) GetEpisodes() []*Episode {
@@ -985,7 +1101,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1113,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1126,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResetRequest) GetService() string {
@@ -1044,7 +1160,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1172,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1185,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResetResponse) GetExisted() bool {
@@ -1090,7 +1206,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1218,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1231,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExportRequest) GetPartitions() []uint32 {
@@ -1151,7 +1267,7 @@ type KeyState struct {
 
 func (x *KeyState) Reset() {
 	*x = KeyState{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1279,7 @@ func (x *KeyState) String() string {
 func (*KeyState) ProtoMessage() {}
 
 func (x *KeyState) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1292,7 @@ func (x *KeyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
 func (*KeyState) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KeyState) GetHi() uint64 {
@@ -1244,7 +1360,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1372,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1385,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExportResponse) GetKeys() []*KeyState {
@@ -1288,7 +1404,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1416,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1429,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportRequest) GetKeys() []*KeyState {
@@ -1334,7 +1450,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1462,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1475,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ImportResponse) GetImported() uint64 {
@@ -1386,7 +1502,7 @@ type DropRequest struct {
 
 func (x *DropRequest) Reset() {
 	*x = DropRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1514,7 @@ func (x *DropRequest) String() string {
 func (*DropRequest) ProtoMessage() {}
 
 func (x *DropRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1527,7 @@ func (x *DropRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRequest.ProtoReflect.Descriptor instead.
 func (*DropRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DropRequest) GetPartitions() []uint32 {
@@ -1437,7 +1553,7 @@ type DropResponse struct {
 
 func (x *DropResponse) Reset() {
 	*x = DropResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1565,7 @@ func (x *DropResponse) String() string {
 func (*DropResponse) ProtoMessage() {}
 
 func (x *DropResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1578,7 @@ func (x *DropResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropResponse.ProtoReflect.Descriptor instead.
 func (*DropResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DropResponse) GetDropped() uint64 {
@@ -1515,7 +1631,14 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12#\n" +
 	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\"L\n" +
 	"\x0eDecideResponse\x12:\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\")\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\"c\n" +
+	"\x13DecideStreamRequest\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\x04R\x05batch\x126\n" +
+	"\arequest\x18\x02 \x01(\v2\x1c.shardlimit.v1.DecideRequestR\arequest\"}\n" +
+	"\x14DecideStreamResponse\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\x04R\x05batch\x129\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1d.shardlimit.v1.DecideResponseR\bresponse\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\")\n" +
 	"\fStatsRequest\x12\x19\n" +
 	"\btop_keys\x18\x01 \x01(\rR\atopKeys\"v\n" +
 	"\x06HotKey\x12\x18\n" +
@@ -1592,9 +1715,10 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\xef\x03\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\xcc\x04\n" +
 	"\x05Shard\x12E\n" +
-	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12B\n" +
+	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12[\n" +
+	"\fDecideStream\x12\".shardlimit.v1.DecideStreamRequest\x1a#.shardlimit.v1.DecideStreamResponse(\x010\x01\x12B\n" +
 	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
 	"\aLimited\x12\x1d.shardlimit.v1.LimitedRequest\x1a\x1e.shardlimit.v1.LimitedResponse\x12B\n" +
 	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponse\x12E\n" +
@@ -1615,58 +1739,64 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
-	(Algorithm)(0),          // 0: shardlimit.v1.Algorithm
-	(*RuleParams)(nil),      // 1: shardlimit.v1.RuleParams
-	(*ShardCheck)(nil),      // 2: shardlimit.v1.ShardCheck
-	(*DecideRequest)(nil),   // 3: shardlimit.v1.DecideRequest
-	(*ShardDecision)(nil),   // 4: shardlimit.v1.ShardDecision
-	(*DecideResponse)(nil),  // 5: shardlimit.v1.DecideResponse
-	(*StatsRequest)(nil),    // 6: shardlimit.v1.StatsRequest
-	(*HotKey)(nil),          // 7: shardlimit.v1.HotKey
-	(*StatsResponse)(nil),   // 8: shardlimit.v1.StatsResponse
-	(*LimitedRequest)(nil),  // 9: shardlimit.v1.LimitedRequest
-	(*Episode)(nil),         // 10: shardlimit.v1.Episode
-	(*LimitedResponse)(nil), // 11: shardlimit.v1.LimitedResponse
-	(*ResetRequest)(nil),    // 12: shardlimit.v1.ResetRequest
-	(*ResetResponse)(nil),   // 13: shardlimit.v1.ResetResponse
-	(*ExportRequest)(nil),   // 14: shardlimit.v1.ExportRequest
-	(*KeyState)(nil),        // 15: shardlimit.v1.KeyState
-	(*ExportResponse)(nil),  // 16: shardlimit.v1.ExportResponse
-	(*ImportRequest)(nil),   // 17: shardlimit.v1.ImportRequest
-	(*ImportResponse)(nil),  // 18: shardlimit.v1.ImportResponse
-	(*DropRequest)(nil),     // 19: shardlimit.v1.DropRequest
-	(*DropResponse)(nil),    // 20: shardlimit.v1.DropResponse
+	(Algorithm)(0),               // 0: shardlimit.v1.Algorithm
+	(*RuleParams)(nil),           // 1: shardlimit.v1.RuleParams
+	(*ShardCheck)(nil),           // 2: shardlimit.v1.ShardCheck
+	(*DecideRequest)(nil),        // 3: shardlimit.v1.DecideRequest
+	(*ShardDecision)(nil),        // 4: shardlimit.v1.ShardDecision
+	(*DecideResponse)(nil),       // 5: shardlimit.v1.DecideResponse
+	(*DecideStreamRequest)(nil),  // 6: shardlimit.v1.DecideStreamRequest
+	(*DecideStreamResponse)(nil), // 7: shardlimit.v1.DecideStreamResponse
+	(*StatsRequest)(nil),         // 8: shardlimit.v1.StatsRequest
+	(*HotKey)(nil),               // 9: shardlimit.v1.HotKey
+	(*StatsResponse)(nil),        // 10: shardlimit.v1.StatsResponse
+	(*LimitedRequest)(nil),       // 11: shardlimit.v1.LimitedRequest
+	(*Episode)(nil),              // 12: shardlimit.v1.Episode
+	(*LimitedResponse)(nil),      // 13: shardlimit.v1.LimitedResponse
+	(*ResetRequest)(nil),         // 14: shardlimit.v1.ResetRequest
+	(*ResetResponse)(nil),        // 15: shardlimit.v1.ResetResponse
+	(*ExportRequest)(nil),        // 16: shardlimit.v1.ExportRequest
+	(*KeyState)(nil),             // 17: shardlimit.v1.KeyState
+	(*ExportResponse)(nil),       // 18: shardlimit.v1.ExportResponse
+	(*ImportRequest)(nil),        // 19: shardlimit.v1.ImportRequest
+	(*ImportResponse)(nil),       // 20: shardlimit.v1.ImportResponse
+	(*DropRequest)(nil),          // 21: shardlimit.v1.DropRequest
+	(*DropResponse)(nil),         // 22: shardlimit.v1.DropResponse
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
 	1,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
 	2,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
 	4,  // 3: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
-	7,  // 4: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
-	10, // 5: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	15, // 6: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
-	15, // 7: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
-	3,  // 8: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 9: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	9,  // 10: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	12, // 11: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	14, // 12: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	17, // 13: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	19, // 14: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	5,  // 15: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	8,  // 16: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	11, // 17: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	13, // 18: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	16, // 19: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	18, // 20: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	20, // 21: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	3,  // 4: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
+	5,  // 5: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
+	9,  // 6: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
+	12, // 7: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	17, // 8: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
+	17, // 9: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
+	3,  // 10: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 11: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
+	8,  // 12: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	11, // 13: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	14, // 14: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	16, // 15: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	19, // 16: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	21, // 17: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	5,  // 18: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	7,  // 19: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
+	10, // 20: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	13, // 21: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	15, // 22: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	18, // 23: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	20, // 24: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	22, // 25: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	18, // [18:26] is the sub-list for method output_type
+	10, // [10:18] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -1680,7 +1810,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
