@@ -142,8 +142,9 @@ func (t *Tracker) Observe(k Key, service, rule, user string, n uint64) {
 // nil Tracker observes nothing. It is for one goroutine, and must end with
 // Done.
 type Batch struct {
-	t  *Tracker
-	st *stripe // locked; nil until the first call sampled
+	t   *Tracker
+	st  *stripe // locked; nil until the first call sampled
+	rng uint64  // xorshift state for sampling, seeded at the first call
 }
 
 // Batch starts a batch of observations.
@@ -156,7 +157,13 @@ func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
 		return
 	}
 	if t.sample > 1 {
-		if rand.Uint32() >= t.threshold {
+		if b.rng == 0 {
+			b.rng = rand.Uint64() | 1
+		}
+		b.rng ^= b.rng << 13
+		b.rng ^= b.rng >> 7
+		b.rng ^= b.rng << 17
+		if uint32(b.rng>>32) >= t.threshold {
 			return
 		}
 		n *= t.sample
