@@ -42,8 +42,10 @@ type Options struct {
 	// MaxQueueWait bounds how long a check waits for a call to its shard.
 	// A check that waited longer is shed as MaxQueued's are, unless the
 	// shard's last call failed: then the shard is at fault, and it is
-	// answered by policy as a shard failure (shard error "queued");
-	// default Deadline.
+	// answered by policy as a shard failure (shard error "queued").
+	// Default 100ms: past the queueing of a router that is merely busy (a
+	// closed loop at full load waits a few ms), and past what callers
+	// usually wait for an answer.
 	MaxQueueWait time.Duration
 	// MaxChecks bounds the checks in one request; default 1000.
 	MaxChecks int
@@ -81,6 +83,7 @@ func DefaultOptions() Options {
 		Deadline:        20 * time.Millisecond,
 		CallsPerShard:   2,
 		MaxQueued:       10_000,
+		MaxQueueWait:    100 * time.Millisecond,
 		MaxChecks:       1000,
 		MaxUserLength:   256,
 		BreakerFailures: 3,
@@ -107,7 +110,7 @@ func (o *Options) fill() {
 		o.MaxQueued = d.MaxQueued
 	}
 	if o.MaxQueueWait == 0 {
-		o.MaxQueueWait = o.Deadline
+		o.MaxQueueWait = d.MaxQueueWait
 	}
 	if o.MaxChecks == 0 {
 		o.MaxChecks = d.MaxChecks

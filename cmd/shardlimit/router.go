@@ -55,7 +55,7 @@ func routerCmd() *cobra.Command {
 	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "deadline of each call to a shard, from when it is sent; past it the rule's failure policy answers")
 	f.IntVar(&o.CallsPerShard, "calls-per-shard", o.CallsPerShard, "calls in flight to one shard at once; checks that arrive while all are in flight leave together in the next call")
 	f.IntVar(&o.MaxQueued, "max-queued", o.MaxQueued, "checks waiting for one shard; past it the router is overloaded and sheds new checks at once (failure policy, flagged overload)")
-	f.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "longest wait of a check for a call to its shard before it is shed as overload (0: the deadline)")
+	f.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "longest wait of a check for a call to its shard before it is shed as overload")
 	f.IntVar(&o.MaxChecks, "max-checks", o.MaxChecks, "maximum checks in one request")
 	f.IntVar(&o.MaxUserLength, "max-user-length", o.MaxUserLength, "maximum length of a check's user, in bytes")
 	f.IntVar(&o.BreakerFailures, "breaker-failures", o.BreakerFailures, "consecutive failed calls that open a shard's circuit")

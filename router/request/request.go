@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -136,7 +135,7 @@ func Merge(ds []*shardlimitv1.Decision) *shardlimitv1.Decision {
 			}
 		}
 	}
-	out := proto.Clone(best).(*shardlimitv1.Decision)
+	out := clone(best)
 	for _, d := range ds {
 		out.FailurePolicy = out.FailurePolicy || d.FailurePolicy
 		out.Overload = out.Overload || d.Overload
@@ -146,6 +145,18 @@ func Merge(ds []*shardlimitv1.Decision) *shardlimitv1.Decision {
 		}
 	}
 	return out
+}
+
+// clone copies d, sharing its durations (no one changes a decision's
+// duration in place), without proto.Clone's reflection: Merge runs for
+// every check that several rules apply to.
+func clone(d *shardlimitv1.Decision) *shardlimitv1.Decision {
+	return &shardlimitv1.Decision{
+		Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter,
+		RetryAfter: d.RetryAfter, Rule: d.Rule, FailurePolicy: d.FailurePolicy, Delay: d.Delay,
+		SoftAllowanceUsed: d.SoftAllowanceUsed, Shadow: d.Shadow, ShadowDenied: d.ShadowDenied,
+		Overload: d.Overload,
+	}
 }
 
 // Allowed is the answer to a check that no rule applies to.

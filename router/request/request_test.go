@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -232,5 +233,31 @@ func TestValidate(t *testing.T) {
 	}
 	if err := Validate(&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", User: "u"}}}, lim); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clone copies every field of a Decision: one added to the message and
+// forgotten here fails this test.
+func TestCloneCopiesEveryField(t *testing.T) {
+	d := &shardlimitv1.Decision{}
+	m := d.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		switch f.Kind() {
+		case protoreflect.BoolKind:
+			m.Set(f, protoreflect.ValueOfBool(true))
+		case protoreflect.Int64Kind:
+			m.Set(f, protoreflect.ValueOfInt64(int64(i+1)))
+		case protoreflect.StringKind:
+			m.Set(f, protoreflect.ValueOfString("r"))
+		case protoreflect.MessageKind:
+			m.Set(f, protoreflect.ValueOfMessage(durationpb.New(time.Duration(i+1)).ProtoReflect()))
+		default:
+			t.Fatalf("field %s of kind %v: teach this test and clone about it", f.Name(), f.Kind())
+		}
+	}
+	if got := clone(d); !proto.Equal(got, d) {
+		t.Fatalf("clone = %v, want %v", got, d)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -84,8 +85,12 @@ func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*sh
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		s.fail(ctx.Err())
-		<-w.done // the answer, if it came first, or the failure
+		// An answer that came in time wins over a deadline noticed late
+		// (the router itself was slow to run); else the stream is stalled.
+		if s.unanswered(w) {
+			s.fail(ctx.Err())
+		}
+		<-w.done
 	}
 	resp, err := w.resp, w.err
 	w.resp, w.err = nil, nil
@@ -148,6 +153,13 @@ func (s *stream) send(w *waiter) (queued bool, err error) {
 	s.fifo = append(s.fifo, w)
 	s.mu.Unlock()
 	return true, s.st.Send(&w.req)
+}
+
+// unanswered reports whether w is still waiting for its answer.
+func (s *stream) unanswered(w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.fifo, w)
 }
 
 // receive hands each answer to its batch, until the stream ends.
