@@ -15,6 +15,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/router/shardcall"
 )
 
 // maxCallChecks bounds the checks of one call to a shard (a request's
@@ -23,8 +24,9 @@ const maxCallChecks = 1000
 
 // send makes one call to shard p for a batch of parts, which its queue
 // gathered, and answers every part. The deadline counts from here, when
-// the call is sent: the time parts waited in the queue is the router's,
-// not the shard's. A part that waited past MaxQueueWait is not sent: it is
+// the call is sent (see shardcall.Conn.Decide for how it judges the
+// shard): the time parts waited in the queue is the router's, not the
+// shard's. A part that waited past MaxQueueWait is not sent: it is
 // shed as overload, or, when the shard's last call failed, answered by
 // policy as the shard's failure (it waited behind that shard's calls).
 func (r *Router) send(p *peer, batch []*part) {
@@ -59,9 +61,7 @@ func (r *Router) send(p *peer, batch []*part) {
 	c := callPool.Get().(*call)
 	n := c.build(rs, live)
 	r.metrics.callChecks.Observe(float64(n))
-	ctx, cancel := context.WithTimeout(r.ctx, r.opts.Deadline)
-	resp, err := p.calls.Decide(ctx, &c.req)
-	cancel()
+	resp, err := p.calls.Decide(r.ctx, &c.req)
 	c.release()
 	if err == nil && len(resp.Decisions) != n {
 		err = fmt.Errorf("shard answered %d decisions for %d checks", len(resp.Decisions), n)
@@ -75,7 +75,7 @@ func (r *Router) send(p *peer, batch []*part) {
 		p.breaker.failure(now, time.Now())
 		p.failing.Store(true)
 		reason := "error"
-		if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, shardcall.ErrStalled) || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
 			reason = "deadline"
 		}
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, reason).Inc()

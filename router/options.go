@@ -25,8 +25,12 @@ type Options struct {
 	RulesFile string
 	// Rules, when non-nil, are used like RulesFile (tests).
 	Rules []rules.Rule
-	// Deadline bounds each call to a shard, from when it is sent; the time
-	// a check waits for the call is MaxQueueWait's. Default 20ms.
+	// Deadline bounds how long a call waits for its shard, from when it is
+	// sent: the call fails when its shard has answered nothing for
+	// Deadline (answers to calls sent before it show the shard at work), and
+	// the router, given 10ms more for its own scheduling, still has no
+	// answer. The time a check waits for the call is MaxQueueWait's.
+	// Default 20ms.
 	Deadline time.Duration
 	// CallsPerShard bounds the calls in flight to one shard. Checks bound
 	// for a shard whose calls are all in flight wait, and leave together

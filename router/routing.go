@@ -115,7 +115,7 @@ func (r *Router) rebuild() {
 func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer {
 	p := &peer{member: m, client: client, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown}}
 	if client != nil {
-		p.calls = shardcall.New(r.ctx, client)
+		p.calls = shardcall.New(r.ctx, client, r.opts.Deadline)
 	}
 	p.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
 		func(batch []*part) { r.send(p, batch) })

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,21 +17,34 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
+// ErrStalled is the error of a batch whose shard answered nothing on its
+// stream for the deadline while the batch waited.
+var ErrStalled = errors.New("the shard answered nothing within the deadline")
+
+// grace is how long a batch's waiter stays parked past its deadline before
+// it declares the stream stalled: a Go runtime whose processors are all busy
+// polls the network only every 10ms (sysmon), so an answer that came in
+// time may still be unread when the waiter's timer, which runs first,
+// fires. The grace judges the shard, not the router's own backlog.
+const grace = 10 * time.Millisecond
+
 // Conn carries batches to one shard. It is safe for concurrent use.
 type Conn struct {
-	client shardlimitv1.ShardClient
-	life   context.Context // the streams' context: ends them all
-	unary  atomic.Bool     // the shard has no DecideStream
-	nextID atomic.Uint64
+	client   shardlimitv1.ShardClient
+	life     context.Context // the streams' context: ends them all
+	deadline time.Duration
+	unary    atomic.Bool // the shard has no DecideStream
+	nextID   atomic.Uint64
 
 	mu  sync.Mutex // guards cur; held while a stream opens
 	cur *stream
 }
 
 // New returns a Conn that calls the shard through client, with streams
-// that end when life does.
-func New(life context.Context, client shardlimitv1.ShardClient) *Conn {
-	return &Conn{client: client, life: life}
+// that end when life does, and batches that fail when their shard answers
+// nothing for deadline (see Decide).
+func New(life context.Context, client shardlimitv1.ShardClient, deadline time.Duration) *Conn {
+	return &Conn{client: client, life: life, deadline: deadline}
 }
 
 // stream is one DecideStream and the batches in flight on it.
@@ -37,7 +52,8 @@ type stream struct {
 	c      *Conn
 	st     grpc.BidiStreamingClient[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse]
 	cancel context.CancelFunc
-	sendMu sync.Mutex // one Send at a time, in the order of fifo
+	sendMu sync.Mutex   // one Send at a time, in the order of fifo
+	heard  atomic.Int64 // Unix ns of the last answer (or of the opening)
 
 	mu   sync.Mutex
 	fifo []*waiter // sent and unanswered, in the order sent
@@ -47,22 +63,31 @@ type stream struct {
 // waiter is one batch in flight: its id and, once answered, the answer or
 // the error. It gets exactly one answer, on done.
 type waiter struct {
-	id   uint64
-	req  shardlimitv1.DecideStreamRequest
-	resp *shardlimitv1.DecideStreamResponse
-	err  error
-	done chan struct{}
+	id    uint64
+	req   shardlimitv1.DecideStreamRequest
+	resp  *shardlimitv1.DecideStreamResponse
+	err   error
+	done  chan struct{}
+	timer *time.Timer
 }
 
-var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
+var waiters = sync.Pool{New: func() any {
+	w := &waiter{done: make(chan struct{}, 1), timer: time.NewTimer(time.Hour)}
+	w.timer.Stop()
+	return w
+}}
 
-// Decide sends req to the shard and returns its answer, or an error when
-// ctx ends first (and then every other batch in flight on the stream fails
-// too, and the stream is dropped), when the stream breaks, or when the
-// shard refuses the batch (InvalidArgument, as unary Decide would).
+// Decide sends req to the shard and returns its answer. It fails with
+// ErrStalled when the batch has waited at least the deadline and its
+// stream has answered nothing for the deadline (answers to batches sent
+// before it show the shard at work, and the batch waits on), after a short
+// grace for the router's own scheduling; every batch in flight on the
+// stream then fails too, and the stream is dropped. It fails with ctx's
+// error when ctx ends, when the stream breaks, or when the shard refuses
+// the batch (InvalidArgument, as unary Decide would).
 func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
 	if c.unary.Load() {
-		return c.client.Decide(ctx, req)
+		return c.decideUnary(ctx, req)
 	}
 	s, err := c.stream(ctx)
 	if status.Code(err) == codes.Unimplemented {
@@ -79,19 +104,10 @@ func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*sh
 		waiters.Put(w)
 		return nil, err
 	}
-	if err != nil {
+	if err != nil && err != io.EOF {
 		s.fail(err)
-	}
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-		// An answer that came in time wins over a deadline noticed late
-		// (the router itself was slow to run); else the stream is stalled.
-		if s.unanswered(w) {
-			s.fail(ctx.Err())
-		}
-		<-w.done
-	}
+	} // io.EOF: the shard ended the stream, and Recv tells why
+	s.wait(ctx, w)
 	resp, err := w.resp, w.err
 	w.resp, w.err = nil, nil
 	waiters.Put(w)
@@ -108,11 +124,58 @@ func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*sh
 	return resp.Response, nil
 }
 
+// wait waits for w's answer, failing the stream when it stalls or ctx
+// ends; w has its answer or error when wait returns.
+func (s *stream) wait(ctx context.Context, w *waiter) {
+	d := s.c.deadline
+	w.timer.Reset(d)
+	defer w.timer.Stop()
+	graced := false
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-ctx.Done():
+			s.failFor(w, ctx.Err())
+			return
+		case <-w.timer.C:
+		}
+		if quiet := time.Duration(time.Now().UnixNano() - s.heard.Load()); quiet < d {
+			w.timer.Reset(d - quiet) // the shard answers: w waits behind others
+			continue
+		}
+		if !graced {
+			graced = true
+			w.timer.Reset(grace)
+			continue
+		}
+		s.failFor(w, ErrStalled)
+		return
+	}
+}
+
+// failFor fails the stream with err unless w has been answered already,
+// and waits for w's answer or failure.
+func (s *stream) failFor(w *waiter, err error) {
+	if s.unanswered(w) {
+		s.fail(err)
+	}
+	<-w.done
+}
+
+// decideUnary calls a shard without DecideStream, with the deadline and
+// the grace of a batch on a stream.
+func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.deadline+grace)
+	defer cancel()
+	return c.client.Decide(ctx, req)
+}
+
 // unaryFromNowOn calls a shard that has no DecideStream with unary Decide,
 // req first: a shard that did not know the method decided nothing of it.
 func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
 	c.unary.Store(true)
-	return c.client.Decide(ctx, req)
+	return c.decideUnary(ctx, req)
 }
 
 // stream returns the open stream, opening one if there is none. Opening
@@ -131,6 +194,7 @@ func (c *Conn) stream(ctx context.Context) (*stream, error) {
 		return nil, errors.Join(err, ctx.Err())
 	}
 	s := &stream{c: c, st: st, cancel: cancel}
+	s.heard.Store(time.Now().UnixNano())
 	c.cur = s
 	go s.receive()
 	return s, nil
@@ -180,6 +244,7 @@ func (s *stream) receive() {
 		s.fifo[0] = nil
 		s.fifo = s.fifo[1:]
 		s.mu.Unlock()
+		s.heard.Store(time.Now().UnixNano())
 		w.resp = resp
 		w.done <- struct{}{}
 	}

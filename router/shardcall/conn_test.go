@@ -2,6 +2,7 @@ package shardcall
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -46,6 +47,8 @@ func (f *fakeShard) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.Decide
 		}
 		out := &shardlimitv1.DecideStreamResponse{Batch: req.Batch, Response: answer(req.Request)}
 		switch req.Request.Checks[0].User {
+		case "slow":
+			time.Sleep(50 * time.Millisecond) // a shard at work on a long batch
 		case "stall":
 			select {
 			case <-f.release:
@@ -104,7 +107,7 @@ func decide(t *testing.T, c *Conn, timeout time.Duration, req *shardlimitv1.Deci
 // Concurrent batches share one stream, and each caller gets its own answer.
 func TestBatchesShareOneStreamAndGetTheirOwnAnswers(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, f))
+	c := New(t.Context(), serve(t, f), time.Minute)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -128,7 +131,7 @@ func TestBatchesShareOneStreamAndGetTheirOwnAnswers(t *testing.T) {
 // the stream goes on.
 func TestRefusedBatchFailsAloneAsInvalidArgument(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, f))
+	c := New(t.Context(), serve(t, f), time.Minute)
 	_, err := decide(t, c, 10*time.Second, batch("bad", 1))
 	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != "checks[0].rule: index 3 out of range 0..0" {
 		t.Fatalf("refused batch: %v", err)
@@ -146,7 +149,7 @@ func TestRefusedBatchFailsAloneAsInvalidArgument(t *testing.T) {
 func TestDeadlineDropsTheStalledStream(t *testing.T) {
 	f := &fakeShard{release: make(chan struct{})}
 	defer close(f.release)
-	c := New(t.Context(), serve(t, f))
+	c := New(t.Context(), serve(t, f), time.Minute)
 	if _, err := decide(t, c, 10*time.Second, batch("warm", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +188,50 @@ func TestDeadlineDropsTheStalledStream(t *testing.T) {
 	}
 }
 
+// A stream that answers nothing for the deadline while a batch waits is
+// stalled: the batch fails with ErrStalled, and the next goes out on a new
+// stream.
+func TestSilentStreamStalls(t *testing.T) {
+	f := &fakeShard{release: make(chan struct{})}
+	defer close(f.release)
+	c := New(t.Context(), serve(t, f), 50*time.Millisecond)
+	if _, err := c.Decide(context.Background(), batch("stall", 1)); !errors.Is(err, ErrStalled) {
+		t.Fatalf("batch to a silent shard: %v, want ErrStalled", err)
+	}
+	if resp, err := c.Decide(context.Background(), batch("after", 2)); err != nil || resp.Decisions[0].Remaining != 2 {
+		t.Fatalf("after the stall: %v, %v", resp, err)
+	}
+	if n := f.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want 2", n)
+	}
+}
+
+// A batch that waits longer than the deadline behind others is not failed
+// while the shard keeps answering them: the deadline judges the shard's
+// silence, not the batch's wait. (Each batch takes 50ms; the last of 30
+// waits 1.5s, over the deadline of 1s.)
+func TestBatchWaitingBehindAnsweringShardDoesNotStall(t *testing.T) {
+	f := &fakeShard{}
+	c := New(t.Context(), serve(t, f), time.Second)
+	errs := make(chan error, 30)
+	for i := range 30 {
+		go func() {
+			_, err := c.Decide(context.Background(), batch("slow", int64(i)))
+			errs <- err
+		}()
+	}
+	for range 30 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a batch behind others failed while the shard answered: %v", err)
+		}
+	}
+}
+
 // A shard without DecideStream is called with unary Decide, the first
 // batch included.
 func TestShardWithoutStreamsIsCalledUnary(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, unaryOnly{f: f}))
+	c := New(t.Context(), serve(t, unaryOnly{f: f}), time.Minute)
 	for i := range 3 {
 		if resp, err := decide(t, c, 10*time.Second, batch("u", int64(i))); err != nil || resp.Decisions[0].Remaining != int64(i) {
 			t.Fatalf("batch %d: %v, %v", i, resp, err)
