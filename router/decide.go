@@ -16,8 +16,9 @@ import (
 // requests in one call (call.go). A shard that cannot answer in time, or
 // an overloaded router, answers by each rule's failure policy.
 //
-// ctx does not cut a call short: a call serves many requests, and its own
-// deadline bounds it, so Decide returns within MaxQueueWait + Deadline.
+// ctx does not cut a call short: a call serves many requests. What bounds
+// the wait is the router's: MaxQueueWait in the queue, then the call's
+// deadline, which fails a call whose shard falls silent (Options.Deadline).
 func (r *Router) Decide(ctx context.Context, checks []rules.Resolved) []*shardlimitv1.Decision {
 	return r.decide(ctx, checks, false)
 }
