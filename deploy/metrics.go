@@ -17,6 +17,7 @@ var Metrics = []string{
 	"shardlimit_router_decisions_total",           // {service,endpoint,rule,algorithm,result}
 	"shardlimit_router_decision_duration_seconds", // histogram, per Check RPC
 	"shardlimit_router_shard_errors_total",        // {shard,reason}
+	"shardlimit_router_shard_call_checks",         // histogram, checks per call to a shard
 	"shardlimit_router_members",
 	"shardlimit_router_member_changes_total",
 	"shardlimit_router_refunds_total",
@@ -82,5 +83,6 @@ var Metrics = []string{
 // them with the _bucket, _sum or _count suffix.
 var Histograms = []string{
 	"shardlimit_router_decision_duration_seconds",
+	"shardlimit_router_shard_call_checks",
 	"shardlimit_shard_decision_duration_seconds",
 }

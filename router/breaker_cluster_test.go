@@ -92,23 +92,5 @@ func TestBreakerProbeWhoseCallerGaveUpFreesTheSlot(t *testing.T) {
 // r's registry; 0 when it has not been counted yet.
 func counter(t *testing.T, r *router.Router, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := r.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return router.MetricValue(t, r.Registry(), name, labels)
 }

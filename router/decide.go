@@ -2,14 +2,8 @@ package router
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/request"
@@ -17,138 +11,116 @@ import (
 )
 
 // Decide decides checks already bound to their rules, one decision per
-// entry, in order: it groups them by owner shard, calls the owners in
-// parallel with the deadline, and answers a shard's checks by each rule's
-// failure policy when it cannot.
+// entry, in order: it groups them by owner shard and hands each owner's
+// share to that shard's queue, where it joins the checks of concurrent
+// requests in one call (call.go). A shard that cannot answer in time, or
+// an overloaded router, answers by each rule's failure policy.
+//
+// ctx does not cut a call short: a call serves many requests. What bounds
+// the wait is the router's: MaxQueueWait in the queue, then the call's
+// deadline, which fails a call whose shard falls silent (Options.Deadline).
 func (r *Router) Decide(ctx context.Context, checks []rules.Resolved) []*shardlimitv1.Decision {
 	return r.decide(ctx, checks, false)
 }
 
-func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund bool) []*shardlimitv1.Decision {
+// pending is one decide call while its checks are out: its share for each
+// shard, and a WaitGroup that each share marks done once answered. It is
+// reused through pendingPool.
+type pending struct {
+	checks []rules.Resolved
+	out    []*shardlimitv1.Decision
+	refund bool
+	groups request.Groups
+	parts  []part
+	wg     sync.WaitGroup
+}
+
+// part is a pending call's checks bound for one shard: what the shard's
+// queue holds. Whoever answers it calls done once, and then must not touch
+// it: the pending call may return and be reused.
+type part struct {
+	pd     *pending
+	peer   *peer
+	idx    []int // entries of pd.checks
+	queued time.Time
+}
+
+func (pt *part) done() { pt.pd.wg.Done() }
+
+var pendingPool = sync.Pool{New: func() any { return new(pending) }}
+
+// maxPooledChecks bounds the pending calls kept for reuse: the space of a
+// rare huge request is left to the garbage collector.
+const maxPooledChecks = 4096
+
+func (r *Router) decide(_ context.Context, checks []rules.Resolved, refund bool) []*shardlimitv1.Decision {
 	rt := r.routing.Load()
 	rs := r.rules.Load()
 	out := make([]*shardlimitv1.Decision, len(checks))
-	g := request.Group(checks, rt.table)
-	now := r.overLimit.now()
-	r.fromCache(checks, out, &g, refund, now)
-	r.answerByPolicy(out, checks, g.None, refund)
-	var wg sync.WaitGroup
-	for owner, idx := range g.ByOwner {
+	pd := pendingPool.Get().(*pending)
+	pd.checks, pd.out, pd.refund = checks, out, refund
+	pd.groups.Fill(checks, rt.table)
+	held := r.overLimit.now()
+	r.fromCache(rs, checks, out, &pd.groups, refund, held)
+	r.answerByPolicy(rs, pd, pd.groups.None, false)
+	now := time.Now()
+	pd.parts = pd.parts[:0]
+	for o, idx := range pd.groups.ByOwner {
 		if len(idx) > 0 {
-			wg.Go(func() { r.callShard(ctx, rt.peers[owner], rs, checks, g.Partition, idx, out, refund) })
+			pd.parts = append(pd.parts, part{pd: pd, peer: rt.peers[o], idx: idx, queued: now})
 		}
 	}
-	wg.Wait()
-	r.remember(checks, out, &g, refund, now)
+	pd.wg.Add(len(pd.parts))
+	for j := range pd.parts {
+		// The last share is sent from this goroutine, which would only
+		// wait otherwise.
+		r.enqueue(rs, &pd.parts[j], now, j == len(pd.parts)-1)
+	}
+	pd.wg.Wait()
+	r.remember(checks, out, &pd.groups, refund, held)
+	clear(pd.parts)
+	pd.checks, pd.out = nil, nil
+	if cap(pd.groups.Partition) <= maxPooledChecks {
+		pendingPool.Put(pd)
+	}
 	return out
 }
 
-// callShard decides the checks idx on one shard, or by policy when the shard
-// cannot answer in time.
-func (r *Router) callShard(ctx context.Context, p *peer, rs *ruleSet, checks []rules.Resolved, partitions, idx []int, out []*shardlimitv1.Decision, refund bool) {
-	probe, ok := p.breaker.allow(time.Now())
-	if p.client == nil || !ok {
+// enqueue hands pt to its shard's queue, or answers it at once: by policy
+// when the shard has no connection or its circuit refuses calls, as
+// overload when the queue is full. inline lets the queue make the call
+// from this goroutine.
+func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
+	p := pt.peer
+	switch {
+	case p.client == nil || p.breaker.refusing(now):
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
-		r.answerByPolicy(out, checks, idx, refund)
+		r.answerByPolicy(rs, pt.pd, pt.idx, false)
+	case !p.queue.Add(pt, len(pt.idx), inline):
+		r.answerByPolicy(rs, pt.pd, pt.idx, true)
+	default:
 		return
 	}
-	sreq := shardRequest(rs, checks, partitions, idx, refund)
-	cctx, cancel := context.WithTimeout(ctx, r.opts.Deadline)
-	defer cancel()
-	sresp, err := p.client.Decide(cctx, sreq)
-	if err == nil && len(sresp.Decisions) != len(idx) {
-		err = fmt.Errorf("shard answered %d decisions for %d checks", len(sresp.Decisions), len(idx))
-	}
-	if err != nil && ctx.Err() != nil {
-		// The caller gave up, or its own deadline was shorter than ours:
-		// the shard is not at fault, and a probe it was frees its slot for
-		// the next call.
-		p.breaker.abandon(probe)
-		r.answerByPolicy(out, checks, idx, refund)
-		return
-	}
-	if err != nil {
-		p.breaker.failure(time.Now())
-		reason := "error"
-		if status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-			reason = "deadline"
-		}
-		r.metrics.shardErrors.WithLabelValues(p.member.ID, reason).Inc()
-		r.answerByPolicy(out, checks, idx, refund)
-		return
-	}
-	p.breaker.success()
-	for j, i := range idx {
-		d := sresp.Decisions[j]
-		out[i] = &shardlimitv1.Decision{
-			Allowed:           d.Allowed,
-			Limit:             d.Limit,
-			Remaining:         d.Remaining,
-			ResetAfter:        durationpb.New(time.Duration(d.ResetAfterNs)),
-			RetryAfter:        durationpb.New(time.Duration(d.RetryAfterNs)),
-			Rule:              checks[i].Rule.Name,
-			Delay:             durationpb.New(time.Duration(d.DelayNs)),
-			SoftAllowanceUsed: d.SoftAllowanceUsed,
-			Shadow:            d.Shadow,
-			ShadowDenied:      d.ShadowDenied,
-		}
-		if refund {
-			continue
-		}
-		result := resultAllowed
-		switch {
-		case d.ShadowDenied:
-			result = resultShadowDenied
-		case !d.Allowed:
-			result = resultDenied
-		}
-		r.metrics.decided(&checks[i], result)
-	}
+	pt.done()
 }
 
-// shardRequest is the shard API request for the checks idx: each rule
-// that they use is sent once, with the parameters worked out when the rules
-// loaded.
-func shardRequest(rs *ruleSet, checks []rules.Resolved, partitions, idx []int, refund bool) *shardlimitv1.DecideRequest {
-	sreq := &shardlimitv1.DecideRequest{Checks: make([]*shardlimitv1.ShardCheck, len(idx))}
-	ruleIndex := map[*rules.Rule]uint32{}
-	for j, i := range idx {
-		c := &checks[i]
-		ri, ok := ruleIndex[c.Rule]
-		if !ok {
-			ri = uint32(len(sreq.Rules))
-			ruleIndex[c.Rule] = ri
-			sreq.Rules = append(sreq.Rules, rs.paramsOf(c.Rule))
-		}
-		sreq.Checks[j] = &shardlimitv1.ShardCheck{
-			Service: c.Service, Endpoint: c.Endpoint, User: c.User, Hits: c.Hits,
-			Rule: ri, Partition: uint32(partitions[i]), Refund: refund,
-		}
-	}
-	return sreq
-}
-
-// paramsOf returns a rule's shard parameters: those worked out when the
-// set loaded, or, for a rule from an older set still in flight, its own.
-func (rs *ruleSet) paramsOf(rule *rules.Rule) *shardlimitv1.RuleParams {
-	if i := rule.Index(); i >= 0 && i < len(rs.params) && &rs.Rules()[i] == rule {
-		return rs.params[i]
-	}
-	return ruleParams(rule)
-}
-
-// answerByPolicy answers checks idx by their rules' failure policies.
-func (r *Router) answerByPolicy(out []*shardlimitv1.Decision, checks []rules.Resolved, idx []int, refund bool) {
+// answerByPolicy answers the entries idx of pd by their rules' failure
+// policies; overload flags the answers as shed by an overloaded router,
+// and counts them under their own result.
+func (r *Router) answerByPolicy(rs *ruleSet, pd *pending, idx []int, overload bool) {
 	for _, i := range idx {
-		d := request.ByPolicy(checks[i].Rule, r.opts.BreakerCooldown)
-		out[i] = d
-		if refund {
-			continue
-		}
-		result := resultFailedOpen
+		c := &pd.checks[i]
+		d := request.ByPolicy(c.Rule, r.opts.BreakerCooldown)
+		res := resultFailedOpen
 		if !d.Allowed {
-			result = resultFailedClosed
+			res = resultFailedClosed
 		}
-		r.metrics.decided(&checks[i], result)
+		if overload {
+			d.Overload, res = true, resultOverload
+		}
+		pd.out[i] = d
+		if !pd.refund {
+			r.metrics.decided(rs, c, res)
+		}
 	}
 }

@@ -11,20 +11,51 @@ import (
 	"github.com/shardlimit/shardlimit/router/rules"
 )
 
-// decided counts one rule decision.
-func (m *metrics) decided(c *rules.Resolved, result string) {
-	m.decisions.WithLabelValues(c.Service, c.Rule.Endpoint, c.Rule.Name, c.Rule.Algorithm, result).Inc()
+// result is a rule decision's result, an index into resultNames.
+type result int
+
+// Results of a rule decision.
+const (
+	resultAllowed result = iota
+	resultDenied
+	resultShadowDenied
+	resultFailedOpen
+	resultFailedClosed
+	resultOverload
+	results
+)
+
+// resultNames are the values of the result label, by result; no_rule
+// counts checks that no rule applies to.
+var resultNames = [results]string{"allowed", "denied", "shadow_denied", "failed_open", "failed_closed", "overload"}
+
+const resultNoRule = "no_rule"
+
+// ruleCounters are one rule's decision counters by result, looked up in
+// the vector on first use and kept with the rule set.
+type ruleCounters [results]atomic.Pointer[prometheus.Counter]
+
+// decided counts one rule decision; rs is the rule set in force, which
+// keeps the counters of its rules.
+func (m *metrics) decided(rs *ruleSet, c *rules.Resolved, res result) {
+	i := c.Rule.Index()
+	if rs == nil || i < 0 || i >= len(rs.counters) || &rs.Rules()[i] != c.Rule {
+		m.counter(c, res).Inc() // a rule of an older set, still in flight
+		return
+	}
+	slot := &rs.counters[i][res]
+	if p := slot.Load(); p != nil {
+		(*p).Inc()
+		return
+	}
+	ctr := m.counter(c, res)
+	slot.Store(&ctr)
+	ctr.Inc()
 }
 
-// Results of a decision, the values of the result label.
-const (
-	resultAllowed      = "allowed"
-	resultDenied       = "denied"
-	resultShadowDenied = "shadow_denied"
-	resultFailedOpen   = "failed_open"
-	resultFailedClosed = "failed_closed"
-	resultNoRule       = "no_rule"
-)
+func (m *metrics) counter(c *rules.Resolved, res result) prometheus.Counter {
+	return m.decisions.WithLabelValues(c.Service, c.Rule.Endpoint, c.Rule.Name, c.Rule.Algorithm, resultNames[res])
+}
 
 type metrics struct {
 	duration      prometheus.Histogram
@@ -34,6 +65,7 @@ type metrics struct {
 	mapWritten    atomic.Int64 // Unix ns the map in force was written
 	decisions     *prometheus.CounterVec
 	shardErrors   *prometheus.CounterVec
+	callChecks    prometheus.Histogram
 	members       prometheus.Gauge
 	refunds       prometheus.Counter
 	rules         prometheus.Gauge
@@ -49,7 +81,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_decisions_total",
-			Help: "Rule decisions, by service, the rule's endpoint, rule, algorithm and result (allowed, denied, shadow_denied, failed_open, failed_closed; no_rule for checks no rule applies to).",
+			Help: "Rule decisions, by service, the rule's endpoint, rule, algorithm and result (allowed, denied, shadow_denied, failed_open, failed_closed; overload for checks an overloaded router shed without asking the shard; no_rule for checks no rule applies to).",
 		}, []string{"service", "endpoint", "rule", "algorithm", "result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shardlimit_router_decision_duration_seconds",
@@ -61,8 +93,13 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		}),
 		shardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_shard_errors_total",
-			Help: "Calls to a shard that failed, timed out or were refused by its open circuit, by shard and reason.",
+			Help: "Calls to a shard that failed (error) or timed out (deadline), and requests' checks for it refused by its open circuit (circuit_open) or given up after waiting past the bound behind its failing calls (queued), by shard and reason.",
 		}, []string{"shard", "reason"}),
+		callChecks: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shardlimit_router_shard_call_checks",
+			Help:    "Checks per call to a shard: the checks of concurrent requests bound for one shard share one call.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
 		members: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_router_members",
 			Help: "Live shards the router routes to.",
@@ -118,7 +155,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Name: "shardlimit_router_overlimit_cache_evictions_total",
 		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
 	}, func() float64 { return float64(cache.Evicted()) })
-	reg.MustRegister(m.decisions, m.shardErrors, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
+	reg.MustRegister(m.decisions, m.shardErrors, m.callChecks, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
 		m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
 		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

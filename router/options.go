@@ -33,8 +33,32 @@ type Options struct {
 	// order; default rules.DefaultBounds() (100 per service, 10000 in
 	// all). Must be equal on every router.
 	RuleBounds rules.Bounds
-	// Deadline bounds each call to a shard; default 20ms.
+	// Deadline bounds how long a call waits for its shard, from when it is
+	// sent: the call fails when its shard has answered nothing for
+	// Deadline (answers to calls sent before it show the shard at work), and
+	// the router, given 10ms more for its own scheduling, still has no
+	// answer. The time a check waits for the call is MaxQueueWait's.
+	// Default 20ms.
 	Deadline time.Duration
+	// CallsPerShard bounds the calls in flight to one shard. Checks bound
+	// for a shard whose calls are all in flight wait, and leave together
+	// in the next call, so concurrent requests share one message; default
+	// 2.
+	CallsPerShard int
+	// MaxQueued bounds the checks waiting for calls to one shard. Past it
+	// the router is overloaded and sheds a new check at once: its rule's
+	// failure policy answers, flagged overload, counted under the result
+	// overload, and never held against the shard or its circuit; default
+	// 10000.
+	MaxQueued int
+	// MaxQueueWait bounds how long a check waits for a call to its shard.
+	// A check that waited longer is shed as MaxQueued's are, unless the
+	// shard's last call failed: then the shard is at fault, and it is
+	// answered by policy as a shard failure (shard error "queued").
+	// Default 100ms: past the queueing of a router that is merely busy (a
+	// closed loop at full load waits a few ms), and past what callers
+	// usually wait for an answer.
+	MaxQueueWait time.Duration
 	// MaxChecks bounds the checks in one request; default 1000.
 	MaxChecks int
 	// MaxUserLength bounds a check's user in bytes; default 256.
@@ -91,6 +115,9 @@ func DefaultOptions() Options {
 		Listen:          "127.0.0.1:0",
 		Prefix:          "/shardlimit/",
 		Deadline:        20 * time.Millisecond,
+		CallsPerShard:   2,
+		MaxQueued:       10_000,
+		MaxQueueWait:    100 * time.Millisecond,
 		MaxChecks:       1000,
 		MaxUserLength:   256,
 		BreakerFailures: 3,
@@ -115,6 +142,15 @@ func (o *Options) fill() {
 	}
 	if o.Deadline == 0 {
 		o.Deadline = d.Deadline
+	}
+	if o.CallsPerShard == 0 {
+		o.CallsPerShard = d.CallsPerShard
+	}
+	if o.MaxQueued == 0 {
+		o.MaxQueued = d.MaxQueued
+	}
+	if o.MaxQueueWait == 0 {
+		o.MaxQueueWait = d.MaxQueueWait
 	}
 	if o.MaxChecks == 0 {
 		o.MaxChecks = d.MaxChecks
@@ -147,6 +183,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.Deadline < time.Millisecond || o.Deadline > 10*time.Second:
 		return fmt.Errorf("deadline: %v not in 1ms..10s", o.Deadline)
+	case o.CallsPerShard < 1 || o.CallsPerShard > 64:
+		return fmt.Errorf("calls per shard: %d not in 1..64", o.CallsPerShard)
+	case o.MaxQueued < 1 || o.MaxQueued > 10_000_000:
+		return fmt.Errorf("max queued: %d not in 1..10000000", o.MaxQueued)
+	case o.MaxQueueWait < time.Millisecond || o.MaxQueueWait > 10*time.Second:
+		return fmt.Errorf("max queue wait: %v not in 1ms..10s", o.MaxQueueWait)
 	case o.MaxChecks < 1 || o.MaxChecks > 100_000:
 		return fmt.Errorf("max checks: %d not in 1..100000", o.MaxChecks)
 	case o.MaxUserLength < 1 || o.MaxUserLength > 4096:

@@ -154,24 +154,24 @@ func (o *overLimit) sweep(ctx context.Context) {
 // only the others go to their shards or to failure policy. now is the
 // cache's clock (overLimit.now), read before any shard is called and
 // passed to remember with the answers. Refunds are never answered here.
-func (r *Router) fromCache(checks []rules.Resolved, out []*shardlimitv1.Decision, g *request.Groups, refund bool, now int64) {
+func (r *Router) fromCache(rs *ruleSet, checks []rules.Resolved, out []*shardlimitv1.Decision, g *request.Groups, refund bool, now int64) {
 	if refund || r.overLimit.cache.Len() == 0 {
 		return
 	}
 	for o := range g.ByOwner {
-		g.ByOwner[o] = r.answerHeld(checks, out, g.ByOwner[o], now)
+		g.ByOwner[o] = r.answerHeld(rs, checks, out, g.ByOwner[o], now)
 	}
-	g.None = r.answerHeld(checks, out, g.None, now)
+	g.None = r.answerHeld(rs, checks, out, g.None, now)
 }
 
 // answerHeld answers the checks idx that the cache holds a denial for, and
 // returns the others (in idx's array).
-func (r *Router) answerHeld(checks []rules.Resolved, out []*shardlimitv1.Decision, idx []int, now int64) []int {
+func (r *Router) answerHeld(rs *ruleSet, checks []rules.Resolved, out []*shardlimitv1.Decision, idx []int, now int64) []int {
 	rest := idx[:0]
 	for _, i := range idx {
 		if d := r.overLimit.answer(&checks[i], now); d != nil {
 			out[i] = d
-			r.metrics.decided(&checks[i], resultDenied)
+			r.metrics.decided(rs, &checks[i], resultDenied)
 			r.metrics.overLimitHits.WithLabelValues(checks[i].Service).Inc()
 			continue
 		}

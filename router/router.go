@@ -47,6 +47,7 @@ type Router struct {
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
+	ctx    context.Context // ends on stop; calls to shards run under it
 	cancel context.CancelFunc
 	stop   sync.Once
 }
@@ -87,7 +88,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		return nil, err
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	r.ctx, r.cancel = watchCtx, cancel
 	membersRead, rulesRead, mapRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var firstMembers, firstRules, firstMap sync.Once
 	go mapstore.Watch(watchCtx, r.etcd, etcd.Layout(opts.Prefix), r.log, func(m *shardmap.Map) {
@@ -180,7 +181,7 @@ func (r *Router) setRules(u rulestore.Update) {
 	for i := range set.Rules() {
 		params[i] = ruleParams(&set.Rules()[i])
 	}
-	r.rules.Store(&ruleSet{Set: set, params: params})
+	r.rules.Store(&ruleSet{Set: set, params: params, counters: make([]ruleCounters, set.Len())})
 	r.metrics.rules.Set(float64(len(u.Rules)))
 	r.metrics.invalidRules.Set(float64(len(u.Invalid)))
 	r.metrics.overBound.Set(float64(len(u.OverBound)))
@@ -204,10 +205,12 @@ func (r *Router) Stop(ctx context.Context) {
 func (r *Router) Rules() *rules.Set { return r.rules.Load().Set }
 
 // ruleSet is the rule set in force with each rule's shard parameters,
-// built once when the rules load, at the rule's Index.
+// built once when the rules load, and its decision counters, at the rule's
+// Index.
 type ruleSet struct {
 	*rules.Set
-	params []*shardlimitv1.RuleParams
+	params   []*shardlimitv1.RuleParams
+	counters []ruleCounters
 }
 
 // ruleParams is the inline form of a rule that shards decide with.

@@ -1,22 +1,30 @@
 package router
 
 import (
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/batcher"
+	"github.com/shardlimit/shardlimit/router/shardcall"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
-// peer is the router's connection to one shard.
+// peer is the router's connection to one shard, with the queue that
+// gathers the checks bound for it into calls, and the stream that carries
+// them.
 type peer struct {
 	member  member.Member
 	conn    *grpc.ClientConn
 	client  shardlimitv1.ShardClient
 	breaker *breaker
+	calls   *shardcall.Conn // over client; nil with it
+	queue   *batcher.Queue[*part]
+	failing atomic.Bool // the last call failed
 }
 
 // routing is an immutable snapshot: the partition table in force (the ring
@@ -87,14 +95,12 @@ func (r *Router) rebuild() {
 		conn, err := grpc.NewClient(m.Addr, rpc.DialCreds(r.opts.ShardTLS))
 		if err != nil {
 			r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
-			conn = nil
+			next.peers[i] = r.newPeer(m, nil)
+			continue
 		}
-		p := &peer{member: m, conn: conn, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown}}
-		if conn != nil {
-			conn.Connect() // dial now, not on the first check's deadline
-			p.client = shardlimitv1.NewShardClient(conn)
-		}
-		next.peers[i] = p
+		conn.Connect() // dial now, not on the first check's deadline
+		next.peers[i] = r.newPeer(m, shardlimitv1.NewShardClient(conn))
+		next.peers[i].conn = conn
 	}
 	r.routing.Store(next)
 	for _, p := range byID {
@@ -102,6 +108,18 @@ func (r *Router) rebuild() {
 			time.AfterFunc(5*time.Second, func() { _ = p.conn.Close() })
 		}
 	}
+}
+
+// newPeer returns a peer for shard m that calls it through client (nil:
+// the shard cannot be called, and its checks are answered by policy).
+func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer {
+	p := &peer{member: m, client: client, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown}}
+	if client != nil {
+		p.calls = shardcall.New(r.ctx, client, r.opts.Deadline)
+	}
+	p.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
+		func(batch []*part) { r.send(p, batch) })
+	return p
 }
 
 // closePeers closes every connection; used on stop.

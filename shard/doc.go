@@ -16,9 +16,13 @@
 // chance of any collision is about n²/2¹²⁶ ≈ 1.2·10⁻²², far below one in a
 // billion.
 //
-// Rules arrive inline with every batch (the shard needs no rule store); the
-// algorithms themselves are the pure functions of package limiter, called
-// with the time the Server read once per batch.
+// Rules arrive inline with every batch (the shard needs no rule store), over
+// unary Decide or, from routers, a DecideStream that each keeps open; a
+// batch is decided at once (decide.go, batch.go): one clock reading, the
+// load and hot-key bookkeeping once per batch, and each key's placement hash
+// taken from the router (checked against the check's partition), so that
+// only the key's other half is hashed here. The algorithms themselves are
+// the pure functions of package limiter.
 //
 // The Server's life in the cluster (lifecycle.go) is made of hand-offs of
 // package handoff: Start registers it in etcd as joining (package

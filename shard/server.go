@@ -10,8 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -20,8 +18,6 @@ import (
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
-	"github.com/shardlimit/shardlimit/shard/key"
-	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -49,6 +45,7 @@ type Server struct {
 	done          chan struct{} // closed on stop; ends the background loops
 	loops         sync.WaitGroup
 	lost          chan struct{} // the membership lease was lost
+	streamsEnd    chan struct{} // closed on stop once deregistered; ends DecideStreams
 
 	mu     sync.Mutex // guards reg and record
 	reg    *membership.Registration
@@ -76,7 +73,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, started: started, done: make(chan struct{}), lost: make(chan struct{}, 1)}
+	s := &Server{opts: opts, started: started, done: make(chan struct{}), lost: make(chan struct{}, 1), streamsEnd: make(chan struct{})}
 	s.peers.TLS = opts.ShardTLS
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
@@ -198,6 +195,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		err = s.registration().Close(rctx)
 		cancel()
+		// Routers move away once the shard is deregistered; the streams
+		// they keep open would hold a graceful stop until ctx ends.
+		close(s.streamsEnd)
 		s.srv.Stop(ctx)
 		s.peers.Close()
 		err = errors.Join(err, s.etcd.Close())
@@ -251,77 +251,4 @@ func (s *Server) background() {
 			next = (next + 1) % stripes
 		}
 	}
-}
-
-// Decide implements the shard API.
-func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-	rules := make([]limiter.Rule, len(req.Rules))
-	for i, p := range req.Rules {
-		rules[i] = limiter.Rule{
-			Algorithm: limiter.Algorithm(p.Algorithm), Limit: p.Limit, Period: p.PeriodNs, Burst: p.Burst,
-			MaxDelay: p.MaxDelayNs, SoftPercent: p.SoftPercent, ElasticPercent: p.ElasticPercent,
-			ElasticLoadPercent: p.ElasticLoadPercent, Shadow: p.Shadow,
-		}
-		if err := rules[i].Validate(); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "rules[%d].%v", i, err)
-		}
-	}
-	refunds := 0
-	for i, c := range req.Checks {
-		if int(c.Rule) >= len(rules) {
-			return nil, status.Errorf(codes.InvalidArgument, "checks[%d].rule: index %d out of range 0..%d", i, c.Rule, len(rules)-1)
-		}
-		if c.Hits < 0 {
-			return nil, status.Errorf(codes.InvalidArgument, "checks[%d].hits: %d is negative", i, c.Hits)
-		}
-		if c.Refund {
-			if c.Hits < 1 {
-				return nil, status.Errorf(codes.InvalidArgument, "checks[%d].hits: a refund gives back at least 1 hit, not %d", i, c.Hits)
-			}
-			refunds++
-		}
-	}
-	now := time.Now().UnixNano()
-	load := s.utilization()
-	// A refund is no decision: it counts toward neither the rate that
-	// drives elastic limits nor the decisions served.
-	s.rate.Add(uint64(len(req.Checks) - refunds))
-	s.decisions.Add(uint64(len(req.Checks) - refunds))
-	out := make([]shardlimitv1.ShardDecision, len(req.Checks))
-	resp := &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}
-	var counts [limiter.GCRA + 1][results]float64
-	for i, c := range req.Checks {
-		name := req.Rules[c.Rule].Name
-		chk := Check{Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: name, Hits: c.Hits, Partition: int(c.Partition)}
-		k := key.Make(c.Service, name, c.User)
-		var d limiter.Decision
-		if c.Refund {
-			d = s.store.Refund(k, &chk, now, &rules[c.Rule], load)
-		} else {
-			d = s.store.Decide(k, &chk, now, &rules[c.Rule], load)
-		}
-		o := &out[i]
-		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
-		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied
-		resp.Decisions[i] = o
-		if !c.Refund {
-			r := resultAllowed
-			switch {
-			case d.ShadowDenied:
-				r = resultShadowDenied
-			case !d.Allowed:
-				r = resultDenied
-			}
-			counts[rules[c.Rule].Algorithm][r]++
-		}
-	}
-	for a := range counts {
-		for r, n := range counts[a] {
-			if n > 0 {
-				s.metrics.decisions[a][r].Add(n)
-			}
-		}
-	}
-	s.metrics.duration.Observe(float64(time.Now().UnixNano()-now) / 1e9)
-	return resp, nil
 }

@@ -214,6 +214,8 @@ func printDecision(w io.Writer, format string, c *shardlimitv1.Check, d *shardli
 		}
 		line := fmt.Sprintf("%s  %s %s user=%s hits=%d", verdict, c.Service, c.Endpoint, c.User, c.GetHits())
 		switch {
+		case d.Overload:
+			line += fmt.Sprintf("  rule=%s  by failure policy: the router was overloaded and shed the check", d.Rule)
 		case d.FailurePolicy:
 			line += fmt.Sprintf("  rule=%s  by failure policy: the owner shard did not answer", d.Rule)
 		case d.Rule == "":

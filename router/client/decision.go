@@ -60,6 +60,9 @@ type Decision struct {
 	// FailurePolicy: the router could not reach the owner shard in time and
 	// answered by the rule's failure policy, not from a counter.
 	FailurePolicy bool
+	// Overload: the router was overloaded and shed the check without
+	// asking its shard; FailurePolicy is set too.
+	Overload bool
 	// Delay, for leaky_bucket rules that queue, is how long the caller must
 	// wait before going ahead when allowed.
 	Delay time.Duration
@@ -111,6 +114,7 @@ func fromProto(d *shardlimitv1.Decision) Decision {
 		RetryAfter:        d.GetRetryAfter().AsDuration(),
 		Rule:              d.GetRule(),
 		FailurePolicy:     d.GetFailurePolicy(),
+		Overload:          d.GetOverload(),
 		Delay:             d.GetDelay().AsDuration(),
 		SoftAllowanceUsed: d.GetSoftAllowanceUsed(),
 		Shadow:            d.GetShadow(),

@@ -2,9 +2,9 @@ package request
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -42,11 +42,14 @@ func Resolve(rs *rules.Set, checks []*shardlimitv1.Check) (resolved []rules.Reso
 	return resolved, spans, nil
 }
 
-// Groups is where resolved checks go: Partition[i] is entry i's partition;
-// ByOwner[o] lists the entries whose owner is member o of the table; None
-// lists those whose partition has no owner (no live shard).
+// Groups is where resolved checks go: Partition[i] is entry i's partition
+// and Hash[i] its key's placement hash (shard/key's Hash), which the shard
+// is sent so that it does not hash the key again; ByOwner[o] lists the
+// entries whose owner is member o of the table; None lists those whose
+// partition has no owner (no live shard).
 type Groups struct {
 	Partition []int
+	Hash      []uint64
 	ByOwner   [][]int
 	None      []int
 }
@@ -54,17 +57,31 @@ type Groups struct {
 // Group places every resolved check on its partition and groups the
 // entries by the partition's owner in table.
 func Group(checks []rules.Resolved, table *shardmap.Table) Groups {
-	g := Groups{Partition: make([]int, len(checks)), ByOwner: make([][]int, len(table.Members()))}
+	var g Groups
+	g.Fill(checks, table)
+	return g
+}
+
+// Fill is Group into g, reusing the space of g's slices.
+func (g *Groups) Fill(checks []rules.Resolved, table *shardmap.Table) {
+	n, owners := len(checks), len(table.Members())
+	g.Partition = slices.Grow(g.Partition[:0], n)[:n]
+	g.Hash = slices.Grow(g.Hash[:0], n)[:n]
+	g.ByOwner = slices.Grow(g.ByOwner[:0], owners)[:owners]
+	for o := range g.ByOwner {
+		g.ByOwner[o] = g.ByOwner[o][:0]
+	}
+	g.None = g.None[:0]
 	for i := range checks {
 		c := &checks[i]
-		g.Partition[i] = key.Partition(key.Hash(c.Service, c.Rule.Name, c.User), table.Partitions())
+		g.Hash[i] = key.Hash(c.Service, c.Rule.Name, c.User)
+		g.Partition[i] = key.Partition(g.Hash[i], table.Partitions())
 		if o := table.OwnerIndex(g.Partition[i]); o >= 0 {
 			g.ByOwner[o] = append(g.ByOwner[o], i)
 		} else {
 			g.None = append(g.None, i)
 		}
 	}
-	return g
 }
 
 // Refunds returns the entries whose hits must be given back: within a check
@@ -96,8 +113,9 @@ func Refunds(resolved []rules.Resolved, decisions []*shardlimitv1.Decision, span
 // Merge combines the decisions of the rules of one check: denied if any
 // denies; the reported rule is the denying one with the longest wait, or,
 // when all allow, the one with the least remaining. The answer is flagged
-// as by failure policy, or as using a soft allowance, if any rule's was,
-// and waits for the longest delay. ds is not modified.
+// as by failure policy, as shed by an overloaded router, or as using a soft
+// allowance, if any rule's was, and waits for the longest delay. ds is not
+// modified.
 func Merge(ds []*shardlimitv1.Decision) *shardlimitv1.Decision {
 	if len(ds) == 1 {
 		return ds[0]
@@ -117,15 +135,28 @@ func Merge(ds []*shardlimitv1.Decision) *shardlimitv1.Decision {
 			}
 		}
 	}
-	out := proto.Clone(best).(*shardlimitv1.Decision)
+	out := clone(best)
 	for _, d := range ds {
 		out.FailurePolicy = out.FailurePolicy || d.FailurePolicy
+		out.Overload = out.Overload || d.Overload
 		out.SoftAllowanceUsed = out.SoftAllowanceUsed || d.SoftAllowanceUsed
 		if d.Delay.AsDuration() > out.Delay.AsDuration() {
 			out.Delay = d.Delay
 		}
 	}
 	return out
+}
+
+// clone copies d, sharing its durations (no one changes a decision's
+// duration in place), without proto.Clone's reflection: Merge runs for
+// every check that several rules apply to.
+func clone(d *shardlimitv1.Decision) *shardlimitv1.Decision {
+	return &shardlimitv1.Decision{
+		Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter,
+		RetryAfter: d.RetryAfter, Rule: d.Rule, FailurePolicy: d.FailurePolicy, Delay: d.Delay,
+		SoftAllowanceUsed: d.SoftAllowanceUsed, Shadow: d.Shadow, ShadowDenied: d.ShadowDenied,
+		Overload: d.Overload,
+	}
 }
 
 // Allowed is the answer to a check that no rule applies to.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -96,9 +97,10 @@ func TestGroup(t *testing.T) {
 	for o, idx := range g.ByOwner {
 		for _, i := range idx {
 			seen++
-			p := key.Partition(key.Hash("s", "r", checks[i].User), table.Partitions())
-			if g.Partition[i] != p {
-				t.Fatalf("entry %d: partition %d, want %d", i, g.Partition[i], p)
+			h := key.Hash("s", "r", checks[i].User)
+			p := key.Partition(h, table.Partitions())
+			if g.Partition[i] != p || g.Hash[i] != h {
+				t.Fatalf("entry %d: partition %d, hash %x; want %d, %x", i, g.Partition[i], g.Hash[i], p, h)
 			}
 			if owner, _ := table.Owner(p); owner.ID != ms[o].ID {
 				t.Fatalf("entry %d grouped under %s, owned by %s", i, ms[o].ID, owner.ID)
@@ -111,6 +113,11 @@ func TestGroup(t *testing.T) {
 	empty, _ := shardmap.Build(shardmap.DefaultConfig(), nil)
 	if g := Group(checks, empty); len(g.None) != len(checks) || len(g.ByOwner) != 0 {
 		t.Fatalf("no members: %d without owner", len(g.None))
+	}
+	// Fill reuses a Groups: nothing of the earlier grouping is left.
+	g.Fill(checks[:3], table)
+	if n := len(g.None) + len(g.ByOwner[0]) + len(g.ByOwner[1]); n != 3 || len(g.Partition) != 3 || len(g.Hash) != 3 {
+		t.Fatalf("refilled with 3 checks: %d grouped, %d partitions, %d hashes", n, len(g.Partition), len(g.Hash))
 	}
 }
 
@@ -125,6 +132,8 @@ func TestMerge(t *testing.T) {
 	policy.FailurePolicy = true
 	delayed := dec(true, 7, 0)
 	delayed.Delay = durationpb.New(time.Second)
+	shed := dec(true, 9, 0)
+	shed.FailurePolicy, shed.Overload = true, true
 	for _, tc := range []struct {
 		name string
 		in   []*shardlimitv1.Decision
@@ -137,6 +146,11 @@ func TestMerge(t *testing.T) {
 		{"flags and delay from any rule", []*shardlimitv1.Decision{soft, policy, delayed}, func() *shardlimitv1.Decision {
 			d := dec(true, 0, 0)
 			d.FailurePolicy, d.SoftAllowanceUsed, d.Delay = true, true, durationpb.New(time.Second)
+			return d
+		}()},
+		{"overload from any rule", []*shardlimitv1.Decision{dec(true, 4, 0), shed}, func() *shardlimitv1.Decision {
+			d := dec(true, 4, 0)
+			d.FailurePolicy, d.Overload = true, true
 			return d
 		}()},
 	} {
@@ -222,5 +236,31 @@ func TestValidate(t *testing.T) {
 	}
 	if err := Validate(&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/", User: "u"}}}, lim); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clone copies every field of a Decision: one added to the message and
+// forgotten here fails this test.
+func TestCloneCopiesEveryField(t *testing.T) {
+	d := &shardlimitv1.Decision{}
+	m := d.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		switch f.Kind() {
+		case protoreflect.BoolKind:
+			m.Set(f, protoreflect.ValueOfBool(true))
+		case protoreflect.Int64Kind:
+			m.Set(f, protoreflect.ValueOfInt64(int64(i+1)))
+		case protoreflect.StringKind:
+			m.Set(f, protoreflect.ValueOfString("r"))
+		case protoreflect.MessageKind:
+			m.Set(f, protoreflect.ValueOfMessage(durationpb.New(time.Duration(i+1)).ProtoReflect()))
+		default:
+			t.Fatalf("field %s of kind %v: teach this test and clone about it", f.Name(), f.Kind())
+		}
+	}
+	if got := clone(d); !proto.Equal(got, d) {
+		t.Fatalf("clone = %v, want %v", got, d)
 	}
 }

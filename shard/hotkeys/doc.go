@@ -1,7 +1,9 @@
 // Package hotkeys finds the hottest keys of a shard: the top K counter keys
 // by decisions, each with an estimated count and its error bound.
 //
-// The shard's store calls Tracker.Observe on every decision; the admin API
+// The shard's store calls Tracker.Observe on every decision, or, for a
+// batch of decisions, Observe on a Batch, which holds one stripe for the
+// whole batch instead of locking it per call; the admin API
 // and the shard's stats call Top. Rotate, called by the shard on a timer
 // (say once a minute), ages counts out: Top covers the observations since
 // the last Rotate but one, so one to two periods.

@@ -132,22 +132,58 @@ func New(opts Options) (*Tracker, error) {
 // It allocates nothing, and waits for another writer only when every
 // stripe is busy.
 func (t *Tracker) Observe(k Key, service, rule, user string, n uint64) {
-	if n == 0 {
+	b := t.Batch()
+	b.Observe(k, service, rule, user, n)
+	b.Done()
+}
+
+// Batch observes the calls of one batch of decisions under one stripe
+// lock, taken at the first call sampled and held until Done. A Batch of a
+// nil Tracker observes nothing. It is for one goroutine, and must end with
+// Done.
+type Batch struct {
+	t   *Tracker
+	st  *stripe // locked; nil until the first call sampled
+	rng uint64  // xorshift state for sampling, seeded at the first call
+}
+
+// Batch starts a batch of observations.
+func (t *Tracker) Batch() Batch { return Batch{t: t} }
+
+// Observe counts n decisions of key k as Tracker.Observe does.
+func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
+	t := b.t
+	if n == 0 || t == nil {
 		return
 	}
 	if t.sample > 1 {
-		if rand.Uint32() >= t.threshold {
+		if b.rng == 0 {
+			b.rng = rand.Uint64() | 1
+		}
+		b.rng ^= b.rng << 13
+		b.rng ^= b.rng >> 7
+		b.rng ^= b.rng << 17
+		if uint32(b.rng>>32) >= t.threshold {
 			return
 		}
 		n *= t.sample
 	}
-	st := t.affinity.Get().(*stripe)
-	if !st.mu.TryLock() {
-		st = t.lockOther(st)
+	if b.st == nil {
+		b.st = t.affinity.Get().(*stripe)
+		if !b.st.mu.TryLock() {
+			b.st = t.lockOther(b.st)
+		}
 	}
-	st.cur.observe(k, service, rule, user, n)
-	st.mu.Unlock()
-	t.affinity.Put(st)
+	b.st.cur.observe(k, service, rule, user, n)
+}
+
+// Done ends the batch, releasing its stripe.
+func (b *Batch) Done() {
+	if b.st != nil {
+		b.st.mu.Unlock()
+		b.t.affinity.Put(b.st)
+		b.st = nil
+	}
 }
 
 // lockOther locks the first free stripe after busy, or, when every stripe

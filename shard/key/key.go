@@ -24,17 +24,24 @@ const loSeed = 0x9e3779b97f4a7c15
 
 // maxStackKey is the longest key hashed from a stack buffer; longer keys
 // (users over ~250 bytes) are hashed by streaming, a little slower.
-const maxStackKey = 512
+// Keys up to shortKey bytes, nearly all, use a smaller buffer, cheaper to
+// clear.
+const (
+	maxStackKey = 512
+	shortKey    = 128
+)
 
 // Make hashes (service, rule, user) into a Key without allocating.
 func Make(service, rule, user string) Key {
-	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
+	switch n := len(service) + len(rule) + len(user) + 2; {
+	case n <= shortKey:
+		var buf [shortKey]byte
+		b := appendKey(buf[:0], service, rule, user)
+		return Key{Hi: xxhash.Sum64(b), Lo: sum64(b, loSeed)}
+	case n <= maxStackKey:
 		var buf [maxStackKey]byte
 		b := appendKey(buf[:0], service, rule, user)
-		var h xxhash.Digest
-		h.ResetWithSeed(loSeed)
-		_, _ = h.Write(b)
-		return Key{Hi: xxhash.Sum64(b), Lo: h.Sum64()}
+		return Key{Hi: xxhash.Sum64(b), Lo: sum64(b, loSeed)}
 	}
 	return Key{Hi: Hash(service, rule, user), Lo: Lo(service, rule, user)}
 }
@@ -55,13 +62,16 @@ func Hash(service, rule, user string) uint64 {
 // Lo returns Make(service, rule, user).Lo, for a shard that received Hi
 // from the router and needs only the other half.
 func Lo(service, rule, user string) uint64 {
+	switch n := len(service) + len(rule) + len(user) + 2; {
+	case n <= shortKey:
+		var buf [shortKey]byte
+		return sum64(appendKey(buf[:0], service, rule, user), loSeed)
+	case n <= maxStackKey:
+		var buf [maxStackKey]byte
+		return sum64(appendKey(buf[:0], service, rule, user), loSeed)
+	}
 	var h xxhash.Digest
 	h.ResetWithSeed(loSeed)
-	if n := len(service) + len(rule) + len(user) + 2; n <= maxStackKey {
-		var buf [maxStackKey]byte
-		_, _ = h.Write(appendKey(buf[:0], service, rule, user))
-		return h.Sum64()
-	}
 	writeKey(&h, service, rule, user)
 	return h.Sum64()
 }

@@ -58,7 +58,7 @@ func TestPartition(t *testing.T) {
 // The stack and streaming paths agree with a plain streamed hash, and Hash
 // and Lo are Make's halves, for users on both sides of the stack buffer.
 func TestMakeAgreesWithStreamedHash(t *testing.T) {
-	for _, user := range []string{"", "alice", string(make([]byte, 400)), string(make([]byte, 4000))} {
+	for _, user := range []string{"", "alice", string(make([]byte, 120)), string(make([]byte, 400)), string(make([]byte, 4000))} {
 		k := Make("svc", "rule", user)
 		var h1, h2 xxhash.Digest
 		h1.Reset()
@@ -68,5 +68,33 @@ func TestMakeAgreesWithStreamedHash(t *testing.T) {
 		if k.Hi != h1.Sum64() || k.Lo != h2.Sum64() || Hash("svc", "rule", user) != k.Hi || Lo("svc", "rule", user) != k.Lo {
 			t.Fatalf("user of %d bytes: keys differ", len(user))
 		}
+	}
+}
+
+// sum64 is the Digest's hash with a seed, at every length around its
+// block and lane boundaries.
+func TestSum64IsTheSeededDigest(t *testing.T) {
+	b := make([]byte, 300)
+	for i := range b {
+		b[i] = byte(i*7 + 3)
+	}
+	for _, seed := range []uint64{0, loSeed, 1<<64 - 1} {
+		for n := range len(b) {
+			var d xxhash.Digest
+			d.ResetWithSeed(seed)
+			_, _ = d.Write(b[:n])
+			if got, want := sum64(b[:n], seed), d.Sum64(); got != want {
+				t.Fatalf("seed %#x, %d bytes: %#x, want %#x", seed, n, got, want)
+			}
+		}
+	}
+	if sum64(b[:40], 0) != xxhash.Sum64(b[:40]) {
+		t.Fatal("seed 0 differs from xxhash.Sum64")
+	}
+}
+
+func BenchmarkLo(b *testing.B) {
+	for range b.N {
+		Lo("shop", "per-user", "user-123456")
 	}
 }

@@ -2,8 +2,9 @@
 // minute, for the rebalance job, which compares partitions' loads to pick
 // the hot ones to move.
 //
-// The shard's decision path calls Counter.Add once per decision (or once per
-// batch and partition, with n > 1); the stats handler calls Snapshot when
+// The shard's decision path calls Counter.Add once per decision, or, for a
+// batch of decisions at one time, Counter.Batch once and Batch.Add per
+// decision; the stats handler calls Snapshot when
 // the rebalance job asks. Add is one atomic load and one atomic add: no
 // lock, no allocation. Once per bucket (10 s), the first Add of the new
 // bucket allocates it (8 bytes a partition) and swaps it into the slot of

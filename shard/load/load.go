@@ -64,18 +64,35 @@ func slotOf(number int64) int {
 
 // Add counts n decisions of partition p at time now (Unix ns). A partition
 // out of range is counted as "other".
-func (c *Counter) Add(p int, now int64, n uint64) {
+func (c *Counter) Add(p int, now int64, n uint64) { c.Batch(now).Add(p, n) }
+
+// Batch counts a batch of decisions made at one time: it finds their
+// bucket once, then each Add is one atomic add.
+type Batch struct {
+	b *bucket // nil: the time is too late to count
+	n int
+}
+
+// Batch returns the Batch that counts decisions at time now (Unix ns).
+func (c *Counter) Batch(now int64) Batch {
 	number := numberOf(now)
 	b := c.slots[slotOf(number)].Load()
 	if b == nil || b.number != number {
-		if b = c.start(number); b == nil {
-			return
-		}
+		b = c.start(number)
 	}
-	if uint(p) >= uint(c.n) {
-		p = c.n
+	return Batch{b: b, n: c.n}
+}
+
+// Add counts n decisions of partition p, as Counter.Add does at the
+// batch's time.
+func (b Batch) Add(p int, n uint64) {
+	if b.b == nil {
+		return
 	}
-	b.counts[p].Add(n)
+	if uint(p) >= uint(b.n) {
+		p = b.n
+	}
+	b.b.counts[p].Add(n)
 }
 
 // start returns the bucket of the given number, putting a new one in its

@@ -228,8 +228,13 @@ type Decision struct {
 	SoftAllowanceUsed bool `protobuf:"varint,9,opt,name=soft_allowance_used,json=softAllowanceUsed,proto3" json:"soft_allowance_used,omitempty"`
 	// The rule is in shadow mode: the answer is always allowed, and
 	// shadow_denied says whether it would have been denied.
-	Shadow        bool `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
-	ShadowDenied  bool `protobuf:"varint,11,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
+	Shadow       bool `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	ShadowDenied bool `protobuf:"varint,11,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
+	// True when the router was overloaded and shed the check without asking
+	// its shard (too many checks waiting for the shard, or this one waited
+	// past the router's bound). The answer is the rule's failure policy, so
+	// failure_policy is true as well; the shard is not judged by it.
+	Overload      bool `protobuf:"varint,12,opt,name=overload,proto3" json:"overload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -341,6 +346,13 @@ func (x *Decision) GetShadowDenied() bool {
 	return false
 }
 
+func (x *Decision) GetOverload() bool {
+	if x != nil {
+		return x.Overload
+	}
+	return false
+}
+
 var File_shardlimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
@@ -357,7 +369,7 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x02ip\x18\x06 \x01(\tR\x02ipB\a\n" +
 	"\x05_hits\"F\n" +
 	"\rCheckResponse\x125\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\xa9\x03\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\xc5\x03\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -372,7 +384,8 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x13soft_allowance_used\x18\t \x01(\bR\x11softAllowanceUsed\x12\x16\n" +
 	"\x06shadow\x18\n" +
 	" \x01(\bR\x06shadow\x12#\n" +
-	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied2Q\n" +
+	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied\x12\x1a\n" +
+	"\boverload\x18\f \x01(\bR\boverload2Q\n" +
 	"\vRateLimiter\x12B\n" +
 	"\x05Check\x12\x1b.shardlimit.v1.CheckRequest\x1a\x1c.shardlimit.v1.CheckResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 

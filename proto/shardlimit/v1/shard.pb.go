@@ -7,11 +7,12 @@
 package shardlimitv1
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -220,7 +221,12 @@ type ShardCheck struct {
 	Partition uint32 `protobuf:"varint,6,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Give back hits that this rule allowed moments ago, because another rule
 	// of the same check denied it. The answer is the state after the refund.
-	Refund        bool `protobuf:"varint,7,opt,name=refund,proto3" json:"refund,omitempty"`
+	Refund bool `protobuf:"varint,7,opt,name=refund,proto3" json:"refund,omitempty"`
+	// The key's 64-bit placement hash (shard/key: Hash, Key.Hi) as the router
+	// computed it, so that the shard computes only the other half. 0 means not
+	// sent: the shard hashes the key itself. partition must be this hash
+	// modulo the shard's partition count.
+	Hash          uint64 `protobuf:"fixed64,8,opt,name=hash,proto3" json:"hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,6 +308,13 @@ func (x *ShardCheck) GetRefund() bool {
 		return x.Refund
 	}
 	return false
+}
+
+func (x *ShardCheck) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
 }
 
 type DecideRequest struct {
@@ -509,6 +522,122 @@ func (x *DecideResponse) GetDecisions() []*ShardDecision {
 	return nil
 }
 
+type DecideStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sender's id of this batch, echoed in its response.
+	Batch         uint64         `protobuf:"varint,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	Request       *DecideRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideStreamRequest) Reset() {
+	*x = DecideStreamRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideStreamRequest) ProtoMessage() {}
+
+func (x *DecideStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideStreamRequest.ProtoReflect.Descriptor instead.
+func (*DecideStreamRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DecideStreamRequest) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *DecideStreamRequest) GetRequest() *DecideRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type DecideStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch id of the request answered.
+	Batch    uint64          `protobuf:"varint,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	Response *DecideResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// Why the batch was refused (Decide's InvalidArgument message), and
+	// nothing decided; empty when decided.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideStreamResponse) Reset() {
+	*x = DecideStreamResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideStreamResponse) ProtoMessage() {}
+
+func (x *DecideStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideStreamResponse.ProtoReflect.Descriptor instead.
+func (*DecideStreamResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DecideStreamResponse) GetBatch() uint64 {
+	if x != nil {
+		return x.Batch
+	}
+	return 0
+}
+
+func (x *DecideStreamResponse) GetResponse() *DecideResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *DecideStreamResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type StatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many of the hottest keys to return; 0 means the shard's default.
@@ -519,7 +648,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +660,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +673,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StatsRequest) GetTopKeys() uint32 {
@@ -568,7 +697,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +709,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +722,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HotKey) GetService() string {
@@ -655,7 +784,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +796,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +809,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatsResponse) GetId() string {
@@ -768,7 +897,7 @@ type LimitedRequest struct {
 
 func (x *LimitedRequest) Reset() {
 	*x = LimitedRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +909,7 @@ func (x *LimitedRequest) String() string {
 func (*LimitedRequest) ProtoMessage() {}
 
 func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +922,7 @@ func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedRequest.ProtoReflect.Descriptor instead.
 func (*LimitedRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LimitedRequest) GetService() string {
@@ -841,7 +970,7 @@ type Episode struct {
 
 func (x *Episode) Reset() {
 	*x = Episode{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +982,7 @@ func (x *Episode) String() string {
 func (*Episode) ProtoMessage() {}
 
 func (x *Episode) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +995,7 @@ func (x *Episode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Episode.ProtoReflect.Descriptor instead.
 func (*Episode) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Episode) GetService() string {
@@ -927,7 +1056,7 @@ type LimitedResponse struct {
 
 func (x *LimitedResponse) Reset() {
 	*x = LimitedResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1068,7 @@ func (x *LimitedResponse) String() string {
 func (*LimitedResponse) ProtoMessage() {}
 
 func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1081,7 @@ func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedResponse.ProtoReflect.Descriptor instead.
 func (*LimitedResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LimitedResponse) GetEpisodes() []*Episode {
@@ -973,7 +1102,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1114,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1127,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResetRequest) GetService() string {
@@ -1032,7 +1161,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1173,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1186,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResetResponse) GetExisted() bool {
@@ -1078,7 +1207,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1219,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1232,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExportRequest) GetPartitions() []uint32 {
@@ -1139,7 +1268,7 @@ type KeyState struct {
 
 func (x *KeyState) Reset() {
 	*x = KeyState{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1280,7 @@ func (x *KeyState) String() string {
 func (*KeyState) ProtoMessage() {}
 
 func (x *KeyState) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1293,7 @@ func (x *KeyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
 func (*KeyState) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KeyState) GetHi() uint64 {
@@ -1232,7 +1361,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1373,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1386,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExportResponse) GetKeys() []*KeyState {
@@ -1276,7 +1405,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1417,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1430,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportRequest) GetKeys() []*KeyState {
@@ -1322,7 +1451,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1463,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1476,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ImportResponse) GetImported() uint64 {
@@ -1374,7 +1503,7 @@ type DropRequest struct {
 
 func (x *DropRequest) Reset() {
 	*x = DropRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1515,7 @@ func (x *DropRequest) String() string {
 func (*DropRequest) ProtoMessage() {}
 
 func (x *DropRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1528,7 @@ func (x *DropRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRequest.ProtoReflect.Descriptor instead.
 func (*DropRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DropRequest) GetPartitions() []uint32 {
@@ -1425,7 +1554,7 @@ type DropResponse struct {
 
 func (x *DropResponse) Reset() {
 	*x = DropResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1566,7 @@ func (x *DropResponse) String() string {
 func (*DropResponse) ProtoMessage() {}
 
 func (x *DropResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1579,7 @@ func (x *DropResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropResponse.ProtoReflect.Descriptor instead.
 func (*DropResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DropResponse) GetDropped() uint64 {
@@ -1476,7 +1605,7 @@ type ExportStreamRequest struct {
 
 func (x *ExportStreamRequest) Reset() {
 	*x = ExportStreamRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1617,7 @@ func (x *ExportStreamRequest) String() string {
 func (*ExportStreamRequest) ProtoMessage() {}
 
 func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1630,7 @@ func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExportStreamRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExportStreamRequest) GetPartitions() []uint32 {
@@ -1542,7 +1671,7 @@ type ExportStreamResponse struct {
 
 func (x *ExportStreamResponse) Reset() {
 	*x = ExportStreamResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1683,7 @@ func (x *ExportStreamResponse) String() string {
 func (*ExportStreamResponse) ProtoMessage() {}
 
 func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1696,7 @@ func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExportStreamResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExportStreamResponse) GetKeys() []*KeyState {
@@ -1594,7 +1723,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +1735,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +1748,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PullRequest) GetSourceId() string {
@@ -1679,7 +1808,7 @@ type PullResponse struct {
 
 func (x *PullResponse) Reset() {
 	*x = PullResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1820,7 @@ func (x *PullResponse) String() string {
 func (*PullResponse) ProtoMessage() {}
 
 func (x *PullResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1833,7 @@ func (x *PullResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
 func (*PullResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PullResponse) GetKeys() uint64 {
@@ -1753,7 +1882,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0felastic_percent\x18\b \x01(\x03R\x0eelasticPercent\x120\n" +
 	"\x14elastic_load_percent\x18\t \x01(\x03R\x12elasticLoadPercent\x12\x16\n" +
 	"\x06shadow\x18\n" +
-	" \x01(\bR\x06shadow\"\xb4\x01\n" +
+	" \x01(\bR\x06shadow\"\xc8\x01\n" +
 	"\n" +
 	"ShardCheck\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1a\n" +
@@ -1762,7 +1891,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04hits\x18\x04 \x01(\x03R\x04hits\x12\x12\n" +
 	"\x04rule\x18\x05 \x01(\rR\x04rule\x12\x1c\n" +
 	"\tpartition\x18\x06 \x01(\rR\tpartition\x12\x16\n" +
-	"\x06refund\x18\a \x01(\bR\x06refund\"s\n" +
+	"\x06refund\x18\a \x01(\bR\x06refund\x12\x12\n" +
+	"\x04hash\x18\b \x01(\x06R\x04hash\"s\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
 	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xb1\x02\n" +
@@ -1777,7 +1907,14 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12#\n" +
 	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\"L\n" +
 	"\x0eDecideResponse\x12:\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\")\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\"c\n" +
+	"\x13DecideStreamRequest\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\x04R\x05batch\x126\n" +
+	"\arequest\x18\x02 \x01(\v2\x1c.shardlimit.v1.DecideRequestR\arequest\"}\n" +
+	"\x14DecideStreamResponse\x12\x14\n" +
+	"\x05batch\x18\x01 \x01(\x04R\x05batch\x129\n" +
+	"\bresponse\x18\x02 \x01(\v2\x1d.shardlimit.v1.DecideResponseR\bresponse\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\")\n" +
 	"\fStatsRequest\x12\x19\n" +
 	"\btop_keys\x18\x01 \x01(\rR\atopKeys\"v\n" +
 	"\x06HotKey\x12\x18\n" +
@@ -1878,9 +2015,10 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\x8b\x05\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\xe8\x05\n" +
 	"\x05Shard\x12E\n" +
-	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12B\n" +
+	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12[\n" +
+	"\fDecideStream\x12\".shardlimit.v1.DecideStreamRequest\x1a#.shardlimit.v1.DecideStreamResponse(\x010\x01\x12B\n" +
 	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
 	"\aLimited\x12\x1d.shardlimit.v1.LimitedRequest\x1a\x1e.shardlimit.v1.LimitedResponse\x12B\n" +
 	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponse\x12E\n" +
@@ -1903,7 +2041,7 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(Algorithm)(0),               // 0: shardlimit.v1.Algorithm
 	(*RuleParams)(nil),           // 1: shardlimit.v1.RuleParams
@@ -1911,59 +2049,65 @@ var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(*DecideRequest)(nil),        // 3: shardlimit.v1.DecideRequest
 	(*ShardDecision)(nil),        // 4: shardlimit.v1.ShardDecision
 	(*DecideResponse)(nil),       // 5: shardlimit.v1.DecideResponse
-	(*StatsRequest)(nil),         // 6: shardlimit.v1.StatsRequest
-	(*HotKey)(nil),               // 7: shardlimit.v1.HotKey
-	(*StatsResponse)(nil),        // 8: shardlimit.v1.StatsResponse
-	(*LimitedRequest)(nil),       // 9: shardlimit.v1.LimitedRequest
-	(*Episode)(nil),              // 10: shardlimit.v1.Episode
-	(*LimitedResponse)(nil),      // 11: shardlimit.v1.LimitedResponse
-	(*ResetRequest)(nil),         // 12: shardlimit.v1.ResetRequest
-	(*ResetResponse)(nil),        // 13: shardlimit.v1.ResetResponse
-	(*ExportRequest)(nil),        // 14: shardlimit.v1.ExportRequest
-	(*KeyState)(nil),             // 15: shardlimit.v1.KeyState
-	(*ExportResponse)(nil),       // 16: shardlimit.v1.ExportResponse
-	(*ImportRequest)(nil),        // 17: shardlimit.v1.ImportRequest
-	(*ImportResponse)(nil),       // 18: shardlimit.v1.ImportResponse
-	(*DropRequest)(nil),          // 19: shardlimit.v1.DropRequest
-	(*DropResponse)(nil),         // 20: shardlimit.v1.DropResponse
-	(*ExportStreamRequest)(nil),  // 21: shardlimit.v1.ExportStreamRequest
-	(*ExportStreamResponse)(nil), // 22: shardlimit.v1.ExportStreamResponse
-	(*PullRequest)(nil),          // 23: shardlimit.v1.PullRequest
-	(*PullResponse)(nil),         // 24: shardlimit.v1.PullResponse
+	(*DecideStreamRequest)(nil),  // 6: shardlimit.v1.DecideStreamRequest
+	(*DecideStreamResponse)(nil), // 7: shardlimit.v1.DecideStreamResponse
+	(*StatsRequest)(nil),         // 8: shardlimit.v1.StatsRequest
+	(*HotKey)(nil),               // 9: shardlimit.v1.HotKey
+	(*StatsResponse)(nil),        // 10: shardlimit.v1.StatsResponse
+	(*LimitedRequest)(nil),       // 11: shardlimit.v1.LimitedRequest
+	(*Episode)(nil),              // 12: shardlimit.v1.Episode
+	(*LimitedResponse)(nil),      // 13: shardlimit.v1.LimitedResponse
+	(*ResetRequest)(nil),         // 14: shardlimit.v1.ResetRequest
+	(*ResetResponse)(nil),        // 15: shardlimit.v1.ResetResponse
+	(*ExportRequest)(nil),        // 16: shardlimit.v1.ExportRequest
+	(*KeyState)(nil),             // 17: shardlimit.v1.KeyState
+	(*ExportResponse)(nil),       // 18: shardlimit.v1.ExportResponse
+	(*ImportRequest)(nil),        // 19: shardlimit.v1.ImportRequest
+	(*ImportResponse)(nil),       // 20: shardlimit.v1.ImportResponse
+	(*DropRequest)(nil),          // 21: shardlimit.v1.DropRequest
+	(*DropResponse)(nil),         // 22: shardlimit.v1.DropResponse
+	(*ExportStreamRequest)(nil),  // 23: shardlimit.v1.ExportStreamRequest
+	(*ExportStreamResponse)(nil), // 24: shardlimit.v1.ExportStreamResponse
+	(*PullRequest)(nil),          // 25: shardlimit.v1.PullRequest
+	(*PullResponse)(nil),         // 26: shardlimit.v1.PullResponse
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
 	1,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
 	2,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
 	4,  // 3: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
-	7,  // 4: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
-	10, // 5: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	15, // 6: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
-	15, // 7: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
-	15, // 8: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
-	3,  // 9: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 10: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	9,  // 11: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	12, // 12: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	14, // 13: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	17, // 14: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	19, // 15: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	21, // 16: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
-	23, // 17: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
-	5,  // 18: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	8,  // 19: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	11, // 20: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	13, // 21: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	16, // 22: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	18, // 23: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	20, // 24: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	22, // 25: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
-	24, // 26: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	3,  // 4: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
+	5,  // 5: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
+	9,  // 6: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
+	12, // 7: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	17, // 8: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
+	17, // 9: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
+	17, // 10: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
+	3,  // 11: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 12: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
+	8,  // 13: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	11, // 14: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	14, // 15: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	16, // 16: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	19, // 17: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	21, // 18: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	23, // 19: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
+	25, // 20: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
+	5,  // 21: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	7,  // 22: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
+	10, // 23: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	13, // 24: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	15, // 25: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	18, // 26: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	20, // 27: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	22, // 28: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	24, // 29: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
+	26, // 30: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -1977,7 +2121,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,6 +8,7 @@ package shardlimitv1
 
 import (
 	context "context"
+
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -20,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Shard_Decide_FullMethodName       = "/shardlimit.v1.Shard/Decide"
+	Shard_DecideStream_FullMethodName = "/shardlimit.v1.Shard/DecideStream"
 	Shard_Stats_FullMethodName        = "/shardlimit.v1.Shard/Stats"
 	Shard_Limited_FullMethodName      = "/shardlimit.v1.Shard/Limited"
 	Shard_Reset_FullMethodName        = "/shardlimit.v1.Shard/Reset"
@@ -37,8 +39,15 @@ const (
 // Shard is the internal API between routers and shard hosts. Rules travel
 // inline with each batch so that shards need no rule store.
 type ShardClient interface {
-	// Decide decides a batch of checks whose keys this shard owns.
+	// Decide decides a batch of checks whose keys this shard owns. A router
+	// coalesces the checks of concurrent requests bound for one shard into
+	// one batch.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+	// DecideStream decides batches as Decide does, on one stream that a
+	// router keeps open to the shard: every request gets one response, in
+	// the order sent, carrying the request's batch id. A bad batch gets an
+	// empty response with its error; the stream goes on.
+	DecideStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DecideStreamRequest, DecideStreamResponse], error)
 	// Stats reports the shard's load per partition, hottest keys and memory.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	// Limited lists the episodes in which users of a service were limited.
@@ -83,6 +92,19 @@ func (c *shardClient) Decide(ctx context.Context, in *DecideRequest, opts ...grp
 	}
 	return out, nil
 }
+
+func (c *shardClient) DecideStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DecideStreamRequest, DecideStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[0], Shard_DecideStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DecideStreamRequest, DecideStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_DecideStreamClient = grpc.BidiStreamingClient[DecideStreamRequest, DecideStreamResponse]
 
 func (c *shardClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -146,7 +168,7 @@ func (c *shardClient) Drop(ctx context.Context, in *DropRequest, opts ...grpc.Ca
 
 func (c *shardClient) ExportStream(ctx context.Context, in *ExportStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportStreamResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[0], Shard_ExportStream_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[1], Shard_ExportStream_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +202,15 @@ func (c *shardClient) Pull(ctx context.Context, in *PullRequest, opts ...grpc.Ca
 // Shard is the internal API between routers and shard hosts. Rules travel
 // inline with each batch so that shards need no rule store.
 type ShardServer interface {
-	// Decide decides a batch of checks whose keys this shard owns.
+	// Decide decides a batch of checks whose keys this shard owns. A router
+	// coalesces the checks of concurrent requests bound for one shard into
+	// one batch.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	// DecideStream decides batches as Decide does, on one stream that a
+	// router keeps open to the shard: every request gets one response, in
+	// the order sent, carrying the request's batch id. A bad batch gets an
+	// empty response with its error; the stream goes on.
+	DecideStream(grpc.BidiStreamingServer[DecideStreamRequest, DecideStreamResponse]) error
 	// Stats reports the shard's load per partition, hottest keys and memory.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	// Limited lists the episodes in which users of a service were limited.
@@ -219,6 +248,9 @@ type UnimplementedShardServer struct{}
 
 func (UnimplementedShardServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedShardServer) DecideStream(grpc.BidiStreamingServer[DecideStreamRequest, DecideStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method DecideStream not implemented")
 }
 func (UnimplementedShardServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
@@ -282,6 +314,13 @@ func _Shard_Decide_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Shard_DecideStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ShardServer).DecideStream(&grpc.GenericServerStream[DecideStreamRequest, DecideStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_DecideStreamServer = grpc.BidiStreamingServer[DecideStreamRequest, DecideStreamResponse]
 
 func _Shard_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatsRequest)
@@ -461,6 +500,12 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "DecideStream",
+			Handler:       _Shard_DecideStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "ExportStream",
 			Handler:       _Shard_ExportStream_Handler,

@@ -1,0 +1,20 @@
+// Package batcher coalesces work bound for one destination: a Queue lets
+// at most Calls calls to it be in flight, and whatever arrives while they
+// all are waits and leaves together in the next call, so many concurrent
+// requests share one message. An idle destination adds no waiting: an item
+// that finds a call slot free goes out at once, alone.
+//
+// The router keeps a Queue per shard and hands it the checks of each
+// request bound for that shard; the Queue calls the router's send function
+// with a batch, and the router makes the one RPC for it. The caller that
+// adds an item may run its call itself (inline), so a lone request costs no
+// goroutine; a call that finds more work queued when it ends hands that
+// work on to a worker goroutine, never one per item. Workers go from batch
+// to batch, and linger a second for the next before they end, so that
+// under load calls run on goroutines whose stacks have already grown.
+//
+// A Queue is bounded: past MaxWaiting weight (checks) queued, Add refuses
+// an item, and the caller sheds it. It knows nothing of gRPC, rules or
+// shards, never drops or reorders an item it accepted, and never calls
+// send for an empty batch.
+package batcher

@@ -1,0 +1,194 @@
+package batcher
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// gate is a send function whose calls block until released, recording
+// each batch.
+type gate struct {
+	mu      sync.Mutex
+	batches [][]int
+	release chan struct{}
+}
+
+func newGate() *gate { return &gate{release: make(chan struct{})} }
+
+func (g *gate) send(batch []int) {
+	g.mu.Lock()
+	g.batches = append(g.batches, slices.Clone(batch))
+	g.mu.Unlock()
+	<-g.release
+}
+
+func (g *gate) sent() [][]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.batches)
+}
+
+// waitSent waits until n batches were handed to send.
+func (g *gate) waitSent(t *testing.T, n int) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, func() error {
+		if got := len(g.sent()); got < n {
+			return fmt.Errorf("%d batches sent, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+func TestIdleQueueSendsAtOnceInline(t *testing.T) {
+	var got [][]int
+	q := New(Options{Calls: 1}, func(b []int) { got = append(got, slices.Clone(b)) })
+	// Inline: the call is made before Add returns, by the caller itself.
+	for i := range 3 {
+		if !q.Add(i, 1, true) {
+			t.Fatal("refused")
+		}
+		if len(got) != i+1 || !slices.Equal(got[i], []int{i}) {
+			t.Fatalf("after Add(%d): batches %v; want each item alone, at once", i, got)
+		}
+	}
+	if q.Waiting() != 0 {
+		t.Fatalf("waiting %d", q.Waiting())
+	}
+}
+
+func TestItemsThatArriveWhileCallsAreInFlightLeaveTogether(t *testing.T) {
+	g := newGate()
+	q := New(Options{Calls: 2, MaxCall: 100}, g.send)
+	q.Add(1, 1, false)
+	q.Add(2, 1, false)
+	g.waitSent(t, 2) // both slots busy
+	for i := 3; i <= 6; i++ {
+		if !q.Add(i, 1, false) {
+			t.Fatalf("Add(%d) refused", i)
+		}
+	}
+	if q.Waiting() != 4 {
+		t.Fatalf("waiting %d, want 4", q.Waiting())
+	}
+	g.release <- struct{}{} // one call ends: the four waiting leave in one call
+	g.waitSent(t, 3)
+	if b := g.sent()[2]; !slices.Equal(b, []int{3, 4, 5, 6}) {
+		t.Fatalf("third batch %v, want [3 4 5 6]", b)
+	}
+	close(g.release)
+	poll.Until(t, 10*time.Second, func() error {
+		if n := q.Waiting(); n != 0 {
+			return fmt.Errorf("waiting %d", n)
+		}
+		return nil
+	})
+}
+
+func TestMaxCallSplitsBetweenItemsAndMaxWaitingRefuses(t *testing.T) {
+	g := newGate()
+	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 10}, g.send)
+	q.Add(0, 1, false)
+	g.waitSent(t, 1)
+	for _, tc := range []struct{ item, n int }{{1, 3}, {2, 3}, {3, 3}} {
+		if !q.Add(tc.item, tc.n, false) {
+			t.Fatalf("Add(%d) refused at weight %d", tc.item, q.Waiting())
+		}
+	}
+	if q.Add(4, 2, false) {
+		t.Fatal("Add past MaxWaiting (9+2 > 10) accepted")
+	}
+	if !q.Add(5, 1, false) {
+		t.Fatal("Add up to MaxWaiting (9+1) refused")
+	}
+	close(g.release)
+	g.waitSent(t, 4)
+	want := [][]int{{0}, {1}, {2}, {3, 5}} // 3+3 > 5: items are never split
+	if got := g.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+}
+
+func TestHeavyItemGoesAloneIntoAnEmptyQueue(t *testing.T) {
+	var got [][]int
+	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 10}, func(b []int) { got = append(got, slices.Clone(b)) })
+	if !q.Add(7, 50, true) {
+		t.Fatal("an item heavier than MaxWaiting was refused by an empty queue")
+	}
+	if !slices.EqualFunc(got, [][]int{{7}}, slices.Equal) {
+		t.Fatalf("batches %v", got)
+	}
+}
+
+// Under concurrent Adds, every item is sent exactly once, and never more
+// than Calls calls are in flight.
+func TestConcurrentAddsSendEveryItemOnceWithinCalls(t *testing.T) {
+	concurrentAdds(t)
+}
+
+// The same with workers that linger only a moment: batches are handed to
+// workers as they give up waiting.
+func TestConcurrentAddsWithWorkersEnding(t *testing.T) {
+	defer func(l time.Duration) { linger = l }(linger)
+	linger = time.Microsecond
+	concurrentAdds(t)
+}
+
+func concurrentAdds(t *testing.T) {
+	const calls, adders, each = 3, 8, 500
+	var inFlight, most atomic.Int64
+	var mu sync.Mutex
+	seen := map[int]int{}
+	q := New(Options{Calls: calls, MaxCall: 7}, func(b []int) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		mu.Lock()
+		for _, it := range b {
+			seen[it]++
+		}
+		mu.Unlock()
+		inFlight.Add(-1)
+	})
+	var wg sync.WaitGroup
+	for a := range adders {
+		wg.Go(func() {
+			for i := range each {
+				if !q.Add(a*each+i, 1, i%2 == 0) {
+					t.Error("refused under MaxWaiting")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	poll.Until(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != adders*each || q.Waiting() != 0 {
+			return fmt.Errorf("%d items sent of %d, %d waiting", len(seen), adders*each, q.Waiting())
+		}
+		return nil
+	})
+	for it, n := range seen {
+		if n != 1 {
+			t.Fatalf("item %d sent %d times", it, n)
+		}
+	}
+	if m := most.Load(); m > calls {
+		t.Fatalf("%d calls in flight at once, bound %d", m, calls)
+	}
+}
+
+func TestNewPanicsOnBadOptions(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || r != "batcher: calls: -1 is under the minimum of 1" {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	New(Options{Calls: -1}, func([]int) {})
+}

@@ -1,0 +1,256 @@
+package shardcall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// fakeShard answers each batch with one decision per check whose
+// remaining is the check's hits, so a caller can tell its answer; a check
+// with user "stall" holds its batch (and the stream) until released, and
+// one with user "bad" gets the batch refused.
+type fakeShard struct {
+	shardlimitv1.UnimplementedShardServer
+	streams atomic.Int64 // DecideStreams opened
+	unary   atomic.Int64 // unary Decides served
+	release chan struct{}
+}
+
+func answer(req *shardlimitv1.DecideRequest) *shardlimitv1.DecideResponse {
+	resp := &shardlimitv1.DecideResponse{}
+	for _, c := range req.Checks {
+		resp.Decisions = append(resp.Decisions, &shardlimitv1.ShardDecision{Allowed: true, Remaining: c.Hits})
+	}
+	return resp
+}
+
+func (f *fakeShard) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse]) error {
+	f.streams.Add(1)
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		out := &shardlimitv1.DecideStreamResponse{Batch: req.Batch, Response: answer(req.Request)}
+		switch req.Request.Checks[0].User {
+		case "slow":
+			time.Sleep(50 * time.Millisecond) // a shard at work on a long batch
+		case "stall":
+			select {
+			case <-f.release:
+			case <-st.Context().Done():
+				return nil
+			}
+		case "bad":
+			out.Response, out.Error = nil, "checks[0].rule: index 3 out of range 0..0"
+		}
+		if err := st.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// unaryOnly is a shard of a version without DecideStream.
+type unaryOnly struct {
+	shardlimitv1.UnimplementedShardServer
+	f *fakeShard
+}
+
+func (u unaryOnly) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+	u.f.unary.Add(1)
+	return answer(req), nil
+}
+
+func serve(t *testing.T, srv shardlimitv1.ShardServer) shardlimitv1.ShardClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	shardlimitv1.RegisterShardServer(s, srv)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return shardlimitv1.NewShardClient(conn)
+}
+
+func batch(user string, hits int64) *shardlimitv1.DecideRequest {
+	return &shardlimitv1.DecideRequest{Checks: []*shardlimitv1.ShardCheck{{Service: "s", User: user, Hits: hits}}}
+}
+
+func decide(t *testing.T, c *Conn, timeout time.Duration, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.Decide(ctx, req)
+}
+
+// Concurrent batches share one stream, and each caller gets its own answer.
+func TestBatchesShareOneStreamAndGetTheirOwnAnswers(t *testing.T) {
+	f := &fakeShard{}
+	c := New(t.Context(), serve(t, f), time.Minute)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				hits := int64(g*1000 + i)
+				resp, err := decide(t, c, 10*time.Second, batch("u", hits))
+				if err != nil || len(resp.Decisions) != 1 || resp.Decisions[0].Remaining != hits {
+					t.Errorf("batch %d: %v, %v", hits, resp, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := f.streams.Load(); n != 1 {
+		t.Fatalf("%d streams opened, want 1", n)
+	}
+}
+
+// A batch the shard refuses fails alone, as unary Decide would fail it;
+// the stream goes on.
+func TestRefusedBatchFailsAloneAsInvalidArgument(t *testing.T) {
+	f := &fakeShard{}
+	c := New(t.Context(), serve(t, f), time.Minute)
+	_, err := decide(t, c, 10*time.Second, batch("bad", 1))
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != "checks[0].rule: index 3 out of range 0..0" {
+		t.Fatalf("refused batch: %v", err)
+	}
+	if resp, err := decide(t, c, 10*time.Second, batch("u", 7)); err != nil || resp.Decisions[0].Remaining != 7 {
+		t.Fatalf("next batch: %v, %v", resp, err)
+	}
+	if n := f.streams.Load(); n != 1 {
+		t.Fatalf("%d streams opened, want 1", n)
+	}
+}
+
+// When a batch's context ends (its deadline passes), every batch in flight
+// on its stream fails, and the next batch goes out on a new stream.
+func TestDeadlineDropsTheStalledStream(t *testing.T) {
+	f := &fakeShard{release: make(chan struct{})}
+	defer close(f.release)
+	c := New(t.Context(), serve(t, f), time.Minute)
+	if _, err := decide(t, c, 10*time.Second, batch("warm", 1)); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := func(n int) func() error {
+		return func() error {
+			if got := c.inFlight(); got != n {
+				return fmt.Errorf("%d batches in flight, want %d", got, n)
+			}
+			return nil
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stalled, behind := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := c.Decide(ctx, batch("stall", 1))
+		stalled <- err
+	}()
+	poll.Until(t, 10*time.Second, inFlight(1))
+	go func() {
+		_, err := decide(t, c, time.Minute, batch("behind", 1))
+		behind <- err
+	}()
+	poll.Until(t, 10*time.Second, inFlight(2))
+	cancel() // as its deadline would
+	if err := <-stalled; err != context.Canceled {
+		t.Fatalf("stalled batch: %v, want its context's end", err)
+	}
+	if err := <-behind; err != context.Canceled {
+		t.Fatalf("the batch behind the stalled one: %v, want the stream's failure", err)
+	}
+	if resp, err := decide(t, c, 10*time.Second, batch("after", 3)); err != nil || resp.Decisions[0].Remaining != 3 {
+		t.Fatalf("after the stall: %v, %v", resp, err)
+	}
+	if n := f.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want 2: a stalled stream is never reused", n)
+	}
+}
+
+// A stream that answers nothing for the deadline while a batch waits is
+// stalled: the batch fails with ErrStalled, and the next goes out on a new
+// stream.
+func TestSilentStreamStalls(t *testing.T) {
+	f := &fakeShard{release: make(chan struct{})}
+	defer close(f.release)
+	c := New(t.Context(), serve(t, f), 50*time.Millisecond)
+	if _, err := c.Decide(context.Background(), batch("stall", 1)); !errors.Is(err, ErrStalled) {
+		t.Fatalf("batch to a silent shard: %v, want ErrStalled", err)
+	}
+	if resp, err := c.Decide(context.Background(), batch("after", 2)); err != nil || resp.Decisions[0].Remaining != 2 {
+		t.Fatalf("after the stall: %v, %v", resp, err)
+	}
+	if n := f.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want 2", n)
+	}
+}
+
+// A batch that waits longer than the deadline behind others is not failed
+// while the shard keeps answering them: the deadline judges the shard's
+// silence, not the batch's wait. (Each batch takes 50ms; the last of 30
+// waits 1.5s, over the deadline of 1s.)
+func TestBatchWaitingBehindAnsweringShardDoesNotStall(t *testing.T) {
+	f := &fakeShard{}
+	c := New(t.Context(), serve(t, f), time.Second)
+	errs := make(chan error, 30)
+	for i := range 30 {
+		go func() {
+			_, err := c.Decide(context.Background(), batch("slow", int64(i)))
+			errs <- err
+		}()
+	}
+	for range 30 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a batch behind others failed while the shard answered: %v", err)
+		}
+	}
+}
+
+// A shard without DecideStream is called with unary Decide, the first
+// batch included.
+func TestShardWithoutStreamsIsCalledUnary(t *testing.T) {
+	f := &fakeShard{}
+	c := New(t.Context(), serve(t, unaryOnly{f: f}), time.Minute)
+	for i := range 3 {
+		if resp, err := decide(t, c, 10*time.Second, batch("u", int64(i))); err != nil || resp.Decisions[0].Remaining != int64(i) {
+			t.Fatalf("batch %d: %v, %v", i, resp, err)
+		}
+	}
+	if n := f.unary.Load(); n != 3 {
+		t.Fatalf("%d unary calls, want 3", n)
+	}
+}
+
+// inFlight returns the batches in flight on the open stream.
+func (c *Conn) inFlight() int {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.fifo)
+}
