@@ -41,6 +41,7 @@ type devOptions struct {
 	leaseTTL          time.Duration
 	rebalanceInterval time.Duration
 	maxMemory         int64 // the shards' --max-memory; 0: their default
+	pprof             bool  // the components' --pprof
 }
 
 func devCmd() *cobra.Command {
@@ -77,6 +78,7 @@ line says where, and the next line is the export to run.`,
 	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")
 	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
 	f.DurationVar(&o.rebalanceInterval, "rebalance-interval", o.rebalanceInterval, "time between the rebalance job's runs")
+	f.BoolVar(&o.pprof, "pprof", false, "start every component with --pprof: Go's profiles at /debug/pprof/ on its metrics address")
 	f.Var(newSizeFlag(&o.maxMemory), "max-memory", "each shard's --max-memory (default: the shard's own, 1280MiB)")
 	return cmd
 }
@@ -137,20 +139,20 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		if o.maxMemory != 0 {
 			args = append(args, "--max-memory", formatSize(o.maxMemory))
 		}
-		c, err := startChild(out, id, exe, args...)
+		c, err := startChild(out, id, exe, append(args, o.profiles()...)...)
 		if err != nil {
 			return err
 		}
 		children = append(children, c)
 	}
-	rc, err := startChild(out, "router", exe, sec.args(sec.pki.Router, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
-		"--etcd", etcd.Endpoint(), "--prefix", o.prefix)...)
+	rc, err := startChild(out, "router", exe, append(sec.args(sec.pki.Router, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
+		"--etcd", etcd.Endpoint(), "--prefix", o.prefix), o.profiles()...)...)
 	if err != nil {
 		return err
 	}
 	children = append(children, rc)
-	bc, err := startChild(out, "rebalance", exe, sec.args(sec.pki.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
-		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1])...)
+	bc, err := startChild(out, "rebalance", exe, append(sec.args(sec.pki.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
+		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1]), o.profiles()...)...)
 	if err != nil {
 		return err
 	}
@@ -281,6 +283,14 @@ func (c *child) exited() bool {
 
 // startChild starts a component, with dev's own --log-format and
 // --log-level.
+// profiles returns the flag that turns a component's profiles on, if asked.
+func (o devOptions) profiles() []string {
+	if o.pprof {
+		return []string{"--pprof"}
+	}
+	return nil
+}
+
 func startChild(out io.Writer, name, exe string, args ...string) (*child, error) {
 	cmd := exec.Command(exe, append(args, "--log-format", logFormat, "--log-level", logLevel)...)
 	// Own process group: Ctrl-C reaches dev only, which stops the children in

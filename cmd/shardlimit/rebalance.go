@@ -10,6 +10,7 @@ import (
 func rebalanceCmd() *cobra.Command {
 	o := rebalance.DefaultOptions()
 	var metricsListen string
+	var profiles bool
 	var tf tlsFlags
 	var sf secureFlags
 	cmd := &cobra.Command{
@@ -33,7 +34,7 @@ func rebalanceCmd() *cobra.Command {
 			err = registerBuildInfo(j.Registry())
 			var ops *opsServer
 			if err == nil {
-				ops, err = serveOps(metricsListen, j.Registry(), func() error { return nil })
+				ops, err = serveOps(metricsListen, profiles, j.Registry(), func() error { return nil })
 			}
 			if err != nil {
 				j.Stop()
@@ -50,6 +51,7 @@ func rebalanceCmd() *cobra.Command {
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC address of the Rebalancer API")
 	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial to reach this instance (default: the bound listen address)")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
+	f.BoolVar(&profiles, "pprof", false, pprofHelp)
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "time between runs of the leader")

@@ -13,6 +13,7 @@ import (
 func routerCmd() *cobra.Command {
 	o := router.DefaultOptions()
 	var metricsListen string
+	var profiles bool
 	var tf tlsFlags
 	var sf secureFlags
 	cmd := &cobra.Command{
@@ -38,7 +39,7 @@ func routerCmd() *cobra.Command {
 			err = registerBuildInfo(r.Registry())
 			var ops *opsServer
 			if err == nil {
-				ops, err = serveOps(metricsListen, r.Registry(), r.Ready)
+				ops, err = serveOps(metricsListen, profiles, r.Registry(), r.Ready)
 			}
 			if err != nil {
 				r.Stop(context.Background())
@@ -55,6 +56,7 @@ func routerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
+	f.BoolVar(&profiles, "pprof", false, pprofHelp)
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "static YAML rules file used instead of the rules in etcd (default: follow the rules in etcd)")

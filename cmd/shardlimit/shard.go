@@ -31,6 +31,7 @@ func setMemoryLimit(maxMemory int64) {
 func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
 	var metricsListen string
+	var profiles bool
 	var tf tlsFlags
 	var sf secureFlags
 	cmd := &cobra.Command{
@@ -64,7 +65,7 @@ partitions count from zero at their next owners.`,
 				return err
 			}
 			var running atomic.Pointer[shard.Server]
-			ops, err := serveOps(metricsListen, o.Registry, func() error {
+			ops, err := serveOps(metricsListen, profiles, o.Registry, func() error {
 				if s := running.Load(); s != nil {
 					return s.Ready()
 				}
@@ -91,6 +92,7 @@ partitions count from zero at their next owners.`,
 	f.StringVar(&o.ID, "id", o.ID, "member id, unique among live shards (required)")
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (ready: serving and registered; default: off)")
+	f.BoolVar(&profiles, "pprof", false, pprofHelp)
 	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial (default: the bound listen address)")
 	f.StringVar(&o.Zone, "zone", o.Zone, "failure domain written in the member record")
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
