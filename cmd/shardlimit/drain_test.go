@@ -171,7 +171,10 @@ func TestShardProcessDrainsOnSIGTERM(t *testing.T) {
 	members(2)
 
 	// A new process under the same id joins warm.
-	shard := exec.Command(bin, "shard", "--id", "shard-2", "--etcd", d.etcd, "--prefix", "/shardlimit/", "--lease-ttl", "2s")
+	shard := exec.Command(bin, "shard", "--id", "shard-2", "--etcd", d.etcd, "--prefix", "/shardlimit/", "--lease-ttl", "2s",
+		"--tls-cert", filepath.Join(dir, "shard.pem"), "--tls-key", filepath.Join(dir, "shard-key.pem"),
+		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-server-name", creds.LocalServerName,
+		"--grants-file", filepath.Join(dir, "grants.yaml"))
 	var out bytes.Buffer
 	shard.Stdout, shard.Stderr = &out, &out
 	if err := shard.Start(); err != nil {

@@ -56,7 +56,7 @@ func TestLeaseKeptAcrossEtcdRestart(t *testing.T) {
 	defer cli.Close()
 	layout := etcd.Layout("/resume/")
 	logs := &syncBuffer{}
-	const ttl = 2 * time.Second
+	const ttl = 6 * time.Second // room for a loaded machine to reconnect within the restored lease
 	reg, err := membership.Register(t.Context(), cli, layout, member.Member{ID: "a", Addr: "127.0.0.1:1"}, ttl, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
