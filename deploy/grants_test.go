@@ -9,8 +9,9 @@ import (
 )
 
 // The grants files of the manifests and of the Compose example are valid
-// grants files, and grant the internal role to exactly the router and the
-// rebalance job, by the identities their certificates carry.
+// grants files, and grant the internal role to exactly the router, the
+// rebalance job and the shards (which pull counters from each other), by
+// the identities their certificates carry.
 func TestGrantsFiles(t *testing.T) {
 	for _, tc := range []struct {
 		file     string
@@ -39,7 +40,7 @@ func TestGrantsFiles(t *testing.T) {
 			}
 		}
 		slices.Sort(internal)
-		if want := []string{creds.RebalanceID, creds.RouterID}; !slices.Equal(internal, want) {
+		if want := []string{creds.RebalanceID, creds.RouterID, creds.ShardID}; !slices.Equal(internal, want) {
 			t.Errorf("%s: internal identities %v, want %v", tc.file, internal, want)
 		}
 	}
