@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -28,9 +29,9 @@ const (
 
 // StartBaseline starts a no-op server on addr (host:port; port 0 picks a
 // free one), built by the same helper as the router's server (rpc.Listen),
-// in plain text.
-func StartBaseline(addr string) (*BaselineServer, error) {
-	srv, err := rpc.Listen(addr, nil)
+// with TLS when tlsCfg is set, else in plain text.
+func StartBaseline(addr string, tlsCfg *tls.Config) (*BaselineServer, error) {
+	srv, err := rpc.Listen(addr, tlsCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
 // testOptions is a short run by request count: no assertion in this file
@@ -35,7 +35,7 @@ func testOptions(api string, open bool) Options {
 
 func startBaseline(t *testing.T) string {
 	t.Helper()
-	s, err := StartBaseline("127.0.0.1:0")
+	s, err := StartBaseline("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,11 +24,14 @@ import (
 // shards as its child processes, on free ports of 127.0.0.1.
 type devCluster struct {
 	cmd    *exec.Cmd
-	router string         // gRPC address
-	tls    *tls.Config    // the operator's, from the client config dev wrote
-	pids   map[string]int // "router", "shard-1", ...
-	shards int
-	done   chan struct{}
+	router string      // gRPC address
+	tls    *tls.Config // the operator's, from the client config dev wrote
+	// serverTLS serves the baseline as dev's router serves: its
+	// certificate, verifying callers by dev's CA.
+	serverTLS *tls.Config
+	pids      map[string]int // "router", "shard-1", ...
+	shards    int
+	done      chan struct{}
 
 	mu     sync.Mutex
 	tail   []string // last lines of output, for errors
@@ -41,7 +45,11 @@ func (c *devCluster) loadTLS(path string) error {
 	if err != nil {
 		return fmt.Errorf("dev's client config: %w", err)
 	}
-	c.tls, err = cfg.TLS()
+	if c.tls, err = cfg.TLS(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	c.serverTLS, err = creds.ServerTLS(creds.Files{Cert: filepath.Join(dir, "router.pem"), Key: filepath.Join(dir, "router-key.pem"), CA: cfg.TLSCA}, tls.RequireAndVerifyClientCert)
 	return err
 }
 

@@ -82,6 +82,11 @@ type Options struct {
 	Timeout time.Duration
 	// TLS to the routers; default nil: plain text.
 	TLS *tls.Config
+	// BaselineTLS, when set, makes the no-op baseline serve TLS with this
+	// server config, so that the baseline pays the same handshake and
+	// encryption as a secure router (the client uses TLS for both); default
+	// nil: the baseline serves plain text, and the client calls it so.
+	BaselineTLS *tls.Config
 	// Baseline first runs the same load against an in-process no-op
 	// server that serves both APIs with the same message shapes, then
 	// against Routers, and reports both and their ratio. Default false.

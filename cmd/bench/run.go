@@ -33,11 +33,15 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	names := userNames(o.Users)
 	rep := &Report{Config: configOf(&o), LatencyErrorBound: QuantileErrorBound}
 	if o.Baseline || o.BaselineOnly {
-		srv, err := StartBaseline("127.0.0.1:0")
+		srv, err := StartBaseline("127.0.0.1:0", o.BaselineTLS)
 		if err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
 		}
-		ph, err := runPhase(ctx, &o, PhaseBaseline, "in-process no-op "+srv.Addr(), []string{srv.Addr()}, names, progress)
+		bo := o
+		if o.BaselineTLS == nil {
+			bo.TLS = nil // a plain-text baseline is called in plain text
+		}
+		ph, err := runPhase(ctx, &bo, PhaseBaseline, "in-process no-op "+srv.Addr(), []string{srv.Addr()}, names, progress)
 		srv.Stop()
 		if err != nil {
 			if ctx.Err() != nil {

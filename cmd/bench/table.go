@@ -97,7 +97,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 	fmt.Fprintf(out, "- command: `%s`\n", o.Command)
 	fmt.Fprintf(out, "- machine: %s\n", machine())
 	fmt.Fprintf(out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`: embedded etcd, a router and shards as processes, plain text); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
+	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`: embedded etcd, a router and shards as processes, secure: mutual TLS on every hop, and the baseline serves the same TLS with the router's certificate); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
 		o.Duration, o.Warmup, o.Users)
 
 	base := DefaultOptions()
@@ -184,7 +184,7 @@ func withDev(ctx context.Context, bin string, n int, say func(string, ...any), f
 // over the target's measured phase.
 func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, progress io.Writer) (*tableRow, error) {
 	row := &tableRow{name: name, goal: goal, shards: c.shards}
-	o.Routers, o.TLS = []string{c.router}, c.tls
+	o.Routers, o.TLS, o.BaselineTLS = []string{c.router}, c.tls, c.serverTLS
 	routerPid, shardPids := c.componentPids()
 	var mu sync.Mutex
 	var cpuErr error

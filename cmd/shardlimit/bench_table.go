@@ -45,7 +45,7 @@ func benchNoopCmd() *cobra.Command {
 		Short: "Serve the baseline's no-op server (both APIs) as a process of its own, until interrupted.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := bench.StartBaseline(listen)
+			s, err := bench.StartBaseline(listen, nil)
 			if err != nil {
 				return err
 			}
