@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 // runPhase loads addrs: a warmup, if any, then the measured phase.
 func runPhase(ctx context.Context, o *Options, name, target string, addrs []string, names []string, progress io.Writer) (*Phase, error) {
 	var creds credentials.TransportCredentials = insecure.NewCredentials()
-	if o.TLS != nil && name == PhaseTarget {
+	if o.TLS != nil { // the baseline's is nil unless it serves TLS (Run)
 		creds = credentials.NewTLS(o.TLS)
 	}
 	var conns []*grpc.ClientConn
