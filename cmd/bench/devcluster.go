@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,11 @@ type devCluster struct {
 	pids      map[string]int // "router", "shard-1", ...
 	shards    int
 	done      chan struct{}
+	// etcd is dev's etcd, and config the client config file it wrote,
+	// beside its credentials: what a router of the bench's own needs.
+	etcd, config string
+	// more are routers the bench started itself (addRouter), beside dev's.
+	more []*extraRouter
 
 	mu     sync.Mutex
 	tail   []string // last lines of output, for errors
@@ -68,7 +74,7 @@ func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) 
 		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(base+i) }
-	c := &devCluster{router: addr(1), pids: map[string]int{}, shards: shards, done: make(chan struct{})}
+	c := &devCluster{router: addr(1), etcd: addr(0), pids: map[string]int{}, shards: shards, done: make(chan struct{})}
 	c.cmd = exec.Command(bin, "dev", "--shards", strconv.Itoa(shards), "--etcd-listen", addr(0),
 		"--router-listen", addr(1), "--metrics-listen", addr(2))
 	// Its own process group, so that a Ctrl-C meant for the bench reaches
@@ -103,6 +109,7 @@ func startDev(ctx context.Context, bin string, shards int) (*devCluster, error) 
 				c.pids[m[1]] = pid
 			} else if m := exportLine.FindStringSubmatch(line); m != nil && isReady {
 				config = m[1]
+				c.config = config
 				if len(c.pids) == shards+2 { // shards, router, rebalance
 					c.cfgErr = c.loadTLS(config)
 					close(ready)
@@ -136,19 +143,80 @@ func (c *devCluster) lastLines() string {
 	return strings.Join(c.tail, "\n")
 }
 
-// componentPids returns the router's pid and the shards'.
-func (c *devCluster) componentPids() (router int, shards []int) {
+// componentPids returns the routers' pids (dev's and the bench's own) and
+// the shards'.
+func (c *devCluster) componentPids() (routers, shards []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := 1; i <= c.shards; i++ {
 		shards = append(shards, c.pids["shard-"+strconv.Itoa(i)])
 	}
-	return c.pids["router"], shards
+	routers = []int{c.pids["router"]}
+	for _, r := range c.more {
+		routers = append(routers, r.cmd.Process.Pid)
+	}
+	return routers, shards
+}
+
+// routers returns the gRPC addresses of every router: dev's, then the
+// bench's own.
+func (c *devCluster) routers() []string {
+	out := []string{c.router}
+	for _, r := range c.more {
+		out = append(out, r.addr)
+	}
+	return out
+}
+
+// extraRouter is a router process the bench started beside dev's.
+type extraRouter struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+// addRouter starts one more router on dev's etcd, secure with dev's router
+// certificate and grants file, and waits until it is ready (its /readyz).
+func (c *devCluster) addRouter(ctx context.Context, bin string) error {
+	base, err := FreePorts(2)
+	if err != nil {
+		return err
+	}
+	addr, metrics := "127.0.0.1:"+strconv.Itoa(base), "127.0.0.1:"+strconv.Itoa(base+1)
+	dir := filepath.Dir(c.config)
+	cmd := exec.Command(bin, "router", "--listen", addr, "--metrics-listen", metrics, "--etcd", c.etcd, "--prefix", "/shardlimit/",
+		"--tls-cert", filepath.Join(dir, "router.pem"), "--tls-key", filepath.Join(dir, "router-key.pem"),
+		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-server-name", creds.LocalServerName,
+		"--grants-file", filepath.Join(dir, "grants.yaml"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start a second router: %w", err)
+	}
+	c.mu.Lock()
+	c.more = append(c.more, &extraRouter{cmd: cmd, addr: addr})
+	c.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + metrics + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the second router on %s was not ready within 30s", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // stop interrupts dev, which stops its children, and waits for it; it
-// kills dev after 30s.
+// kills dev after 30s. The bench's own routers are stopped first.
 func (c *devCluster) stop() {
+	for _, r := range c.more {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		_ = r.cmd.Wait()
+	}
 	_ = c.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-c.done:

@@ -72,9 +72,9 @@ func (o *TableOptions) fill() error {
 
 // tableRow is one run against a cluster, with its baseline.
 type tableRow struct {
-	name, goal string
-	shards     int
-	report     *Report
+	name, goal      string
+	routers, shards int
+	report          *Report
 	// CPU of the router and of all shards over the target's measured
 	// phase.
 	routerCPU, shardCPU time.Duration
@@ -147,7 +147,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 	}
 	writeMainTable(out, rows, o.Shards)
 
-	// The scaling table: 1 router and each shard count.
+	// The scaling table: 1 router and each shard count, then 2 routers.
 	for _, n := range o.Scaling {
 		if n == o.Shards {
 			r := *rows[0]
@@ -164,6 +164,21 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 		if err != nil {
 			return err
 		}
+	}
+	// And 2 routers over the main table's shard count: dev's router and
+	// one the bench starts beside it, loaded round robin.
+	err = withDev(ctx, o.Binary, o.Shards, say, func(c *devCluster) error {
+		if err := c.addRouter(ctx, o.Binary); err != nil {
+			return err
+		}
+		r, err := runRow(ctx, c, "public API, 1 check/request, 2 routers", "", base, progress)
+		if err == nil {
+			scaling = append(scaling, r)
+		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	writeScalingTable(out, scaling)
 	return nil
@@ -184,16 +199,21 @@ func withDev(ctx context.Context, bin string, n int, say func(string, ...any), f
 // over the target's measured phase.
 func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, progress io.Writer) (*tableRow, error) {
 	row := &tableRow{name: name, goal: goal, shards: c.shards}
-	o.Routers, o.TLS, o.BaselineTLS = []string{c.router}, c.tls, c.serverTLS
-	routerPid, shardPids := c.componentPids()
+	o.Routers, o.TLS, o.BaselineTLS = c.routers(), c.tls, c.serverTLS
+	row.routers = len(o.Routers)
+	routerPids, shardPids := c.componentPids()
 	var mu sync.Mutex
 	var cpuErr error
 	read := func(sign time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
-		t, err := procCPU(routerPid)
-		cpuErr = err
-		row.routerCPU += sign * t
+		for _, pid := range routerPids {
+			t, err := procCPU(pid)
+			if err != nil {
+				cpuErr = err
+			}
+			row.routerCPU += sign * t
+		}
 		for _, pid := range shardPids {
 			t, err := procCPU(pid)
 			if err != nil {
@@ -326,13 +346,12 @@ func writeScalingTable(out io.Writer, rows []*tableRow) {
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		b, t := r.base(), r.target()
-		fmt.Fprintf(out, "| 1 | %d | %s | %s | %.1f%% | %s | %s | %s | %s | %s |\n",
-			r.shards, group(b.RequestsPerS), group(t.RequestsPerS), 100*r.report.Ratio.RequestsPerS, ms(t.LatencyUs.P99),
+		fmt.Fprintf(out, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s | %s | %s |\n",
+			r.routers, r.shards, group(b.RequestsPerS), group(t.RequestsPerS), 100*r.report.Ratio.RequestsPerS, ms(t.LatencyUs.P99),
 			group(float64(policyOf(t))), group(float64(t.Errors)), perCheck(r.routerCPU, t.Checks), perCheck(r.shardCPU, t.Checks))
 	}
-	fmt.Fprintln(out, "| 2 | - | - | - | - | - | - | - | - | - |")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "2 routers: not measured. `shardlimit dev` starts one router per cluster today; a second router needs dev to start it (then `bench --router a,b` loads both).")
+	fmt.Fprintln(out, "2 routers: dev's router and one the bench starts beside it on dev's etcd, with dev's router certificate; the bench spreads its connections over both, round robin. Router µs/check is both routers' CPU.")
 }
 
 // machine describes this machine: cores, CPU model, Go version, kernel.
