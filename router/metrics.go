@@ -39,7 +39,7 @@ type ruleCounters [results]atomic.Pointer[prometheus.Counter]
 // keeps the counters of its rules.
 func (m *metrics) decided(rs *ruleSet, c *rules.Resolved, res result) {
 	i := c.Rule.Index()
-	if rs == nil || i < 0 || i >= len(rs.counters) || &rs.Rules()[i] != c.Rule {
+	if i < 0 || i >= len(rs.counters) || &rs.Rules()[i] != c.Rule {
 		m.counter(c, res).Inc() // a rule of an older set, still in flight
 		return
 	}

@@ -141,7 +141,7 @@ func TestFromCacheAndRemember(t *testing.T) {
 	}
 	out := make([]*shardlimitv1.Decision, len(checks))
 	g := request.Groups{ByOwner: [][]int{{0, 1}, {2}}, None: []int{3}}
-	r.fromCache(r.rules.Load(), checks, out, &g, false, 2)
+	r.fromCache(&ruleSet{Set: set}, checks, out, &g, false, 2)
 	if len(g.ByOwner[0]) != 1 || g.ByOwner[0][0] != 1 || len(g.ByOwner[1]) != 0 || len(g.None) != 0 {
 		t.Fatalf("groups left %+v, want only check 1", g)
 	}
@@ -169,7 +169,7 @@ func TestFromCacheAndRemember(t *testing.T) {
 	// Refunds are never answered from the cache.
 	out = make([]*shardlimitv1.Decision, len(checks))
 	g = request.Groups{ByOwner: [][]int{{0, 1, 2, 3}}}
-	r.fromCache(r.rules.Load(), checks, out, &g, true, 5)
+	r.fromCache(&ruleSet{Set: set}, checks, out, &g, true, 5)
 	if len(g.ByOwner[0]) != 4 || out[0] != nil {
 		t.Fatal("a refund was answered from the cache")
 	}

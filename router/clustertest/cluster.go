@@ -30,6 +30,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
@@ -374,29 +375,8 @@ func (c *Cluster) etcdClient() *clientv3.Client {
 
 // Metric returns the value of the counter or gauge name of g whose labels
 // are exactly labels (none for a metric without labels); 0 when there is
-// none yet.
+// none yet. It is metrictest.Value, for the tests built on this harness.
 func Metric(tb testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	tb.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Value(tb, g, name, labels)
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/metrictest"
 )
 
 func TestGrantValidateNamesEveryField(t *testing.T) {
@@ -338,30 +339,12 @@ func TestInsecureAllowsEverythingAndSaysSo(t *testing.T) {
 }
 
 // value returns the value of the series of reg named name whose labels
-// are the given name, value pairs; 0 when there is none.
+// are exactly the given name, value pairs; 0 when there is none.
 func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	m := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		m[labels[i]] = labels[i+1]
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if got[labels[i]] != labels[i+1] {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	return metrictest.Value(t, reg, name, m)
 }
