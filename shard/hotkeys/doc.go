@@ -31,7 +31,8 @@
 // once its bucket passes the smallest counter. Against the ~1 µs of gRPC
 // work per check on these hosts (a no-op gRPC server: 1.6–2.0M checks/s with 100
 // checks a message) that is a few percent. Where it is not, Sample = R
-// observes one call in R at random, weighted R: about 20 ns with R = 8.
+// observes one call in R at random, weighted R, past ExactUpTo a period:
+// about 20 ns with R = 8.
 //
 // # Accuracy
 //
@@ -48,11 +49,29 @@
 // tests measure them: top-20 exact, within 1%, even at s = 0.8 where the
 // 20th key is below N/m).
 //
-// With Sample = R > 1 those bounds hold for the sampled stream, scaled by
-// R; it differs from the true one by a zero-mean error of standard
-// deviation at most √((R−1)·n·w) for a key of weight w observed n at a
-// time (1% of w for w ≥ 10⁴·(R−1)·n). At the volumes where sampling is
-// worth it, that is far below N/m.
+// # Exact below a volume, sampled above
+//
+// With Sample = R > 1, each period still observes every call until it has
+// seen ExactUpTo (default 10⁶) of weight; only the calls after that are
+// sampled, one in R at random, weighted R. Rotate starts the next period
+// exact again. So at low volume (300 checks over 7 users, or anything up
+// to ExactUpTo a period) every count is exact within Error, which is 0
+// while the summaries hold every key; sampling, whose purpose is CPU at
+// high volume, never shows at low volume. Counting the exact phase costs
+// an atomic add on a counter shared by the cores, up to ExactUpTo times a
+// period; after the switch Observe only reads a flag next to it.
+//
+// Sampled calls keep the bounds above for the sampled stream, and add a
+// random error: a key of weight w in sampled calls is estimated by
+// R·Binomial(w, 1/R), unbiased, with variance (R−1)·w. When the periods
+// Top covers include sampled weight S, every HotKey it reports is marked
+// Sampled with SamplingError = ⌈3·√((R−1)·min(Count, S))⌉, three standard
+// deviations (about 99.7% for large counts): its true weight lies in
+// [Count − Error − SamplingError, Count + SamplingError]. For w ≥
+// 10⁵·(R−1) that is within 1% of w. A HotKey is Exact when Error is 0 and
+// it is not Sampled; the shard's Stats, `ctl top` (which marks estimates
+// with ~ and shows Error + SamplingError as ±) and the shard's hot-key
+// metrics carry both.
 //
 // # Memory
 //

@@ -33,6 +33,7 @@ type summary struct {
 	filter  []uint64
 	fshift  uint8  // 64 − log2(len(filter))
 	n       uint64 // weight observed
+	sampled uint64 // of which from sampled calls (Tracker's business)
 }
 
 type entry struct {
@@ -225,5 +226,5 @@ func (s *summary) reset() {
 	s.heap = s.heap[:0]
 	clear(s.slots)
 	clear(s.filter)
-	s.n = 0
+	s.n, s.sampled = 0, 0
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -22,13 +23,23 @@ type HotKey struct {
 	Service string `json:"service"`
 	Rule    string `json:"rule"`
 	User    string `json:"user"`
-	// Count is the estimated weight, never below the true one (with
-	// Sample 1; see the package documentation for Sample > 1).
+	// Count is the estimated weight, never below the true one unless
+	// Sampled.
 	Count uint64 `json:"count"`
-	// Error bounds the overestimate: the true weight is at least
-	// Count − Error. It is at most Total/Counters.
+	// Error bounds the overestimate of counting in a bounded summary: the
+	// true weight is at least Count − Error. It is at most Total/Counters.
 	Error uint64 `json:"error"`
+	// Sampled is true when Count includes weight from sampled calls (the
+	// period passed ExactUpTo with Sample > 1); it is then an estimate
+	// whose sampling error, either way, is within SamplingError at three
+	// standard deviations (about 99.7%). With Sampled false and Error 0,
+	// Count is exact.
+	Sampled       bool   `json:"sampled"`
+	SamplingError uint64 `json:"sampling_error"`
 }
+
+// Exact reports whether h.Count is the key's true weight.
+func (h HotKey) Exact() bool { return h.Error == 0 && !h.Sampled }
 
 // Options configure a Tracker.
 type Options struct {
@@ -43,13 +54,19 @@ type Options struct {
 	// lets each P keep a stripe of its own.
 	Stripes int
 	// Sample observes one call in Sample, at random, weighted Sample
-	// times, at most 65536; default 1: every call, and the bounds are
-	// exact.
+	// times, at most 65536, once a period has observed ExactUpTo; default
+	// 1: every call, and the bounds are exact.
 	Sample int
+	// ExactUpTo is the weight each period observes call by call before
+	// Sample applies, at most 2⁴⁰: below it the counts are exact (within
+	// Error) whatever Sample is; default 1000000.
+	ExactUpTo int
 }
 
 // DefaultOptions returns the defaults.
-func DefaultOptions() Options { return Options{K: 20, Counters: 256, Stripes: 8, Sample: 1} }
+func DefaultOptions() Options {
+	return Options{K: 20, Counters: 256, Stripes: 8, Sample: 1, ExactUpTo: 1_000_000}
+}
 
 // ErrOptions is wrapped by New's errors.
 var ErrOptions = errors.New("hotkeys: bad options")
@@ -68,6 +85,9 @@ func (o *Options) fill() {
 	if o.Sample == 0 {
 		o.Sample = d.Sample
 	}
+	if o.ExactUpTo == 0 {
+		o.ExactUpTo = d.ExactUpTo
+	}
 }
 
 func (o *Options) validate() error {
@@ -80,6 +100,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: stripes %d not in 1..256", ErrOptions, o.Stripes)
 	case o.Sample < 1 || o.Sample > 1<<16:
 		return fmt.Errorf("%w: sample %d not in 1..%d", ErrOptions, o.Sample, 1<<16)
+	case o.ExactUpTo < 1 || o.ExactUpTo > 1<<40:
+		return fmt.Errorf("%w: exact up to %d not in 1..%d", ErrOptions, o.ExactUpTo, int64(1)<<40)
 	}
 	return nil
 }
@@ -94,8 +116,15 @@ type Tracker struct {
 	// threshold is 2³²/Sample: a call is observed when a random uint32 is
 	// below it.
 	threshold uint32
+	exactUpTo uint64        // Options.ExactUpTo
 	next      atomic.Uint32 // the stripe the pool hands out when it has none
 	affinity  sync.Pool     // of *stripe: the stripe this P used last
+	// exact counts the weight the current period observed call by call,
+	// while below exactUpTo; past it, sampling is set and exact no longer
+	// written, so at high volume Observe only reads this cache line.
+	_        [64]byte
+	exact    atomic.Uint64
+	sampling atomic.Bool
 }
 
 type stripe struct {
@@ -118,6 +147,7 @@ func New(opts Options) (*Tracker, error) {
 	t := &Tracker{
 		k: opts.K, counters: opts.Counters, mask: uint32(n - 1), stripes: make([]stripe, n),
 		sample: uint64(opts.Sample), threshold: uint32((1 << 32) / uint64(opts.Sample)),
+		exactUpTo: uint64(opts.ExactUpTo),
 	}
 	t.affinity.New = func() any { return &t.stripes[t.next.Add(1)&t.mask] }
 	for i := range t.stripes {
@@ -156,7 +186,8 @@ func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
 	if n == 0 || t == nil {
 		return
 	}
-	if t.sample > 1 {
+	sampled := t.sample > 1 && t.sampling.Load()
+	if sampled {
 		if b.rng == 0 {
 			b.rng = rand.Uint64() | 1
 		}
@@ -167,6 +198,8 @@ func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
 			return
 		}
 		n *= t.sample
+	} else if t.sample > 1 && t.exact.Add(n) >= t.exactUpTo {
+		t.sampling.Store(true) // this call is still observed exactly
 	}
 	if b.st == nil {
 		b.st = t.affinity.Get().(*stripe)
@@ -175,6 +208,9 @@ func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
 		}
 	}
 	b.st.cur.observe(k, service, rule, user, n)
+	if sampled {
+		b.st.cur.sampled += n
+	}
 }
 
 // Done ends the batch, releasing its stripe.
@@ -201,7 +237,9 @@ func (t *Tracker) lockOther(busy *stripe) *stripe {
 	return st
 }
 
-// Rotate starts a new period: the one before the current is forgotten.
+// Rotate starts a new period, observed call by call up to ExactUpTo: the
+// one before the current is forgotten. A call in flight may still count,
+// exactly or sampled, as the previous period decided.
 func (t *Tracker) Rotate() {
 	for i := range t.stripes {
 		st := &t.stripes[i]
@@ -210,18 +248,28 @@ func (t *Tracker) Rotate() {
 		st.cur.reset()
 		st.mu.Unlock()
 	}
+	t.exact.Store(0)
+	t.sampling.Store(false)
 }
 
 // Total returns the weight observed in the period Top covers.
 func (t *Tracker) Total() uint64 {
-	var n uint64
+	n, _ := t.Volume()
+	return n
+}
+
+// Volume returns the weight observed in the period Top covers, and how
+// much of it comes from sampled calls (0: every count is exact within its
+// Error).
+func (t *Tracker) Volume() (total, sampled uint64) {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
-		n += st.cur.n + st.prev.n
+		total += st.cur.n + st.prev.n
+		sampled += st.cur.sampled + st.prev.sampled
 		st.mu.Unlock()
 	}
-	return n
+	return total, sampled
 }
 
 // Top returns at most k of the hottest keys (K if k ≤ 0), by Count, highest
@@ -231,10 +279,12 @@ func (t *Tracker) Top(k int) []HotKey {
 		k = t.k
 	}
 	views := make([]view, 0, 2*len(t.stripes))
+	var sampled uint64 // weight from sampled calls
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
 		views = append(views, st.cur.view(), st.prev.view())
+		sampled += st.cur.sampled + st.prev.sampled
 		st.mu.Unlock()
 	}
 	type agg struct {
@@ -267,6 +317,10 @@ func (t *Tracker) Top(k int) []HotKey {
 		}
 		a.Count += absent
 		a.Error += absent
+		if sampled > 0 {
+			a.Sampled = true
+			a.SamplingError = t.samplingError(min(a.Count, sampled))
+		}
 		out[i] = a.HotKey
 	}
 	slices.SortFunc(out, func(a, b HotKey) int {
@@ -277,6 +331,13 @@ func (t *Tracker) Top(k int) []HotKey {
 		out = out[:k:k]
 	}
 	return out
+}
+
+// samplingError is three standard deviations of the estimate of a weight
+// w observed one call in Sample, each weighted Sample: Sample·Binomial(w,
+// 1/Sample) has variance (Sample − 1)·w.
+func (t *Tracker) samplingError(w uint64) uint64 {
+	return uint64(math.Ceil(3 * math.Sqrt(float64(t.sample-1)*float64(w))))
 }
 
 // Bytes returns the memory the Tracker holds, not counting the strings it

@@ -28,7 +28,7 @@ func key(i int) Key {
 }
 
 func TestOptions(t *testing.T) {
-	for _, o := range []Options{{K: -1}, {K: 10, Counters: 5}, {Counters: 1<<20 + 1}, {Stripes: 257}, {Stripes: -1}, {Sample: -1}, {Sample: 1<<16 + 1}} {
+	for _, o := range []Options{{K: -1}, {K: 10, Counters: 5}, {Counters: 1<<20 + 1}, {Stripes: 257}, {Stripes: -1}, {Sample: -1}, {Sample: 1<<16 + 1}, {ExactUpTo: -1}, {ExactUpTo: 1<<40 + 1}} {
 		if _, err := New(o); !errors.Is(err, ErrOptions) {
 			t.Errorf("New(%+v): err %v, want ErrOptions", o, err)
 		}
@@ -67,7 +67,7 @@ func TestTopSmall(t *testing.T) {
 		t.Fatalf("Total %d, want 16", tr.Total())
 	}
 	b, _ := json.Marshal(got[0])
-	if string(b) != `{"service":"s","rule":"r","user":"alice","count":8,"error":0}` {
+	if string(b) != `{"service":"s","rule":"r","user":"alice","count":8,"error":0,"sampled":false,"sampling_error":0}` {
 		t.Fatalf("JSON %s", b)
 	}
 }
@@ -217,11 +217,12 @@ func TestAccuracyZipf(t *testing.T) {
 	}
 }
 
-// TestSample checks sampled counts against exact ones. The runtime's
-// generator cannot be seeded, so it allows five standard deviations.
+// TestSample checks sampled counts against exact ones, and the sampling
+// error the Tracker reports. The runtime's generator cannot be seeded, so
+// it allows five standard deviations (SamplingError is three).
 func TestSample(t *testing.T) {
 	const n, sample = 200_000, 4
-	tr := newTracker(t, Options{Sample: sample})
+	tr := newTracker(t, Options{Sample: sample, ExactUpTo: 1})
 	stream, exact := zipf(n, 50_000, 1.1, 11)
 	for _, i := range stream {
 		tr.Observe(key(i), "s", "r", "u", 1)
@@ -235,10 +236,87 @@ func TestSample(t *testing.T) {
 	}
 	within("Total", tr.Total(), n)
 	hottest := tr.Top(1)[0]
-	within("hottest", hottest.Count, exact[slices.Index(exact, slices.Max(exact))])
+	want := exact[slices.Index(exact, slices.Max(exact))]
+	within("hottest", hottest.Count, want)
 	if hottest.Key != key(slices.Index(exact, slices.Max(exact))) {
 		t.Errorf("hottest is %+v", hottest)
 	}
+	if !hottest.Sampled || hottest.Exact() {
+		t.Errorf("hottest is not marked sampled: %+v", hottest)
+	}
+	if off := math.Abs(float64(hottest.Count) - float64(want)); off > float64(hottest.Error)+float64(hottest.SamplingError)*5/3 {
+		t.Errorf("hottest: count %d, exact %d: off by %.0f, past error %d + 5/3 × sampling error %d", hottest.Count, want, off, hottest.Error, hottest.SamplingError)
+	}
+	if sigma := math.Sqrt(float64((sample - 1) * want)); float64(hottest.SamplingError) < 2.5*sigma || float64(hottest.SamplingError) > 3.5*sigma {
+		t.Errorf("hottest: sampling error %d, want about 3σ = %.0f", hottest.SamplingError, 3*sigma)
+	}
+	if total, sampled := tr.Volume(); sampled == 0 || sampled >= total {
+		t.Errorf("Volume: %d of which sampled %d; want all but the first call", total, sampled)
+	}
+}
+
+// TestExactUpTo checks the switch from exact to sampled counting: a
+// period counts every call up to ExactUpTo, samples after, and a new
+// period counts exactly again; Top is exact only while neither period it
+// covers sampled.
+func TestExactUpTo(t *testing.T) {
+	const users, upTo = 7, 300
+	tr := newTracker(t, Options{Sample: 8, ExactUpTo: upTo, Stripes: 1})
+	observe := func(n int) {
+		b := tr.Batch()
+		for i := range n {
+			b.Observe(key(i%users), "s", "r", strconv.Itoa(i%users), 1)
+		}
+		b.Done()
+	}
+	wantExact := func(what string, per map[string]uint64) {
+		t.Helper()
+		top := tr.Top(users)
+		if len(top) != len(per) {
+			t.Fatalf("%s: Top has %d keys, want %d: %+v", what, len(top), len(per), top)
+		}
+		for _, h := range top {
+			if !h.Exact() || h.SamplingError != 0 || h.Count != per[h.User] {
+				t.Errorf("%s: %+v, want exactly %d", what, h, per[h.User])
+			}
+		}
+		if _, sampled := tr.Volume(); sampled != 0 {
+			t.Errorf("%s: %d sampled", what, sampled)
+		}
+	}
+	// 300 checks over 7 users: 43 each for six, 42 for the last.
+	observe(upTo)
+	per := map[string]uint64{}
+	for i := range upTo {
+		per[strconv.Itoa(i%users)]++
+	}
+	wantExact("at ExactUpTo", per)
+
+	// Past it, calls are sampled, and every count says so.
+	observe(100_000)
+	for _, h := range tr.Top(users) {
+		if !h.Sampled || h.SamplingError == 0 || h.Exact() {
+			t.Errorf("past ExactUpTo: %+v is not marked sampled", h)
+		}
+	}
+	if total, sampled := tr.Volume(); sampled == 0 || total-sampled != upTo {
+		t.Errorf("past ExactUpTo: total %d, sampled %d; want %d exact", total, sampled, upTo)
+	}
+
+	// A new period counts exactly again, but Top still covers the sampled
+	// one; one more, and it is exact.
+	tr.Rotate()
+	observe(12)
+	if h := tr.Top(1)[0]; !h.Sampled {
+		t.Errorf("after one Rotate: %+v is not marked sampled", h)
+	}
+	tr.Rotate()
+	observe(12)
+	per = map[string]uint64{}
+	for i := range 12 {
+		per[strconv.Itoa(i%users)] += 2 // in each period
+	}
+	wantExact("two periods on", per)
 }
 
 // TestAllStripesBusy checks that Observe moves past a busy stripe (or the

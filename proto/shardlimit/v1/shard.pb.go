@@ -7,12 +7,11 @@
 package shardlimitv1
 
 import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -688,9 +687,18 @@ type HotKey struct {
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
 	Rule    string                 `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
 	User    string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
-	// Estimated decisions, and the most the estimate may exceed the truth.
-	Count         uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
-	Error         uint64 `protobuf:"varint,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Estimated decisions, and the most the estimate may exceed the truth
+	// from counting in bounded memory (0 while the shard tracks every key).
+	Count uint64 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Error uint64 `protobuf:"varint,5,opt,name=error,proto3" json:"error,omitempty"`
+	// True when count includes decisions sampled one in --top-keys-sample
+	// (the shard passed --top-keys-exact decisions in a period): count is
+	// then an estimate, off either way by at most sampling_error at three
+	// standard deviations. The true count lies in
+	// [count - error - sampling_error, count + sampling_error]; with
+	// sampled false and error 0, count is exact.
+	Sampled       bool   `protobuf:"varint,6,opt,name=sampled,proto3" json:"sampled,omitempty"`
+	SamplingError uint64 `protobuf:"varint,7,opt,name=sampling_error,json=samplingError,proto3" json:"sampling_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +764,20 @@ func (x *HotKey) GetCount() uint64 {
 func (x *HotKey) GetError() uint64 {
 	if x != nil {
 		return x.Error
+	}
+	return 0
+}
+
+func (x *HotKey) GetSampled() bool {
+	if x != nil {
+		return x.Sampled
+	}
+	return false
+}
+
+func (x *HotKey) GetSamplingError() uint64 {
+	if x != nil {
+		return x.SamplingError
 	}
 	return 0
 }
@@ -1916,13 +1938,15 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\bresponse\x18\x02 \x01(\v2\x1d.shardlimit.v1.DecideResponseR\bresponse\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\")\n" +
 	"\fStatsRequest\x12\x19\n" +
-	"\btop_keys\x18\x01 \x01(\rR\atopKeys\"v\n" +
+	"\btop_keys\x18\x01 \x01(\rR\atopKeys\"\xb7\x01\n" +
 	"\x06HotKey\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\x04R\x05error\"\xbc\x02\n" +
+	"\x05error\x18\x05 \x01(\x04R\x05error\x12\x18\n" +
+	"\asampled\x18\x06 \x01(\bR\asampled\x12%\n" +
+	"\x0esampling_error\x18\a \x01(\x04R\rsamplingError\"\xbc\x02\n" +
 	"\rStatsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12%\n" +
 	"\x0epartition_load\x18\x02 \x03(\x04R\rpartitionLoad\x12\x12\n" +
