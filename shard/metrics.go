@@ -74,13 +74,16 @@ var (
 	descExpirations   = prometheus.NewDesc("shardlimit_shard_expirations_total", "Idle keys dropped once fresh again.", nil, nil)
 	descEpisodes      = prometheus.NewDesc("shardlimit_shard_episodes", "Limited-user episodes held in the log.", nil, nil)
 	descEpisodesDrop  = prometheus.NewDesc("shardlimit_shard_episodes_dropped_total", "Limited-user episodes dropped to keep the log within --episodes, by reason: closed (the oldest closed first), open (the oldest open, when none was closed).", []string{"reason"}, nil)
+	descHotDecisions  = prometheus.NewDesc("shardlimit_shard_hot_keys_decisions", "Decisions the hot-key counts cover (one to two --top-keys-period).", nil, nil)
+	descHotSampled    = prometheus.NewDesc("shardlimit_shard_hot_keys_sampled_ratio", "Share of shardlimit_shard_hot_keys_decisions counted by sampling one in --top-keys-sample (past --top-keys-exact a period); 0: the hot-key counts are exact.", nil, nil)
+	descHotMaxError   = prometheus.NewDesc("shardlimit_shard_hot_keys_max_error", "The widest ± of the --top-keys hottest keys' counts (bounded-memory error plus sampling error at three standard deviations); 0 when they are exact.", nil, nil)
 )
 
 // storeCollector reads the store's counts at scrape time.
 type storeCollector struct{ s *Server }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLoad, descPartitionLoad, descKeys, descMemory, descMemoryLimit, descEvictions, descExpirations, descEpisodes, descEpisodesDrop} {
+	for _, d := range []*prometheus.Desc{descLoad, descPartitionLoad, descKeys, descMemory, descMemoryLimit, descEvictions, descExpirations, descEpisodes, descEpisodesDrop, descHotDecisions, descHotSampled, descHotMaxError} {
 		ch <- d
 	}
 }
@@ -107,4 +110,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, n := range c.s.episodes.DroppedBy() {
 		ch <- prometheus.MustNewConstMetric(descEpisodesDrop, prometheus.CounterValue, float64(n), episodes.DropReasons[i])
 	}
+	hotTotal, hotSampled := c.s.hot.Volume()
+	ch <- prometheus.MustNewConstMetric(descHotDecisions, prometheus.GaugeValue, float64(hotTotal))
+	ch <- prometheus.MustNewConstMetric(descHotSampled, prometheus.GaugeValue, float64(hotSampled)/float64(max(hotTotal, 1)))
+	var widest uint64
+	for _, h := range c.s.hot.Top(0) {
+		widest = max(widest, h.Error+h.SamplingError)
+	}
+	ch <- prometheus.MustNewConstMetric(descHotMaxError, prometheus.GaugeValue, float64(widest))
 }

@@ -72,10 +72,15 @@ type Options struct {
 	// periods; default 1m.
 	TopKeysPeriod time.Duration
 	// TopKeysSample observes one decision in this many for the hot keys,
-	// weighted as many; default 8 (about 20 ns a decision instead of 50;
-	// counts then carry a random error, see package hotkeys). 1 observes
-	// every decision.
+	// weighted as many, once a period has counted TopKeysExact; default 8
+	// (about 20 ns a decision instead of 50; counts then carry a random
+	// error, reported with them, see package hotkeys). 1 observes every
+	// decision.
 	TopKeysSample int
+	// TopKeysExact is how many decisions each TopKeysPeriod counts one by
+	// one before TopKeysSample applies: below it the hot-key counts are
+	// exact; default 1000000.
+	TopKeysExact int
 	// Episodes bounds the limited-user log; default 10000 episodes.
 	Episodes int
 	// Limits bound the gRPC server's connections, streams and messages;
@@ -127,8 +132,9 @@ func DefaultOptions() Options {
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
 		MaxMemoryBytes: DefaultMaxMemoryBytes, DrainTimeout: 45 * time.Second, HandoffSettle: 1500 * time.Millisecond,
 		SweepInterval: 10 * time.Second, Capacity: 500_000,
-		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, Episodes: 10_000,
-		Limits: rpc.DefaultLimits(),
+		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, TopKeysExact: 1_000_000,
+		Episodes: 10_000,
+		Limits:   rpc.DefaultLimits(),
 	}
 }
 
@@ -170,6 +176,9 @@ func (o *Options) fill() {
 	if o.TopKeysSample == 0 {
 		o.TopKeysSample = d.TopKeysSample
 	}
+	if o.TopKeysExact == 0 {
+		o.TopKeysExact = d.TopKeysExact
+	}
 	if o.Episodes == 0 {
 		o.Episodes = d.Episodes
 	}
@@ -207,6 +216,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("top keys period: %v is under the minimum of 1s", o.TopKeysPeriod)
 	case o.TopKeysSample < 1 || o.TopKeysSample > 65536:
 		return fmt.Errorf("top keys sample: %d not in 1..65536", o.TopKeysSample)
+	case o.TopKeysExact < 1 || o.TopKeysExact > 1<<40:
+		return fmt.Errorf("top keys exact: %d not in 1..%d", o.TopKeysExact, int64(1)<<40)
 	case o.Episodes < 1 || o.Episodes > 10_000_000:
 		return fmt.Errorf("episodes: %d not in 1..10000000", o.Episodes)
 	case o.Capacity < 1:

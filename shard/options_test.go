@@ -18,6 +18,7 @@ func TestOptionsValidateNamesTheField(t *testing.T) {
 		{func(o *Options) { o.HandoffSettle = 2 * time.Minute }, "handoff settle: 2m0s not in 0..1m"},
 		{func(o *Options) { o.TLS = &tls.Config{} }, "shard tls: required when tls is set"},
 		{func(o *Options) { o.LeaseTTL = time.Millisecond }, "lease ttl: 1ms not in 1s..1h"},
+		{func(o *Options) { o.TopKeysExact = -1 }, "top keys exact: -1 not in 1..1099511627776"},
 	} {
 		o := DefaultOptions()
 		o.ID, o.Etcd = "s", []string{"127.0.0.1:2379"}

@@ -80,7 +80,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
 		return nil, fmt.Errorf("episodes: %w", err)
 	}
-	if s.hot, err = hotkeys.New(hotkeys.Options{K: opts.TopKeys, Sample: opts.TopKeysSample}); err != nil {
+	if s.hot, err = hotkeys.New(hotkeys.Options{K: opts.TopKeys, Sample: opts.TopKeysSample, ExactUpTo: opts.TopKeysExact}); err != nil {
 		return nil, fmt.Errorf("top keys: %w", err)
 	}
 	s.partitionLoad = load.New(opts.Partitions)

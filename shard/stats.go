@@ -47,7 +47,10 @@ func (s *Server) Stats(_ context.Context, req *shardlimitv1.StatsRequest) (*shar
 	}
 	resp.Load += s.partitionLoad.Other(now)
 	for _, h := range s.hot.Top(int(req.TopKeys)) {
-		resp.HotKeys = append(resp.HotKeys, &shardlimitv1.HotKey{Service: h.Service, Rule: h.Rule, User: h.User, Count: h.Count, Error: h.Error})
+		resp.HotKeys = append(resp.HotKeys, &shardlimitv1.HotKey{
+			Service: h.Service, Rule: h.Rule, User: h.User, Count: h.Count, Error: h.Error,
+			Sampled: h.Sampled, SamplingError: h.SamplingError,
+		})
 	}
 	return resp, nil
 }

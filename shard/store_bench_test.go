@@ -195,7 +195,7 @@ func serverStore(b *testing.B, now int64) *Store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hot, err := hotkeys.New(hotkeys.Options{K: o.TopKeys, Sample: o.TopKeysSample})
+	hot, err := hotkeys.New(hotkeys.Options{K: o.TopKeys, Sample: o.TopKeysSample, ExactUpTo: o.TopKeysExact})
 	if err != nil {
 		b.Fatal(err)
 	}

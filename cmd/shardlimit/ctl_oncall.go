@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -86,7 +87,14 @@ func ctlTopCmd(cf *ctlFlags) *cobra.Command {
 On a terminal each snapshot replaces the last; when standard output is not
 a terminal (a pipe, a file) no escape codes are written and the snapshots
 follow each other, separated by a blank line. --once, -o json and -o yaml
-print one snapshot.`,
+print one snapshot.
+
+Hot-key counts cover one to two of the shards' --top-keys-period. They are
+exact (± 0) while a shard has decided under --top-keys-exact in a period;
+past that, and when a shard tracks more keys than its memory for them
+holds, a count is an estimate, marked ~, and ± bounds its error: the
+bounded memory's overestimate plus the sampling error at three standard
+deviations (about 99.7%).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if every < 100*time.Millisecond {
@@ -186,15 +194,26 @@ func printTop(w io.Writer, resp *shardlimitv1.ListMembersResponse, keys int) {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%d\t%s\t%s\n", s.id, s.load, ratio, s.m.Partitions, keysHeld, ev)
 	}
 	_ = tw.Flush()
-	slices.SortFunc(hots, func(a, b hot) int { return int(b.k.Count) - int(a.k.Count) })
+	slices.SortFunc(hots, func(a, b hot) int { return cmp.Compare(b.k.Count, a.k.Count) })
 	if len(hots) > keys {
 		hots = hots[:keys]
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tRULE\tUSER\tDECISIONS\t±\tSHARD")
+	estimates := false
 	for _, h := range hots {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", h.k.Service, h.k.Rule, h.k.User, h.k.Count, h.k.Error, h.shard)
+		count, exact := fmt.Sprint(h.k.Count), h.k.Error == 0 && !h.k.Sampled
+		if !exact {
+			count, estimates = "~"+count, true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", h.k.Service, h.k.Rule, h.k.User, count, h.k.Error+h.k.SamplingError, h.shard)
 	}
 	_ = tw.Flush()
+	switch {
+	case estimates:
+		fmt.Fprintln(w, "\n~ estimate: the true count is within ± (a shard's bounded memory, and past --top-keys-exact\ndecisions a period its sampling, at 99.7%); the others are exact.")
+	case len(hots) > 0:
+		fmt.Fprintln(w, "\nevery count is exact.")
+	}
 }

@@ -125,7 +125,6 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 	o.LeaseTTL = 2 * time.Second
 	// Routers in a test follow etcd within milliseconds.
 	o.HandoffSettle = 200 * time.Millisecond
-	o.TopKeysSample = 1 // exact hot-key counts, so tests can assert them
 	if c.PKI == nil {
 		o.Insecure = true
 	} else {

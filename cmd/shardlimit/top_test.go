@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router"
+	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+)
+
+// 300 checks over 7 users through a real cluster (two shards with their
+// default hot-key options, mutual TLS) show as exact counts in the Admin
+// API and in `ctl top --once`: 43 for six users, 42 for the seventh, ± 0,
+// none marked as an estimate. The shards' default is to sample one in 8,
+// but only past a million decisions a period.
+func TestTopIsExactAtLowVolume(t *testing.T) {
+	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	rs, err := rules.Parse("top.yaml", []byte("rules:\n  - {service: shop, endpoint: /cart, name: cart, limit: 1000, period: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clustertest.New(t, e.Endpoint(), clustertest.Options{Shards: 2, Rules: rs, Router: func(o *router.Options) {
+		o.OverLimitCache = -1
+	}})
+	const users, checks = 7, 300
+	want := map[string]uint64{}
+	cl := c.Client(0)
+	ctx := context.Background()
+	for i := range checks {
+		user := fmt.Sprintf("user-%d", i%users)
+		want[user]++
+		resp, err := cl.Check(ctx, &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "shop", Endpoint: "/cart", User: user}}})
+		if err != nil || !resp.Decisions[0].Allowed || resp.Decisions[0].FailurePolicy {
+			t.Fatalf("check %d for %s: %v %v", i, user, resp, err)
+		}
+	}
+
+	members, err := c.Admin(0).ListMembers(ctx, &shardlimitv1.ListMembersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range members.Members {
+		for _, k := range m.GetStats().GetHotKeys() {
+			if k.Count != want[k.User] || k.Error != 0 || k.Sampled || k.SamplingError != 0 {
+				t.Errorf("Admin API, shard %s: %v, want exactly %d", m.Id, k, want[k.User])
+			}
+			seen[k.User] = true
+		}
+	}
+	if len(seen) != users {
+		t.Errorf("Admin API: hot keys of %d users, want %d", len(seen), users)
+	}
+
+	cf := c.PKI.Operator
+	cmd := ctlCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"top", "--once", "--keys", "10", "--router", c.Routers[0].Addr(), "--tls-ca", cf.CA, "--tls-cert", cf.Cert, "--tls-key", cf.Key})
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		t.Fatalf("ctl top --once: %v\n%s", err, out.String())
+	}
+	got := map[string]string{}
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "shop" {
+			got[f[2]] = f[3] + " ± " + f[4]
+		}
+	}
+	for user, n := range want {
+		if got[user] != fmt.Sprintf("%d ± 0", n) {
+			t.Errorf("ctl top: %s shows %q, want \"%d ± 0\"", user, got[user], n)
+		}
+	}
+	if !strings.Contains(out.String(), "every count is exact.") || strings.Contains(out.String(), "~") {
+		t.Errorf("ctl top does not say the counts are exact:\n%s", out.String())
+	}
+}
+
+// ctl top marks estimates with ~ and shows as ± the bounded memory's
+// error plus the sampling error.
+func TestTopMarksEstimates(t *testing.T) {
+	resp := &shardlimitv1.ListMembersResponse{Members: []*shardlimitv1.Member{{Id: "shard-0", Stats: &shardlimitv1.StatsResponse{
+		Load: 2_000_000,
+		HotKeys: []*shardlimitv1.HotKey{
+			{Service: "shop", Rule: "cart", User: "flood", Count: 1_200_000, Error: 3, Sampled: true, SamplingError: 8_700},
+			{Service: "shop", Rule: "cart", User: "tail", Count: 900, Error: 120},
+			{Service: "shop", Rule: "cart", User: "steady", Count: 500},
+		},
+	}}}}
+	var out bytes.Buffer
+	printTop(&out, resp, 10)
+	got := map[string]string{}
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) == 6 && f[0] == "shop" {
+			got[f[2]] = f[3] + " ± " + f[4]
+		}
+	}
+	for user, w := range map[string]string{"flood": "~1200000 ± 8703", "tail": "~900 ± 120", "steady": "500 ± 0"} {
+		if got[user] != w {
+			t.Errorf("%s: %q, want %q", user, got[user], w)
+		}
+	}
+	if !strings.Contains(out.String(), "~ estimate: the true count is within ±") {
+		t.Errorf("no legend for estimates:\n%s", out.String())
+	}
+}
