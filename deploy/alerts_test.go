@@ -90,6 +90,7 @@ func readAlerts(t *testing.T) ruleFile {
 var requiredAlerts = []string{
 	"ShardlimitHotShard", "ShardlimitHostSetupSlow", "ShardlimitShardDown", "ShardlimitFailOpenRateHigh",
 	"ShardlimitRebalanceStale", "ShardlimitRouterNoShards", "ShardlimitInvalidRules", "ShardlimitEtcdUnreachable",
+	"ShardlimitRoutersDown",
 }
 
 const runbookURL = "https://github.com/shardlimit/shardlimit/blob/main/deploy/RUNBOOK.md#"
@@ -141,8 +142,8 @@ func TestAlertsAreDocumentedAndTested(t *testing.T) {
 				t.Errorf("%s: defined twice", r.Alert)
 			}
 			seen[r.Alert] = true
-			if s := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "low"}, s) {
-				t.Errorf("%s: severity %q is not critical, warning or low", r.Alert, s)
+			if s := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, s) {
+				t.Errorf("%s: severity %q is not critical, warning or info (the monitoring-mixins convention)", r.Alert, s)
 			}
 			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if r.Annotations[a] == "" {

@@ -25,6 +25,8 @@ var Metrics = []string{
 	"shardlimit_router_rules_invalid",
 	"shardlimit_router_rules_over_bound",
 	"shardlimit_router_rule_reloads_total",
+	"shardlimit_router_rule_limit",          // {service,endpoint,rule}: hits allowed per period, one series per rule in force
+	"shardlimit_router_rule_period_seconds", // {service,endpoint,rule}
 	"shardlimit_router_shardmap_version",
 	"shardlimit_router_shardmap_age_seconds",
 	"shardlimit_router_etcd_up",
@@ -59,9 +61,12 @@ var Metrics = []string{
 	"shardlimit_shard_insecure",
 	"shardlimit_shard_grants",
 	"shardlimit_shard_grants_invalid",
-	"shardlimit_shard_state",                // {state}: joining, serving, draining
-	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
-	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back
+	"shardlimit_shard_state",                  // {state}: joining, serving, draining
+	"shardlimit_shard_handoff_keys_total",     // {direction}: in, out
+	"shardlimit_shard_handoff_last_seconds",   // {kind}: join, drain, give_back
+	"shardlimit_shard_hot_keys_decisions",     // decisions the hot-key counts cover
+	"shardlimit_shard_hot_keys_sampled_ratio", // of which sampled (past --top-keys-exact); 0: exact
+	"shardlimit_shard_hot_keys_max_error",     // widest ± of the top keys' counts
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +73,39 @@ type metrics struct {
 	invalidRules  prometheus.Gauge
 	overBound     prometheus.Gauge
 	ruleReloads   prometheus.Counter
+	ruleGauges    ruleGauges
 	overLimitHits *prometheus.CounterVec
+}
+
+// ruleGauges export each rule's configured limit and period, by service,
+// endpoint and rule (the labels of shardlimit_router_decisions_total, to
+// join on): one series per rule in force, so at most --max-rules, and a
+// rule's series go when the rule does.
+type ruleGauges struct {
+	limit, period *prometheus.GaugeVec
+	mu            sync.Mutex
+	shown         map[[3]string]bool // the label values of the series exported
+}
+
+// set makes the gauges show rs, the rules in force, and no other rule.
+func (g *ruleGauges) set(rs []rules.Rule) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next := make(map[[3]string]bool, len(rs))
+	for i := range rs {
+		r := &rs[i]
+		l := [3]string{r.Service, r.Endpoint, r.Name}
+		next[l] = true
+		g.limit.WithLabelValues(l[:]...).Set(float64(r.Limit))
+		g.period.WithLabelValues(l[:]...).Set(time.Duration(r.Period).Seconds())
+	}
+	for l := range g.shown {
+		if !next[l] {
+			g.limit.DeleteLabelValues(l[:]...)
+			g.period.DeleteLabelValues(l[:]...)
+		}
+	}
+	g.shown = next
 }
 
 // newMetrics registers the router's metrics in reg, reading the
@@ -125,6 +158,14 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Name: "shardlimit_router_rule_reloads_total",
 		Help: "Rule sets loaded.",
 	})
+	m.ruleGauges.limit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardlimit_router_rule_limit",
+		Help: "Each rule's configured limit: hits allowed per shardlimit_router_rule_period_seconds (before any soft or elastic allowance), by service, endpoint and rule; gone when the rule is deleted.",
+	}, []string{"service", "endpoint", "rule"})
+	m.ruleGauges.period = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shardlimit_router_rule_period_seconds",
+		Help: "Each rule's configured period in seconds, by service, endpoint and rule; gone when the rule is deleted.",
+	}, []string{"service", "endpoint", "rule"})
 	m.memberChanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shardlimit_router_member_changes_total",
 		Help: "Changes of the live shard list seen.",
@@ -156,7 +197,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
 	}, func() float64 { return float64(cache.Evicted()) })
 	reg.MustRegister(m.decisions, m.shardErrors, m.callChecks, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
-		m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
+		m.ruleGauges.limit, m.ruleGauges.period, m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
 		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

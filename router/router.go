@@ -186,6 +186,7 @@ func (r *Router) setRules(u rulestore.Update) {
 	r.metrics.invalidRules.Set(float64(len(u.Invalid)))
 	r.metrics.overBound.Set(float64(len(u.OverBound)))
 	r.metrics.ruleReloads.Inc()
+	r.metrics.ruleGauges.set(set.Rules())
 	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "over_bound", len(u.OverBound), "revision", u.Revision)
 }
 

@@ -14,7 +14,11 @@ import (
 //     every core's lock.
 //
 // Each stream runs with the default 8 stripes and with 1, to show what
-// spreading writers over stripes saves under two cores.
+// spreading writers over stripes saves under two cores; and sampled one in
+// 8, as shards do at high volume: past ExactUpTo (sample=8, set to 1 so the
+// whole run is past it) and before it (sample=8/exact, never past it:
+// every call observed, plus the atomic count of the exact phase, which a
+// period pays for its first ExactUpTo calls only).
 func BenchmarkObserve(b *testing.B) {
 	zipfStream, _ := zipf(1<<16, 100_000, 1.1, 1)
 	uniform := make([]int, 1<<16)
@@ -38,10 +42,13 @@ func BenchmarkObserve(b *testing.B) {
 		users[i] = strconv.Itoa(i)
 	}
 	for _, s := range streams {
-		for _, o := range []Options{{Stripes: 8}, {Stripes: 1}, {Stripes: 8, Sample: 8}} {
+		for _, o := range []Options{{Stripes: 8}, {Stripes: 1}, {Stripes: 8, Sample: 8, ExactUpTo: 1}, {Stripes: 8, Sample: 8, ExactUpTo: 1 << 40}} {
 			name := fmt.Sprintf("%s/stripes=%d", s.name, o.Stripes)
 			if o.Sample > 1 {
 				name += fmt.Sprintf("/sample=%d", o.Sample)
+			}
+			if o.ExactUpTo > 1 {
+				name += "/exact"
 			}
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
