@@ -132,9 +132,8 @@ func DefaultOptions() Options {
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
 		MaxMemoryBytes: DefaultMaxMemoryBytes, DrainTimeout: 45 * time.Second, HandoffSettle: 1500 * time.Millisecond,
 		SweepInterval: 10 * time.Second, Capacity: 500_000,
-		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, TopKeysExact: 1_000_000,
-		Episodes: 10_000,
-		Limits:   rpc.DefaultLimits(),
+		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, TopKeysExact: 1_000_000, Episodes: 10_000,
+		Limits: rpc.DefaultLimits(),
 	}
 }
 

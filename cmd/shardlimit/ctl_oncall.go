@@ -90,11 +90,11 @@ follow each other, separated by a blank line. --once, -o json and -o yaml
 print one snapshot.
 
 Hot-key counts cover one to two of the shards' --top-keys-period. They are
-exact (± 0) while a shard has decided under --top-keys-exact in a period;
-past that, and when a shard tracks more keys than its memory for them
-holds, a count is an estimate, marked ~, and ± bounds its error: the
-bounded memory's overestimate plus the sampling error at three standard
-deviations (about 99.7%).`,
+exact (± 0) while each of those periods stayed under the shard's
+--top-keys-exact decisions; past that, or when a shard sees more keys than
+its memory for them holds, a count is an estimate, marked ~, and ± bounds
+its error: the bounded memory's overestimate plus the sampling error at
+three standard deviations (about 99.7%).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if every < 100*time.Millisecond {
