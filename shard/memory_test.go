@@ -188,7 +188,7 @@ func TestOptionsMemoryBound(t *testing.T) {
 	if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "max memory:") {
 		t.Fatalf("64 MiB: %v", err)
 	}
-	if share := int64(MinMaxMemoryBytes / stripes); share < limiter.MaxLogSize*8+bytesPerLogKey+minTableSlots*slotBytes {
+	if share := StoreBytes(MinMaxMemoryBytes) / stripes; share < limiter.MaxLogSize*8+bytesPerLogKey+minTableSlots*slotBytes {
 		t.Fatalf("a stripe's share of the minimum, %d bytes, does not hold the largest ring", share)
 	}
 	o.MaxMemoryBytes, o.Limits.MaxConnections = DefaultMaxMemoryBytes, -1

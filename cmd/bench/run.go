@@ -116,6 +116,10 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	if o.Measured != nil {
 		o.Measured(name, true)
 	}
+	var legit *legitRun
+	if name == PhaseTarget && o.Legit > 0 {
+		legit = startLegit(ctx, o, conns[0], span)
+	}
 	before := rusage()
 	elapsed := l.run(ctx)
 	after := rusage()
@@ -124,6 +128,9 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	}
 	stopLine()
 	ph := merge(name, target, ws, elapsed, o)
+	if legit != nil {
+		ph.Legit = legit.wait()
+	}
 	ph.Interrupted = ctx.Err() != nil
 	ph.BenchCPU = cpuOf(before, after, ph.Requests, ph.Checks, elapsed)
 	if ph.Requests == 0 && !ph.Interrupted {

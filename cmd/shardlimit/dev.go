@@ -79,7 +79,7 @@ line says where, and the next line is the export to run.`,
 	f.DurationVar(&o.leaseTTL, "lease-ttl", o.leaseTTL, "shards' membership lease TTL")
 	f.DurationVar(&o.rebalanceInterval, "rebalance-interval", o.rebalanceInterval, "time between the rebalance job's runs")
 	f.BoolVar(&o.pprof, "pprof", false, "start every component with --pprof: Go's profiles at /debug/pprof/ on its metrics address")
-	f.Var(newSizeFlag(&o.maxMemory), "max-memory", "each shard's --max-memory (default: the shard's own, 1280MiB)")
+	f.Var(newSizeFlag(&o.maxMemory), "max-memory", "each shard's --max-memory, the bound on its process's memory (default: the shard's own, 1792MiB)")
 	return cmd
 }
 
