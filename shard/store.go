@@ -35,14 +35,14 @@ type logEntry struct {
 }
 
 type stripe struct {
-	mu        sync.Mutex
-	t         table
-	logs      map[key.Key]*logEntry
-	logOrder  []logRef  // the keys of logs, for the eviction clock and the sweep
-	logSlots  int64     // ring entries of logs, for the memory estimate
-	hand      int       // where the next eviction scan of the table starts
-	logHand   int       // and of logOrder
-	_         [28]byte  // 128 bytes: stripes' locks on separate cache lines
+	mu       sync.Mutex
+	t        table
+	logs     map[key.Key]*logEntry
+	logOrder []logRef // the keys of logs, for the eviction clock and the sweep
+	logSlots int64    // ring entries of logs, for the memory estimate
+	hand     int      // where the next eviction scan of the table starts
+	logHand  int      // and of logOrder
+	_        [28]byte // 128 bytes: stripes' locks on separate cache lines
 }
 
 // StoreOptions bound a store.
