@@ -11,8 +11,9 @@ import (
 // their rings (8 bytes an entry). Rings start at minRing entries and double
 // as a key's hits in the window need them, up to the rule's LogSize, so
 // that a key costs what it holds, not what its limit would allow.
-// Options.MaxMemoryBytes bounds the sum, as a share of MaxMemoryBytes/256
-// per stripe (see makeRoom).
+// StoreOptions.MaxBytes bounds the sum, as MaxBytes/256 per stripe (see
+// makeRoom); a shard passes StoreBytes of Options.MaxMemoryBytes, half of
+// the process's bound.
 
 const (
 	// bytesPerLogKey estimates a sliding_log key's memory besides its ring:
