@@ -88,6 +88,10 @@ type Phase struct {
 	// CPUIncludesServer is true for the baseline, whose no-op server runs
 	// in this process.
 	CPUIncludesServer bool `json:"cpu_includes_server"`
+	// NewUsers counts the flood's checks, each for a new user, sent in
+	// the measured phase (answered or not), and NewUsersPerMin their rate.
+	NewUsers       uint64  `json:"new_users"`
+	NewUsersPerMin float64 `json:"new_users_per_min"`
 	// Legit is the legitimate users' decisions (Options.Legit); nil
 	// without them. Their checks are not in the figures above.
 	Legit *Legit `json:"legit,omitempty"`
@@ -221,6 +225,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		{"max", func(l *Latency) float64 { return l.Max }},
 	} {
 		row(q.name, func(p *Phase) string { return ms(q.v(&p.LatencyUs)) })
+	}
+	if c.Flood > 0 {
+		row("new users/min", func(p *Phase) string { return group(p.NewUsersPerMin) })
 	}
 	row("allowed", func(p *Phase) string { return group(float64(p.Allowed)) })
 	row("denied", func(p *Phase) string { return group(float64(p.Denied)) })
