@@ -90,9 +90,9 @@ func touched(flags uint8) uint8 { return flags | flagUsed | flagReused }
 // than table slots; a counter key taken shrinks the table once its keys
 // fit in half of it.
 func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool {
-	// The scan stops at the first expired or idle key, as a CLOCK hand does, so that
-	// the hand passes each key about once per pass over the stripe's keys
-	// however many are evicted; without one, it stops once sample keys
+	// The scan stops at the first expired or idle key, as a CLOCK hand
+	// does, so that the hand passes each key about once per pass over the
+	// stripe's keys however many are evicted; without one, it stops once sample keys
 	// include a used one, and past maxScan, so that a stripe flooded with
 	// over-limit keys costs a bounded scan, not the whole stripe. The scan
 	// resumes at the stripe's hands, so successive evictions look at new
