@@ -420,10 +420,11 @@ func checkPartitions(t *testing.T, ws []workload) {
 	}
 }
 
-// Every shard bounds its counters' memory with --max-memory at most 5/8 of
-// its container's memory limit: the rest holds the Go runtime's headroom
-// (GOMEMLIMIT is the limit) and gRPC's buffers, and the shard's own soft
-// limit without GOMEMLIMIT is 1.6 × --max-memory.
+// Every shard bounds its process's memory with --max-memory at most 7/8 of
+// its container's memory limit (the rest is for what the kernel counts
+// beside the process), and leaves GOMEMLIMIT unset: the shard sets Go's
+// soft limit from --max-memory, and a GOMEMLIMIT of the container's limit
+// would let the heap outgrow the bound.
 func checkShardMemory(t *testing.T, ws []workload) {
 	for _, w := range ws {
 		for _, c := range w.pod.Spec.Containers {
@@ -442,8 +443,13 @@ func checkShardMemory(t *testing.T, ws []workload) {
 				t.Errorf("%s %s: --max-memory=%s: %v", w.kind, w.name, v, err)
 			case !hasLimit:
 				t.Errorf("%s %s: no memory limit to fit --max-memory in", w.kind, w.name)
-			case bound.Value()*8 > limit.Value()*5:
-				t.Errorf("%s %s: --max-memory=%s is over 5/8 of the memory limit %s", w.kind, w.name, v, limit.String())
+			case bound.Value()*8 > limit.Value()*7:
+				t.Errorf("%s %s: --max-memory=%s is over 7/8 of the memory limit %s", w.kind, w.name, v, limit.String())
+			}
+			for _, e := range c.Env {
+				if e.Name == "GOMEMLIMIT" {
+					t.Errorf("%s %s: GOMEMLIMIT is set; the shard sets Go's memory limit from --max-memory", w.kind, w.name)
+				}
 			}
 		}
 	}

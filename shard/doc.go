@@ -7,9 +7,10 @@
 // each an open-addressing table (sliding_log keys: a map of rings that
 // grow with use) under its own mutex, so no single key serialises the host
 // and a decision allocates nothing but a growing ring. Its memory, every
-// key of every algorithm, is bounded in bytes (Options.MaxMemoryBytes, a
-// 1/256 share per stripe): past the bound a stripe evicts its own keys,
-// those used once or idle first. Keys are stored by the 128-bit hash
+// key of every algorithm, is bounded in bytes (StoreBytes, half of
+// Options.MaxMemoryBytes, the process's bound; a 1/256 share per stripe):
+// past the bound a stripe drops its own keys, those fresh again first,
+// then those used once or idle. Keys are stored by the 128-bit hash
 // of (service, rule, user) that package key defines: two xxhash64 sums with different seeds, the same
 // in every process so that keys can move between shards; the store keeps
 // the rule's algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the

@@ -51,17 +51,14 @@ func (s *Store) fit(st *stripe, a addition) {
 }
 
 // makeRoom keeps a stripe under its bounds before a is added: it grows a
-// full table within the share, drops the keys that are fresh again (at
-// most once a second), then evicts one key at a time until a fits. If the
-// stripe holds nothing else to evict, a is added anyway: a stripe's share
-// of the bound must hold its largest key (see Options.MaxMemoryBytes).
+// full table within the share, then drops one key at a time, a key that is
+// fresh again or else an evicted one, until a fits. Each step costs a
+// bounded scan (see evict), never a pass over the stripe: the sweep
+// passes over every key, once per sweep interval, off the decision path.
+// If the stripe holds nothing else to drop, a is added anyway: a stripe's
+// share of the bound must hold its largest key (see
+// Options.MaxMemoryBytes).
 func (s *Store) makeRoom(st *stripe, now int64, a addition) {
-	if s.fit(st, a); !s.over(st, a) {
-		return
-	}
-	if sec := s.seconds(now); sec != st.lastSweep {
-		s.sweep(st, now, a.keep)
-	}
 	for s.fit(st, a); s.over(st, a) && s.evict(st, now, !a.counter, a.keep); s.fit(st, a) {
 	}
 }
@@ -76,6 +73,8 @@ func touched(flags uint8) uint8 { return flags | flagUsed | flagReused }
 // It samples keys from the stripe's hands (one over the table, one over
 // the sliding_log keys) and takes the first class it finds a key of:
 //
+//  0. expired: a key fresh again, which the sweep would drop anyway (an
+//     expiration, not an eviction: no user loses a count);
 //  1. idle: a key used once, or not used again for two passes of the
 //     eviction clock (CLOCK: passing a key clears its used flag, else its
 //     reused flag), so that a flood of new keys, each used once, evicts its
@@ -91,19 +90,19 @@ func touched(flags uint8) uint8 { return flags | flagUsed | flagReused }
 // than table slots; a counter key taken shrinks the table once its keys
 // fit in half of it.
 func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool {
-	// The scan stops at the first idle key, as a CLOCK hand does, so that
-	// the hand passes each key about once per pass over the stripe's keys
-	// however many are evicted; without one, it stops once sample keys
+	// The scan stops at the first expired or idle key, as a CLOCK hand
+	// does, so that the hand passes each key about once per pass over the
+	// stripe's keys however many are evicted; without one, it stops once sample keys
 	// include a used one, and past maxScan, so that a stripe flooded with
 	// over-limit keys costs a bounded scan, not the whole stripe. The scan
 	// resumes at the stripe's hands, so successive evictions look at new
 	// keys.
 	const sample, maxScan = 16, 512
-	const idle, lessUsed, used, overLimit = 0, 1, 2, 3
-	var best [4]candidate
+	const expired, idle, lessUsed, used, overLimit = 0, 1, 2, 3, 4
+	var best [5]candidate
 	seen := 0
 	enough := func() bool {
-		return best[idle].ok || (seen >= sample && (best[lessUsed].ok || best[used].ok)) || seen >= maxScan
+		return best[expired].ok || best[idle].ok || (seen >= sample && (best[lessUsed].ok || best[used].ok)) || seen >= maxScan
 	}
 	// offer considers a key and returns its flags once the clock passed.
 	offer := func(k key.Key, flags uint8, fresh uint32) uint8 {
@@ -112,16 +111,18 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		}
 		seen++
 		switch {
+		case s.isFresh(fresh, now):
+			best[expired].offer(k, fresh, flags)
 		case flags&flagLimited != 0:
-			best[overLimit].offer(k, fresh)
+			best[overLimit].offer(k, fresh, flags)
 		case flags&flagUsed != 0:
-			best[used].offer(k, fresh)
+			best[used].offer(k, fresh, flags)
 			return flags &^ flagUsed
 		case flags&flagReused != 0:
-			best[lessUsed].offer(k, fresh)
+			best[lessUsed].offer(k, fresh, flags)
 			return flags &^ flagReused
 		default:
-			best[idle].offer(k, fresh)
+			best[idle].offer(k, fresh, flags)
 		}
 		return flags
 	}
@@ -145,9 +146,8 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		n := len(st.logOrder)
 		for j := 0; j < n && !enough(); j++ {
 			st.logHand = (st.logHand + 1) % n
-			k := st.logOrder[st.logHand]
-			le := st.logs[k]
-			le.flags = offer(k, le.flags, le.fresh)
+			r := st.logOrder[st.logHand]
+			r.le.flags = offer(r.k, r.le.flags, r.le.fresh)
 		}
 	}
 	if logsFirst {
@@ -163,6 +163,8 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		}
 		reason := evictActive
 		switch class {
+		case expired:
+			s.endEpisode(c.k, c.flags, now)
 		case idle:
 			reason = evictIdle
 		case overLimit:
@@ -172,7 +174,11 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		if s.drop(st, c.k) {
 			st.t.shrink(13, 16)
 		}
-		s.evictions[reason].Add(1)
+		if class == expired {
+			s.expirations.Add(1)
+		} else {
+			s.evictions[reason].Add(1)
+		}
 		return true
 	}
 	return false
@@ -182,12 +188,13 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 type candidate struct {
 	k     key.Key
 	fresh uint32
+	flags uint8 // of an expired key, whose episode its drop ends
 	ok    bool
 }
 
-func (c *candidate) offer(k key.Key, fresh uint32) {
+func (c *candidate) offer(k key.Key, fresh uint32, flags uint8) {
 	if !c.ok || fresh < c.fresh {
-		*c = candidate{k: k, fresh: fresh, ok: true}
+		*c = candidate{k: k, fresh: fresh, flags: flags, ok: true}
 	}
 }
 

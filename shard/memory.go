@@ -11,15 +11,16 @@ import (
 // their rings (8 bytes an entry). Rings start at minRing entries and double
 // as a key's hits in the window need them, up to the rule's LogSize, so
 // that a key costs what it holds, not what its limit would allow.
-// Options.MaxMemoryBytes bounds the sum, as a share of MaxMemoryBytes/256
-// per stripe (see makeRoom).
+// StoreOptions.MaxBytes bounds the sum, as MaxBytes/256 per stripe (see
+// makeRoom); a shard passes StoreBytes of Options.MaxMemoryBytes, half of
+// the process's bound.
 
 const (
 	// bytesPerLogKey estimates a sliding_log key's memory besides its ring:
 	// its map slot, the logEntry, its place in logOrder and allocation
-	// overhead; with a ring of minRing, 208 bytes, against 205 measured
+	// overhead; with a ring of minRing, 216 bytes, against 213 measured
 	// at 1M keys (BenchmarkBytesPerKey).
-	bytesPerLogKey = 144
+	bytesPerLogKey = 152
 	// minRing is the ring length of a new sliding_log key.
 	minRing = 8
 )
@@ -53,7 +54,7 @@ func (s *Store) newLog(st *stripe, k key.Key, now int64, need, limit int64) *log
 	s.makeRoom(st, now, addition{key: true, bytes: bytesPerLogKey + size*8})
 	le := &logEntry{log: limiter.Log{Times: make([]int64, size)}, at: int32(len(st.logOrder))}
 	st.logs[k] = le
-	st.logOrder = append(st.logOrder, k)
+	st.logOrder = append(st.logOrder, logRef{k, le})
 	st.logSlots += size
 	return le
 }
@@ -61,14 +62,14 @@ func (s *Store) newLog(st *stripe, k key.Key, now int64, need, limit int64) *log
 // removeLog forgets sliding_log key k, whose entry is le.
 func (st *stripe) removeLog(k key.Key, le *logEntry) {
 	last := len(st.logOrder) - 1
-	if moved := st.logOrder[last]; moved != k {
+	if moved := st.logOrder[last]; moved.le != le {
 		st.logOrder[le.at] = moved
-		st.logs[moved].at = le.at
+		moved.le.at = le.at
 	}
-	st.logOrder[last] = key.Key{}
+	st.logOrder[last] = logRef{}
 	st.logOrder = st.logOrder[:last]
 	if cap(st.logOrder) > 64 && last < cap(st.logOrder)/4 {
-		st.logOrder = append([]key.Key(nil), st.logOrder...) // give back a flood's slots
+		st.logOrder = append([]logRef(nil), st.logOrder...) // give back a flood's slots
 	}
 	st.logSlots -= int64(len(le.log.Times))
 	delete(st.logs, k)

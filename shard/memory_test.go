@@ -3,6 +3,8 @@ package shard
 import (
 	"crypto/tls"
 	"fmt"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +117,90 @@ func TestStoreMemoryBoundUnderFlood(t *testing.T) {
 	t.Logf("%d flood keys: %d keys held in %d of %d bytes; evictions %v", flood, st.Keys+st.LogKeys, st.EstimatedBytes, bound, st.EvictionsBy)
 }
 
+// A flood of new keys into a store bounded as a shard bounds it
+// (StoreBytes of a process bound) keeps the store's real heap, measured by
+// the runtime after a collection, within its share of the bound, so that
+// the rest of the bound is left for the garbage collector's headroom and
+// the process's other memory; steady users keep their counts throughout.
+// It asserts bytes, never time.
+func TestStoreHeapUnderProcessBound(t *testing.T) {
+	const bound = 32 << 20 // a process bound, as Options.MaxMemoryBytes
+	share := StoreBytes(bound)
+	before := liveHeap()
+	s := NewStore(StoreOptions{MaxBytes: share}, t0)
+	ref := NewStore(StoreOptions{}, t0) // the steady users alone
+	lg, tb := logRule(100, time.Hour), tokenRule(100, time.Hour)
+	const steady = 100
+	flood := 0
+	for round := range 25 {
+		now := t0 + int64(round)*int64(time.Second)
+		for i := range steady {
+			u, r := fmt.Sprintf("steady%d", i), lg
+			if i%2 == 1 {
+				r = tb
+			}
+			want := decide(ref, u, now, r, 5) // over the limit from round 20 on
+			if got := decide(s, u, now, r, 5); got != want {
+				t.Fatalf("%s in round %d: %+v, want %+v", u, round, got, want)
+			}
+		}
+		for range 10_000 {
+			r := lg
+			if flood%4 == 3 {
+				r = tb
+			}
+			decide(s, fmt.Sprintf("flood%d", flood), now, r, 1)
+			flood++
+		}
+		if st := s.Stats(); st.EstimatedBytes > share {
+			t.Fatalf("round %d: %d bytes estimated, over the share %d of the bound %d", round, st.EstimatedBytes, share, bound)
+		}
+	}
+	heap := liveHeap() - before
+	st := s.Stats()
+	runtime.KeepAlive(s)
+	runtime.KeepAlive(ref)
+	t.Logf("%d flood keys: %d keys held, %d bytes estimated, %d bytes of live heap (the steady users' reference store included), share %d of %d; evictions %v",
+		flood, st.Keys+st.LogKeys, st.EstimatedBytes, heap, share, bound, st.EvictionsBy)
+	// The estimate errs by a few percent (BenchmarkBytesPerKey); the
+	// reference store and the test's own garbage are small.
+	if heap > share+share/8 {
+		t.Fatalf("live heap grew by %d bytes, over the counters' share %d (+1/8) of the bound %d", heap, share, bound)
+	}
+	if st.Keys+st.LogKeys < int64(flood)/10 || st.EvictionsBy[evictIdle] == 0 {
+		t.Fatalf("%d keys held of %d, evictions %v: the flood did not fill the share", st.Keys+st.LogKeys, flood, st.EvictionsBy)
+	}
+	if st.EvictionsBy[evictActive] != 0 || st.EvictionsBy[evictOverLimit] != 0 {
+		t.Fatalf("evictions %v: a steady key was evicted", st.EvictionsBy)
+	}
+}
+
+// liveHeap returns the heap bytes live after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(sample)
+	return int64(sample[0].Value.Uint64())
+}
+
+// Eviction drops keys that are fresh again before evicting any, and
+// counts them as expirations: no user loses a count to them.
+func TestStoreEvictionDropsExpiredFirst(t *testing.T) {
+	s := NewStore(StoreOptions{MaxKeys: stripes * 4}, t0) // 4 keys a stripe
+	short, long := tokenRule(10, time.Second), tokenRule(10, time.Hour)
+	users := usersOfStripe(8, 3)
+	for _, u := range users[:4] {
+		decide(s, u, t0, short, 1) // fresh again 100ms later
+	}
+	for _, u := range users[4:] {
+		decide(s, u, t0+int64(time.Minute), long, 1)
+	}
+	st := s.Stats()
+	if st.Evictions != 0 || st.Expirations != 4 || st.Keys != 4 {
+		t.Fatalf("evictions %v, expirations %d, %d keys: want none, 4 and 4", st.EvictionsBy, st.Expirations, st.Keys)
+	}
+}
+
 // Evictions are counted by the class of the key taken, and a stripe that
 // holds only over-limit keys evicts one (ending its episode) rather than
 // grow past its share.
@@ -188,7 +274,7 @@ func TestOptionsMemoryBound(t *testing.T) {
 	if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "max memory:") {
 		t.Fatalf("64 MiB: %v", err)
 	}
-	if share := int64(MinMaxMemoryBytes / stripes); share < limiter.MaxLogSize*8+bytesPerLogKey+minTableSlots*slotBytes {
+	if share := StoreBytes(MinMaxMemoryBytes) / stripes; share < limiter.MaxLogSize*8+bytesPerLogKey+minTableSlots*slotBytes {
 		t.Fatalf("a stripe's share of the minimum, %d bytes, does not hold the largest ring", share)
 	}
 	o.MaxMemoryBytes, o.Limits.MaxConnections = DefaultMaxMemoryBytes, -1

@@ -69,7 +69,7 @@ var (
 	descPartitionLoad = prometheus.NewDesc("shardlimit_shard_partition_load", "Decisions over the last minute, per partition with any.", []string{"partition"}, nil)
 	descKeys          = prometheus.NewDesc("shardlimit_shard_keys", "Counter keys held.", nil, nil)
 	descMemory        = prometheus.NewDesc("shardlimit_shard_memory_bytes", "Estimated bytes of counter state, every key of every algorithm.", nil, nil)
-	descMemoryLimit   = prometheus.NewDesc("shardlimit_shard_memory_limit_bytes", "The bound on shardlimit_shard_memory_bytes (--max-memory).", nil, nil)
+	descMemoryLimit   = prometheus.NewDesc("shardlimit_shard_memory_limit_bytes", "The bound on shardlimit_shard_memory_bytes: the counters' share, half, of --max-memory, the process's memory bound.", nil, nil)
 	descEvictions     = prometheus.NewDesc("shardlimit_shard_evictions_total", "Keys evicted under --max-memory or --max-keys, by reason: idle (not used lately), active (used lately, within its limit), over_limit.", []string{"reason"}, nil)
 	descExpirations   = prometheus.NewDesc("shardlimit_shard_expirations_total", "Idle keys dropped once fresh again.", nil, nil)
 	descEpisodes      = prometheus.NewDesc("shardlimit_shard_episodes", "Limited-user episodes held in the log.", nil, nil)

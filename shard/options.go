@@ -31,16 +31,21 @@ type Options struct {
 	// LeaseTTL is the membership lease; default 5s. A dead shard is dropped
 	// by routers at most this long after it stops.
 	LeaseTTL time.Duration
-	// MaxMemoryBytes bounds the estimated memory of the counters, every
-	// key of every algorithm (counter table slots, sliding_log keys and
-	// their rings; see memory.go), as a 1/256 share per stripe; default
-	// DefaultMaxMemoryBytes (1280 MiB, 62.5% of the 2 GiB the Kubernetes
-	// manifests give a shard, leaving room for the Go runtime, gRPC and the
-	// garbage collector's headroom). Past it, a new key or a growing ring
-	// evicts keys of its stripe: idle keys not used lately first, then the
-	// least recently used idle keys, and a key over its limit only when
-	// the sample holds nothing else. At least MinMaxMemoryBytes, so that
-	// every stripe's share holds the largest key.
+	// MaxMemoryBytes bounds the process's memory (its RSS, what a
+	// container's memory limit kills at); default DefaultMaxMemoryBytes
+	// (1792 MiB, 7/8 of the 2 GiB the Kubernetes manifests give a shard).
+	// The counters, every key of every algorithm (counter table slots,
+	// sliding_log keys and their rings; see memory.go), get StoreBytes of
+	// it, half, as a 1/256 share per stripe; the other half holds the Go
+	// garbage collector's headroom (the binary sets Go's soft memory limit
+	// to RuntimeMemoryLimit of it unless GOMEMLIMIT is set), the garbage of
+	// tables and rings being resized, gRPC's buffers, the hot-key tracker,
+	// the limited-user log and the binary itself. Past the counters'
+	// share, a new key or a growing ring evicts keys of its stripe: keys
+	// that are fresh again (expired) first, then idle keys not used lately,
+	// then the least recently used, and a key over its limit only when the
+	// sample holds nothing else. At least MinMaxMemoryBytes, so that every
+	// stripe's share holds the largest key.
 	MaxMemoryBytes int64
 	// DrainTimeout bounds the drain of a graceful Stop: handing every
 	// partition's counters to its next owner, then deregistering. Past it
@@ -119,12 +124,31 @@ type Options struct {
 // Memory bounds.
 const (
 	// DefaultMaxMemoryBytes is the default of Options.MaxMemoryBytes.
-	DefaultMaxMemoryBytes = 1280 << 20
-	// MinMaxMemoryBytes is the least Options.MaxMemoryBytes: 256 stripes
-	// of 1 MiB, each of which holds the largest key, a sliding_log ring of
-	// limiter.MaxLogSize entries (800 KB).
-	MinMaxMemoryBytes = 256 << 20
+	DefaultMaxMemoryBytes = 1792 << 20
+	// MinMaxMemoryBytes is the least Options.MaxMemoryBytes: its counters'
+	// share is 256 stripes of 1 MiB, each of which holds the largest key, a
+	// sliding_log ring of limiter.MaxLogSize entries (800 KB).
+	MinMaxMemoryBytes = 512 << 20
 )
+
+// StoreBytes returns the counters' share of a process memory bound
+// (Options.MaxMemoryBytes): half of it. The rest is what a flood of new
+// keys makes the process hold beside the counters it keeps (BENCHMARKS.md,
+// "Memory under a flood of new users"): the garbage collector's headroom
+// (RuntimeMemoryLimit leaves 3/8 of the bound over the counters; a heap
+// closer to its limit collects ever more often), the old table or ring of
+// a stripe being resized (1/256 of the share each) and the garbage of
+// those already resized, gRPC's buffers, the hot-key tracker, the
+// limited-user log, goroutine stacks and the binary's own pages (about
+// 30 MB resident).
+func StoreBytes(maxMemory int64) int64 { return maxMemory / 2 }
+
+// RuntimeMemoryLimit returns the Go runtime's soft memory limit for a
+// process memory bound: 7/8 of it, so that the heap and the runtime's
+// other memory stay under the bound with room for the binary's pages,
+// which the runtime does not count. `shardlimit shard` sets it unless
+// GOMEMLIMIT is set.
+func RuntimeMemoryLimit(maxMemory int64) int64 { return maxMemory / 8 * 7 }
 
 // DefaultOptions returns the defaults, without the required ID and Etcd.
 func DefaultOptions() Options {
@@ -196,7 +220,7 @@ func (o *Options) validate() error {
 	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
 	case o.MaxMemoryBytes < MinMaxMemoryBytes:
-		return fmt.Errorf("max memory: %d bytes is under the minimum of %d (256 MiB: each of the %d stripes must hold a sliding_log ring of %d entries)", o.MaxMemoryBytes, MinMaxMemoryBytes, stripes, limiter.MaxLogSize)
+		return fmt.Errorf("max memory: %d bytes is under the minimum of %d (512 MiB: the counters get half, and each of their %d stripes must hold a sliding_log ring of %d entries)", o.MaxMemoryBytes, MinMaxMemoryBytes, stripes, limiter.MaxLogSize)
 	case o.DrainTimeout < 0 || o.DrainTimeout > time.Hour:
 		return fmt.Errorf("drain timeout: %v not in 0..1h", o.DrainTimeout)
 	case o.HandoffSettle < 0 || o.HandoffSettle > time.Minute:

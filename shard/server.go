@@ -93,7 +93,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.registry, s)
 	s.handoffMetrics = newHandoffMetrics(s.registry)
-	s.store = NewStore(StoreOptions{MaxBytes: opts.MaxMemoryBytes, MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
+	s.store = NewStore(StoreOptions{MaxBytes: StoreBytes(opts.MaxMemoryBytes), MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	if opts.Grants == nil && opts.GrantsFile != "" {
 		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
 			return nil, fmt.Errorf("grants file: %w", err)

@@ -18,6 +18,14 @@ const (
 	flagReused              // used again, and the clock has not passed it twice since
 )
 
+// logRef is a sliding_log key and its entry, as the stripe's logOrder
+// lists them: the eviction clock and the sweep pass over them without a
+// map lookup each.
+type logRef struct {
+	k  key.Key
+	le *logEntry
+}
+
 // logEntry is the state of one sliding_log key.
 type logEntry struct {
 	log   limiter.Log
@@ -27,15 +35,14 @@ type logEntry struct {
 }
 
 type stripe struct {
-	mu        sync.Mutex
-	t         table
-	logs      map[key.Key]*logEntry
-	logOrder  []key.Key // the keys of logs, for the eviction clock
-	logSlots  int64     // ring entries of logs, for the memory estimate
-	lastSweep uint32    // seconds since epoch of the last sweep
-	hand      int       // where the next eviction scan of the table starts
-	logHand   int       // and of logOrder
-	_         [24]byte  // 128 bytes: stripes' locks on separate cache lines
+	mu       sync.Mutex
+	t        table
+	logs     map[key.Key]*logEntry
+	logOrder []logRef // the keys of logs, for the eviction clock and the sweep
+	logSlots int64    // ring entries of logs, for the memory estimate
+	hand     int      // where the next eviction scan of the table starts
+	logHand  int      // and of logOrder
+	_        [28]byte // 128 bytes: stripes' locks on separate cache lines
 }
 
 // StoreOptions bound a store.

@@ -10,22 +10,19 @@ func (s *Store) Sweep(from, to int, now int64) {
 	for i := from; i < to && i < stripes; i++ {
 		st := &s.stripes[i]
 		st.mu.Lock()
-		s.sweep(st, now, key.Key{})
+		s.sweep(st, now)
 		st.mu.Unlock()
 	}
 }
 
-// sweep drops a stripe's keys that are fresh again, but keep, and gives
-// back the memory its table and rings no longer need.
-func (s *Store) sweep(st *stripe, now int64, keep key.Key) {
-	st.lastSweep = s.seconds(now)
-	n := s.deleteIf(st, now, func(k key.Key, fresh uint32) bool { return k != keep && s.isFresh(fresh, now) })
+// sweep drops a stripe's keys that are fresh again and gives back the
+// memory its table and rings no longer need.
+func (s *Store) sweep(st *stripe, now int64) {
+	n := s.deleteIf(st, now, func(_ key.Key, fresh uint32) bool { return s.isFresh(fresh, now) })
 	s.expirations.Add(uint64(n))
 	st.t.shrink(1, 2)
-	for k, le := range st.logs {
-		if k != keep {
-			st.trimLog(le)
-		}
+	for _, r := range st.logOrder {
+		st.trimLog(r.le)
 	}
 }
 
@@ -46,10 +43,9 @@ func (s *Store) deleteIf(st *stripe, now int64, del func(k key.Key, fresh uint32
 		i++
 	}
 	for i := len(st.logOrder) - 1; i >= 0; i-- { // removeLog moves the last key into i
-		k := st.logOrder[i]
-		if le := st.logs[k]; del(k, le.fresh) {
-			s.endEpisode(k, le.flags, now)
-			st.removeLog(k, le)
+		if r := st.logOrder[i]; del(r.k, r.le.fresh) {
+			s.endEpisode(r.k, r.le.flags, now)
+			st.removeLog(r.k, r.le)
 			n++
 		}
 	}

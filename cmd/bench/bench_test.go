@@ -375,13 +375,15 @@ func TestInterruptedRunStops(t *testing.T) {
 
 func TestValidateNamesTheField(t *testing.T) {
 	for field, mutate := range map[string]func(*Options){
-		"api":         func(o *Options) { o.API = "http" },
-		"concurrency": func(o *Options) { o.Concurrency = -1 },
-		"users":       func(o *Options) { o.Users = -5 },
-		"dist":        func(o *Options) { o.Dist = "normal" },
-		"zipf s":      func(o *Options) { o.Dist, o.ZipfS = DistZipf, 0.5 },
-		"checks":      func(o *Options) { o.API, o.Checks = APIEnvoy, 101 },
-		"routers[1]":  func(o *Options) { o.Routers = []string{"a:1", ""} },
+		"api":          func(o *Options) { o.API = "http" },
+		"concurrency":  func(o *Options) { o.Concurrency = -1 },
+		"users":        func(o *Options) { o.Users = -5 },
+		"dist":         func(o *Options) { o.Dist = "normal" },
+		"zipf s":       func(o *Options) { o.Dist, o.ZipfS = DistZipf, 0.5 },
+		"checks":       func(o *Options) { o.API, o.Checks = APIEnvoy, 101 },
+		"routers[1]":   func(o *Options) { o.Routers = []string{"a:1", ""} },
+		"legit":        func(o *Options) { o.API, o.Legit = APIEnvoy, 10 },
+		"legit checks": func(o *Options) { o.Legit, o.LegitChecks = 10, 1 },
 	} {
 		o := DefaultOptions()
 		mutate(&o)
@@ -390,5 +392,30 @@ func TestValidateNamesTheField(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), field+":") {
 			t.Errorf("%s: validate() = %v; want an error naming it", field, err)
 		}
+	}
+}
+
+// The legitimate users are each sent their checks, every round even past
+// the end of a short load, and reported apart by group: even users the
+// full count, odd ones half. The no-op allows everything.
+func TestLegitUsersReportedApart(t *testing.T) {
+	o := testOptions(APIPublic, false)
+	o.Routers = []string{startBaseline(t)}
+	o.Requests, o.Duration = 0, 50*time.Millisecond
+	o.Legit, o.LegitChecks, o.Checks = 5, 4, 2 // requests of 2 checks: rounds of 3 requests
+	rep, err := Run(context.Background(), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rep.Phases[0].Legit
+	want := []LegitGroup{
+		{Users: 3, ChecksPerUser: 4, Allowed: 12, MinAllowed: 4, MaxAllowed: 4},
+		{Users: 2, ChecksPerUser: 2, Allowed: 4, MinAllowed: 2, MaxAllowed: 2},
+	}
+	if l == nil || len(l.Groups) != 2 || l.Groups[0] != want[0] || l.Groups[1] != want[1] {
+		t.Fatalf("legit = %+v, want groups %+v", l, want)
+	}
+	if rep.Phases[0].Checks != (rep.Phases[0].Requests-rep.Phases[0].Errors)*uint64(o.Checks) {
+		t.Fatalf("the legitimate users' checks are counted in the load's: %+v", rep.Phases[0])
 	}
 }

@@ -12,7 +12,12 @@
 // Run is called by cmd/shardlimit and by tests. A closed loop keeps
 // Options.Concurrency requests in flight; an open loop (Options.Rate)
 // issues requests on a schedule and measures each from its scheduled time,
-// so a slow answer cannot hide the requests it delayed.
+// so a slow answer cannot hide the requests it delayed. Options.Flood
+// makes a share of the checks each for a user never seen before (the
+// report counts them, per minute); Options.Legit checks a fixed set of
+// users on a schedule of their own, one goroutine beside the workers at a
+// few requests a second (legit.go), and reports their decisions apart, so
+// that runs with and without a flood compare exactly.
 //
 // The bench must never be the bottleneck it measures, so on the request
 // path it must never start a goroutine, build a message, format a user

@@ -66,6 +66,13 @@ type Options struct {
 	// seen before (a flood of new users, as an attack or a launch brings),
 	// beside the Users drawn as Dist says; default 0.
 	Flood float64
+	// Legit is the number of legitimate users checked on a fixed schedule
+	// beside the load, in the target phase only, whose decisions are
+	// reported apart (see legit.go); default 0: none. Public API only.
+	Legit int
+	// LegitChecks is the checks each even-numbered legitimate user is sent
+	// over the measured phase; odd-numbered ones are sent half. Default 150.
+	LegitChecks int
 	// Checks is the number of checks (public API) or descriptors (Envoy)
 	// per request, each for its own user; default 1.
 	Checks int
@@ -108,7 +115,7 @@ func DefaultOptions() Options {
 	return Options{
 		API: APIPublic, Routers: []string{"127.0.0.1:8081"}, Concurrency: 50, MaxOutstanding: 1000,
 		Duration: 10 * time.Second, Connections: 1, Users: 10000, Dist: DistUniform, ZipfS: 1.1, ZipfV: 1,
-		Checks: 1, Service: "shop", Endpoint: "/search", Domain: "shop", DescriptorKey: "user_id",
+		LegitChecks: 150, Checks: 1, Service: "shop", Endpoint: "/search", Domain: "shop", DescriptorKey: "user_id",
 		Timeout: 10 * time.Second, Seed: 1,
 	}
 }
@@ -129,6 +136,7 @@ func (o *Options) fill() {
 	o.ZipfS = cmp.Or(o.ZipfS, d.ZipfS)
 	o.ZipfV = cmp.Or(o.ZipfV, d.ZipfV)
 	o.Checks = cmp.Or(o.Checks, d.Checks)
+	o.LegitChecks = cmp.Or(o.LegitChecks, d.LegitChecks)
 	o.Service = cmp.Or(o.Service, d.Service)
 	o.Endpoint = cmp.Or(o.Endpoint, d.Endpoint)
 	o.Domain = cmp.Or(o.Domain, d.Domain)
@@ -165,6 +173,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("zipf v: %v must be at least 1", o.ZipfV)
 	case !(o.Flood >= 0 && o.Flood <= 1):
 		return fmt.Errorf("flood: %v not in 0..1", o.Flood)
+	case o.Legit < 0 || o.Legit > 1_000_000:
+		return fmt.Errorf("legit: %d not in 0..1000000", o.Legit)
+	case o.LegitChecks < 2 || o.LegitChecks > 100_000:
+		return fmt.Errorf("legit checks: %d not in 2..100000", o.LegitChecks)
+	case o.Legit > 0 && o.API != APIPublic:
+		return fmt.Errorf("legit: legitimate users are checked through the %s API only, not %s", APIPublic, o.API)
 	case o.Checks < 1 || o.Checks > 1000:
 		return fmt.Errorf("checks: %d not in 1..1000", o.Checks)
 	case o.API == APIEnvoy && o.Checks > 100:

@@ -43,6 +43,8 @@ type Config struct {
 	Users            int      `json:"users"`
 	Dist             string   `json:"dist"`
 	Flood            float64  `json:"flood,omitempty"`
+	Legit            int      `json:"legit,omitempty"`
+	LegitChecks      int      `json:"legit_checks,omitempty"`
 	ChecksPerRequest int      `json:"checks_per_request"`
 	// Service and Endpoint (public API) or Domain and DescriptorKey (Envoy).
 	Service       string `json:"service,omitempty"`
@@ -86,6 +88,13 @@ type Phase struct {
 	// CPUIncludesServer is true for the baseline, whose no-op server runs
 	// in this process.
 	CPUIncludesServer bool `json:"cpu_includes_server"`
+	// NewUsers counts the flood's checks, each for a new user, sent in
+	// the measured phase (answered or not), and NewUsersPerMin their rate.
+	NewUsers       uint64  `json:"new_users"`
+	NewUsersPerMin float64 `json:"new_users_per_min"`
+	// Legit is the legitimate users' decisions (Options.Legit); nil
+	// without them. Their checks are not in the figures above.
+	Legit *Legit `json:"legit,omitempty"`
 	// Interrupted is true when the run was cancelled before its end.
 	Interrupted bool `json:"interrupted"`
 }
@@ -121,7 +130,8 @@ func configOf(o *Options) Config {
 	c := Config{
 		API: o.API, Method: strings.TrimPrefix(methodOf(o.API), "/"), Loop: "closed", Concurrency: o.Concurrency,
 		DurationS: o.Duration.Seconds(), Requests: o.Requests, WarmupS: o.Warmup.Seconds(), Connections: o.Connections,
-		Routers: o.Routers, Users: o.Users, Dist: o.Dist, Flood: o.Flood, ChecksPerRequest: o.Checks, TLS: o.TLS != nil,
+		Routers: o.Routers, Users: o.Users, Dist: o.Dist, Flood: o.Flood,
+		Legit: o.Legit, LegitChecks: o.LegitChecks, ChecksPerRequest: o.Checks, TLS: o.TLS != nil,
 	}
 	if o.BaselineOnly {
 		c.Routers = []string{}
@@ -216,6 +226,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	} {
 		row(q.name, func(p *Phase) string { return ms(q.v(&p.LatencyUs)) })
 	}
+	if c.Flood > 0 {
+		row("new users/min", func(p *Phase) string { return group(p.NewUsersPerMin) })
+	}
 	row("allowed", func(p *Phase) string { return group(float64(p.Allowed)) })
 	row("denied", func(p *Phase) string { return group(float64(p.Denied)) })
 	row("failure policy", func(p *Phase) string {
@@ -259,6 +272,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		if c.Loop == "open" && c.Requests == 0 && p.RequestsPerS < 0.95*c.Rate {
 			fmt.Fprintf(w, "  only %s of the %s req/s scheduled: with %d in flight at most, slots that came due too late were dropped at the end\n",
 				group(p.RequestsPerS), group(c.Rate), c.Concurrency)
+		}
+		if p.Legit != nil {
+			fmt.Fprintf(w, "  legitimate users, on a schedule of their own beside the load:\n")
+			for _, g := range p.Legit.Groups {
+				fmt.Fprintf(w, "    %s\n", g.String())
+			}
 		}
 		if p.Interrupted {
 			fmt.Fprintln(w, "  interrupted before its end")

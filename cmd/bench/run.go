@@ -116,14 +116,23 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	if o.Measured != nil {
 		o.Measured(name, true)
 	}
-	before := rusage()
+	var legit *legitRun
+	if name == PhaseTarget && o.Legit > 0 {
+		legit = startLegit(ctx, o, conns[0], span)
+	}
+	before, floodBefore := rusage(), floodSeq.Load()
 	elapsed := l.run(ctx)
-	after := rusage()
+	after, floodAfter := rusage(), floodSeq.Load()
 	if o.Measured != nil {
 		o.Measured(name, false)
 	}
 	stopLine()
 	ph := merge(name, target, ws, elapsed, o)
+	ph.NewUsers = floodAfter - floodBefore
+	ph.NewUsersPerMin = float64(ph.NewUsers) / elapsed.Minutes()
+	if legit != nil {
+		ph.Legit = legit.wait()
+	}
 	ph.Interrupted = ctx.Err() != nil
 	ph.BenchCPU = cpuOf(before, after, ph.Requests, ph.Checks, elapsed)
 	if ph.Requests == 0 && !ph.Interrupted {

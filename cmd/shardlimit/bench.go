@@ -109,6 +109,8 @@ func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
 	f.Float64Var(&o.ZipfS, "zipf-s", o.ZipfS, "zipf exponent s (> 1)")
 	f.Float64Var(&o.ZipfV, "zipf-v", o.ZipfV, "zipf parameter v (>= 1)")
 	f.Float64Var(&o.Flood, "flood", o.Flood, "share of checks (0..1) each for a new user never seen before: a flood of new users beside the --users")
+	f.IntVar(&o.Legit, "legit", o.Legit, "legitimate users checked on a fixed schedule beside the load, their decisions reported apart: even ones are sent --legit-checks checks, odd ones half, spread over --duration (public API; 0: none)")
+	f.IntVar(&o.LegitChecks, "legit-checks", o.LegitChecks, "checks each even-numbered --legit user is sent over the run (odd ones: half)")
 	f.IntVar(&o.Checks, "checks", o.Checks, "checks per request (public API) or descriptors per request (envoy), each for its own user")
 	f.StringVar(&o.Service, "service", o.Service, "public API: service of the checks")
 	f.StringVar(&o.Endpoint, "endpoint", o.Endpoint, "public API: endpoint of the checks")

@@ -16,15 +16,20 @@ import (
 	"github.com/shardlimit/shardlimit/shard"
 )
 
-// setMemoryLimit sets the Go runtime's soft memory limit, unless
-// GOMEMLIMIT does, to 1.6 times the counters' bound (the Kubernetes
-// manifests' ratio of the pod's memory limit to --max-memory): beside the
-// counters, the heap holds the garbage collector's headroom, tables being
-// resized and gRPC's buffers, and without a limit it grows to about twice
-// what is live.
+// setMemoryLimit sets the Go runtime's soft memory limit to
+// shard.RuntimeMemoryLimit of --max-memory (7/8 of it), unless GOMEMLIMIT
+// sets one, so that the process stays under --max-memory: without a limit
+// the heap grows to about twice what is live. A GOMEMLIMIT over
+// --max-memory is kept, with a warning: the process may then outgrow the
+// bound.
 func setMemoryLimit(maxMemory int64) {
+	maxMemory = cmp.Or(maxMemory, shard.DefaultMaxMemoryBytes)
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(cmp.Or(maxMemory, shard.DefaultMaxMemoryBytes) / 5 * 8)
+		debug.SetMemoryLimit(shard.RuntimeMemoryLimit(maxMemory))
+		return
+	}
+	if limit := debug.SetMemoryLimit(-1); limit > maxMemory {
+		logger().Warn("GOMEMLIMIT is over --max-memory: the process may outgrow its bound; unset GOMEMLIMIT to let the shard set it", "gomemlimit", limit, "max_memory", maxMemory)
 	}
 }
 
@@ -98,7 +103,7 @@ partitions count from zero at their next owners.`,
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
 	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
-	f.Var(newSizeFlag(&o.MaxMemoryBytes), "max-memory", "bound on the estimated memory of the counters, every key of every algorithm (like 512MiB or 2GiB; at least 256MiB); past it idle keys not used lately are evicted first, keys over their limit last (shardlimit_shard_evictions_total)")
+	f.Var(newSizeFlag(&o.MaxMemoryBytes), "max-memory", "bound on the process's memory, its RSS (like 1792MiB or 4GiB; at least 512MiB; the pod's memory limit or a little under it): the counters, every key of every algorithm, get half of it, and past that expired keys are dropped first, then idle keys not used lately are evicted, keys over their limit last (shardlimit_shard_evictions_total); Go's soft memory limit is set to 7/8 of it unless GOMEMLIMIT is set")
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "bound on the drain at SIGTERM (hand every partition's counters to its next owner); past it the shard stops anyway and logs what it did not hand over. Keep it 15s under the pod's terminationGracePeriodSeconds")
 	f.DurationVar(&o.HandoffSettle, "handoff-settle", o.HandoffSettle, "wait after this shard's member record changed state (joining → serving, serving → draining) before copying counters again, so that every router has switched")
 	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "extra bound on the keys held, evicting as --max-memory does (0: unbounded; --max-memory is the bound that matters)")
