@@ -142,6 +142,13 @@ func TestEachRoleAgainstEachAPI(t *testing.T) {
 			_, err := shardlimitv1.NewAdminClient(conn).RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "matrix"}})
 			return err
 		}},
+		{"Admin/RebalanceRunStream", []string{"operator"}, func(ctx context.Context, conn *grpc.ClientConn) error {
+			s, err := shardlimitv1.NewAdminClient(conn).RebalanceRunStream(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "matrix"}})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			return err
+		}},
 		{"Admin/ShardMapHistory", []string{"operator"}, func(ctx context.Context, conn *grpc.ClientConn) error {
 			_, err := shardlimitv1.NewAdminClient(conn).ShardMapHistory(ctx, &shardlimitv1.ShardMapHistoryRequest{})
 			return err
