@@ -106,6 +106,7 @@ func (p *runPrinter) print(ev *shardlimitv1.RebalanceRunEvent) error {
 	case runstore.EventPhaseEnded:
 		_, err = fmt.Fprintf(p.w, "%s %s\n", at, phaseSummary(ev.Phase))
 	case runstore.EventFinished:
+		fmt.Fprintf(p.w, "%s ", at)
 		err = printRun(p.w, "text", ev.Run)
 	case runstore.EventRouted:
 		_, err = fmt.Fprintf(p.w, "%s the router routes by shard map version %d\n", at, ev.RoutingVersion)

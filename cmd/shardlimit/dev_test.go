@@ -568,6 +568,7 @@ func rebalanceWait(t *testing.T, check func(...string) string, ctl func(...strin
 		check("--service", "shop", "--endpoint", "/checkout", "--user", fmt.Sprintf("wait-%d", i))
 	}
 	out := ctl("rebalance", "apply", "--wait")
+	t.Logf("ctl rebalance apply --wait:\n%s", out)
 	at := 0
 	for _, want := range []string{
 		"asked the rebalance leader ", "run started by rebalance-1 (trigger ctl)",
