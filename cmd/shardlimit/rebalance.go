@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/rebalance"

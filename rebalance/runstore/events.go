@@ -3,7 +3,7 @@ package runstore
 import (
 	"google.golang.org/protobuf/proto"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
 // The kinds of RebalanceRunEvent.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
 // Successive records of one run become the events between them, none lost
