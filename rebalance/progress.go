@@ -3,6 +3,8 @@ package rebalance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +113,7 @@ func (p *progress) current() *shardlimitv1.RunPhase {
 
 // begin ends the phase that goes on, if any, and starts the named one.
 func (p *progress) begin(name string) {
+	p.j.log.Debug("rebalance run phase starts", "phase", name, "run", p.rec.StartedUnixNs)
 	p.update(func(r *shardlimitv1.RunRecord) {
 		now := time.Now().UnixNano()
 		if ph := p.current(); ph != nil {
@@ -164,10 +167,21 @@ func (p *progress) copied(pair handoff.Pair, c handoff.Copied, err error) {
 	})
 }
 
-// handoff returns the hooks that record the hand-off's steps and copies.
+// handoff sets the hooks that record the hand-off's steps, copies and
+// drops.
 func (p *progress) handoff(o *handoff.Options) {
 	o.OnStep = func(s handoff.Step) { p.begin(phaseOf[s]) }
 	o.OnCopied = func(_ handoff.Step, pair handoff.Pair, c handoff.Copied, err error) { p.copied(pair, c, err) }
+	// Drops run one after another: dropped and failed need no lock.
+	dropped, failed := 0, []string(nil)
+	o.OnDropped = func(pair handoff.Pair, err error) {
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s did not drop %d partitions (they expire on their own): %v", pair.From.ID, len(pair.Partitions), err))
+		} else {
+			dropped += len(pair.Partitions)
+		}
+		p.detail(strings.Join(append([]string{fmt.Sprintf("%d partitions dropped at their old owners", dropped)}, failed...), "; "))
+	}
 }
 
 // finish stops the writer and ends the phase that goes on with err; the

@@ -227,8 +227,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 			next.Owners[mv.Partition] = mv.To
 		}
 		next.Reason = fmt.Sprintf("%s: max/mean load %.2f > %.2f; %s", req.Trigger, plan.RatioBefore, plan.Options.Threshold, plan.Reason)
-		detail = fmt.Sprintf("%d partitions move, max/mean load %.2f → %.2f (threshold %.2f): %s",
-			len(moves), plan.RatioBefore, plan.RatioAfter, plan.Options.Threshold, plan.Reason)
+		detail = fmt.Sprintf("%d partitions move, max/mean load %.2f → %.2f; %s", len(moves), plan.RatioBefore, plan.RatioAfter, plan.Reason)
 	}
 	next.Moves = moves
 	p.update(func(r *shardlimitv1.RunRecord) {
@@ -245,7 +244,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 	// the old owners counted meanwhile, then drop the old copies. Each
 	// step is a phase of the record.
 	pairs := handoff.Pairs(s.table, shardmap.Resolve(s.ring, next))
-	p.end(fmt.Sprintf("%s; %d old owner → new owner pairs", detail, len(pairs)), nil)
+	p.end(fmt.Sprintf("%s; %d old → new owner pairs", detail, len(pairs)), nil)
 	o := handoff.Options{
 		Partitions: j.opts.Ring.Partitions, Clients: s.client, Settle: j.opts.Settle,
 		Strict: true, Drop: true, Logger: j.log,

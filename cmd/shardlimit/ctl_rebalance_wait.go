@@ -143,7 +143,7 @@ func phaseSummary(ph *shardlimitv1.RunPhase) string {
 	}
 	fmt.Fprintf(&b, "%s %s (%v)", ph.Name, verb, time.Duration(ph.FinishedUnixNs-ph.StartedUnixNs).Round(time.Millisecond))
 	if ph.Name == "copy" || ph.Name == "copy again" {
-		fmt.Fprintf(&b, ": %d pairs, %d keys (%d imported)", len(ph.Pairs), ph.Keys, ph.Imported)
+		fmt.Fprintf(&b, ": %d keys (%d imported) over %d old → new owner pairs", ph.Keys, ph.Imported, len(ph.Pairs))
 	}
 	if ph.Detail != "" {
 		fmt.Fprintf(&b, ": %s", ph.Detail)
@@ -176,7 +176,7 @@ func (p *runPrinter) where() string {
 	if ph := p.current; ph != nil {
 		fmt.Fprintf(&b, "was in phase %s (since %s", ph.Name, time.Unix(0, ph.StartedUnixNs).Format(time.TimeOnly))
 		if ph.Name == "copy" || ph.Name == "copy again" {
-			fmt.Fprintf(&b, "; %d pairs copied so far, %d keys", len(ph.Pairs), ph.Keys)
+			fmt.Fprintf(&b, "; %d keys so far, from the %d old → new owner pairs copied", ph.Keys, len(ph.Pairs))
 		}
 		b.WriteString(")")
 	} else {

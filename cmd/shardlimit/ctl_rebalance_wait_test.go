@@ -38,7 +38,7 @@ func TestRunPrinter(t *testing.T) {
 		"plan started\n",
 		"plan ended (12ms): 2 partitions move\n",
 		"copy: shard-1 → shard-2, 2 partitions, 40 keys (39 imported)\n",
-		"copy ended (1s): 1 pairs, 40 keys (39 imported)\n",
+		"copy ended (1s): 40 keys (39 imported) over 1 old → new owner pairs\n",
 		"copy again: shard-1 → shard-3, 1 partitions, 7 keys (0 imported), failed: unavailable\n",
 	} {
 		if !strings.Contains(text.String(), want) {
@@ -46,7 +46,7 @@ func TestRunPrinter(t *testing.T) {
 		}
 	}
 	where := p.where()
-	for _, want := range []string{"was in phase copy again", "1 pairs copied so far, 7 keys", "done before: plan ended", "copy ended (1s): 1 pairs, 40 keys", "ctl rebalance runs"} {
+	for _, want := range []string{"was in phase copy again", "7 keys so far, from the 1 old → new owner pairs copied", "done before: plan ended", "copy ended (1s): 40 keys", "ctl rebalance runs"} {
 		if !strings.Contains(where, want) {
 			t.Errorf("where: no %q in %q", want, where)
 		}

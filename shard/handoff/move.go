@@ -49,6 +49,9 @@ type Options struct {
 	// step, with what it moved or why it failed; Move calls it one call at
 	// a time; default none.
 	OnCopied func(Step, Pair, Copied, error)
+	// OnDropped, when set, is told as each pair's source dropped the
+	// partitions or failed to (a failure only costs memory); default none.
+	OnDropped func(Pair, error)
 }
 
 // Step names a step of Move, as Options.OnStep is told of it.
@@ -240,6 +243,9 @@ func drop(ctx context.Context, o *Options, pairs []Pair) {
 		}
 		if err != nil {
 			o.Logger.Warn("old owner did not drop moved partitions; they expire on their own", "shard", p.From.ID, "partitions", len(p.Partitions), "err", err)
+		}
+		if o.OnDropped != nil {
+			o.OnDropped(p, err)
 		}
 	}
 }
