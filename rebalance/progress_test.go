@@ -27,18 +27,7 @@ import (
 func TestRunStreamShowsEveryPhaseInOrder(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Rules: testRules(t)})
 	j := c.StartRebalance()
-	cl := c.Client(0)
-	hot := c.Shards[0].ID()
-	for _, u := range usersOn(t, c, "browse", hot, 24) {
-		for range 20 {
-			check(t, cl, "/browse", u, 1)
-		}
-	}
-	for _, s := range c.Shards[1:] {
-		for _, u := range usersOn(t, c, "browse", s.ID(), 4) {
-			check(t, cl, "/browse", u, 1)
-		}
-	}
+	skew(t, c)
 	poll.Until(t, 10*time.Second, func() error {
 		if !j.Leading() {
 			return errors.New("no leader yet")
