@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -101,6 +103,32 @@ func TestRunStreamShowsEveryPhaseInOrder(t *testing.T) {
 	}
 	if !strings.Contains(ended["publish"].Detail, "version 1") {
 		t.Errorf("publish detail %q", ended["publish"].Detail)
+	}
+
+	// Watching the run once it ended replays the same events, asked and
+	// routed aside.
+	w, err := c.Admin(0).WatchRebalanceRun(ctx, &shardlimitv1.WatchRebalanceRunRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watched []string
+	for {
+		ev, err := w.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("watch after %v: %v", watched, err)
+		}
+		watched = append(watched, ev.Kind)
+	}
+	if !slices.Equal(watched, kinds[1:len(kinds)-1]) {
+		t.Errorf("watching the ended run: %v, want %v", watched, kinds[1:len(kinds)-1])
+	}
+	if w, err := c.Admin(0).WatchRebalanceRun(ctx, &shardlimitv1.WatchRebalanceRunRequest{StartedUnixNs: 7}); err == nil {
+		if _, err := w.Recv(); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "started_unix_ns") {
+			t.Errorf("watching a run that is not recorded: %v, want NotFound naming started_unix_ns", err)
+		}
 	}
 
 	// The record kept in etcd is the final one, phases included.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance/runstore"
 )
 
 func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
@@ -53,8 +54,8 @@ finished with the final record, routed); YAML documents are separated by
 
 If the deadline passes first, it says which phase the run was in and what
 it had done (without --wait: what the leader's run records show); the run
-goes on at the leader. A run that fails or is skipped exits 4, saying in
-which phase and why.`,
+goes on at the leader, and ` + "`rebalance watch`" + ` follows it. A run that fails or
+is skipped exits 4, saying in which phase and why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cf.run(cmd, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "ctl"}, Wait: wait})
@@ -76,8 +77,12 @@ which phase and why.`,
 					tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "STARTED\tTRIGGER\tLEADER\tOUTCOME\tMOVES\tMAX/MEAN\tVERSION\tKEYS MOVED\tERROR")
 					for _, r := range resp.Runs {
+						outcome := r.Outcome
+						if n := len(r.Phases); outcome == runstore.Running && n > 0 {
+							outcome += ": " + r.Phases[n-1].Name // the phase it is in
+						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f → %.2f\t%d\t%d\t%s\n", time.Unix(0, r.StartedUnixNs).Format(time.DateTime),
-							r.Trigger, r.Leader, r.Outcome, len(r.Moves), r.RatioBefore, r.RatioAfter, r.MapVersion, r.KeysMoved, r.Error)
+							r.Trigger, r.Leader, outcome, len(r.Moves), r.RatioBefore, r.RatioAfter, r.MapVersion, r.KeysMoved, r.Error)
 					}
 					return tw.Flush()
 				})
@@ -85,7 +90,28 @@ which phase and why.`,
 		},
 	}
 	runs.Flags().Uint32Var(&limit, "limit", 20, "how many runs")
-	cmd.AddCommand(plan, apply, runs)
+	var started int64
+	watch := &cobra.Command{
+		Use:   "watch [--run STARTED_UNIX_NS]",
+		Short: "Follow a run as it happens (the newest unless --run names one), as apply --wait shows it; starts nothing.",
+		Long: `Follow a run as it happens, the newest unless --run names one (its
+started_unix_ns, as ` + "`rebalance runs -o json`" + ` lists it), as apply --wait
+shows it: a line as each phase starts and ends, then the record; with -o
+json or -o yaml one document per event. A run that already ended is shown
+at once. It waits up to --timeout (10m unless given); a run that failed or
+was skipped exits 4.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if started < 0 {
+				return usageErrorf("--run: %d is negative", started)
+			}
+			return cf.stream(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (runEvents, error) {
+				return c.WatchRebalanceRun(ctx, &shardlimitv1.WatchRebalanceRunRequest{StartedUnixNs: started})
+			}, func() string { return "the run's record did not show" })
+		},
+	}
+	watch.Flags().Int64Var(&started, "run", 0, "the run's started_unix_ns; 0: the newest run")
+	cmd.AddCommand(plan, apply, runs, watch)
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +61,8 @@ func TestRebalanceWaitTimeoutSaysThePhase(t *testing.T) {
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	// Generous: plan, copy and publish take milliseconds; settle a minute.
-	cmd.SetArgs([]string{"--router", c.Routers[0].Addr(), "--tls-ca", op.CA, "--tls-cert", op.Cert, "--tls-key", op.Key,
-		"--tls-server-name", creds.LocalServerName, "--timeout", "15s", "rebalance", "apply", "--wait"})
+	flags := []string{"--router", c.Routers[0].Addr(), "--tls-ca", op.CA, "--tls-cert", op.Cert, "--tls-key", op.Key, "--tls-server-name", creds.LocalServerName}
+	cmd.SetArgs(append(flags, "--timeout", "15s", "rebalance", "apply", "--wait"))
 	err = cmd.ExecuteContext(context.Background())
 	t.Logf("stdout:\n%s\nerror: %v", out.String(), err)
 	if exitCode(err) != exitTimeout {
@@ -75,6 +76,28 @@ func TestRebalanceWaitTimeoutSaysThePhase(t *testing.T) {
 	for _, want := range []string{"plan started", "copy: ", "publish ended", "settle started"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in the output", want)
+		}
+	}
+
+	// `ctl rebalance watch --run N`, as the error says, shows the run so
+	// far and follows it, here until its own --timeout.
+	m := regexp.MustCompile("`shardlimit ctl (rebalance watch --run \\d+)`").FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("the error names no watch command: %v", err)
+	}
+	cmd = ctlCmd()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	out.Reset()
+	cmd.SetOut(&out)
+	cmd.SetArgs(append(flags, append([]string{"--timeout", "3s"}, strings.Fields(m[1])...)...))
+	err = cmd.ExecuteContext(context.Background())
+	t.Logf("ctl %s:\n%s\nerror: %v", m[1], out.String(), err)
+	if exitCode(err) != exitTimeout || !strings.Contains(err.Error(), "was in phase settle") {
+		t.Fatalf("exit %d, want %d and the phase settle named", exitCode(err), exitTimeout)
+	}
+	for _, want := range []string{"run started by rebalance-0 (trigger ctl)", "plan ended", "copy: ", "publish ended", "settle started"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in the output of watch", want)
 		}
 	}
 }

@@ -24,11 +24,23 @@ import (
 // deadline passes first, the error says which phase the run was in and
 // what it had done.
 func (cf *ctlFlags) follow(cmd *cobra.Command, req *shardlimitv1.RebalanceRunRequest) error {
-	timeout := cf.runTimeout(cmd)
 	started := time.Now()
+	return cf.stream(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (runEvents, error) {
+		return c.RebalanceRunStream(ctx, req)
+	}, func() string { return cf.runAfter(cmd, req.Run.Trigger, started) })
+}
+
+// runEvents is the client side of RebalanceRunStream and WatchRebalanceRun.
+type runEvents = grpc.ServerStreamingClient[shardlimitv1.RebalanceRunEvent]
+
+// stream prints the events of the stream open opens until it ends, up to
+// runTimeout; when the deadline passes before the run's record showed,
+// the error says what unseen says.
+func (cf *ctlFlags) stream(cmd *cobra.Command, open func(context.Context, shardlimitv1.AdminClient) (runEvents, error), unseen func() string) error {
+	timeout := cf.runTimeout(cmd)
 	p := &runPrinter{w: cmd.OutOrStdout(), format: cf.output}
 	err := cf.call(cmd, timeout, func(ctx context.Context, conn *grpc.ClientConn) error {
-		s, err := shardlimitv1.NewAdminClient(conn).RebalanceRunStream(ctx, req)
+		s, err := open(ctx, shardlimitv1.NewAdminClient(conn))
 		if err != nil {
 			return err
 		}
@@ -53,7 +65,7 @@ func (cf *ctlFlags) follow(cmd *cobra.Command, req *shardlimitv1.RebalanceRunReq
 	case status.Code(err) != codes.DeadlineExceeded || cmd.Context().Err() != nil:
 		return err
 	case p.run == nil:
-		return withCode(exitTimeout, fmt.Errorf("no answer within %v (--timeout): %s", timeout, cf.runAfter(cmd, req.Run.Trigger, started)))
+		return withCode(exitTimeout, fmt.Errorf("no answer within %v (--timeout): %s", timeout, unseen()))
 	}
 	return withCode(exitTimeout, fmt.Errorf("no end within %v (--timeout): %s", timeout, p.where()))
 }
@@ -141,7 +153,13 @@ func phaseSummary(ph *shardlimitv1.RunPhase) string {
 	if ph.Error != "" {
 		verb = "failed"
 	}
-	fmt.Fprintf(&b, "%s %s (%v)", ph.Name, verb, time.Duration(ph.FinishedUnixNs-ph.StartedUnixNs).Round(time.Millisecond))
+	took := time.Duration(ph.FinishedUnixNs - ph.StartedUnixNs)
+	if took >= time.Millisecond {
+		took = took.Round(time.Millisecond)
+	} else {
+		took = took.Round(time.Microsecond)
+	}
+	fmt.Fprintf(&b, "%s %s (%v)", ph.Name, verb, took)
 	if ph.Name == "copy" || ph.Name == "copy again" {
 		fmt.Fprintf(&b, ": %d keys (%d imported) over %d old → new owner pairs", ph.Keys, ph.Imported, len(ph.Pairs))
 	}
@@ -189,6 +207,6 @@ func (p *runPrinter) where() string {
 		}
 		fmt.Fprintf(&b, "; done before: %s", strings.Join(done, "; "))
 	}
-	b.WriteString(". The run goes on at the leader: `shardlimit ctl rebalance runs` shows how it ends")
+	fmt.Fprintf(&b, ". The run goes on at the leader: `shardlimit ctl rebalance watch --run %d` follows it", p.run.StartedUnixNs)
 	return b.String()
 }

@@ -46,7 +46,7 @@ func TestRunPrinter(t *testing.T) {
 		}
 	}
 	where := p.where()
-	for _, want := range []string{"was in phase copy again", "7 keys so far, from the 1 old → new owner pairs copied", "done before: plan ended", "copy ended (1s): 40 keys", "ctl rebalance runs"} {
+	for _, want := range []string{"was in phase copy again", "7 keys so far, from the 1 old → new owner pairs copied", "done before: plan ended", "copy ended (1s): 40 keys", "ctl rebalance watch --run 1000000000"} {
 		if !strings.Contains(where, want) {
 			t.Errorf("where: no %q in %q", want, where)
 		}

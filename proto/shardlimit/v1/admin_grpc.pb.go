@@ -27,6 +27,7 @@ const (
 	Admin_RebalancePlan_FullMethodName      = "/shardlimit.v1.Admin/RebalancePlan"
 	Admin_RebalanceRun_FullMethodName       = "/shardlimit.v1.Admin/RebalanceRun"
 	Admin_RebalanceRunStream_FullMethodName = "/shardlimit.v1.Admin/RebalanceRunStream"
+	Admin_WatchRebalanceRun_FullMethodName  = "/shardlimit.v1.Admin/WatchRebalanceRun"
 	Admin_ShardMapHistory_FullMethodName    = "/shardlimit.v1.Admin/ShardMapHistory"
 	Admin_RebalanceRuns_FullMethodName      = "/shardlimit.v1.Admin/RebalanceRuns"
 	Admin_ResetKey_FullMethodName           = "/shardlimit.v1.Admin/ResetKey"
@@ -65,6 +66,10 @@ type AdminClient interface {
 	// in etcd: asked, started, each phase as it starts and ends, each pair's
 	// copy, finished (with the final record) and, with wait, routed.
 	RebalanceRunStream(ctx context.Context, in *RebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error)
+	// WatchRebalanceRun follows a run that goes on (or shows one that
+	// ended) with the events of RebalanceRunStream, from started to
+	// finished; it starts nothing.
+	WatchRebalanceRun(ctx context.Context, in *WatchRebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error)
 	// ShardMapHistory lists the kept shard map versions, newest first.
 	ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error)
 	// RebalanceRuns lists the last runs of the rebalance job, newest first.
@@ -183,6 +188,25 @@ func (c *adminClient) RebalanceRunStream(ctx context.Context, in *RebalanceRunRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_RebalanceRunStreamClient = grpc.ServerStreamingClient[RebalanceRunEvent]
 
+func (c *adminClient) WatchRebalanceRun(ctx context.Context, in *WatchRebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[1], Admin_WatchRebalanceRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRebalanceRunRequest, RebalanceRunEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchRebalanceRunClient = grpc.ServerStreamingClient[RebalanceRunEvent]
+
 func (c *adminClient) ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ShardMapHistoryResponse)
@@ -282,6 +306,10 @@ type AdminServer interface {
 	// in etcd: asked, started, each phase as it starts and ends, each pair's
 	// copy, finished (with the final record) and, with wait, routed.
 	RebalanceRunStream(*RebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error
+	// WatchRebalanceRun follows a run that goes on (or shows one that
+	// ended) with the events of RebalanceRunStream, from started to
+	// finished; it starts nothing.
+	WatchRebalanceRun(*WatchRebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error
 	// ShardMapHistory lists the kept shard map versions, newest first.
 	ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error)
 	// RebalanceRuns lists the last runs of the rebalance job, newest first.
@@ -334,6 +362,9 @@ func (UnimplementedAdminServer) RebalanceRun(context.Context, *RebalanceRunReque
 }
 func (UnimplementedAdminServer) RebalanceRunStream(*RebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error {
 	return status.Error(codes.Unimplemented, "method RebalanceRunStream not implemented")
+}
+func (UnimplementedAdminServer) WatchRebalanceRun(*WatchRebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchRebalanceRun not implemented")
 }
 func (UnimplementedAdminServer) ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ShardMapHistory not implemented")
@@ -513,6 +544,17 @@ func _Admin_RebalanceRunStream_Handler(srv interface{}, stream grpc.ServerStream
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_RebalanceRunStreamServer = grpc.ServerStreamingServer[RebalanceRunEvent]
+
+func _Admin_WatchRebalanceRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRebalanceRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).WatchRebalanceRun(m, &grpc.GenericServerStream[WatchRebalanceRunRequest, RebalanceRunEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchRebalanceRunServer = grpc.ServerStreamingServer[RebalanceRunEvent]
 
 func _Admin_ShardMapHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ShardMapHistoryRequest)
@@ -708,6 +750,11 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "RebalanceRunStream",
 			Handler:       _Admin_RebalanceRunStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchRebalanceRun",
+			Handler:       _Admin_WatchRebalanceRun_Handler,
 			ServerStreams: true,
 		},
 	},
