@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -46,14 +47,7 @@ func TestRunStreamShowsEveryPhaseInOrder(t *testing.T) {
 	var final *shardlimitv1.RunRecord
 	ended := map[string]*shardlimitv1.RunPhase{}
 	pairs := map[string]int{}
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %v: %v", kinds, err)
-		}
+	for _, ev := range receive(t, s) {
 		kinds = append(kinds, ev.Kind)
 		switch ev.Kind {
 		case runstore.EventPhaseStarted:
@@ -112,14 +106,7 @@ func TestRunStreamShowsEveryPhaseInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var watched []string
-	for {
-		ev, err := w.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("watch after %v: %v", watched, err)
-		}
+	for _, ev := range receive(t, w) {
 		watched = append(watched, ev.Kind)
 	}
 	if !slices.Equal(watched, kinds[1:len(kinds)-1]) {
@@ -144,6 +131,22 @@ func TestRunStreamShowsEveryPhaseInOrder(t *testing.T) {
 	if resp, err := cli.Get(ctx, etcd.Layout(c.Prefix).Run(final.StartedUnixNs)); err == nil && len(resp.Kvs) == 1 {
 		t.Logf("the run's record was written %d times for %d events over %v", resp.Kvs[0].Version, len(kinds),
 			time.Duration(final.FinishedUnixNs-final.StartedUnixNs).Round(time.Millisecond))
+	}
+}
+
+// receive returns a run's events until the stream ends.
+func receive(t *testing.T, s grpc.ServerStreamingClient[shardlimitv1.RebalanceRunEvent]) []*shardlimitv1.RebalanceRunEvent {
+	t.Helper()
+	var out []*shardlimitv1.RebalanceRunEvent
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("after %d events: %v", len(out), err)
+		}
+		out = append(out, ev)
 	}
 }
 
