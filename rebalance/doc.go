@@ -17,8 +17,13 @@
 // of the moved partitions are handed over, and the next map version is
 // published by compare-and-swap on the map's revision, fenced by the
 // leader's election key so that a deposed leader can never write. Each run
-// is recorded at <prefix>rebalance/runs/. When the leader dies, its session
-// lease (SessionTTL) expires and another instance leads.
+// is recorded at <prefix>rebalance/runs/ as it starts and as each phase
+// (plan, copy, publish, settle, copy again, drop) starts and ends, with the
+// keys each pair copied and any error, at most once per ProgressEvery
+// (progress.go), so that the Admin API's RebalanceRunStream shows the run
+// as it happens. When the leader dies, its session lease (SessionTTL)
+// expires and another instance leads; it first marks the runs left
+// running as failed, naming their phase.
 //
 // # Hand-off
 //

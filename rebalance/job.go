@@ -184,6 +184,7 @@ func (j *Job) lead(ctx context.Context, session *concurrency.Session, e *concurr
 	j.mu.Unlock()
 	j.metrics.leader.Set(1)
 	j.log.Info("leading the rebalance job")
+	j.abandon(ctx)
 	defer func() {
 		j.mu.Lock()
 		j.election = nil
@@ -210,6 +211,21 @@ func (j *Job) lead(ctx context.Context, session *concurrency.Session, e *concurr
 			rec := j.run(ctx, e, req.run)
 			req.reply <- reply{run: rec}
 		}
+	}
+}
+
+// abandon marks the runs that earlier leaders left running as failed, so
+// that whoever follows them learns that they ended. A new leader runs
+// nothing yet, so none of them is its own.
+func (j *Job) abandon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	n, err := runstore.Abandon(ctx, j.etcd, j.layout(), j.opts.ID, time.Now())
+	switch {
+	case err != nil:
+		j.log.Warn("cannot mark the runs that earlier leaders left running", "err", err)
+	case n > 0:
+		j.log.Warn("marked runs that earlier leaders left running as failed", "runs", n)
 	}
 }
 
@@ -250,6 +266,9 @@ func (j *Job) Run(ctx context.Context, req *shardlimitv1.RunRequest) (*shardlimi
 	if req.Trigger == "" {
 		req.Trigger = "api"
 	}
+	if len(req.RequestId) > maxRequestID {
+		return nil, status.Errorf(codes.InvalidArgument, "request_id: %d bytes exceeds the maximum of %d", len(req.RequestId), maxRequestID)
+	}
 	if req.RollbackTo < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "rollback_to: %d is negative", req.RollbackTo)
 	}
@@ -274,6 +293,9 @@ func toStatus(err error) error {
 	}
 	return status.Error(codes.Internal, err.Error())
 }
+
+// maxRequestID bounds RunRequest.request_id.
+const maxRequestID = 64
 
 // errUnavailable marks a run or plan that could not read etcd or a shard.
 var errUnavailable = errors.New("unavailable")

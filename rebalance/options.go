@@ -46,6 +46,10 @@ type Options struct {
 	// final copy of moved counters, so that every router has switched
 	// (routers switch within 1s); default 1.5s.
 	Settle time.Duration
+	// ProgressEvery is the least time between two writes of a running
+	// run's record to etcd, which the Admin API's RebalanceRunStream
+	// follows; default 250ms (at most 4 writes a second per run).
+	ProgressEvery time.Duration
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal to the routers'.
 	Ring shardmap.Config
@@ -82,7 +86,7 @@ func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", Interval: time.Minute,
 		Threshold: p.Threshold, MaxMoves: p.MaxMoves, SessionTTL: 5 * time.Second,
-		StatsTimeout: 2 * time.Second, Settle: 1500 * time.Millisecond, Ring: shardmap.DefaultConfig(),
+		StatsTimeout: 2 * time.Second, Settle: 1500 * time.Millisecond, ProgressEvery: 250 * time.Millisecond, Ring: shardmap.DefaultConfig(),
 		Limits: rpc.DefaultLimits(),
 	}
 }
@@ -116,6 +120,9 @@ func (o *Options) fill() {
 	if o.Settle == 0 {
 		o.Settle = d.Settle
 	}
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = d.ProgressEvery
+	}
 	if o.Ring == (shardmap.Config{}) {
 		o.Ring = d.Ring
 	}
@@ -139,6 +146,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("stats timeout: %v is under the minimum of 10ms", o.StatsTimeout)
 	case o.Settle < 0 || o.Settle > time.Minute:
 		return fmt.Errorf("settle: %v not in 0..1m", o.Settle)
+	case o.ProgressEvery < 10*time.Millisecond || o.ProgressEvery > 10*time.Second:
+		return fmt.Errorf("progress every: %v not in 10ms..10s", o.ProgressEvery)
 	case !o.Insecure && (o.TLS == nil || o.TLS.ClientAuth < tls.VerifyClientCertIfGiven):
 		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
 	case !o.Insecure && o.ShardTLS == nil:

@@ -81,12 +81,10 @@ func usersIn(t *testing.T, c *clustertest.Cluster, rule string, parts map[int]bo
 	return out
 }
 
-// A skewed load that puts most traffic on one shard is brought under the
-// threshold by one run; the plan changes nothing, the run moves partitions
-// and publishes a map that every router follows.
-func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
-	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Routers: 2, Rules: testRules(t)})
-	c.StartRebalance()
+// skew puts most traffic on the first shard, whose ID it returns: 24 users
+// with 20 checks each, and 4 users with one check on every other shard.
+func skew(t *testing.T, c *clustertest.Cluster) string {
+	t.Helper()
 	cl := c.Client(0)
 	hot := c.Shards[0].ID()
 	for _, u := range usersOn(t, c, "browse", hot, 24) {
@@ -99,6 +97,16 @@ func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
 			check(t, cl, "/browse", u, 1)
 		}
 	}
+	return hot
+}
+
+// A skewed load that puts most traffic on one shard is brought under the
+// threshold by one run; the plan changes nothing, the run moves partitions
+// and publishes a map that every router follows.
+func TestSkewBroughtUnderThresholdByOneRun(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Routers: 2, Rules: testRules(t)})
+	c.StartRebalance()
+	hot := skew(t, c)
 	adm := c.Admin(0)
 	ctx := context.Background()
 	var plan *shardlimitv1.PlanResponse

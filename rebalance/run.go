@@ -148,15 +148,21 @@ func (j *Job) plan(ctx context.Context) (*shardlimitv1.PlanResponse, error) {
 	return out, nil
 }
 
-// run does one run and records it.
+// run does one run and records it: as it starts, as each phase starts and
+// ends (throttled, see progress), and when it ends.
 func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest) *shardlimitv1.RunRecord {
-	rec := &shardlimitv1.RunRecord{StartedUnixNs: time.Now().UnixNano(), Trigger: req.Trigger, Leader: j.opts.ID}
-	err := j.runInto(ctx, e, req, rec)
-	rec.FinishedUnixNs = time.Now().UnixNano()
+	rec := &shardlimitv1.RunRecord{StartedUnixNs: time.Now().UnixNano(), Trigger: req.Trigger, Leader: j.opts.ID, RequestId: req.RequestId}
+	p := j.startProgress(ctx, rec)
+	outcome, err := j.runInto(ctx, e, req, p)
+	p.finish(err)
+	rec.FinishedUnixNs, rec.Outcome = time.Now().UnixNano(), outcome
 	if err != nil {
 		rec.Outcome, rec.Error = "failed", err.Error()
 		if errors.Is(err, errUnavailable) {
 			rec.Outcome = "skipped"
+		}
+		if n := len(rec.Phases); n > 0 {
+			rec.Error = fmt.Sprintf("in phase %s: %s", rec.Phases[n-1].Name, rec.Error)
 		}
 	}
 	j.metrics.observe(rec)
@@ -167,18 +173,23 @@ func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv
 	return rec
 }
 
-func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest, rec *shardlimitv1.RunRecord) error {
+// runInto does a run, recording its phases and results through p: plan
+// (the hand-off lock, the snapshot, the planner), then the hand-off's copy,
+// publish, settle, copy again and drop. It returns the run's outcome when
+// it did not fail.
+func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest, p *progress) (outcome string, err error) {
+	p.begin(phasePlan)
 	// One hand-off at a time: a shard that drains or joins holds the lock
 	// while it moves counters, and the run plans from members it does not
 	// change meanwhile.
 	unlock, err := handoff.Lock(ctx, j.etcd, j.layout(), j.opts.SessionTTL, false)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUnavailable, err)
+		return "", fmt.Errorf("%w: %v", errUnavailable, err)
 	}
 	defer unlock()
 	s, err := j.read(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer s.close()
 	next := &shardmap.Map{Partitions: j.opts.Ring.Partitions, WrittenBy: j.opts.ID}
@@ -188,10 +199,11 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		next.Owners = make([]string, next.Partitions)
 	}
 	var moves []shardmap.Move
+	var detail string
 	if req.RollbackTo > 0 {
 		target, err := j.version(ctx, req.RollbackTo)
 		if err != nil {
-			return err
+			return "", err
 		}
 		next.Owners = slices.Clone(target.Owners)
 		next.Reason = fmt.Sprintf("rollback to version %d (%s)", req.RollbackTo, req.Trigger)
@@ -203,57 +215,60 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 				moves = append(moves, shardmap.Move{Partition: p, From: from.ID, To: to.ID, Load: s.load[p]})
 			}
 		}
-		rec.Outcome = "moved"
+		detail = fmt.Sprintf("rollback to version %d: %d partitions move", req.RollbackTo, len(moves))
 	} else {
-		p, err := j.planFor(s)
+		plan, err := j.planFor(s)
 		if err != nil {
-			return err
+			return "", err
 		}
-		rec.RatioBefore, rec.RatioAfter = p.RatioBefore, p.RatioAfter
-		if len(p.Moves) == 0 {
-			rec.Outcome = "balanced"
-			return nil
-		}
-		for _, mv := range p.Moves {
+		p.update(func(r *shardlimitv1.RunRecord) { r.RatioBefore, r.RatioAfter = plan.RatioBefore, plan.RatioAfter })
+		for _, mv := range plan.Moves {
 			moves = append(moves, shardmap.Move{Partition: mv.Partition, From: mv.From, To: mv.To, Load: mv.Load})
 			next.Owners[mv.Partition] = mv.To
 		}
-		next.Reason = fmt.Sprintf("%s: max/mean load %.2f > %.2f; %s", req.Trigger, p.RatioBefore, p.Options.Threshold, p.Reason)
-		rec.Outcome = "moved"
+		next.Reason = fmt.Sprintf("%s: max/mean load %.2f > %.2f; %s", req.Trigger, plan.RatioBefore, plan.Options.Threshold, plan.Reason)
+		detail = fmt.Sprintf("%d partitions move, max/mean load %.2f → %.2f; %s", len(moves), plan.RatioBefore, plan.RatioAfter, plan.Reason)
 	}
 	next.Moves = moves
-	for _, mv := range moves {
-		rec.Moves = append(rec.Moves, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
-	}
+	p.update(func(r *shardlimitv1.RunRecord) {
+		for _, mv := range moves {
+			r.Moves = append(r.Moves, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
+		}
+	})
 	if len(moves) == 0 {
-		rec.Outcome = "balanced"
-		return nil
+		p.end(detail, nil)
+		return "balanced", nil
 	}
 	// Hand-off (package handoff): copy the moved partitions' counters to
 	// their new owners, publish (routers switch), settle, copy again what
-	// the old owners counted meanwhile, then drop the old copies.
+	// the old owners counted meanwhile, then drop the old copies. Each
+	// step is a phase of the record.
 	pairs := handoff.Pairs(s.table, shardmap.Resolve(s.ring, next))
-	rep, err := handoff.Move(ctx, handoff.Options{
+	p.end(fmt.Sprintf("%s; %d old → new owner pairs", detail, len(pairs)), nil)
+	o := handoff.Options{
 		Partitions: j.opts.Ring.Partitions, Clients: s.client, Settle: j.opts.Settle,
 		Strict: true, Drop: true, Logger: j.log,
-	}, pairs, func(ctx context.Context) error {
+	}
+	p.handoff(&o)
+	rep, err := handoff.Move(ctx, o, pairs, func(ctx context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := mapstore.Publish(pctx, j.etcd, j.layout(), next, s.m, s.mapRev,
 			clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
-		rec.MapVersion = next.Version
+		p.update(func(r *shardlimitv1.RunRecord) { r.MapVersion = next.Version })
+		p.detail(fmt.Sprintf("version %d", next.Version))
 		return nil
 	})
-	rec.KeysMoved = rep.Imported
+	p.update(func(r *shardlimitv1.RunRecord) { r.KeysMoved = rep.Imported })
 	switch {
 	case err != nil && !rep.Switched:
-		return fmt.Errorf("hand-off before publishing, nothing published: %w", err)
+		return "", fmt.Errorf("hand-off before publishing, nothing published: %w", err)
 	case err != nil:
-		return fmt.Errorf("hand-off after publishing version %d (the map is in force; some counters may not have moved): %w", next.Version, err)
+		return "", fmt.Errorf("hand-off after publishing version %d (the map is in force; some counters may not have moved): %w", next.Version, err)
 	}
-	return nil
+	return "moved", nil
 }
 
 // client returns the client of a member read in the snapshot.

@@ -15,24 +15,25 @@ import (
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
-// leader dials the rebalance leader found in etcd.
-func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, func(), error) {
+// leader dials the rebalance leader found in etcd, and returns its
+// address too.
+func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, string, func(), error) {
 	addr, err := runstore.Leader(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
 	if err != nil {
-		return nil, nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
+		return nil, "", nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
 	if addr == "" {
-		return nil, nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
+		return nil, "", nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
 	}
 	conn, err := grpc.NewClient(addr, rpc.DialCreds(a.r.opts.ShardTLS))
 	if err != nil {
-		return nil, nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
+		return nil, "", nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
 	}
-	return shardlimitv1.NewRebalancerClient(conn), func() { _ = conn.Close() }, nil
+	return shardlimitv1.NewRebalancerClient(conn), addr, func() { _ = conn.Close() }, nil
 }
 
 func (a *admin) RebalancePlan(ctx context.Context, req *shardlimitv1.PlanRequest) (*shardlimitv1.PlanResponse, error) {
-	c, done, err := a.leader(ctx)
+	c, _, done, err := a.leader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -41,30 +42,42 @@ func (a *admin) RebalancePlan(ctx context.Context, req *shardlimitv1.PlanRequest
 }
 
 func (a *admin) RebalanceRun(ctx context.Context, req *shardlimitv1.RebalanceRunRequest) (*shardlimitv1.RunResponse, error) {
+	fillRunRequest(req)
+	c, _, done, err := a.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	resp, err := c.Run(ctx, req.Run)
+	if err != nil || !req.Wait {
+		return resp, err
+	}
+	if err := a.routesBy(ctx, resp.Run.MapVersion); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// fillRunRequest gives a run request its defaults.
+func fillRunRequest(req *shardlimitv1.RebalanceRunRequest) {
 	if req.Run == nil {
 		req.Run = &shardlimitv1.RunRequest{}
 	}
 	if req.Run.Trigger == "" {
 		req.Run.Trigger = "admin"
 	}
-	c, done, err := a.leader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	resp, err := c.Run(ctx, req.Run)
-	if err != nil || !req.Wait || resp.Run.MapVersion == 0 {
-		return resp, err
-	}
-	// Wait until this router routes by the published version.
-	for a.r.MapVersion() < resp.Run.MapVersion {
+}
+
+// routesBy waits until this router routes by version (0: at once).
+func (a *admin) routesBy(ctx context.Context, version int64) error {
+	for a.r.MapVersion() < version {
 		select {
 		case <-ctx.Done():
-			return nil, status.Errorf(codes.DeadlineExceeded, "version %d published, but this router still routes by %d", resp.Run.MapVersion, a.r.MapVersion())
+			return status.Errorf(codes.DeadlineExceeded, "version %d published, but this router still routes by %d", version, a.r.MapVersion())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return resp, nil
+	return nil
 }
 
 func (a *admin) ShardMapHistory(ctx context.Context, _ *shardlimitv1.ShardMapHistoryRequest) (*shardlimitv1.ShardMapHistoryResponse, error) {

@@ -37,7 +37,8 @@
 // over-limit cache. Every call passes the Authorizer of package shard/auth
 // (grants followed in etcd); the handlers of the calls a service may make
 // check each service the request names (auth.go: mayUseAll, ownHotKeys),
-// and admin_grants.go serves the grants. It holds no counters and no
+// admin_grants.go serves the grants, and admin_runstream.go streams a
+// rebalance run by watching its record in etcd. It holds no counters and no
 // algorithms, and must never decide a check itself except by failure
 // policy or by repeating a shard's denial from the over-limit cache. It
 // imports shard contracts (key, member, etcd, rpc, auth, creds, limiter's

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance/runstore"
 )
 
 func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
@@ -41,15 +42,26 @@ func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
 		Long: `Have the leader run now: plan, copy the counters of moved partitions to
 their new owners, publish the new shard map, settle, copy again, drop.
 
-The command waits as long as the run takes (and, with --wait, until the
-router routes by the new map), up to --timeout: 10m unless given. If the
-deadline passes first, it says what the leader's run records show.`,
+The command waits as long as the run takes, up to --timeout: 10m unless
+given, then prints the run's record. With --wait it shows the run as it
+happens: a line as each phase starts and ends (plan; copy and copy again
+with the keys each old owner → new owner pair handed over; publish with
+the version; settle; drop), then the record, then waits until the router
+routes by the new map. With -o json or -o yaml, --wait prints one document
+per event (kind: asked, started, phase_started, pair_copied, phase_ended,
+finished with the final record, routed); YAML documents are separated by
+---.
+
+If the deadline passes first, it says which phase the run was in and what
+it had done (without --wait: what the leader's run records show); the run
+goes on at the leader, and ` + "`rebalance watch`" + ` follows it. A run that fails or
+is skipped exits 4, saying in which phase and why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cf.run(cmd, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "ctl"}, Wait: wait})
 		},
 	}
-	apply.Flags().BoolVar(&wait, "wait", false, "also wait until the router routes by the new shard map")
+	apply.Flags().BoolVar(&wait, "wait", false, "show each phase as it happens, and wait until the router routes by the new shard map")
 	var limit uint32
 	runs := &cobra.Command{
 		Use:   "runs",
@@ -65,8 +77,12 @@ deadline passes first, it says what the leader's run records show.`,
 					tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "STARTED\tTRIGGER\tLEADER\tOUTCOME\tMOVES\tMAX/MEAN\tVERSION\tKEYS MOVED\tERROR")
 					for _, r := range resp.Runs {
+						outcome := r.Outcome
+						if n := len(r.Phases); outcome == runstore.Running && n > 0 {
+							outcome += ": " + r.Phases[n-1].Name // the phase it is in
+						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f → %.2f\t%d\t%d\t%s\n", time.Unix(0, r.StartedUnixNs).Format(time.DateTime),
-							r.Trigger, r.Leader, r.Outcome, len(r.Moves), r.RatioBefore, r.RatioAfter, r.MapVersion, r.KeysMoved, r.Error)
+							r.Trigger, r.Leader, outcome, len(r.Moves), r.RatioBefore, r.RatioAfter, r.MapVersion, r.KeysMoved, r.Error)
 					}
 					return tw.Flush()
 				})
@@ -74,7 +90,28 @@ deadline passes first, it says what the leader's run records show.`,
 		},
 	}
 	runs.Flags().Uint32Var(&limit, "limit", 20, "how many runs")
-	cmd.AddCommand(plan, apply, runs)
+	var started int64
+	watch := &cobra.Command{
+		Use:   "watch [--run STARTED_UNIX_NS]",
+		Short: "Follow a run as it happens (the newest unless --run names one), as apply --wait shows it; starts nothing.",
+		Long: `Follow a run as it happens, the newest unless --run names one (its
+started_unix_ns, as ` + "`rebalance runs -o json`" + ` lists it), as apply --wait
+shows it: a line as each phase starts and ends, then the record; with -o
+json or -o yaml one document per event. A run that already ended is shown
+at once. It waits up to --timeout (10m unless given); a run that failed or
+was skipped exits 4.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if started < 0 {
+				return usageErrorf("--run: %d is negative", started)
+			}
+			return cf.stream(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (runEvents, error) {
+				return c.WatchRebalanceRun(ctx, &shardlimitv1.WatchRebalanceRunRequest{StartedUnixNs: started})
+			}, func() string { return "the run's record did not show" })
+		},
+	}
+	watch.Flags().Int64Var(&started, "run", 0, "the run's started_unix_ns; 0: the newest run")
+	cmd.AddCommand(plan, apply, runs, watch)
 	return cmd
 }
 
@@ -109,7 +146,7 @@ func ctlShardMapCmd(cf *ctlFlags) *cobra.Command {
 	var to int64
 	rollback := &cobra.Command{
 		Use:   "rollback --to VERSION",
-		Short: "Publish a kept version's pins again, handing counters over like a run (waits up to --timeout, 10m unless given).",
+		Short: "Publish a kept version's pins again, handing counters over like a run, showing each phase (waits up to --timeout, 10m unless given).",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to < 1 {
@@ -135,9 +172,13 @@ func (cf *ctlFlags) runTimeout(cmd *cobra.Command) time.Duration {
 }
 
 // run has the leader run and waits for the answer as long as the run
-// takes, up to runTimeout. When the deadline passes first, the error says
-// what the run records show of the run.
+// takes, up to runTimeout; with Wait, it follows the run's phases. When
+// the deadline passes first, the error says what the run records show of
+// the run.
 func (cf *ctlFlags) run(cmd *cobra.Command, req *shardlimitv1.RebalanceRunRequest) error {
+	if req.Wait {
+		return cf.follow(cmd, req)
+	}
 	timeout := cf.runTimeout(cmd)
 	started := time.Now()
 	var resp *shardlimitv1.RunResponse
@@ -146,7 +187,10 @@ func (cf *ctlFlags) run(cmd *cobra.Command, req *shardlimitv1.RebalanceRunReques
 		return err
 	})
 	if err == nil {
-		return printRun(cmd.OutOrStdout(), cf.output, resp.Run)
+		if err := printRun(cmd.OutOrStdout(), cf.output, resp.Run); err != nil {
+			return err
+		}
+		return runFailed(resp.Run)
 	}
 	if status.Code(err) != codes.DeadlineExceeded || cmd.Context().Err() != nil {
 		return err

@@ -335,6 +335,8 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	if got := ctlAny("members"); !strings.Contains(got, "VERSION") || strings.Count(got, testVersion) != 3 {
 		t.Fatalf("ctl members shows no version:\n%s", got)
 	}
+	rebalanceWait(t, ctl, ctlAny)
+
 	buildInfo := `shardlimit_build_info{goversion="go`
 	for _, probe := range []struct{ url, want string }{
 		{metrics["shard-1"], buildInfo},
@@ -552,5 +554,65 @@ func TestComponentsRefuseToStartWithoutTLS(t *testing.T) {
 		if r.code != exitUsage || !strings.Contains(r.stderr, "--tls-ca") || !strings.Contains(r.stderr, "--insecure") {
 			t.Errorf("%v: exit %d, want %d naming --tls-ca and --insecure:\n%s", args, r.code, exitUsage, r.stderr)
 		}
+	}
+}
+
+// rebalanceWait skews the load (alice's 11 checks on one partition, 20
+// more users once each: some share alice's shard, which sheds them), runs
+// `ctl rebalance apply --wait` and expects every phase printed as it
+// happened, in order, with the keys each pair copied; then, -o json, one
+// document per event of a run that finds nothing to move.
+func rebalanceWait(t *testing.T, check func(...string) string, ctl func(...string) string) {
+	t.Helper()
+	for i := range 20 {
+		check("--service", "shop", "--endpoint", "/checkout", "--user", fmt.Sprintf("wait-%d", i))
+	}
+	out := ctl("rebalance", "apply", "--wait")
+	t.Logf("ctl rebalance apply --wait:\n%s", out)
+	at := 0
+	for _, want := range []string{
+		"asked the rebalance leader ", "run started by rebalance-1 (trigger ctl)",
+		"plan started", "plan ended", "copy started", "copy: shard-", "copy ended",
+		"publish started", "publish ended", "version 1", "settle started", "settle ended",
+		"copy again started", "copy again: shard-", "copy again ended", "drop started", "drop ended",
+		"moved by rebalance-1", "shard map version 1", "the router routes by shard map version 1",
+	} {
+		i := strings.Index(out[at:], want)
+		if i < 0 {
+			t.Fatalf("ctl rebalance apply --wait: no %q after byte %d:\n%s", want, at, out)
+		}
+		at += i + len(want)
+	}
+	copied := regexp.MustCompile(`copy: \S+ → \S+, \d+ partitions, (\d+) keys`).FindAllStringSubmatch(out, -1)
+	for _, m := range copied {
+		if m[1] == "0" {
+			t.Errorf("a pair copied no keys:\n%s", out)
+		}
+	}
+	if len(copied) == 0 {
+		t.Errorf("no pair copied:\n%s", out)
+	}
+
+	dec := json.NewDecoder(strings.NewReader(ctl("rebalance", "apply", "--wait", "-o", "json")))
+	var kinds []string
+	for {
+		var ev struct {
+			Kind string `json:"kind"`
+			Run  *struct {
+				Outcome string `json:"outcome"`
+			} `json:"run"`
+		}
+		if err := dec.Decode(&ev); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("ctl rebalance apply --wait -o json: %v", err)
+		}
+		kinds = append(kinds, ev.Kind)
+		if ev.Kind == "finished" && (ev.Run == nil || ev.Run.Outcome == "failed") {
+			t.Errorf("finished event: %+v", ev.Run)
+		}
+	}
+	if len(kinds) < 6 || kinds[0] != "asked" || kinds[1] != "started" || kinds[2] != "phase_started" || kinds[len(kinds)-2] != "finished" || kinds[len(kinds)-1] != "routed" {
+		t.Errorf("ctl rebalance apply --wait -o json: events %v", kinds)
 	}
 }

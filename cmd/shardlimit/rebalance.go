@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/rebalance"
@@ -59,6 +60,7 @@ func rebalanceCmd() *cobra.Command {
 	f.IntVar(&o.MaxMoves, "max-moves", o.MaxMoves, "most partitions one run moves")
 	f.DurationVar(&o.SessionTTL, "session-ttl", o.SessionTTL, "election lease; a dead leader is replaced within about this long")
 	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
+	f.DurationVar(&o.ProgressEvery, "progress-every", o.ProgressEvery, "least time between two writes of a running run's record to etcd (what ctl rebalance apply --wait shows)")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)

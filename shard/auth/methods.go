@@ -84,6 +84,8 @@ var (
 		"/shardlimit.v1.Admin/DeleteRule":                              Operator,
 		"/shardlimit.v1.Admin/RebalancePlan":                           Operator,
 		"/shardlimit.v1.Admin/RebalanceRun":                            Operator,
+		"/shardlimit.v1.Admin/RebalanceRunStream":                      Operator,
+		"/shardlimit.v1.Admin/WatchRebalanceRun":                       Operator,
 		"/shardlimit.v1.Admin/ShardMapHistory":                         Operator,
 		"/shardlimit.v1.Admin/RebalanceRuns":                           Operator,
 		"/shardlimit.v1.Admin/ResetKey":                                Operator,

@@ -22,6 +22,9 @@
 //     between the first copy and the routers' switch;
 //  5. drops the partitions at the sources (when Drop is set).
 //
+// Options.OnStep is told as each step starts, and Options.OnCopied as each
+// pair's copy ends, so that a caller (the rebalance job) records progress.
+//
 // An import merges by the more restrictive state (limiter.Merge), so a
 // second copy never gives quota back, and a key the destination already
 // counted is never weakened. Checks stay exact for users at their limit:

@@ -42,6 +42,35 @@ type Options struct {
 	Drop bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// OnStep, when set, is told as each step of Move starts, in order (a
+	// step ends when the next starts or Move returns); default none.
+	OnStep func(Step)
+	// OnCopied, when set, is told as each pair's copy ends in either copy
+	// step, with what it moved or why it failed; Move calls it one call at
+	// a time; default none.
+	OnCopied func(Step, Pair, Copied, error)
+	// OnDropped, when set, is told as each pair's source dropped the
+	// partitions or failed to (a failure only costs memory); default none.
+	OnDropped func(Pair, error)
+}
+
+// Step names a step of Move, as Options.OnStep is told of it.
+type Step string
+
+// The steps of Move, in order.
+const (
+	StepCopy      Step = "copy"
+	StepSwitch    Step = "switch"
+	StepSettle    Step = "settle"
+	StepCopyAgain Step = "copy again"
+	StepDrop      Step = "drop"
+)
+
+// step tells OnStep, when set, that s starts.
+func (o *Options) step(s Step) {
+	if o.OnStep != nil {
+		o.OnStep(s)
+	}
 }
 
 func (o *Options) fill() {
@@ -115,7 +144,8 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		return rep, err
 	}
 	defer func() { rep.Took = time.Since(start) }()
-	failed := copyAll(ctx, &o, pairs, &rep)
+	o.step(StepCopy)
+	failed := copyAll(ctx, &o, StepCopy, pairs, &rep)
 	if switchOwners == nil {
 		rep.NotHandedOver = failed
 		return rep, failedErr(failed)
@@ -124,6 +154,7 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		rep.NotHandedOver = failed
 		return rep, fmt.Errorf("before switching, nothing switched: %w", failedErr(failed))
 	}
+	o.step(StepSwitch)
 	if err := switchOwners(ctx); err != nil {
 		rep.NotHandedOver = failed
 		return rep, fmt.Errorf("switch: %w", err)
@@ -132,14 +163,17 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	if len(pairs) == 0 {
 		return rep, nil // nothing moves: no router needs to settle
 	}
+	o.step(StepSettle)
 	select {
 	case <-time.After(o.Settle):
 	case <-ctx.Done():
 	}
 	// Under an ended ctx the second copy fails at once, and its pairs are
 	// reported as not handed over.
-	rep.NotHandedOver = copyAll(ctx, &o, pairs, &rep)
+	o.step(StepCopyAgain)
+	rep.NotHandedOver = copyAll(ctx, &o, StepCopyAgain, pairs, &rep)
 	if o.Drop {
+		o.step(StepDrop)
 		drop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
 	}
 	if err := failedErr(rep.NotHandedOver); err != nil {
@@ -159,9 +193,9 @@ func handedOver(pairs []Pair, failed []Failed) []Pair {
 	return out
 }
 
-// copyAll copies every pair, in parallel, adding what moved to rep, and
-// returns the pairs that failed.
-func copyAll(ctx context.Context, o *Options, pairs []Pair, rep *Report) []Failed {
+// copyAll copies every pair, in parallel, adding what moved to rep and
+// telling OnCopied, and returns the pairs that failed.
+func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Report) []Failed {
 	var mu sync.Mutex
 	var failed []Failed
 	var wg sync.WaitGroup
@@ -175,6 +209,9 @@ func copyAll(ctx context.Context, o *Options, pairs []Pair, rep *Report) []Faile
 			rep.Chunks += c.Chunks
 			if err != nil {
 				failed = append(failed, Failed{Pair: p, Err: err})
+			}
+			if o.OnCopied != nil {
+				o.OnCopied(step, p, c, err)
 			}
 		})
 	}
@@ -206,6 +243,9 @@ func drop(ctx context.Context, o *Options, pairs []Pair) {
 		}
 		if err != nil {
 			o.Logger.Warn("old owner did not drop moved partitions; they expire on their own", "shard", p.From.ID, "partitions", len(p.Partitions), "err", err)
+		}
+		if o.OnDropped != nil {
+			o.OnDropped(p, err)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (x RuleChange_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RuleChange_Op.Descriptor instead.
 func (RuleChange_Op) EnumDescriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{19, 0}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type ResetKeyRequest struct {
@@ -814,6 +814,153 @@ func (x *RebalanceRunRequest) GetWait() bool {
 	return false
 }
 
+// RebalanceRunEvent is one step of a run that RebalanceRunStream follows.
+type RebalanceRunEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// asked: the router handed the request to the leader (leader);
+	// started: the leader recorded the run (run);
+	// phase_started, phase_ended: a phase started or ended (phase);
+	// pair_copied: one pair's copy in a copy phase ended (phase, pair);
+	// finished: the run ended (run: the final record);
+	// routed: the answering router routes by the published version
+	// (routing_version), sent only when the request asked to wait.
+	Kind  string     `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Phase *RunPhase  `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Pair  *PairCopy  `protobuf:"bytes,3,opt,name=pair,proto3" json:"pair,omitempty"`
+	Run   *RunRecord `protobuf:"bytes,4,opt,name=run,proto3" json:"run,omitempty"`
+	// The rebalance leader's address (asked).
+	Leader         string `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	RoutingVersion int64  `protobuf:"varint,6,opt,name=routing_version,json=routingVersion,proto3" json:"routing_version,omitempty"`
+	UnixNs         int64  `protobuf:"varint,7,opt,name=unix_ns,json=unixNs,proto3" json:"unix_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RebalanceRunEvent) Reset() {
+	*x = RebalanceRunEvent{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRunEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRunEvent) ProtoMessage() {}
+
+func (x *RebalanceRunEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRunEvent.ProtoReflect.Descriptor instead.
+func (*RebalanceRunEvent) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RebalanceRunEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RebalanceRunEvent) GetPhase() *RunPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return nil
+}
+
+func (x *RebalanceRunEvent) GetPair() *PairCopy {
+	if x != nil {
+		return x.Pair
+	}
+	return nil
+}
+
+func (x *RebalanceRunEvent) GetRun() *RunRecord {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *RebalanceRunEvent) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *RebalanceRunEvent) GetRoutingVersion() int64 {
+	if x != nil {
+		return x.RoutingVersion
+	}
+	return 0
+}
+
+func (x *RebalanceRunEvent) GetUnixNs() int64 {
+	if x != nil {
+		return x.UnixNs
+	}
+	return 0
+}
+
+type WatchRebalanceRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's started_unix_ns, as RebalanceRuns lists it; 0: the newest
+	// run.
+	StartedUnixNs int64 `protobuf:"varint,1,opt,name=started_unix_ns,json=startedUnixNs,proto3" json:"started_unix_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRebalanceRunRequest) Reset() {
+	*x = WatchRebalanceRunRequest{}
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRebalanceRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRebalanceRunRequest) ProtoMessage() {}
+
+func (x *WatchRebalanceRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRebalanceRunRequest.ProtoReflect.Descriptor instead.
+func (*WatchRebalanceRunRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WatchRebalanceRunRequest) GetStartedUnixNs() int64 {
+	if x != nil {
+		return x.StartedUnixNs
+	}
+	return 0
+}
+
 type ShardMapHistoryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -822,7 +969,7 @@ type ShardMapHistoryRequest struct {
 
 func (x *ShardMapHistoryRequest) Reset() {
 	*x = ShardMapHistoryRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +981,7 @@ func (x *ShardMapHistoryRequest) String() string {
 func (*ShardMapHistoryRequest) ProtoMessage() {}
 
 func (x *ShardMapHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +994,7 @@ func (x *ShardMapHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ShardMapHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 type ShardMapVersion struct {
@@ -864,7 +1011,7 @@ type ShardMapVersion struct {
 
 func (x *ShardMapVersion) Reset() {
 	*x = ShardMapVersion{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1023,7 @@ func (x *ShardMapVersion) String() string {
 func (*ShardMapVersion) ProtoMessage() {}
 
 func (x *ShardMapVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1036,7 @@ func (x *ShardMapVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapVersion.ProtoReflect.Descriptor instead.
 func (*ShardMapVersion) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ShardMapVersion) GetVersion() int64 {
@@ -945,7 +1092,7 @@ type ShardMapHistoryResponse struct {
 
 func (x *ShardMapHistoryResponse) Reset() {
 	*x = ShardMapHistoryResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1104,7 @@ func (x *ShardMapHistoryResponse) String() string {
 func (*ShardMapHistoryResponse) ProtoMessage() {}
 
 func (x *ShardMapHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1117,7 @@ func (x *ShardMapHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardMapHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ShardMapHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ShardMapHistoryResponse) GetVersions() []*ShardMapVersion {
@@ -996,7 +1143,7 @@ type RebalanceRunsRequest struct {
 
 func (x *RebalanceRunsRequest) Reset() {
 	*x = RebalanceRunsRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1155,7 @@ func (x *RebalanceRunsRequest) String() string {
 func (*RebalanceRunsRequest) ProtoMessage() {}
 
 func (x *RebalanceRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1168,7 @@ func (x *RebalanceRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRunsRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRunsRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RebalanceRunsRequest) GetLimit() uint32 {
@@ -1040,7 +1187,7 @@ type RebalanceRunsResponse struct {
 
 func (x *RebalanceRunsResponse) Reset() {
 	*x = RebalanceRunsResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1199,7 @@ func (x *RebalanceRunsResponse) String() string {
 func (*RebalanceRunsResponse) ProtoMessage() {}
 
 func (x *RebalanceRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1212,7 @@ func (x *RebalanceRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRunsResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceRunsResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RebalanceRunsResponse) GetRuns() []*RunRecord {
@@ -1090,7 +1237,7 @@ type ApplyRulesRequest struct {
 
 func (x *ApplyRulesRequest) Reset() {
 	*x = ApplyRulesRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1249,7 @@ func (x *ApplyRulesRequest) String() string {
 func (*ApplyRulesRequest) ProtoMessage() {}
 
 func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1262,7 @@ func (x *ApplyRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRulesRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApplyRulesRequest) GetFileName() string {
@@ -1160,7 +1307,7 @@ type RuleChange struct {
 
 func (x *RuleChange) Reset() {
 	*x = RuleChange{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1319,7 @@ func (x *RuleChange) String() string {
 func (*RuleChange) ProtoMessage() {}
 
 func (x *RuleChange) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1332,7 @@ func (x *RuleChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleChange.ProtoReflect.Descriptor instead.
 func (*RuleChange) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RuleChange) GetOp() RuleChange_Op {
@@ -1236,7 +1383,7 @@ type ApplyRulesResponse struct {
 
 func (x *ApplyRulesResponse) Reset() {
 	*x = ApplyRulesResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1395,7 @@ func (x *ApplyRulesResponse) String() string {
 func (*ApplyRulesResponse) ProtoMessage() {}
 
 func (x *ApplyRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1408,7 @@ func (x *ApplyRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRulesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyRulesResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApplyRulesResponse) GetChanges() []*RuleChange {
@@ -1295,7 +1442,7 @@ type GetRulesRequest struct {
 
 func (x *GetRulesRequest) Reset() {
 	*x = GetRulesRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1454,7 @@ func (x *GetRulesRequest) String() string {
 func (*GetRulesRequest) ProtoMessage() {}
 
 func (x *GetRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1467,7 @@ func (x *GetRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRulesRequest.ProtoReflect.Descriptor instead.
 func (*GetRulesRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRulesRequest) GetService() string {
@@ -1343,7 +1490,7 @@ type GetRulesResponse struct {
 
 func (x *GetRulesResponse) Reset() {
 	*x = GetRulesResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1502,7 @@ func (x *GetRulesResponse) String() string {
 func (*GetRulesResponse) ProtoMessage() {}
 
 func (x *GetRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1515,7 @@ func (x *GetRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRulesResponse.ProtoReflect.Descriptor instead.
 func (*GetRulesResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetRulesResponse) GetYaml() []byte {
@@ -1402,7 +1549,7 @@ type DeleteRuleRequest struct {
 
 func (x *DeleteRuleRequest) Reset() {
 	*x = DeleteRuleRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1561,7 @@ func (x *DeleteRuleRequest) String() string {
 func (*DeleteRuleRequest) ProtoMessage() {}
 
 func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1574,7 @@ func (x *DeleteRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRuleRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteRuleRequest) GetService() string {
@@ -1453,7 +1600,7 @@ type DeleteRuleResponse struct {
 
 func (x *DeleteRuleResponse) Reset() {
 	*x = DeleteRuleResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[24]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1612,7 @@ func (x *DeleteRuleResponse) String() string {
 func (*DeleteRuleResponse) ProtoMessage() {}
 
 func (x *DeleteRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[24]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1625,7 @@ func (x *DeleteRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRuleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRuleResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteRuleResponse) GetExisted() bool {
@@ -1496,7 +1643,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[25]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1655,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[25]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1668,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type Member struct {
@@ -1544,7 +1691,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[26]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1703,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[26]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1716,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Member) GetId() string {
@@ -1645,7 +1792,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[27]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1804,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[27]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1817,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -1699,7 +1846,7 @@ type ListLimitedRequest struct {
 
 func (x *ListLimitedRequest) Reset() {
 	*x = ListLimitedRequest{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[28]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1858,7 @@ func (x *ListLimitedRequest) String() string {
 func (*ListLimitedRequest) ProtoMessage() {}
 
 func (x *ListLimitedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[28]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1871,7 @@ func (x *ListLimitedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitedRequest.ProtoReflect.Descriptor instead.
 func (*ListLimitedRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListLimitedRequest) GetService() string {
@@ -1767,7 +1914,7 @@ type ListLimitedResponse struct {
 
 func (x *ListLimitedResponse) Reset() {
 	*x = ListLimitedResponse{}
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[29]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1926,7 @@ func (x *ListLimitedResponse) String() string {
 func (*ListLimitedResponse) ProtoMessage() {}
 
 func (x *ListLimitedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_admin_proto_msgTypes[29]
+	mi := &file_shardlimit_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1939,7 @@ func (x *ListLimitedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitedResponse.ProtoReflect.Descriptor instead.
 func (*ListLimitedResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_shardlimit_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListLimitedResponse) GetEpisodes() []*Episode {
@@ -1858,7 +2005,17 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\"V\n" +
 	"\x13RebalanceRunRequest\x12+\n" +
 	"\x03run\x18\x01 \x01(\v2\x19.shardlimit.v1.RunRequestR\x03run\x12\x12\n" +
-	"\x04wait\x18\x02 \x01(\bR\x04wait\"\x18\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\"\x89\x02\n" +
+	"\x11RebalanceRunEvent\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12-\n" +
+	"\x05phase\x18\x02 \x01(\v2\x17.shardlimit.v1.RunPhaseR\x05phase\x12+\n" +
+	"\x04pair\x18\x03 \x01(\v2\x17.shardlimit.v1.PairCopyR\x04pair\x12*\n" +
+	"\x03run\x18\x04 \x01(\v2\x18.shardlimit.v1.RunRecordR\x03run\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\tR\x06leader\x12'\n" +
+	"\x0frouting_version\x18\x06 \x01(\x03R\x0eroutingVersion\x12\x17\n" +
+	"\aunix_ns\x18\a \x01(\x03R\x06unixNs\"B\n" +
+	"\x18WatchRebalanceRunRequest\x12&\n" +
+	"\x0fstarted_unix_ns\x18\x01 \x01(\x03R\rstartedUnixNs\"\x18\n" +
 	"\x16ShardMapHistoryRequest\"\xd4\x01\n" +
 	"\x0fShardMapVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x16\n" +
@@ -1933,7 +2090,8 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"k\n" +
 	"\x13ListLimitedResponse\x122\n" +
 	"\bepisodes\x18\x01 \x03(\v2\x16.shardlimit.v1.EpisodeR\bepisodes\x12 \n" +
-	"\vunreachable\x18\x02 \x03(\tR\vunreachable2\xff\b\n" +
+	"\vunreachable\x18\x02 \x03(\tR\vunreachable2\xbf\n" +
+	"\n" +
 	"\x05Admin\x12Q\n" +
 	"\n" +
 	"ApplyRules\x12 .shardlimit.v1.ApplyRulesRequest\x1a!.shardlimit.v1.ApplyRulesResponse\x12K\n" +
@@ -1943,7 +2101,9 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\vListMembers\x12!.shardlimit.v1.ListMembersRequest\x1a\".shardlimit.v1.ListMembersResponse\x12T\n" +
 	"\vListLimited\x12!.shardlimit.v1.ListLimitedRequest\x1a\".shardlimit.v1.ListLimitedResponse\x12H\n" +
 	"\rRebalancePlan\x12\x1a.shardlimit.v1.PlanRequest\x1a\x1b.shardlimit.v1.PlanResponse\x12N\n" +
-	"\fRebalanceRun\x12\".shardlimit.v1.RebalanceRunRequest\x1a\x1a.shardlimit.v1.RunResponse\x12`\n" +
+	"\fRebalanceRun\x12\".shardlimit.v1.RebalanceRunRequest\x1a\x1a.shardlimit.v1.RunResponse\x12\\\n" +
+	"\x12RebalanceRunStream\x12\".shardlimit.v1.RebalanceRunRequest\x1a .shardlimit.v1.RebalanceRunEvent0\x01\x12`\n" +
+	"\x11WatchRebalanceRun\x12'.shardlimit.v1.WatchRebalanceRunRequest\x1a .shardlimit.v1.RebalanceRunEvent0\x01\x12`\n" +
 	"\x0fShardMapHistory\x12%.shardlimit.v1.ShardMapHistoryRequest\x1a&.shardlimit.v1.ShardMapHistoryResponse\x12Z\n" +
 	"\rRebalanceRuns\x12#.shardlimit.v1.RebalanceRunsRequest\x1a$.shardlimit.v1.RebalanceRunsResponse\x12K\n" +
 	"\bResetKey\x12\x1e.shardlimit.v1.ResetKeyRequest\x1a\x1f.shardlimit.v1.ResetKeyResponse\x12Q\n" +
@@ -1966,47 +2126,51 @@ func file_shardlimit_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_shardlimit_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_shardlimit_v1_admin_proto_goTypes = []any{
-	(RuleChange_Op)(0),              // 0: shardlimit.v1.RuleChange.Op
-	(*ResetKeyRequest)(nil),         // 1: shardlimit.v1.ResetKeyRequest
-	(*ResetKeyResponse)(nil),        // 2: shardlimit.v1.ResetKeyResponse
-	(*GrantInfo)(nil),               // 3: shardlimit.v1.GrantInfo
-	(*TokenInfo)(nil),               // 4: shardlimit.v1.TokenInfo
-	(*ListGrantsRequest)(nil),       // 5: shardlimit.v1.ListGrantsRequest
-	(*ListGrantsResponse)(nil),      // 6: shardlimit.v1.ListGrantsResponse
-	(*GrantRequest)(nil),            // 7: shardlimit.v1.GrantRequest
-	(*GrantResponse)(nil),           // 8: shardlimit.v1.GrantResponse
-	(*RevokeRequest)(nil),           // 9: shardlimit.v1.RevokeRequest
-	(*RevokeResponse)(nil),          // 10: shardlimit.v1.RevokeResponse
-	(*CreateTokenRequest)(nil),      // 11: shardlimit.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),     // 12: shardlimit.v1.CreateTokenResponse
-	(*RebalanceRunRequest)(nil),     // 13: shardlimit.v1.RebalanceRunRequest
-	(*ShardMapHistoryRequest)(nil),  // 14: shardlimit.v1.ShardMapHistoryRequest
-	(*ShardMapVersion)(nil),         // 15: shardlimit.v1.ShardMapVersion
-	(*ShardMapHistoryResponse)(nil), // 16: shardlimit.v1.ShardMapHistoryResponse
-	(*RebalanceRunsRequest)(nil),    // 17: shardlimit.v1.RebalanceRunsRequest
-	(*RebalanceRunsResponse)(nil),   // 18: shardlimit.v1.RebalanceRunsResponse
-	(*ApplyRulesRequest)(nil),       // 19: shardlimit.v1.ApplyRulesRequest
-	(*RuleChange)(nil),              // 20: shardlimit.v1.RuleChange
-	(*ApplyRulesResponse)(nil),      // 21: shardlimit.v1.ApplyRulesResponse
-	(*GetRulesRequest)(nil),         // 22: shardlimit.v1.GetRulesRequest
-	(*GetRulesResponse)(nil),        // 23: shardlimit.v1.GetRulesResponse
-	(*DeleteRuleRequest)(nil),       // 24: shardlimit.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),      // 25: shardlimit.v1.DeleteRuleResponse
-	(*ListMembersRequest)(nil),      // 26: shardlimit.v1.ListMembersRequest
-	(*Member)(nil),                  // 27: shardlimit.v1.Member
-	(*ListMembersResponse)(nil),     // 28: shardlimit.v1.ListMembersResponse
-	(*ListLimitedRequest)(nil),      // 29: shardlimit.v1.ListLimitedRequest
-	(*ListLimitedResponse)(nil),     // 30: shardlimit.v1.ListLimitedResponse
-	(*RunRequest)(nil),              // 31: shardlimit.v1.RunRequest
-	(*PlannedMove)(nil),             // 32: shardlimit.v1.PlannedMove
-	(*RunRecord)(nil),               // 33: shardlimit.v1.RunRecord
-	(*StatsResponse)(nil),           // 34: shardlimit.v1.StatsResponse
-	(*Episode)(nil),                 // 35: shardlimit.v1.Episode
-	(*PlanRequest)(nil),             // 36: shardlimit.v1.PlanRequest
-	(*PlanResponse)(nil),            // 37: shardlimit.v1.PlanResponse
-	(*RunResponse)(nil),             // 38: shardlimit.v1.RunResponse
+	(RuleChange_Op)(0),               // 0: shardlimit.v1.RuleChange.Op
+	(*ResetKeyRequest)(nil),          // 1: shardlimit.v1.ResetKeyRequest
+	(*ResetKeyResponse)(nil),         // 2: shardlimit.v1.ResetKeyResponse
+	(*GrantInfo)(nil),                // 3: shardlimit.v1.GrantInfo
+	(*TokenInfo)(nil),                // 4: shardlimit.v1.TokenInfo
+	(*ListGrantsRequest)(nil),        // 5: shardlimit.v1.ListGrantsRequest
+	(*ListGrantsResponse)(nil),       // 6: shardlimit.v1.ListGrantsResponse
+	(*GrantRequest)(nil),             // 7: shardlimit.v1.GrantRequest
+	(*GrantResponse)(nil),            // 8: shardlimit.v1.GrantResponse
+	(*RevokeRequest)(nil),            // 9: shardlimit.v1.RevokeRequest
+	(*RevokeResponse)(nil),           // 10: shardlimit.v1.RevokeResponse
+	(*CreateTokenRequest)(nil),       // 11: shardlimit.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),      // 12: shardlimit.v1.CreateTokenResponse
+	(*RebalanceRunRequest)(nil),      // 13: shardlimit.v1.RebalanceRunRequest
+	(*RebalanceRunEvent)(nil),        // 14: shardlimit.v1.RebalanceRunEvent
+	(*WatchRebalanceRunRequest)(nil), // 15: shardlimit.v1.WatchRebalanceRunRequest
+	(*ShardMapHistoryRequest)(nil),   // 16: shardlimit.v1.ShardMapHistoryRequest
+	(*ShardMapVersion)(nil),          // 17: shardlimit.v1.ShardMapVersion
+	(*ShardMapHistoryResponse)(nil),  // 18: shardlimit.v1.ShardMapHistoryResponse
+	(*RebalanceRunsRequest)(nil),     // 19: shardlimit.v1.RebalanceRunsRequest
+	(*RebalanceRunsResponse)(nil),    // 20: shardlimit.v1.RebalanceRunsResponse
+	(*ApplyRulesRequest)(nil),        // 21: shardlimit.v1.ApplyRulesRequest
+	(*RuleChange)(nil),               // 22: shardlimit.v1.RuleChange
+	(*ApplyRulesResponse)(nil),       // 23: shardlimit.v1.ApplyRulesResponse
+	(*GetRulesRequest)(nil),          // 24: shardlimit.v1.GetRulesRequest
+	(*GetRulesResponse)(nil),         // 25: shardlimit.v1.GetRulesResponse
+	(*DeleteRuleRequest)(nil),        // 26: shardlimit.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),       // 27: shardlimit.v1.DeleteRuleResponse
+	(*ListMembersRequest)(nil),       // 28: shardlimit.v1.ListMembersRequest
+	(*Member)(nil),                   // 29: shardlimit.v1.Member
+	(*ListMembersResponse)(nil),      // 30: shardlimit.v1.ListMembersResponse
+	(*ListLimitedRequest)(nil),       // 31: shardlimit.v1.ListLimitedRequest
+	(*ListLimitedResponse)(nil),      // 32: shardlimit.v1.ListLimitedResponse
+	(*RunRequest)(nil),               // 33: shardlimit.v1.RunRequest
+	(*RunPhase)(nil),                 // 34: shardlimit.v1.RunPhase
+	(*PairCopy)(nil),                 // 35: shardlimit.v1.PairCopy
+	(*RunRecord)(nil),                // 36: shardlimit.v1.RunRecord
+	(*PlannedMove)(nil),              // 37: shardlimit.v1.PlannedMove
+	(*StatsResponse)(nil),            // 38: shardlimit.v1.StatsResponse
+	(*Episode)(nil),                  // 39: shardlimit.v1.Episode
+	(*PlanRequest)(nil),              // 40: shardlimit.v1.PlanRequest
+	(*PlanResponse)(nil),             // 41: shardlimit.v1.PlanResponse
+	(*RunResponse)(nil),              // 42: shardlimit.v1.RunResponse
 }
 var file_shardlimit_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: shardlimit.v1.GrantInfo.tokens:type_name -> shardlimit.v1.TokenInfo
@@ -2014,48 +2178,55 @@ var file_shardlimit_v1_admin_proto_depIdxs = []int32{
 	3,  // 2: shardlimit.v1.GrantResponse.grant:type_name -> shardlimit.v1.GrantInfo
 	3,  // 3: shardlimit.v1.RevokeResponse.grant:type_name -> shardlimit.v1.GrantInfo
 	4,  // 4: shardlimit.v1.CreateTokenResponse.info:type_name -> shardlimit.v1.TokenInfo
-	31, // 5: shardlimit.v1.RebalanceRunRequest.run:type_name -> shardlimit.v1.RunRequest
-	32, // 6: shardlimit.v1.ShardMapVersion.moves:type_name -> shardlimit.v1.PlannedMove
-	15, // 7: shardlimit.v1.ShardMapHistoryResponse.versions:type_name -> shardlimit.v1.ShardMapVersion
-	33, // 8: shardlimit.v1.RebalanceRunsResponse.runs:type_name -> shardlimit.v1.RunRecord
-	0,  // 9: shardlimit.v1.RuleChange.op:type_name -> shardlimit.v1.RuleChange.Op
-	20, // 10: shardlimit.v1.ApplyRulesResponse.changes:type_name -> shardlimit.v1.RuleChange
-	34, // 11: shardlimit.v1.Member.stats:type_name -> shardlimit.v1.StatsResponse
-	27, // 12: shardlimit.v1.ListMembersResponse.members:type_name -> shardlimit.v1.Member
-	35, // 13: shardlimit.v1.ListLimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	19, // 14: shardlimit.v1.Admin.ApplyRules:input_type -> shardlimit.v1.ApplyRulesRequest
-	22, // 15: shardlimit.v1.Admin.GetRules:input_type -> shardlimit.v1.GetRulesRequest
-	24, // 16: shardlimit.v1.Admin.DeleteRule:input_type -> shardlimit.v1.DeleteRuleRequest
-	26, // 17: shardlimit.v1.Admin.ListMembers:input_type -> shardlimit.v1.ListMembersRequest
-	29, // 18: shardlimit.v1.Admin.ListLimited:input_type -> shardlimit.v1.ListLimitedRequest
-	36, // 19: shardlimit.v1.Admin.RebalancePlan:input_type -> shardlimit.v1.PlanRequest
-	13, // 20: shardlimit.v1.Admin.RebalanceRun:input_type -> shardlimit.v1.RebalanceRunRequest
-	14, // 21: shardlimit.v1.Admin.ShardMapHistory:input_type -> shardlimit.v1.ShardMapHistoryRequest
-	17, // 22: shardlimit.v1.Admin.RebalanceRuns:input_type -> shardlimit.v1.RebalanceRunsRequest
-	1,  // 23: shardlimit.v1.Admin.ResetKey:input_type -> shardlimit.v1.ResetKeyRequest
-	5,  // 24: shardlimit.v1.Admin.ListGrants:input_type -> shardlimit.v1.ListGrantsRequest
-	7,  // 25: shardlimit.v1.Admin.Grant:input_type -> shardlimit.v1.GrantRequest
-	9,  // 26: shardlimit.v1.Admin.Revoke:input_type -> shardlimit.v1.RevokeRequest
-	11, // 27: shardlimit.v1.Admin.CreateToken:input_type -> shardlimit.v1.CreateTokenRequest
-	21, // 28: shardlimit.v1.Admin.ApplyRules:output_type -> shardlimit.v1.ApplyRulesResponse
-	23, // 29: shardlimit.v1.Admin.GetRules:output_type -> shardlimit.v1.GetRulesResponse
-	25, // 30: shardlimit.v1.Admin.DeleteRule:output_type -> shardlimit.v1.DeleteRuleResponse
-	28, // 31: shardlimit.v1.Admin.ListMembers:output_type -> shardlimit.v1.ListMembersResponse
-	30, // 32: shardlimit.v1.Admin.ListLimited:output_type -> shardlimit.v1.ListLimitedResponse
-	37, // 33: shardlimit.v1.Admin.RebalancePlan:output_type -> shardlimit.v1.PlanResponse
-	38, // 34: shardlimit.v1.Admin.RebalanceRun:output_type -> shardlimit.v1.RunResponse
-	16, // 35: shardlimit.v1.Admin.ShardMapHistory:output_type -> shardlimit.v1.ShardMapHistoryResponse
-	18, // 36: shardlimit.v1.Admin.RebalanceRuns:output_type -> shardlimit.v1.RebalanceRunsResponse
-	2,  // 37: shardlimit.v1.Admin.ResetKey:output_type -> shardlimit.v1.ResetKeyResponse
-	6,  // 38: shardlimit.v1.Admin.ListGrants:output_type -> shardlimit.v1.ListGrantsResponse
-	8,  // 39: shardlimit.v1.Admin.Grant:output_type -> shardlimit.v1.GrantResponse
-	10, // 40: shardlimit.v1.Admin.Revoke:output_type -> shardlimit.v1.RevokeResponse
-	12, // 41: shardlimit.v1.Admin.CreateToken:output_type -> shardlimit.v1.CreateTokenResponse
-	28, // [28:42] is the sub-list for method output_type
-	14, // [14:28] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	33, // 5: shardlimit.v1.RebalanceRunRequest.run:type_name -> shardlimit.v1.RunRequest
+	34, // 6: shardlimit.v1.RebalanceRunEvent.phase:type_name -> shardlimit.v1.RunPhase
+	35, // 7: shardlimit.v1.RebalanceRunEvent.pair:type_name -> shardlimit.v1.PairCopy
+	36, // 8: shardlimit.v1.RebalanceRunEvent.run:type_name -> shardlimit.v1.RunRecord
+	37, // 9: shardlimit.v1.ShardMapVersion.moves:type_name -> shardlimit.v1.PlannedMove
+	17, // 10: shardlimit.v1.ShardMapHistoryResponse.versions:type_name -> shardlimit.v1.ShardMapVersion
+	36, // 11: shardlimit.v1.RebalanceRunsResponse.runs:type_name -> shardlimit.v1.RunRecord
+	0,  // 12: shardlimit.v1.RuleChange.op:type_name -> shardlimit.v1.RuleChange.Op
+	22, // 13: shardlimit.v1.ApplyRulesResponse.changes:type_name -> shardlimit.v1.RuleChange
+	38, // 14: shardlimit.v1.Member.stats:type_name -> shardlimit.v1.StatsResponse
+	29, // 15: shardlimit.v1.ListMembersResponse.members:type_name -> shardlimit.v1.Member
+	39, // 16: shardlimit.v1.ListLimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	21, // 17: shardlimit.v1.Admin.ApplyRules:input_type -> shardlimit.v1.ApplyRulesRequest
+	24, // 18: shardlimit.v1.Admin.GetRules:input_type -> shardlimit.v1.GetRulesRequest
+	26, // 19: shardlimit.v1.Admin.DeleteRule:input_type -> shardlimit.v1.DeleteRuleRequest
+	28, // 20: shardlimit.v1.Admin.ListMembers:input_type -> shardlimit.v1.ListMembersRequest
+	31, // 21: shardlimit.v1.Admin.ListLimited:input_type -> shardlimit.v1.ListLimitedRequest
+	40, // 22: shardlimit.v1.Admin.RebalancePlan:input_type -> shardlimit.v1.PlanRequest
+	13, // 23: shardlimit.v1.Admin.RebalanceRun:input_type -> shardlimit.v1.RebalanceRunRequest
+	13, // 24: shardlimit.v1.Admin.RebalanceRunStream:input_type -> shardlimit.v1.RebalanceRunRequest
+	15, // 25: shardlimit.v1.Admin.WatchRebalanceRun:input_type -> shardlimit.v1.WatchRebalanceRunRequest
+	16, // 26: shardlimit.v1.Admin.ShardMapHistory:input_type -> shardlimit.v1.ShardMapHistoryRequest
+	19, // 27: shardlimit.v1.Admin.RebalanceRuns:input_type -> shardlimit.v1.RebalanceRunsRequest
+	1,  // 28: shardlimit.v1.Admin.ResetKey:input_type -> shardlimit.v1.ResetKeyRequest
+	5,  // 29: shardlimit.v1.Admin.ListGrants:input_type -> shardlimit.v1.ListGrantsRequest
+	7,  // 30: shardlimit.v1.Admin.Grant:input_type -> shardlimit.v1.GrantRequest
+	9,  // 31: shardlimit.v1.Admin.Revoke:input_type -> shardlimit.v1.RevokeRequest
+	11, // 32: shardlimit.v1.Admin.CreateToken:input_type -> shardlimit.v1.CreateTokenRequest
+	23, // 33: shardlimit.v1.Admin.ApplyRules:output_type -> shardlimit.v1.ApplyRulesResponse
+	25, // 34: shardlimit.v1.Admin.GetRules:output_type -> shardlimit.v1.GetRulesResponse
+	27, // 35: shardlimit.v1.Admin.DeleteRule:output_type -> shardlimit.v1.DeleteRuleResponse
+	30, // 36: shardlimit.v1.Admin.ListMembers:output_type -> shardlimit.v1.ListMembersResponse
+	32, // 37: shardlimit.v1.Admin.ListLimited:output_type -> shardlimit.v1.ListLimitedResponse
+	41, // 38: shardlimit.v1.Admin.RebalancePlan:output_type -> shardlimit.v1.PlanResponse
+	42, // 39: shardlimit.v1.Admin.RebalanceRun:output_type -> shardlimit.v1.RunResponse
+	14, // 40: shardlimit.v1.Admin.RebalanceRunStream:output_type -> shardlimit.v1.RebalanceRunEvent
+	14, // 41: shardlimit.v1.Admin.WatchRebalanceRun:output_type -> shardlimit.v1.RebalanceRunEvent
+	18, // 42: shardlimit.v1.Admin.ShardMapHistory:output_type -> shardlimit.v1.ShardMapHistoryResponse
+	20, // 43: shardlimit.v1.Admin.RebalanceRuns:output_type -> shardlimit.v1.RebalanceRunsResponse
+	2,  // 44: shardlimit.v1.Admin.ResetKey:output_type -> shardlimit.v1.ResetKeyResponse
+	6,  // 45: shardlimit.v1.Admin.ListGrants:output_type -> shardlimit.v1.ListGrantsResponse
+	8,  // 46: shardlimit.v1.Admin.Grant:output_type -> shardlimit.v1.GrantResponse
+	10, // 47: shardlimit.v1.Admin.Revoke:output_type -> shardlimit.v1.RevokeResponse
+	12, // 48: shardlimit.v1.Admin.CreateToken:output_type -> shardlimit.v1.CreateTokenResponse
+	33, // [33:49] is the sub-list for method output_type
+	17, // [17:33] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_admin_proto_init() }
@@ -2071,7 +2242,7 @@ func file_shardlimit_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_admin_proto_rawDesc), len(file_shardlimit_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,20 +19,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ApplyRules_FullMethodName      = "/shardlimit.v1.Admin/ApplyRules"
-	Admin_GetRules_FullMethodName        = "/shardlimit.v1.Admin/GetRules"
-	Admin_DeleteRule_FullMethodName      = "/shardlimit.v1.Admin/DeleteRule"
-	Admin_ListMembers_FullMethodName     = "/shardlimit.v1.Admin/ListMembers"
-	Admin_ListLimited_FullMethodName     = "/shardlimit.v1.Admin/ListLimited"
-	Admin_RebalancePlan_FullMethodName   = "/shardlimit.v1.Admin/RebalancePlan"
-	Admin_RebalanceRun_FullMethodName    = "/shardlimit.v1.Admin/RebalanceRun"
-	Admin_ShardMapHistory_FullMethodName = "/shardlimit.v1.Admin/ShardMapHistory"
-	Admin_RebalanceRuns_FullMethodName   = "/shardlimit.v1.Admin/RebalanceRuns"
-	Admin_ResetKey_FullMethodName        = "/shardlimit.v1.Admin/ResetKey"
-	Admin_ListGrants_FullMethodName      = "/shardlimit.v1.Admin/ListGrants"
-	Admin_Grant_FullMethodName           = "/shardlimit.v1.Admin/Grant"
-	Admin_Revoke_FullMethodName          = "/shardlimit.v1.Admin/Revoke"
-	Admin_CreateToken_FullMethodName     = "/shardlimit.v1.Admin/CreateToken"
+	Admin_ApplyRules_FullMethodName         = "/shardlimit.v1.Admin/ApplyRules"
+	Admin_GetRules_FullMethodName           = "/shardlimit.v1.Admin/GetRules"
+	Admin_DeleteRule_FullMethodName         = "/shardlimit.v1.Admin/DeleteRule"
+	Admin_ListMembers_FullMethodName        = "/shardlimit.v1.Admin/ListMembers"
+	Admin_ListLimited_FullMethodName        = "/shardlimit.v1.Admin/ListLimited"
+	Admin_RebalancePlan_FullMethodName      = "/shardlimit.v1.Admin/RebalancePlan"
+	Admin_RebalanceRun_FullMethodName       = "/shardlimit.v1.Admin/RebalanceRun"
+	Admin_RebalanceRunStream_FullMethodName = "/shardlimit.v1.Admin/RebalanceRunStream"
+	Admin_WatchRebalanceRun_FullMethodName  = "/shardlimit.v1.Admin/WatchRebalanceRun"
+	Admin_ShardMapHistory_FullMethodName    = "/shardlimit.v1.Admin/ShardMapHistory"
+	Admin_RebalanceRuns_FullMethodName      = "/shardlimit.v1.Admin/RebalanceRuns"
+	Admin_ResetKey_FullMethodName           = "/shardlimit.v1.Admin/ResetKey"
+	Admin_ListGrants_FullMethodName         = "/shardlimit.v1.Admin/ListGrants"
+	Admin_Grant_FullMethodName              = "/shardlimit.v1.Admin/Grant"
+	Admin_Revoke_FullMethodName             = "/shardlimit.v1.Admin/Revoke"
+	Admin_CreateToken_FullMethodName        = "/shardlimit.v1.Admin/CreateToken"
 )
 
 // AdminClient is the client API for Admin service.
@@ -59,6 +61,15 @@ type AdminClient interface {
 	RebalancePlan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
 	// RebalanceRun has the rebalance leader run now (or roll back).
 	RebalanceRun(ctx context.Context, in *RebalanceRunRequest, opts ...grpc.CallOption) (*RunResponse, error)
+	// RebalanceRunStream has the rebalance leader run now, like
+	// RebalanceRun, and streams the run's progress as the leader records it
+	// in etcd: asked, started, each phase as it starts and ends, each pair's
+	// copy, finished (with the final record) and, with wait, routed.
+	RebalanceRunStream(ctx context.Context, in *RebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error)
+	// WatchRebalanceRun follows a run that goes on (or shows one that
+	// ended) with the events of RebalanceRunStream, from started to
+	// finished; it starts nothing.
+	WatchRebalanceRun(ctx context.Context, in *WatchRebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error)
 	// ShardMapHistory lists the kept shard map versions, newest first.
 	ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error)
 	// RebalanceRuns lists the last runs of the rebalance job, newest first.
@@ -158,6 +169,44 @@ func (c *adminClient) RebalanceRun(ctx context.Context, in *RebalanceRunRequest,
 	return out, nil
 }
 
+func (c *adminClient) RebalanceRunStream(ctx context.Context, in *RebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_RebalanceRunStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RebalanceRunRequest, RebalanceRunEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_RebalanceRunStreamClient = grpc.ServerStreamingClient[RebalanceRunEvent]
+
+func (c *adminClient) WatchRebalanceRun(ctx context.Context, in *WatchRebalanceRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RebalanceRunEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[1], Admin_WatchRebalanceRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRebalanceRunRequest, RebalanceRunEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchRebalanceRunClient = grpc.ServerStreamingClient[RebalanceRunEvent]
+
 func (c *adminClient) ShardMapHistory(ctx context.Context, in *ShardMapHistoryRequest, opts ...grpc.CallOption) (*ShardMapHistoryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ShardMapHistoryResponse)
@@ -252,6 +301,15 @@ type AdminServer interface {
 	RebalancePlan(context.Context, *PlanRequest) (*PlanResponse, error)
 	// RebalanceRun has the rebalance leader run now (or roll back).
 	RebalanceRun(context.Context, *RebalanceRunRequest) (*RunResponse, error)
+	// RebalanceRunStream has the rebalance leader run now, like
+	// RebalanceRun, and streams the run's progress as the leader records it
+	// in etcd: asked, started, each phase as it starts and ends, each pair's
+	// copy, finished (with the final record) and, with wait, routed.
+	RebalanceRunStream(*RebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error
+	// WatchRebalanceRun follows a run that goes on (or shows one that
+	// ended) with the events of RebalanceRunStream, from started to
+	// finished; it starts nothing.
+	WatchRebalanceRun(*WatchRebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error
 	// ShardMapHistory lists the kept shard map versions, newest first.
 	ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error)
 	// RebalanceRuns lists the last runs of the rebalance job, newest first.
@@ -301,6 +359,12 @@ func (UnimplementedAdminServer) RebalancePlan(context.Context, *PlanRequest) (*P
 }
 func (UnimplementedAdminServer) RebalanceRun(context.Context, *RebalanceRunRequest) (*RunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RebalanceRun not implemented")
+}
+func (UnimplementedAdminServer) RebalanceRunStream(*RebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error {
+	return status.Error(codes.Unimplemented, "method RebalanceRunStream not implemented")
+}
+func (UnimplementedAdminServer) WatchRebalanceRun(*WatchRebalanceRunRequest, grpc.ServerStreamingServer[RebalanceRunEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchRebalanceRun not implemented")
 }
 func (UnimplementedAdminServer) ShardMapHistory(context.Context, *ShardMapHistoryRequest) (*ShardMapHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ShardMapHistory not implemented")
@@ -469,6 +533,28 @@ func _Admin_RebalanceRun_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Admin_RebalanceRunStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(RebalanceRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).RebalanceRunStream(m, &grpc.GenericServerStream[RebalanceRunRequest, RebalanceRunEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_RebalanceRunStreamServer = grpc.ServerStreamingServer[RebalanceRunEvent]
+
+func _Admin_WatchRebalanceRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRebalanceRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).WatchRebalanceRun(m, &grpc.GenericServerStream[WatchRebalanceRunRequest, RebalanceRunEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchRebalanceRunServer = grpc.ServerStreamingServer[RebalanceRunEvent]
 
 func _Admin_ShardMapHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ShardMapHistoryRequest)
@@ -660,6 +746,17 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Admin_CreateToken_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "RebalanceRunStream",
+			Handler:       _Admin_RebalanceRunStream_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchRebalanceRun",
+			Handler:       _Admin_WatchRebalanceRun_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "shardlimit/v1/admin.proto",
 }

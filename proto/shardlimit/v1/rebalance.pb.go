@@ -317,7 +317,10 @@ type RunRequest struct {
 	// Trigger recorded with the run, e.g. "ctl".
 	Trigger string `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	// Publish the pins of this kept version instead of planning.
-	RollbackTo    int64 `protobuf:"varint,2,opt,name=rollback_to,json=rollbackTo,proto3" json:"rollback_to,omitempty"`
+	RollbackTo int64 `protobuf:"varint,2,opt,name=rollback_to,json=rollbackTo,proto3" json:"rollback_to,omitempty"`
+	// Recorded with the run so that the caller finds its record in etcd
+	// while the run goes on; routers set a random one. At most 64 bytes.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,14 +369,25 @@ func (x *RunRequest) GetRollbackTo() int64 {
 	return 0
 }
 
-// RunRecord is what one run did; the last ones are kept in etcd.
+func (x *RunRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// RunRecord is what one run did; the last ones are kept in etcd. The
+// leader writes it as the run starts and as each phase starts and ends (at
+// most a few writes a second), so a record may show a run in progress.
 type RunRecord struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	StartedUnixNs  int64                  `protobuf:"varint,1,opt,name=started_unix_ns,json=startedUnixNs,proto3" json:"started_unix_ns,omitempty"`
-	FinishedUnixNs int64                  `protobuf:"varint,2,opt,name=finished_unix_ns,json=finishedUnixNs,proto3" json:"finished_unix_ns,omitempty"`
-	Trigger        string                 `protobuf:"bytes,3,opt,name=trigger,proto3" json:"trigger,omitempty"`
-	Leader         string                 `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
-	// moved, balanced, skipped or failed.
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartedUnixNs int64                  `protobuf:"varint,1,opt,name=started_unix_ns,json=startedUnixNs,proto3" json:"started_unix_ns,omitempty"`
+	// 0 while the run goes on.
+	FinishedUnixNs int64  `protobuf:"varint,2,opt,name=finished_unix_ns,json=finishedUnixNs,proto3" json:"finished_unix_ns,omitempty"`
+	Trigger        string `protobuf:"bytes,3,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	Leader         string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// running while the run goes on; then moved, balanced, skipped or
+	// failed (a run whose leader died is marked failed by the next leader).
 	Outcome     string         `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	Error       string         `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	Moves       []*PlannedMove `protobuf:"bytes,7,rep,name=moves,proto3" json:"moves,omitempty"`
@@ -382,7 +396,13 @@ type RunRecord struct {
 	// The version published; 0 when none.
 	MapVersion int64 `protobuf:"varint,10,opt,name=map_version,json=mapVersion,proto3" json:"map_version,omitempty"`
 	// Counter keys handed over to new owners.
-	KeysMoved     uint64 `protobuf:"varint,11,opt,name=keys_moved,json=keysMoved,proto3" json:"keys_moved,omitempty"`
+	KeysMoved uint64 `protobuf:"varint,11,opt,name=keys_moved,json=keysMoved,proto3" json:"keys_moved,omitempty"`
+	// The request_id of the RunRequest that asked for the run; empty for a
+	// run on the interval.
+	RequestId string `protobuf:"bytes,12,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The phases in the order they started: plan, then for a run that
+	// moves partitions copy, publish, settle, copy again and drop.
+	Phases        []*RunPhase `protobuf:"bytes,13,rep,name=phases,proto3" json:"phases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +514,215 @@ func (x *RunRecord) GetKeysMoved() uint64 {
 	return 0
 }
 
+func (x *RunRecord) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RunRecord) GetPhases() []*RunPhase {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
+// RunPhase is one phase of a run.
+type RunPhase struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// plan, copy, publish, settle, copy again or drop.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	StartedUnixNs int64  `protobuf:"varint,2,opt,name=started_unix_ns,json=startedUnixNs,proto3" json:"started_unix_ns,omitempty"`
+	// 0 while the phase goes on.
+	FinishedUnixNs int64 `protobuf:"varint,3,opt,name=finished_unix_ns,json=finishedUnixNs,proto3" json:"finished_unix_ns,omitempty"`
+	// Copy phases: counter keys streamed to the new owners so far, and of
+	// those how many the new owners added or changed (the others kept their
+	// own, more restrictive state). Counted as each pair's copy ends.
+	Keys     uint64 `protobuf:"varint,4,opt,name=keys,proto3" json:"keys,omitempty"`
+	Imported uint64 `protobuf:"varint,5,opt,name=imported,proto3" json:"imported,omitempty"`
+	// Copy phases: one entry per old owner → new owner pair whose copy ended.
+	Pairs []*PairCopy `protobuf:"bytes,6,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	// What the phase did, in a few words.
+	Detail string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Why the phase failed; empty when it did not.
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunPhase) Reset() {
+	*x = RunPhase{}
+	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunPhase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunPhase) ProtoMessage() {}
+
+func (x *RunPhase) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunPhase.ProtoReflect.Descriptor instead.
+func (*RunPhase) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_rebalance_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RunPhase) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RunPhase) GetStartedUnixNs() int64 {
+	if x != nil {
+		return x.StartedUnixNs
+	}
+	return 0
+}
+
+func (x *RunPhase) GetFinishedUnixNs() int64 {
+	if x != nil {
+		return x.FinishedUnixNs
+	}
+	return 0
+}
+
+func (x *RunPhase) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *RunPhase) GetImported() uint64 {
+	if x != nil {
+		return x.Imported
+	}
+	return 0
+}
+
+func (x *RunPhase) GetPairs() []*PairCopy {
+	if x != nil {
+		return x.Pairs
+	}
+	return nil
+}
+
+func (x *RunPhase) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *RunPhase) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// PairCopy is one pair's copy in a copy phase.
+type PairCopy struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	From       string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To         string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Partitions uint32                 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Keys       uint64                 `protobuf:"varint,4,opt,name=keys,proto3" json:"keys,omitempty"`
+	Imported   uint64                 `protobuf:"varint,5,opt,name=imported,proto3" json:"imported,omitempty"`
+	// Why the copy failed; empty when it did not.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PairCopy) Reset() {
+	*x = PairCopy{}
+	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PairCopy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PairCopy) ProtoMessage() {}
+
+func (x *PairCopy) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PairCopy.ProtoReflect.Descriptor instead.
+func (*PairCopy) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_rebalance_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PairCopy) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *PairCopy) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *PairCopy) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *PairCopy) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *PairCopy) GetImported() uint64 {
+	if x != nil {
+		return x.Imported
+	}
+	return 0
+}
+
+func (x *PairCopy) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type RunResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Run           *RunRecord             `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
@@ -503,7 +732,7 @@ type RunResponse struct {
 
 func (x *RunResponse) Reset() {
 	*x = RunResponse{}
-	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +744,7 @@ func (x *RunResponse) String() string {
 func (*RunResponse) ProtoMessage() {}
 
 func (x *RunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_rebalance_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +757,7 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
 func (*RunResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_rebalance_proto_rawDescGZIP(), []int{6}
+	return file_shardlimit_v1_rebalance_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RunResponse) GetRun() *RunRecord {
@@ -568,12 +797,14 @@ const file_shardlimit_v1_rebalance_proto_rawDesc = "" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vmap_version\x18\a \x01(\x03R\n" +
 	"mapVersion\x12\x16\n" +
-	"\x06leader\x18\b \x01(\tR\x06leader\"G\n" +
+	"\x06leader\x18\b \x01(\tR\x06leader\"f\n" +
 	"\n" +
 	"RunRequest\x12\x18\n" +
 	"\atrigger\x18\x01 \x01(\tR\atrigger\x12\x1f\n" +
 	"\vrollback_to\x18\x02 \x01(\x03R\n" +
-	"rollbackTo\"\xf5\x02\n" +
+	"rollbackTo\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\xc5\x03\n" +
 	"\tRunRecord\x12&\n" +
 	"\x0fstarted_unix_ns\x18\x01 \x01(\x03R\rstartedUnixNs\x12(\n" +
 	"\x10finished_unix_ns\x18\x02 \x01(\x03R\x0efinishedUnixNs\x12\x18\n" +
@@ -589,7 +820,28 @@ const file_shardlimit_v1_rebalance_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"mapVersion\x12\x1d\n" +
 	"\n" +
-	"keys_moved\x18\v \x01(\x04R\tkeysMoved\"9\n" +
+	"keys_moved\x18\v \x01(\x04R\tkeysMoved\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\f \x01(\tR\trequestId\x12/\n" +
+	"\x06phases\x18\r \x03(\v2\x17.shardlimit.v1.RunPhaseR\x06phases\"\xfd\x01\n" +
+	"\bRunPhase\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
+	"\x0fstarted_unix_ns\x18\x02 \x01(\x03R\rstartedUnixNs\x12(\n" +
+	"\x10finished_unix_ns\x18\x03 \x01(\x03R\x0efinishedUnixNs\x12\x12\n" +
+	"\x04keys\x18\x04 \x01(\x04R\x04keys\x12\x1a\n" +
+	"\bimported\x18\x05 \x01(\x04R\bimported\x12-\n" +
+	"\x05pairs\x18\x06 \x03(\v2\x17.shardlimit.v1.PairCopyR\x05pairs\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\"\x94\x01\n" +
+	"\bPairCopy\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\rR\n" +
+	"partitions\x12\x12\n" +
+	"\x04keys\x18\x04 \x01(\x04R\x04keys\x12\x1a\n" +
+	"\bimported\x18\x05 \x01(\x04R\bimported\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"9\n" +
 	"\vRunResponse\x12*\n" +
 	"\x03run\x18\x01 \x01(\v2\x18.shardlimit.v1.RunRecordR\x03run2\x8b\x01\n" +
 	"\n" +
@@ -609,7 +861,7 @@ func file_shardlimit_v1_rebalance_proto_rawDescGZIP() []byte {
 	return file_shardlimit_v1_rebalance_proto_rawDescData
 }
 
-var file_shardlimit_v1_rebalance_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_shardlimit_v1_rebalance_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_shardlimit_v1_rebalance_proto_goTypes = []any{
 	(*PlanRequest)(nil),  // 0: shardlimit.v1.PlanRequest
 	(*PlannedMove)(nil),  // 1: shardlimit.v1.PlannedMove
@@ -617,22 +869,26 @@ var file_shardlimit_v1_rebalance_proto_goTypes = []any{
 	(*PlanResponse)(nil), // 3: shardlimit.v1.PlanResponse
 	(*RunRequest)(nil),   // 4: shardlimit.v1.RunRequest
 	(*RunRecord)(nil),    // 5: shardlimit.v1.RunRecord
-	(*RunResponse)(nil),  // 6: shardlimit.v1.RunResponse
+	(*RunPhase)(nil),     // 6: shardlimit.v1.RunPhase
+	(*PairCopy)(nil),     // 7: shardlimit.v1.PairCopy
+	(*RunResponse)(nil),  // 8: shardlimit.v1.RunResponse
 }
 var file_shardlimit_v1_rebalance_proto_depIdxs = []int32{
 	1, // 0: shardlimit.v1.PlanResponse.moves:type_name -> shardlimit.v1.PlannedMove
 	2, // 1: shardlimit.v1.PlanResponse.shards:type_name -> shardlimit.v1.ShardLoad
 	1, // 2: shardlimit.v1.RunRecord.moves:type_name -> shardlimit.v1.PlannedMove
-	5, // 3: shardlimit.v1.RunResponse.run:type_name -> shardlimit.v1.RunRecord
-	0, // 4: shardlimit.v1.Rebalancer.Plan:input_type -> shardlimit.v1.PlanRequest
-	4, // 5: shardlimit.v1.Rebalancer.Run:input_type -> shardlimit.v1.RunRequest
-	3, // 6: shardlimit.v1.Rebalancer.Plan:output_type -> shardlimit.v1.PlanResponse
-	6, // 7: shardlimit.v1.Rebalancer.Run:output_type -> shardlimit.v1.RunResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 3: shardlimit.v1.RunRecord.phases:type_name -> shardlimit.v1.RunPhase
+	7, // 4: shardlimit.v1.RunPhase.pairs:type_name -> shardlimit.v1.PairCopy
+	5, // 5: shardlimit.v1.RunResponse.run:type_name -> shardlimit.v1.RunRecord
+	0, // 6: shardlimit.v1.Rebalancer.Plan:input_type -> shardlimit.v1.PlanRequest
+	4, // 7: shardlimit.v1.Rebalancer.Run:input_type -> shardlimit.v1.RunRequest
+	3, // 8: shardlimit.v1.Rebalancer.Plan:output_type -> shardlimit.v1.PlanResponse
+	8, // 9: shardlimit.v1.Rebalancer.Run:output_type -> shardlimit.v1.RunResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_rebalance_proto_init() }
@@ -646,7 +902,7 @@ func file_shardlimit_v1_rebalance_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_rebalance_proto_rawDesc), len(file_shardlimit_v1_rebalance_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
