@@ -133,10 +133,11 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
 	envoyOpts := envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log}
 	envoy.Register(r.srv, r, envoyOpts)
-	r.srv.Serve()
 	if opts.HTTPListen != "" {
 		// The HTTP/JSON API calls the same services through the same
-		// authorizer, on the same TLS config and connection bound.
+		// authorizer, on the same TLS config and connection bound. It
+		// serves before gRPC does, so that a router whose health answers
+		// serves HTTP too.
 		r.http, err = httpapi.Start(httpapi.Options{
 			Listen: opts.HTTPListen, TLS: opts.TLS, MaxBody: opts.HTTPMaxBody, Limits: opts.Limits,
 			Bound:    func(lis net.Listener) net.Listener { return rpc.Bound(lis, srvOpts) },
@@ -147,6 +148,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, fmt.Errorf("http listen: %w", err)
 		}
 	}
+	r.srv.Serve()
 
 	go r.overLimit.sweep(watchCtx)
 	go etcd.WatchHealth(watchCtx, r.etcd, 5*time.Second, func(up bool) {
@@ -156,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			r.metrics.etcdUp.Set(0)
 		}
 	})
-	r.log.Info("router serving", "addr", r.Addr(), "rules", r.Rules().Len())
+	r.log.Info("router serving", "addr", r.Addr(), "http", r.HTTPAddr(), "rules", r.Rules().Len())
 	return r, nil
 }
 

@@ -67,9 +67,21 @@ type answer struct {
 
 func (a api) post(path, body string) answer {
 	a.t.Helper()
+	return a.do(http.MethodPost, path, body)
+}
+
+func (a api) do(method, path, body string) answer {
+	a.t.Helper()
+	return a.send(method, path, strings.NewReader(body))
+}
+
+// send sends body as it is: a reader other than a strings.Reader goes
+// without a Content-Length, chunked.
+func (a api) send(method, path string, body io.Reader) answer {
+	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -232,8 +244,8 @@ func TestHTTPAPI(t *testing.T) {
 	t.Run("no credentials is 401", func(t *testing.T) {
 		ans := anonymous.post("/v1/check", check("shop", "/buy", "frank"))
 		ans.want(t, http.StatusUnauthorized, "no credentials")
-		if ans.header.Get("WWW-Authenticate") == "" {
-			t.Fatal("a 401 without WWW-Authenticate")
+		if h := ans.header.Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer ") {
+			t.Fatalf("a 401 with WWW-Authenticate %q, want a Bearer challenge", h)
 		}
 		bad := api{t: t, base: base, client: anonTLS, token: "not-a-token"}
 		bad.post("/v1/check", check("shop", "/buy", "frank")).want(t, http.StatusUnauthorized, "not recognised")
@@ -273,6 +285,17 @@ func TestHTTPAPI(t *testing.T) {
 
 	t.Run("unknown paths and methods", func(t *testing.T) {
 		shop.post("/v2/check", check("shop", "/buy", "x")).want(t, http.StatusNotFound)
+		ans := shop.do(http.MethodGet, "/v1/check", "")
+		ans.want(t, http.StatusMethodNotAllowed, "only POST")
+		if ans.header.Get("Allow") != http.MethodPost {
+			t.Fatalf("405 with Allow %q", ans.header.Get("Allow"))
+		}
+	})
+
+	t.Run("a chunked body over the bound is 413", func(t *testing.T) {
+		// No Content-Length: the bound stops the body while it is read.
+		body := io.MultiReader(strings.NewReader(`{"checks":[{"service":"`), strings.NewReader(strings.Repeat("x", 8<<10)), strings.NewReader(`"}]}`))
+		shop.send(http.MethodPost, "/v1/check", body).want(t, http.StatusRequestEntityTooLarge, "4096 bytes")
 	})
 
 	t.Run("metrics: requests, refusals and decisions as on gRPC", func(t *testing.T) {

@@ -90,20 +90,46 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 }
 
 // errorHandler is grpc-gateway's, but for a body over the bound, answered
-// 413 naming the bound, and 401s, which carry the WWW-Authenticate header
-// that HTTP requires of them.
+// 413 naming the bound, and 401s, whose WWW-Authenticate header (which
+// HTTP requires of them) is a challenge, not grpc-gateway's copy of the
+// message.
 func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if st := requestOf(r.Context()); st != nil && st.tooLarge {
-		body, _ := m.Marshal(status.New(codes.InvalidArgument, fmt.Sprintf("body: larger than the maximum of %d bytes (--http-max-body)", st.maxBody)).Proto())
-		w.Header().Set("Content-Type", m.ContentType(nil))
-		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		_, _ = w.Write(body)
+		writeStatus(w, m, http.StatusRequestEntityTooLarge, status.New(codes.InvalidArgument, fmt.Sprintf("body: larger than the maximum of %d bytes (--http-max-body)", st.maxBody)))
 		return
 	}
 	if status.Code(err) == codes.Unauthenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="shardlimit"`)
+		w = challenge{w}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// routingErrorHandler is grpc-gateway's, but answers a route called with
+// another method than POST 405 with an Allow header, where grpc-gateway
+// answers 501.
+func routingErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+	if code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", http.MethodPost)
+		writeStatus(w, m, code, status.New(codes.Unimplemented, r.URL.Path+": only POST is served"))
+		return
+	}
+	runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
+}
+
+// writeStatus answers st as JSON with HTTP status code.
+func writeStatus(w http.ResponseWriter, m runtime.Marshaler, code int, st *status.Status) {
+	body, _ := m.Marshal(st.Proto())
+	w.Header().Set("Content-Type", m.ContentType(nil))
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// challenge sets WWW-Authenticate as the status is written.
+type challenge struct{ http.ResponseWriter }
+
+func (c challenge) WriteHeader(code int) {
+	c.Header().Set("WWW-Authenticate", `Bearer realm="shardlimit"`)
+	c.ResponseWriter.WriteHeader(code)
 }
 
 // denyStatus answers a denial 429 where asked: a CheckResponse with a

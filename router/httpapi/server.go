@@ -76,6 +76,7 @@ func Start(o Options, s Services) (*Server, error) {
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithErrorHandler(errorHandler),
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
 		runtime.WithForwardResponseOption(denyStatus),
 	)
 	ctx := context.Background()
