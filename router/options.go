@@ -121,6 +121,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Listen:          "127.0.0.1:0",
+		HTTPMaxBody:     httpapi.DefaultMaxBody,
 		Prefix:          "/shardlimit/",
 		Deadline:        20 * time.Millisecond,
 		CallsPerShard:   2,
@@ -149,7 +150,7 @@ func (o *Options) fill() {
 		o.Prefix = d.Prefix
 	}
 	if o.HTTPMaxBody == 0 {
-		o.HTTPMaxBody = httpapi.DefaultMaxBody
+		o.HTTPMaxBody = d.HTTPMaxBody
 	}
 	if o.Deadline == 0 {
 		o.Deadline = d.Deadline

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/router"
-	"github.com/shardlimit/shardlimit/router/httpapi"
 )
 
 func routerCmd() *cobra.Command {
@@ -57,7 +56,7 @@ func routerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
 	f.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "address of the HTTP/JSON API (POST /v1/check, Envoy's POST /json), with the gRPC server's TLS, credentials and --max-connections (default: off)")
-	f.Int64Var(&o.HTTPMaxBody, "http-max-body", httpapi.DefaultMaxBody, "maximum HTTP request body in bytes; a larger one is answered 413")
+	f.Int64Var(&o.HTTPMaxBody, "http-max-body", o.HTTPMaxBody, "maximum HTTP request body in bytes; a larger one is answered 413")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
 	f.BoolVar(&profiles, "pprof", false, pprofHelp)
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")

@@ -236,6 +236,7 @@ func TestHTTPAPI(t *testing.T) {
 		shop.post("/v1/check", `{"checks":[]}`).want(t, http.StatusBadRequest, "checks", "at least 1")
 		shop.post("/v1/check", `{"checks":[{"service":"shop","usr":"erin"}]}`).want(t, http.StatusBadRequest, "usr")
 		shop.post("/v1/check", `{"checks":`).want(t, http.StatusBadRequest)
+		shop.post("/v1/check", "{\"checks\":[{\"service\":\"shop\",\"user\":\"\xff\"}]}").want(t, http.StatusBadRequest, "UTF-8")
 		shop.post("/v1/check?deny_status=418", check("shop", "/buy", "erin")).want(t, http.StatusBadRequest, "deny_status", "429")
 		shop.post("/v1/check?deny_stauts=429", check("shop", "/buy", "erin")).want(t, http.StatusBadRequest, "deny_stauts")
 		shop.post("/v1/check", `{"checks":[{"service":"shop","user":"`+strings.Repeat("x", 5000)+`"}]}`).want(t, http.StatusRequestEntityTooLarge, "4096 bytes", "--http-max-body")
