@@ -22,12 +22,16 @@
 // the field, 401 Unauthenticated, 403 PermissionDenied, 404 NotFound for a
 // service with no rules, 503 Unavailable when no answer is possible), with
 // a google.rpc.Status as the JSON body; a body over Options.MaxBody is
-// 413. A denial is an answer, not an error: /v1/check answers it 200 with
+// 413, a method other than POST 405, and a query parameter other than
+// /v1/check's deny_status 400, so that a misspelt one is not ignored. A
+// denial is an answer, not an error: /v1/check answers it 200 with
 // allowed false, or 429 with a Retry-After header when the request asks
-// with ?deny_status=429 (deny.go); /json answers 429 whenever
+// with ?deny_status=429 (status.go); /json answers 429 whenever
 // overall_code is OVER_LIMIT, as envoy ratelimit does. Each request is
 // counted in shardlimit_router_http_requests_total{api,code}.
 //
-// The package is glue: it must never decide, validate or authorize a
-// request itself, nor answer 429 for anything but a denial.
+// The package is glue: it reads only the body's size and the query, and
+// must never decide a check, validate a request's content or authorize a
+// caller itself (the services and the authorizer do, as on gRPC), nor
+// answer 429 for anything but a denial.
 package httpapi
