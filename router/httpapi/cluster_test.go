@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -340,4 +341,55 @@ func mustClientTLS(t *testing.T, f creds.Files) *tls.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// --max-connections bounds the gRPC and HTTP connections together: with
+// the gRPC port's connections holding every place, an HTTP connection is
+// closed on accept and counted, and served again once one is free.
+func TestHTTPAPISharesTheConnectionBound(t *testing.T) {
+	const bound = 2
+	rs, err := rules.Parse("http.yaml", []byte(clusterRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Rules: rs, Shards: 1, Router: func(ro *router.Options) {
+		ro.HTTPListen = "127.0.0.1:0"
+		ro.Limits.MaxConnections = bound
+	}})
+	r := c.Routers[0]
+	var held []net.Conn
+	for range bound {
+		conn, err := net.Dial("tcp", r.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		held = append(held, conn)
+	}
+	poll.Until(t, 10*time.Second, func() error {
+		if got := clustertest.Metric(t, r.Registry(), "shardlimit_router_connections", nil); got != bound {
+			return fmt.Errorf("%v connections open, want %d", got, bound)
+		}
+		return nil
+	})
+	op := httpClient(c.TLS(creds.OperatorID), false)
+	req := func() error {
+		resp, err := op.Post("https://"+r.HTTPAddr()+"/v1/check", "application/json", strings.NewReader(check("shop", "/buy", "u")))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := req(); err == nil {
+		t.Fatal("an HTTP request was served while the gRPC connections held every place")
+	}
+	if got := clustertest.Metric(t, r.Registry(), "shardlimit_router_connections_refused_total", nil); got < 1 {
+		t.Fatalf("%v connections refused, want at least 1", got)
+	}
+	held[0].Close()
+	poll.Until(t, 10*time.Second, req)
 }
