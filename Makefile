@@ -10,6 +10,9 @@ BUF_VERSION := v1.75.0
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION := v1.9.4
+# protoc-gen-grpc-gateway and protoc-gen-openapiv2: the HTTP/JSON API's
+# gateways and OpenAPI document; the same version as the runtime in go.mod.
+GRPC_GATEWAY_VERSION := v2.29.0
 
 # Packages whose tests share memory across goroutines run under -race;
 # deploy/ runs under deploy-test (deploy/deploy.mk), with promtool. The
@@ -84,7 +87,7 @@ bench-shard: ## Run the Go benchmarks of the shard engine.
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./shard/...
 
 .PHONY: tools
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/grpcurl ## Install the pinned tools into .bin/.
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 $(TOOLS)/grpcurl ## Install the pinned tools into .bin/.
 
 $(TOOLS)/buf:
 	GOBIN=$(TOOLS) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -92,12 +95,24 @@ $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(TOOLS)/protoc-gen-grpc-gateway:
+	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
+$(TOOLS)/protoc-gen-openapiv2:
+	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$(GRPC_GATEWAY_VERSION)
 $(TOOLS)/grpcurl:
 	GOBIN=$(TOOLS) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 .PHONY: proto
-proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc ## Lint the .proto files and regenerate the Go code.
+proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 ## Lint the .proto files and regenerate the Go code, the HTTP gateways and the OpenAPI document.
 	cd proto && $(TOOLS)/buf lint && $(TOOLS)/buf generate
+	@# The HTTP gateways (proto/gateway/) and the OpenAPI document
+	@# (proto/openapi/) come from our image with Envoy's rate limit service
+	@# added from go-control-plane (proto/gatewayimage; rules in proto/http.yaml).
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd proto && \
+	  $(TOOLS)/buf build -o "$$tmp/shardlimit.binpb" && \
+	  $(GO) run ./gatewayimage "$$tmp/shardlimit.binpb" "$$tmp/http.binpb" && \
+	  $(TOOLS)/buf generate "$$tmp/http.binpb" --template buf.gen.http.yaml \
+	    --path shardlimit/v1/ratelimit.proto --path envoy/service/ratelimit/v3/rls.proto
 
 .PHONY: clean
 clean: ## Remove build outputs.

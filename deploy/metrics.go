@@ -33,7 +33,8 @@ var Metrics = []string{
 	"shardlimit_router_overlimit_cache_hits_total", // {service}
 	"shardlimit_router_overlimit_cache_entries",
 	"shardlimit_router_overlimit_cache_evictions_total",
-	"shardlimit_router_connections",               // open gRPC connections
+	"shardlimit_router_http_requests_total",       // {api,code}: the HTTP/JSON API (--http-listen)
+	"shardlimit_router_connections",               // open gRPC (and HTTP API) connections
 	"shardlimit_router_connections_refused_total", // past --max-connections
 	"shardlimit_router_auth_refusals_total",       // {api,reason}
 	"shardlimit_router_insecure",                  // 1 when started with --insecure

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -18,6 +19,13 @@ import (
 type Options struct {
 	// Listen is the gRPC address; default "127.0.0.1:0" (any free port).
 	Listen string
+	// HTTPListen, when set, serves the HTTP/JSON API there (package
+	// httpapi: POST /v1/check and Envoy's POST /json), with TLS and
+	// credentials as on gRPC; default "": off.
+	HTTPListen string
+	// HTTPMaxBody bounds an HTTP request body in bytes; default 1 MiB
+	// (httpapi.DefaultMaxBody), 1 KiB..64 MiB.
+	HTTPMaxBody int64
 	// Etcd lists the etcd endpoints. Required.
 	Etcd []string
 	// Prefix is the etcd key prefix; default "/shardlimit/".
@@ -113,6 +121,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Listen:          "127.0.0.1:0",
+		HTTPMaxBody:     httpapi.DefaultMaxBody,
 		Prefix:          "/shardlimit/",
 		Deadline:        20 * time.Millisecond,
 		CallsPerShard:   2,
@@ -139,6 +148,9 @@ func (o *Options) fill() {
 	}
 	if o.Prefix == "" {
 		o.Prefix = d.Prefix
+	}
+	if o.HTTPMaxBody == 0 {
+		o.HTTPMaxBody = d.HTTPMaxBody
 	}
 	if o.Deadline == 0 {
 		o.Deadline = d.Deadline
@@ -209,6 +221,11 @@ func (o *Options) validate() error {
 	}
 	if err := o.RuleBounds.Validate(); err != nil {
 		return err
+	}
+	if o.HTTPListen != "" {
+		if err := (httpapi.Options{Listen: o.HTTPListen, MaxBody: o.HTTPMaxBody}).Validate(); err != nil {
+			return err
+		}
 	}
 	return o.Ring.Validate()
 }

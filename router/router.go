@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/envoy"
+	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -47,6 +49,7 @@ type Router struct {
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
+	http   *httpapi.Server // nil unless Options.HTTPListen
 	ctx    context.Context // ends on stop; calls to shards run under it
 	cancel context.CancelFunc
 	stop   sync.Once
@@ -121,13 +124,30 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.Stop(context.Background())
 		return nil, err
 	}
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)...); err != nil {
+	srvOpts := append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, srvOpts...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
 	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
-	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
+	envoyOpts := envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log}
+	envoy.Register(r.srv, r, envoyOpts)
+	if opts.HTTPListen != "" {
+		// The HTTP/JSON API calls the same services through the same
+		// authorizer, on the same TLS config and connection bound. It
+		// serves before gRPC does, so that a router whose health answers
+		// serves HTTP too.
+		r.http, err = httpapi.Start(httpapi.Options{
+			Listen: opts.HTTPListen, TLS: opts.TLS, MaxBody: opts.HTTPMaxBody, Limits: opts.Limits,
+			Bound:    func(lis net.Listener) net.Listener { return rpc.Bound(lis, srvOpts) },
+			Registry: r.registry, Logger: r.log,
+		}, httpapi.Services{RateLimiter: r, Envoy: envoy.NewServer(r, envoyOpts), Authorize: r.auth.Unary})
+		if err != nil {
+			r.Stop(context.Background())
+			return nil, fmt.Errorf("http listen: %w", err)
+		}
+	}
 	r.srv.Serve()
 
 	go r.overLimit.sweep(watchCtx)
@@ -138,12 +158,20 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			r.metrics.etcdUp.Set(0)
 		}
 	})
-	r.log.Info("router serving", "addr", r.Addr(), "rules", r.Rules().Len())
+	r.log.Info("router serving", "addr", r.Addr(), "http", r.HTTPAddr(), "rules", r.Rules().Len())
 	return r, nil
 }
 
 // Addr returns the gRPC address the router listens on.
 func (r *Router) Addr() string { return r.srv.Addr() }
+
+// HTTPAddr returns the address of the HTTP/JSON API; "" when it is off.
+func (r *Router) HTTPAddr() string {
+	if r.http == nil {
+		return ""
+	}
+	return r.http.Addr()
+}
 
 // Registry returns the router's Prometheus registry.
 func (r *Router) Registry() *prometheus.Registry { return r.registry }
@@ -193,6 +221,9 @@ func (r *Router) setRules(u rulestore.Update) {
 // Stop stops serving and following etcd.
 func (r *Router) Stop(ctx context.Context) {
 	r.stop.Do(func() {
+		if r.http != nil {
+			r.http.Stop(ctx)
+		}
 		if r.srv != nil {
 			r.srv.Stop(ctx)
 		}

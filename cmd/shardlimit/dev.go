@@ -33,6 +33,7 @@ import (
 type devOptions struct {
 	etcdListen        string
 	routerListen      string
+	httpListen        string // the router's --http-listen; "": off
 	metricsListen     string
 	shards            int
 	rulesFile         string
@@ -47,7 +48,7 @@ type devOptions struct {
 
 func devCmd() *cobra.Command {
 	o := devOptions{
-		etcdListen: "127.0.0.1:2379", routerListen: "127.0.0.1:8081", metricsListen: "127.0.0.1:9091",
+		etcdListen: "127.0.0.1:2379", routerListen: "127.0.0.1:8081", httpListen: "127.0.0.1:8082", metricsListen: "127.0.0.1:9091",
 		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second, rebalanceInterval: time.Minute,
 	}
 	cmd := &cobra.Command{
@@ -72,6 +73,7 @@ line says where, and the next line is the export to run.`,
 	f := cmd.Flags()
 	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd")
 	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router")
+	f.StringVar(&o.httpListen, "http-listen", o.httpListen, "address of the router's HTTP/JSON API (\"\" turns it off)")
 	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports")
 	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
 	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file stored in etcd at start (default: the built-in sample rules)")
@@ -152,6 +154,9 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if o.routerDeadline != 0 {
 		routerArgs = append(routerArgs, "--deadline", o.routerDeadline.String())
 	}
+	if o.httpListen != "" {
+		routerArgs = append(routerArgs, "--http-listen", o.httpListen)
+	}
 	rc, err := startChild(out, "router", exe, append(routerArgs, o.profiles()...)...)
 	if err != nil {
 		return err
@@ -180,6 +185,10 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	}
 	fmt.Fprintf(out, "export %s=%s   # ctl, grpcurl's flags and the Go client: the router, its CA and the operator's certificate\n", creds.EnvConfig, sec.config)
 	fmt.Fprintf(out, "  service %q calls with its own token: SHARDLIMIT_TOKEN=$(cat %s) (CA %s, server name %s)\n", devService, sec.serviceToken, sec.pki.Router.CA, creds.LocalServerName)
+	if o.httpListen != "" {
+		fmt.Fprintf(out, "  HTTP/JSON: curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/check -d '{\"checks\":[{\"service\":\"shop\",\"endpoint\":\"/checkout\",\"user\":\"alice\"}]}'\n",
+			sec.pki.Router.CA, sec.serviceToken, o.httpListen)
+	}
 	fmt.Fprintf(out, "try: bin/shardlimit ctl check --service shop --endpoint /checkout --user alice; bin/shardlimit ctl members; bin/shardlimit ctl rebalance plan   (Ctrl-C stops everything)\n")
 	<-ctx.Done()
 	fmt.Fprintln(out, "shardlimit dev stopping")

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,14 +154,15 @@ type devCluster struct {
 func startDev(t *testing.T, bin string, args ...string) *devCluster {
 	t.Helper()
 	// One run of free ports: etcd, router, and the metrics ports of the
-	// router, 3 shards and the rebalance instance, which dev takes in a row.
-	base := freePorts(t, 7)
+	// router, 3 shards and the rebalance instance, which dev takes in a row,
+	// then the router's HTTP API.
+	base := freePorts(t, 8)
 	d := &devCluster{
 		router: fmt.Sprintf("127.0.0.1:%d", base+1), etcd: fmt.Sprintf("127.0.0.1:%d", base),
 		pids: map[string]int{}, metrics: map[string]string{}, lines: make(chan string, 10000),
 	}
 	d.cmd = exec.Command(bin, append([]string{"dev", "--etcd-listen", d.etcd, "--router-listen", d.router,
-		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", base+2), "--lease-ttl", "2s"}, args...)...)
+		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", base+2), "--http-listen", fmt.Sprintf("127.0.0.1:%d", base+7), "--lease-ttl", "2s"}, args...)...)
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +188,8 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 	ready := false
 	config, tokenFile := "", ""
 	timeout := time.After(20 * time.Second)
-	for !ready || len(d.pids) < 5 || config == "" || tokenFile == "" {
+	tried := false // the try line, the last dev prints when ready
+	for !ready || len(d.pids) < 5 || config == "" || tokenFile == "" || !tried {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -195,6 +199,7 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 			if strings.HasPrefix(l, "shardlimit dev ready in ") {
 				ready = true
 			}
+			tried = tried || strings.HasPrefix(l, "try: ")
 			if m := exportLine.FindStringSubmatch(l); m != nil {
 				config = m[1]
 			}
@@ -266,6 +271,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "DENIED") || !strings.Contains(got, "retry_after=") {
 		t.Fatalf("11th check: %s", got)
 	}
+	devHTTP(t, d.output)
 
 	// --router overrides SHARDLIMIT_ROUTER; an address that is not a
 	// router's says so, naming both.
@@ -614,5 +620,46 @@ func rebalanceWait(t *testing.T, check func(...string) string, ctl func(...strin
 	}
 	if len(kinds) < 6 || kinds[0] != "asked" || kinds[1] != "started" || kinds[2] != "phase_started" || kinds[len(kinds)-2] != "finished" || kinds[len(kinds)-1] != "routed" {
 		t.Errorf("ctl rebalance apply --wait -o json: events %v", kinds)
+	}
+}
+
+// devHTTP sends the request of the curl line that dev printed, as curl
+// would (its CA, its token, its URL and body), once as printed and once
+// asking for 429: alice is over her limit on /checkout by now.
+func devHTTP(t *testing.T, printed string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)HTTP/JSON: curl --cacert (\S+) -H "Authorization: Bearer \$\(cat (\S+)\)" (https://\S+) -d '(.+)'$`).FindStringSubmatch(printed)
+	if m == nil {
+		t.Fatalf("dev printed no curl line for its HTTP API:\n%s", printed)
+	}
+	ca, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := os.ReadFile(m[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, c := range []struct {
+		query string
+		code  int
+	}{{"", http.StatusOK}, {"?deny_status=429", http.StatusTooManyRequests}} {
+		req, err := http.NewRequest(http.MethodPost, m[3]+c.query, strings.NewReader(m[4]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s%s: %v", m[3], c.query, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || !strings.Contains(string(body), `"allowed":false`) || !strings.Contains(string(body), `"rule":"checkout-per-user"`) {
+			t.Fatalf("POST %s%s: %d %s, want %d and alice denied", m[3], c.query, resp.StatusCode, body, c.code)
+		}
 	}
 }

@@ -3,7 +3,8 @@
 //   - `dev`: a whole cluster on this machine over an embedded etcd, each
 //     component a process of its own, secure with the CA, certificates,
 //     grants file, demo token and client config file it makes
-//     (dev_creds.go);
+//     (dev_creds.go), and the router's HTTP/JSON API on, with a curl line
+//     to try it;
 //   - `etcd`: a single-member etcd server (dev's embedded one) as a process
 //     of its own, which can be killed and restarted on the same data (the
 //     fault suite, cmd/faults, does);

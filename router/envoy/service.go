@@ -40,6 +40,11 @@ func Register(s grpc.ServiceRegistrar, d Decider, opts Options) {
 	rlsv3.RegisterRateLimitServiceServer(s, newService(d, opts))
 }
 
+// NewServer returns the rate limit service v3 deciding with d, for a
+// server that is not gRPC's (the router's HTTP API serves it as /json).
+// It panics if opts are invalid, as Register does.
+func NewServer(d Decider, opts Options) rlsv3.RateLimitServiceServer { return newService(d, opts) }
+
 type service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	d    Decider

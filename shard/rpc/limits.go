@@ -133,7 +133,7 @@ func (l Limits) ServerOptions(reg prometheus.Registerer, component string) []grp
 	})}
 	reg.MustRegister(b.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "shardlimit_" + component + "_connections",
-		Help: "Open gRPC connections; at most --max-connections.",
+		Help: "Open connections (gRPC, and the router's HTTP API when served); at most --max-connections.",
 	}, func() float64 { return float64(b.open.Load()) }))
 	return []grpc.ServerOption{
 		b,
@@ -159,8 +159,11 @@ type connBound struct {
 	refused prometheus.Counter
 }
 
-// bound wraps lis with the connection bound among opts, if any.
-func bound(lis net.Listener, opts []grpc.ServerOption) net.Listener {
+// Bound wraps lis with the connection bound among opts, if any: Listen
+// applies it, and a component that serves HTTP beside gRPC (the router's
+// --http-listen) applies it to that listener too, so that both count
+// against one --max-connections.
+func Bound(lis net.Listener, opts []grpc.ServerOption) net.Listener {
 	for _, o := range opts {
 		if b, ok := o.(*connBound); ok {
 			return &boundListener{Listener: lis, b: b}

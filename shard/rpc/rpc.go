@@ -38,7 +38,7 @@ func Listen(addr string, tlsCfg *tls.Config, opts ...grpc.ServerOption) (*Server
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	lis = bound(lis, opts) // Limits.ServerOptions' connection bound
+	lis = Bound(lis, opts) // Limits.ServerOptions' connection bound
 	opts = append([]grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}, opts...)
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))

@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/rpc"
+)
+
+// Options.MaxBody: its default and bounds.
+const (
+	DefaultMaxBody = 1 << 20
+	MinBody        = 1 << 10
+	MaxBody        = 64 << 20
+)
+
+// Options configure the HTTP/JSON API's server. The router fills them
+// from its own (--http-listen, --http-max-body, its TLS and Limits).
+type Options struct {
+	// Listen is the address to serve on, such as ":8080" or
+	// "127.0.0.1:0". Required.
+	Listen string
+	// TLS is the server's TLS config (the router's gRPC one: creds.ServerTLS,
+	// verifying client certificates when given); nil serves plain HTTP,
+	// which only an insecure router does.
+	TLS *tls.Config
+	// MaxBody bounds a request body in bytes; a larger one is refused with
+	// 413 before it is decoded. Default 1 MiB (a CheckRequest of 1000
+	// checks with 256-byte users is about 400 KB of JSON); 1 KiB..64 MiB.
+	MaxBody int64
+	// Limits are the router's: MaxConcurrentStreams bounds the requests in
+	// flight on one HTTP/2 connection and MaxConnectionIdle closes idle
+	// connections; each zero field its default (rpc.DefaultLimits).
+	Limits rpc.Limits
+	// Bound, when set, wraps the listener: the router passes its gRPC
+	// server's connection bound (rpc.Bound), so --max-connections bounds
+	// both servers' connections together. Default nil: unbounded.
+	Bound func(net.Listener) net.Listener
+	// Registry receives shardlimit_router_http_requests_total. Required.
+	Registry prometheus.Registerer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Services are what the API serves.
+type Services struct {
+	// RateLimiter serves POST /v1/check. Required.
+	RateLimiter shardlimitv1.RateLimiterServer
+	// Envoy serves POST /json. Required.
+	Envoy rlsv3.RateLimitServiceServer
+	// Authorize runs around every call as the gRPC server's unary
+	// interceptor does (the router's auth.Authorizer.Unary). Required: an
+	// insecure router's lets every call through.
+	Authorize grpc.UnaryServerInterceptor
+}
+
+func (o *Options) fill() {
+	if o.MaxBody == 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Limits.Fill()
+}
+
+// Validate reports the first field out of bounds, after defaults are
+// filled (the router calls it before it starts anything).
+func (o Options) Validate() error {
+	o.fill()
+	switch {
+	case o.Listen == "":
+		return errors.New("http listen: an address is required")
+	case o.MaxBody < MinBody || o.MaxBody > MaxBody:
+		return fmt.Errorf("http max body: %d bytes not in %d..%d", o.MaxBody, MinBody, MaxBody)
+	}
+	return o.Limits.Validate()
+}
