@@ -72,17 +72,22 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if set := s.d.Rules(); set != nil {
 		candidates = set.Descriptors(req.Domain)
 	}
-	n := len(req.Descriptors)
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	outcomes, err := resolve(candidates, req, hits, s.opts.MaxCounterLength)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(outcomes))}
 	var checks []rules.Resolved
 	var idx []int // descriptor of each check
-	for i, desc := range req.Descriptors {
-		rule, counter := Match(candidates, desc.Entries, s.opts.MaxCounterLength)
-		if rule == nil {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	for i, o := range outcomes {
+		if o.answer != nil {
+			resp.Statuses[i] = o.answer
+			if o.answer.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
 			continue
 		}
-		checks = append(checks, rules.Resolved{Rule: rule, Service: rule.Service, Endpoint: rule.Endpoint, User: counter, Hits: hits[i]})
+		checks = append(checks, o.check)
 		idx = append(idx, i)
 	}
 	if len(checks) == 0 {
@@ -188,6 +193,9 @@ func validate(req *rlsv3.RateLimitRequest) ([]int64, error) {
 	hits := make([]int64, len(req.Descriptors))
 	for i, d := range req.Descriptors {
 		if err := validateDescriptor(i, d); err != nil {
+			return nil, err
+		}
+		if err := validateOverride(i, d.GetLimit()); err != nil {
 			return nil, err
 		}
 		hits[i] = reqHits
