@@ -54,10 +54,12 @@ type Rule struct {
 	// Algorithm: token_bucket (default), leaky_bucket, fixed_window,
 	// sliding_log, sliding_window or gcra.
 	Algorithm string `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
-	// Limit is the number of hits allowed per Period. Required.
-	Limit int64 `yaml:"limit" json:"limit"`
-	// Period of the limit, like "1s", "1m", "1h" or "1d". Required.
-	Period Duration `yaml:"period" json:"period"`
+	// Limit is the number of hits allowed per Period. Required, but for
+	// unlimited and deny_all rules.
+	Limit int64 `yaml:"limit,omitempty" json:"limit,omitempty"`
+	// Period of the limit, like "1s", "1m", "1h" or "1d". Required, but
+	// for unlimited and deny_all rules.
+	Period Duration `yaml:"period,omitempty" json:"period,omitempty"`
 	// Burst is the bucket capacity for bucket algorithms; default Limit.
 	Burst int64 `yaml:"burst,omitempty" json:"burst,omitempty"`
 	// MaxDelay, for leaky_bucket only, lets a request wait in the queue up
