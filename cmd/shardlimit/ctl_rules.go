@@ -17,8 +17,8 @@ import (
 )
 
 func ctlRulesCmd(cf *ctlFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "rules", Short: "Validate, apply, show, diff and delete the rules stored in etcd."}
-	cmd.AddCommand(ctlRulesValidateCmd(cf), ctlRulesApplyCmd(cf, false), ctlRulesApplyCmd(cf, true), ctlRulesGetCmd(cf), ctlRulesDeleteCmd(cf))
+	cmd := &cobra.Command{Use: "rules", Short: "Validate, apply, show, diff and delete the rules stored in etcd; import envoy ratelimit's."}
+	cmd.AddCommand(ctlRulesValidateCmd(cf), ctlRulesApplyCmd(cf, false), ctlRulesApplyCmd(cf, true), ctlRulesGetCmd(cf), ctlRulesDeleteCmd(cf), ctlRulesImportCmd(cf))
 	return cmd
 }
 

@@ -134,7 +134,6 @@ func (cv *converter) describe(d *Descriptor) string {
 	return fmt.Sprintf("the rate_limit at %s:%d", cv.files[d], d.RateLimit.Line)
 }
 
-
 func probeString(es []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	parts := make([]string, len(es))
 	for i, e := range es {

@@ -169,7 +169,7 @@ func (cv *converter) convert(level []*Descriptor, path []rules.DescriptorEntry) 
 			continue
 		}
 		if d.DetailedMetric {
-			cv.note(d, d.Line, true, "detailed_metric: not converted; shardlimit's metrics are per rule, never per value (labels stay bounded); the values over their limit are in `shardlimit ctl limited` and the hot keys")
+			cv.note(d, d.Line, true, "detailed_metric: not converted; shardlimit's metrics are per rule, never per value (labels stay bounded); the values over their limit are in `shardlimit ctl limited` and `shardlimit ctl top`")
 		}
 		switch {
 		case d.RateLimit != nil:
