@@ -91,6 +91,7 @@ limit ("note"). --strict exits 4 when anything cannot be expressed, printing not
 	f := cmd.Flags()
 	f.StringArrayVar(&from, "from-envoy", nil, "envoy ratelimit config file, or a directory of them; repeatable (required)")
 	f.StringVar(&opts.Algorithm, "algorithm", "fixed_window", "algorithm of the converted rules (envoy ratelimit counts fixed windows)")
+	f.BoolVar(&opts.AllowRequestOverride, "allow-request-override", false, "let a descriptor's own limit (Envoy's RateLimitDescriptor.limit) replace the converted rules' limits, as envoy ratelimit does; off by default: a caller must not raise its own limit")
 	f.BoolVar(&apply, "apply", false, "store the converted rules through the admin API, all or nothing, instead of printing them")
 	f.BoolVar(&dryRun, "dry-run", false, "with --apply: show the changes without storing them")
 	f.BoolVar(&prune, "prune", false, "with --apply: also delete stored rules of the converted services that the conversion lacks")

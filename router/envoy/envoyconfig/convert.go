@@ -14,6 +14,11 @@ type Options struct {
 	// Algorithm of the converted rules; default fixed_window, the
 	// algorithm envoy ratelimit counts with.
 	Algorithm string
+	// AllowRequestOverride sets allow_request_override on every counted
+	// rule, so that a descriptor's own limit (Envoy's
+	// RateLimitDescriptor.limit) replaces the rule's, as envoy ratelimit
+	// always lets it; default false: a caller must not raise its own limit.
+	AllowRequestOverride bool
 }
 
 // Note is something to know about an item of the configuration, at its
@@ -218,6 +223,7 @@ func (cv *converter) rule(d *Descriptor, p []rules.DescriptorEntry) rules.Rule {
 		r.DenyAll, r.Period = true, period
 	default:
 		r.Limit, r.Period, r.Algorithm = int64(rl.RequestsPerUnit), period, cv.opts.Algorithm
+		r.AllowRequestOverride = cv.opts.AllowRequestOverride
 	}
 	return r
 }
