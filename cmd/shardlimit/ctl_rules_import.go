@@ -12,7 +12,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/envoy/envoyconfig"
-	"github.com/shardlimit/shardlimit/router/rules"
 )
 
 func ctlRulesImportCmd(cf *ctlFlags) *cobra.Command {
@@ -39,22 +38,9 @@ limit ("note"). --strict exits 4 when anything cannot be expressed, printing not
 			if err != nil {
 				return err
 			}
-			cfgs := make([]*envoyconfig.Config, 0, len(files))
-			var errs []string
-			for _, f := range files {
-				c, err := envoyconfig.ParseFile(f)
-				if err != nil {
-					errs = append(errs, err.Error())
-					continue
-				}
-				cfgs = append(cfgs, c)
-			}
-			if len(errs) > 0 {
-				return fmt.Errorf("invalid envoy ratelimit config, nothing converted:\n%s", strings.Join(errs, "\n"))
-			}
-			res, err := envoyconfig.Convert(cfgs, opts)
+			res, err := envoyconfig.Load(files, opts)
 			if err != nil {
-				return err
+				return fmt.Errorf("nothing converted:\n%w", err)
 			}
 			lossy := 0
 			for _, n := range res.Notes {
@@ -66,12 +52,12 @@ limit ("note"). --strict exits 4 when anything cannot be expressed, printing not
 			if strict && lossy > 0 {
 				return withCode(exitFailed, fmt.Errorf("--strict: %d items cannot be expressed, nothing converted", lossy))
 			}
+			if _, err := res.Parsed(); err != nil {
+				return fmt.Errorf("the converted rules are invalid, nothing converted:\n%w", err)
+			}
 			b, err := res.YAML()
 			if err != nil {
 				return err
-			}
-			if _, err := rules.Parse("converted rules", b); err != nil {
-				return fmt.Errorf("the converted rules are invalid, nothing converted:\n%w", err)
 			}
 			if !apply {
 				_, err = cmd.OutOrStdout().Write(b)

@@ -20,22 +20,14 @@ import (
 // limit, no refill and no window boundary falls inside the test.
 func imported(t *testing.T, file string, allowOverride bool) []rules.Rule {
 	t.Helper()
-	c, err := envoyconfig.ParseFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := envoyconfig.Convert([]*envoyconfig.Config{c}, envoyconfig.Options{Algorithm: "token_bucket", AllowRequestOverride: allowOverride})
+	res, err := envoyconfig.Load([]string{file}, envoyconfig.Options{Algorithm: "token_bucket", AllowRequestOverride: allowOverride})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Notes) > 0 {
 		t.Fatalf("notes: %v", res.Notes)
 	}
-	b, err := res.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := rules.Parse(file, b)
+	rs, err := res.Parsed()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package envoyconfig
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,6 +110,25 @@ func Convert(cfgs []*Config, opts Options) (*Result, error) {
 	})
 	res.Notes = slices.Compact(res.Notes)
 	return res, nil
+}
+
+// Load parses the files and converts them; it converts nothing when a
+// file is invalid, and then returns every file's problems.
+func Load(files []string, opts Options) (*Result, error) {
+	cfgs := make([]*Config, 0, len(files))
+	var errs []error
+	for _, f := range files {
+		c, err := ParseFile(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfgs = append(cfgs, c)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return Convert(cfgs, opts)
 }
 
 // walk yields every node of a tree, depth first.

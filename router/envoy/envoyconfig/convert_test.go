@@ -42,15 +42,11 @@ func TestConvertGolden(t *testing.T) {
 
 func convertText(t *testing.T, file string) string {
 	t.Helper()
-	c, err := ParseFile(file)
+	res, err := Load([]string{file}, Options{})
 	if err != nil {
 		return "error:\n" + err.Error() + "\n"
 	}
-	res, err := Convert([]*Config{c}, Options{})
-	if err != nil {
-		return "error:\n" + err.Error() + "\n"
-	}
-	if err := res.Check(); err != nil {
+	if _, err := res.Parsed(); err != nil {
 		t.Fatalf("the converted rules do not parse: %v", err)
 	}
 	b, err := res.YAML()

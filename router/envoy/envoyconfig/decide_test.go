@@ -34,11 +34,7 @@ func converted(t *testing.T, file string) ([]*Descriptor, []*rules.Rule, *Result
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := res.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := rules.Parse(file, b)
+	rs, err := res.Parsed()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,13 +42,12 @@ func (r *Result) YAML() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Check parses the written rules as `ctl rules apply` would: what YAML
-// writes is what the routers store.
-func (r *Result) Check() error {
+// Parsed returns the rules as `ctl rules apply` reads what YAML writes:
+// what the routers would store.
+func (r *Result) Parsed() ([]rules.Rule, error) {
 	b, err := r.YAML()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = rules.Parse("converted", b)
-	return err
+	return rules.Parse("converted rules", b)
 }
