@@ -12,6 +12,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/envoy/envoyconfig"
+	"github.com/shardlimit/shardlimit/router/rules"
 )
 
 func ctlRulesImportCmd(cf *ctlFlags) *cobra.Command {
@@ -52,8 +53,12 @@ limit ("note"). --strict exits 4 when anything cannot be expressed, printing not
 			if strict && lossy > 0 {
 				return withCode(exitFailed, fmt.Errorf("--strict: %d items cannot be expressed, nothing converted", lossy))
 			}
-			if _, err := res.Parsed(); err != nil {
+			rs, err := res.Parsed()
+			if err != nil {
 				return fmt.Errorf("the converted rules are invalid, nothing converted:\n%w", err)
+			}
+			if err := rules.DefaultBounds().Check(rules.Count(rs)); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v (the routers' defaults)\n", err)
 			}
 			b, err := res.YAML()
 			if err != nil {
