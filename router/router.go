@@ -127,7 +127,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
 	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
-	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
+	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry})
 	r.srv.Serve()
 
 	go r.overLimit.sweep(watchCtx)

@@ -22,6 +22,10 @@ type outcome struct {
 	answer *rlsv3.RateLimitResponse_DescriptorStatus
 	// check is the descriptor's check otherwise.
 	check rules.Resolved
+	// kind, when set, is how envoy ratelimit's model decided it, the kind
+	// label of shardlimit_router_envoy_descriptors_total: unlimited,
+	// deny_all, replaced, override or override_refused.
+	kind string
 }
 
 // resolve matches each descriptor of a validated request against the
@@ -57,13 +61,16 @@ func resolve(candidates []*rules.Rule, req *rlsv3.RateLimitRequest, hits []int64
 			replaced[n] = true
 		}
 		out[i].check = rules.Resolved{Rule: rule, Service: rule.Service, Endpoint: rule.Endpoint, User: counter, Hits: hits[i]}
-		if l := desc.GetLimit(); l != nil && rule.AllowRequestOverride {
-			o, err := overridden(rule, l, i)
-			if err != nil {
-				return nil, err
+		if l := desc.GetLimit(); l != nil {
+			out[i].kind = "override_refused"
+			if rule.AllowRequestOverride {
+				o, err := overridden(rule, l, i)
+				if err != nil {
+					return nil, err
+				}
+				out[i].check.Rule, out[i].kind = o, "override"
+				out[i].check.User = bounded(counter+overrideSuffix(l), maxCounter)
 			}
-			out[i].check.Rule = o
-			out[i].check.User = bounded(counter+overrideSuffix(l), maxCounter)
 		}
 	}
 	for i, rule := range matched {
@@ -74,9 +81,12 @@ func resolve(candidates []*rules.Rule, req *rlsv3.RateLimitRequest, hits []int64
 		switch {
 		case replaced[rule.Name]:
 			out[i].answer = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			out[i].kind = "replaced"
 		case rule.Unlimited:
 			out[i].answer = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			out[i].kind = "unlimited"
 		case rule.DenyAll:
+			out[i].kind = "deny_all"
 			st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OVER_LIMIT}
 			if rule.Shadow {
 				st.Code = rlsv3.RateLimitResponse_OK

@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -9,9 +10,12 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/shardlimit/shardlimit/shard/metrictest"
 )
 
 const modelRules = `
@@ -130,5 +134,37 @@ func TestOverrideInvalid(t *testing.T) {
 		if len(f.checks) != 0 {
 			t.Errorf("decided %v", f.checks)
 		}
+	}
+}
+
+// What envoy ratelimit's model decides is counted by service, rule and
+// kind.
+func TestDescriptorsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f, _ := newFake(t)
+	f.set = parseRules(t, modelRules)
+	s := newService(f, Options{Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+	_, err := s.ShouldRateLimit(asOperator(), &rlsv3.RateLimitRequest{Domain: "m", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("ldap=x"), desc("ldap=y"), desc("remote_address=50.0.0.5"),
+		desc("key_1=value_1", "user=bkthomps"), desc("key_2=value_2", "user=bkthomps"),
+		withLimit(desc("tenant=t"), override(1, typev3.RateLimitUnit_SECOND, 0)),
+		withLimit(desc("fixed=f"), override(1, typev3.RateLimitUnit_SECOND, 0)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		rule, kind string
+		n          float64
+	}{
+		{"ldap", "unlimited", 2}, {"remote_address=50.0.0.5", "deny_all", 1}, {"specific_limit", "replaced", 1},
+		{"tenant", "override", 1}, {"fixed", "override_refused", 1},
+	} {
+		if got := metrictest.Value(t, reg, "shardlimit_router_envoy_descriptors_total", map[string]string{"service": "m", "rule": w.rule, "kind": w.kind}); got != w.n {
+			t.Errorf("%s %s: %v, want %v", w.rule, w.kind, got, w.n)
+		}
+	}
+	if len(f.checks) != 3 { // specific_limit's replacement, tenant, fixed
+		t.Errorf("decided %d checks, want 3", len(f.checks))
 	}
 }

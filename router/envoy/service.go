@@ -10,12 +10,13 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/auth"
 )
@@ -45,6 +46,9 @@ type service struct {
 	d    Decider
 	opts Options
 	log  *slog.Logger
+	// descriptors counts what envoy ratelimit's model decided; nil
+	// without Options.Registerer.
+	descriptors *prometheus.CounterVec
 }
 
 func newService(d Decider, opts Options) *service {
@@ -55,7 +59,15 @@ func newService(d Decider, opts Options) *service {
 	if d == nil {
 		panic("envoy.Register: nil Decider")
 	}
-	return &service{d: d, opts: opts, log: opts.Logger}
+	s := &service{d: d, opts: opts, log: opts.Logger}
+	if opts.Registerer != nil {
+		s.descriptors = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_router_envoy_descriptors_total",
+			Help: "Envoy descriptors decided by envoy ratelimit's model, by service (domain), rule and kind: answered without counting (unlimited, deny_all, replaced: not in shardlimit_router_decisions_total), or carrying their own limit (override: applied; override_refused: the rule does not allow it).",
+		}, []string{"service", "rule", "kind"})
+		opts.Registerer.MustRegister(s.descriptors)
+	}
+	return s
 }
 
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
@@ -80,6 +92,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	var checks []rules.Resolved
 	var idx []int // descriptor of each check
 	for i, o := range outcomes {
+		if o.kind != "" && s.descriptors != nil {
+			s.descriptors.WithLabelValues(req.Domain, o.check.Rule.Name, o.kind).Inc()
+		}
 		if o.answer != nil {
 			resp.Statuses[i] = o.answer
 			if o.answer.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
