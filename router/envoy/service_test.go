@@ -37,7 +37,7 @@ func (f *fakeDecider) Decide(_ context.Context, checks []rules.Resolved) []*shar
 	return out
 }
 
-func parseRules(t *testing.T, yaml string) *rules.Set {
+func parseRules(t testing.TB, yaml string) *rules.Set {
 	t.Helper()
 	rs, err := rules.Parse("test.yaml", []byte(yaml))
 	if err != nil {
