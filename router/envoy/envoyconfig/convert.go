@@ -2,10 +2,13 @@ package envoyconfig
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/shardlimit/shardlimit/router/rules"
 )
@@ -228,9 +231,13 @@ func inexpressible(d *Descriptor, n int) string {
 // rule converts a node with a rate_limit.
 func (cv *converter) rule(d *Descriptor, p []rules.DescriptorEntry) rules.Rule {
 	rl := d.RateLimit
-	r := rules.Rule{Service: cv.domain, Descriptor: p, Shadow: d.ShadowMode, Replaces: rl.Replaces}
-	if rl.Name != "" {
-		r.Name = rl.Name
+	r := rules.Rule{Service: cv.domain, Descriptor: p, Shadow: d.ShadowMode, Name: fit(rl.Name)}
+	for _, n := range rl.Replaces {
+		r.Replaces = append(r.Replaces, fit(n))
+	}
+	if len(r.Replaces) > rules.MaxReplaces {
+		cv.note(d, rl.Line, true, "replaces: %d names, over the %d of a rule; only the first %d are converted", len(r.Replaces), rules.MaxReplaces, rules.MaxReplaces)
+		r.Replaces = r.Replaces[:rules.MaxReplaces]
 	}
 	var period rules.Duration
 	if !rl.Unlimited {
@@ -256,6 +263,11 @@ func (cv *converter) add(d *Descriptor, p []rules.DescriptorEntry, r rules.Rule)
 
 func (cv *converter) addOrigin(d *Descriptor, p []rules.DescriptorEntry, r rules.Rule, added bool) {
 	name := cmp.Or(r.Name, rules.FormatDescriptor(p))
+	if len(name) > rules.MaxNameLength {
+		short := shorten(name)
+		cv.note(d, d.Line, false, "name %q is longer than the %d bytes of a rule name: named %q", name, rules.MaxNameLength, short)
+		name = short
+	}
 	if prev, taken := cv.names[name]; taken {
 		unique := name
 		for i := 2; cv.names[unique] != nil; i++ {
@@ -274,6 +286,32 @@ func (cv *converter) addOrigin(d *Descriptor, p []rules.DescriptorEntry, r rules
 	}
 	cv.res.Rules = append(cv.res.Rules, r)
 	cv.res.Origins = append(cv.res.Origins, Origin{File: cv.files[d], Line: line, Descriptor: d, Added: added})
+}
+
+// fit returns a name that fits a rule name: itself, or shortened, with
+// NUL and newline as '_' and "*" as "_*". The names in replaces go through
+// it too, so they still meet.
+func fit(name string) string {
+	name = strings.NewReplacer("\x00", "_", "\n", "_").Replace(name)
+	if name == "*" {
+		return "_*"
+	}
+	if len(name) > rules.MaxNameLength {
+		return shorten(name)
+	}
+	return name
+}
+
+// shorten cuts a name to fit a rule name, keeping it distinct by a
+// fingerprint of the whole.
+func shorten(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	suffix := "~" + hex.EncodeToString(sum[:4])
+	cut := rules.MaxNameLength - len(suffix)
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut] + suffix
 }
 
 // placeholders adds an unlimited rule for each placeholder (a node with

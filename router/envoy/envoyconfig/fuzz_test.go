@@ -3,6 +3,7 @@ package envoyconfig
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -36,4 +37,25 @@ func FuzzConvert(f *testing.F) {
 			t.Fatalf("converted rules do not parse: %v\n%s", err, b)
 		}
 	})
+}
+
+// Names that no rule could have are made to fit, in names and replaces
+// alike.
+func TestNamesFit(t *testing.T) {
+	long := strings.Repeat("n", 200)
+	c, err := Parse("n.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: \""+long+"\"}\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1, name: \"x\\ny\", replaces: [{name: \""+long+"\"}]}\n  - key: c\n    rate_limit: {unit: second, requests_per_unit: 1, name: '*'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert([]*Config{c}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := res.Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Name != rs[1].Replaces[0] || len(rs[0].Name) > 128 || rs[1].Name != "x_y" || rs[2].Name != "_*" {
+		t.Fatalf("names %q %q %q replaces %q", rs[0].Name, rs[1].Name, rs[2].Name, rs[1].Replaces)
+	}
 }
