@@ -27,6 +27,7 @@ FUZZ_TARGETS := \
 	./router/request:FuzzValidate \
 	./router/envoy:FuzzValidate \
 	./router/envoy:FuzzMatch \
+	./router/envoy/envoyconfig:FuzzConvert \
 	./shard/member:FuzzDecode \
 	./shard/mapstore:FuzzDecode \
 	./shard/limiter:FuzzDecide \

@@ -15,6 +15,7 @@ var Metrics = []string{
 
 	// Router (shardlimit router --metrics-listen).
 	"shardlimit_router_decisions_total",           // {service,endpoint,rule,algorithm,result}
+	"shardlimit_router_envoy_descriptors_total",   // {service,rule,kind}: unlimited, deny_all, replaced, override(_refused)
 	"shardlimit_router_decision_duration_seconds", // histogram, per Check RPC
 	"shardlimit_router_shard_errors_total",        // {shard,reason}
 	"shardlimit_router_shard_call_checks",         // histogram, checks per call to a shard

@@ -131,8 +131,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
 	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
-	envoyOpts := envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log}
-	envoy.Register(r.srv, r, envoyOpts)
+	envoySvc := envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry})
 	if opts.HTTPListen != "" {
 		// The HTTP/JSON API calls the same services through the same
 		// authorizer, on the same TLS config and connection bound. It
@@ -142,7 +141,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			Listen: opts.HTTPListen, TLS: opts.TLS, MaxBody: opts.HTTPMaxBody, Limits: opts.Limits,
 			Bound:    func(lis net.Listener) net.Listener { return rpc.Bound(lis, srvOpts) },
 			Registry: r.registry, Logger: r.log,
-		}, httpapi.Services{RateLimiter: r, Envoy: envoy.NewServer(r, envoyOpts), Authorize: r.auth.Unary})
+		}, httpapi.Services{RateLimiter: r, Envoy: envoySvc, Authorize: r.auth.Unary})
 		if err != nil {
 			r.Stop(context.Background())
 			return nil, fmt.Errorf("http listen: %w", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,8 +18,8 @@ import (
 )
 
 func ctlRulesCmd(cf *ctlFlags) *cobra.Command {
-	cmd := &cobra.Command{Use: "rules", Short: "Validate, apply, show, diff and delete the rules stored in etcd."}
-	cmd.AddCommand(ctlRulesValidateCmd(cf), ctlRulesApplyCmd(cf, false), ctlRulesApplyCmd(cf, true), ctlRulesGetCmd(cf), ctlRulesDeleteCmd(cf))
+	cmd := &cobra.Command{Use: "rules", Short: "Validate, apply, show, diff and delete the rules stored in etcd; import envoy ratelimit's."}
+	cmd.AddCommand(ctlRulesValidateCmd(cf), ctlRulesApplyCmd(cf, false), ctlRulesApplyCmd(cf, true), ctlRulesGetCmd(cf), ctlRulesDeleteCmd(cf), ctlRulesImportCmd(cf))
 	return cmd
 }
 
@@ -177,11 +178,11 @@ func printChanges(w io.Writer, format string, resp *shardlimitv1.ApplyRulesRespo
 		for _, c := range resp.Changes {
 			switch c.Op {
 			case shardlimitv1.RuleChange_OP_ADD:
-				fmt.Fprintf(w, "+ %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  + ", c.After))
+				fmt.Fprintf(w, "+ %s/%s%s\n%s", c.Service, c.Name, descriptorOf(c), prefixLinesWith("  + ", c.After))
 			case shardlimitv1.RuleChange_OP_DELETE:
-				fmt.Fprintf(w, "- %s/%s\n%s", c.Service, c.Name, prefixLinesWith("  - ", c.Before))
+				fmt.Fprintf(w, "- %s/%s%s\n%s", c.Service, c.Name, descriptorOf(c), prefixLinesWith("  - ", c.Before))
 			default:
-				fmt.Fprintf(w, "~ %s/%s\n%s", c.Service, c.Name, lineDiff(c.Before, c.After))
+				fmt.Fprintf(w, "~ %s/%s%s\n%s", c.Service, c.Name, descriptorOf(c), lineDiff(c.Before, c.After))
 			}
 		}
 		verb := "would change"
@@ -191,6 +192,16 @@ func printChanges(w io.Writer, format string, resp *shardlimitv1.ApplyRulesRespo
 		_, err := fmt.Fprintf(w, "%s %d rules\n", verb, len(resp.Changes))
 		return err
 	})
+}
+
+// descriptorOf shows what a changed descriptor rule applies to, after its
+// name: "  (descriptor: remote_address,path=/checkout)"; "" for other rules.
+func descriptorOf(c *shardlimitv1.RuleChange) string {
+	var r rules.Rule
+	if yaml.Unmarshal([]byte(cmp.Or(c.After, c.Before)), &r) != nil || len(r.Descriptor) == 0 {
+		return ""
+	}
+	return "  (" + r.Target() + ")"
 }
 
 func prefixLinesWith(p, s string) string {

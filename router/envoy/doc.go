@@ -7,7 +7,12 @@
 // A domain is a shardlimit service. Each descriptor is matched against the
 // service's descriptor rules (rules.Set.Descriptors) by Match: the most
 // specific matching rule decides it, and the values at the rule's wildcard
-// positions name its counter. The package turns the request into checks
+// positions (no value, or a prefix like "foo*") name its counter. Then, as
+// envoy ratelimit does, a rule that another matched rule replaces
+// (rules.Rule.Replaces) is not applied, unlimited rules answer OK and
+// deny_all rules OVER_LIMIT without counting, and a descriptor's own limit
+// (RateLimitDescriptor.limit) replaces its rule's only where the rule has
+// allow_request_override. The package turns the rest into checks
 // bound to their rules (rules.Resolved), has the Decider decide them all in
 // one call, and turns the decisions into Envoy's statuses: code,
 // current_limit (see CurrentLimit for how a period becomes Envoy's unit),

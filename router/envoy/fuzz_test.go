@@ -69,6 +69,9 @@ func FuzzMatch(f *testing.F) {
 	f.Add("remote_address=a|b;path=c", "a")
 	f.Add("remote_address=a\\;path=|b", "a\\")
 	f.Add("user_id="+strings.Repeat("u", 300), "v")
+	f.Add("remote_address=1.2.3.4;path=/api/v1", "/api/v2")
+	f.Add("remote_address=1.2.3.4;path=/api/", "/other")
+	f.Add("tenant=", "*")
 	named := func(name string, entries ...string) *rules.Rule {
 		d := make([]rules.DescriptorEntry, len(entries))
 		for i, e := range entries {
@@ -83,6 +86,9 @@ func FuzzMatch(f *testing.F) {
 		named("ip-checkout", "remote_address", "path=/checkout"),
 		named("vip-any-path", "remote_address=10.0.0.9", "path"),
 		named("user", "user_id"),
+		named("api-prefix", "remote_address", "path=/api/*"),
+		named("api-v1", "remote_address", "path=/api/v1"),
+		named("any-tenant", "tenant=*"),
 	}
 	const maxCounter = 64
 	f.Fuzz(func(t *testing.T, entries, other string) {
@@ -99,7 +105,7 @@ func FuzzMatch(f *testing.F) {
 		}
 		// Change the first wildcard value: the counter must change too.
 		for i, p := range r.Descriptor {
-			if p.Value != "" || es[i].Value == other {
+			if !p.Wildcard() || es[i].Value == other {
 				continue
 			}
 			changed := fuzzEntries(entries)

@@ -119,3 +119,51 @@ func TestMatchOrderIndependent(t *testing.T) {
 		}
 	}
 }
+
+// Prefix wildcards ("value*"): between an exact value and no value; one
+// counter per matching value; overlapping prefixes go by the rules' order.
+func TestMatchPrefix(t *testing.T) {
+	named := func(name string, entries ...string) *rules.Rule {
+		return &rules.Rule{Name: name, Descriptor: pattern(entries...)}
+	}
+	rs := []*rules.Rule{
+		named("any-path", "path"),
+		named("api", "path=/api/*"),
+		named("api-v", "path=/api/v*"),
+		named("v1", "path=/api/v1"),
+		named("all-star", "key=*"),
+		named("user-in-api", "path=/api/*", "user"),
+		named("exact-then-any", "path=/api/x", "user"),
+	}
+	for _, tc := range []struct {
+		desc          []*ratelimitv3.RateLimitDescriptor_Entry
+		rule, counter string
+	}{
+		{descriptor("path=/api/v1"), "v1", "*"},
+		{descriptor("path=/api/v2"), "api", "/api/v2"}, // api is given before api-v
+		{descriptor("path=/api/"), "api", "/api/"},
+		{descriptor("path=/other"), "any-path", "/other"},
+		{descriptor("key="), "all-star", ""},
+		{descriptor("key=a|b"), "all-star", `a\|b`},
+		{descriptor("path=/api/y", "user=u"), "user-in-api", "/api/y|u"},
+		{descriptor("path=/api/x", "user=u"), "exact-then-any", "u"},
+		{descriptor("path=/ap", "user=u"), "", ""},
+	} {
+		r, c := Match(rs, tc.desc, 0)
+		got := ""
+		if r != nil {
+			got = r.Name
+		}
+		if got != tc.rule || c != tc.counter {
+			t.Errorf("%v: rule %q counter %q, want %q %q", tc.desc, got, c, tc.rule, tc.counter)
+		}
+	}
+	// Reversed, the later prefix comes first, and still no exact value or
+	// wildcard changes place.
+	rev := []*rules.Rule{rs[3], rs[2], rs[1], rs[0]}
+	for d, want := range map[string]string{"path=/api/v2": "api-v", "path=/api/v1": "v1", "path=/api/z": "api", "path=/z": "any-path"} {
+		if r, _ := Match(rev, descriptor(d), 0); r == nil || r.Name != want {
+			t.Errorf("reversed %s: %v, want %s", d, r, want)
+		}
+	}
+}

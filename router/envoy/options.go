@@ -3,6 +3,8 @@ package envoy
 import (
 	"fmt"
 	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Bounds on a request, beyond those of gRPC's message size.
@@ -30,6 +32,9 @@ type Options struct {
 	MaxCounterLength int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Registerer, when set, gets shardlimit_router_envoy_descriptors_total;
+	// default nil: not counted (a second service on one router, in tests).
+	Registerer prometheus.Registerer
 }
 
 // DefaultOptions returns the defaults.

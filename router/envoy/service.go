@@ -10,12 +10,13 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/auth"
 )
@@ -34,22 +35,24 @@ type Decider interface {
 // INVALID_ARGUMENT.
 var ErrInvalidRequest = errors.New("invalid rate limit request")
 
-// Register registers the rate limit service v3 on s, deciding with d. It
-// panics if opts are invalid: a programmer's mistake at start-up.
-func Register(s grpc.ServiceRegistrar, d Decider, opts Options) {
-	rlsv3.RegisterRateLimitServiceServer(s, newService(d, opts))
+// Register registers the rate limit service v3 on s, deciding with d, and
+// returns it for servers that are not gRPC's (the router's HTTP API serves
+// it as /json): one service, so its metrics are registered once. It panics
+// if opts are invalid: a programmer's mistake at start-up.
+func Register(s grpc.ServiceRegistrar, d Decider, opts Options) rlsv3.RateLimitServiceServer {
+	svc := newService(d, opts)
+	rlsv3.RegisterRateLimitServiceServer(s, svc)
+	return svc
 }
-
-// NewServer returns the rate limit service v3 deciding with d, for a
-// server that is not gRPC's (the router's HTTP API serves it as /json).
-// It panics if opts are invalid, as Register does.
-func NewServer(d Decider, opts Options) rlsv3.RateLimitServiceServer { return newService(d, opts) }
 
 type service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	d    Decider
 	opts Options
 	log  *slog.Logger
+	// descriptors counts what envoy ratelimit's model decided; nil
+	// without Options.Registerer.
+	descriptors *prometheus.CounterVec
 }
 
 func newService(d Decider, opts Options) *service {
@@ -60,7 +63,15 @@ func newService(d Decider, opts Options) *service {
 	if d == nil {
 		panic("envoy.Register: nil Decider")
 	}
-	return &service{d: d, opts: opts, log: opts.Logger}
+	s := &service{d: d, opts: opts, log: opts.Logger}
+	if opts.Registerer != nil {
+		s.descriptors = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_router_envoy_descriptors_total",
+			Help: "Envoy descriptors decided by envoy ratelimit's model, by service (domain), rule and kind: answered without counting (unlimited, deny_all, replaced: not in shardlimit_router_decisions_total), or carrying their own limit (override: applied; override_refused: the rule does not allow it).",
+		}, []string{"service", "rule", "kind"})
+		opts.Registerer.MustRegister(s.descriptors)
+	}
+	return s
 }
 
 // ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService.
@@ -77,17 +88,25 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if set := s.d.Rules(); set != nil {
 		candidates = set.Descriptors(req.Domain)
 	}
-	n := len(req.Descriptors)
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	outcomes, err := resolve(candidates, req, hits, s.opts.MaxCounterLength)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(outcomes))}
 	var checks []rules.Resolved
 	var idx []int // descriptor of each check
-	for i, desc := range req.Descriptors {
-		rule, counter := Match(candidates, desc.Entries, s.opts.MaxCounterLength)
-		if rule == nil {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	for i, o := range outcomes {
+		if o.kind != "" && s.descriptors != nil {
+			s.descriptors.WithLabelValues(req.Domain, o.check.Rule.Name, o.kind).Inc()
+		}
+		if o.answer != nil {
+			resp.Statuses[i] = o.answer
+			if o.answer.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
 			continue
 		}
-		checks = append(checks, rules.Resolved{Rule: rule, Service: rule.Service, Endpoint: rule.Endpoint, User: counter, Hits: hits[i]})
+		checks = append(checks, o.check)
 		idx = append(idx, i)
 	}
 	if len(checks) == 0 {
@@ -193,6 +212,9 @@ func validate(req *rlsv3.RateLimitRequest) ([]int64, error) {
 	hits := make([]int64, len(req.Descriptors))
 	for i, d := range req.Descriptors {
 		if err := validateDescriptor(i, d); err != nil {
+			return nil, err
+		}
+		if err := validateOverride(i, d.GetLimit()); err != nil {
 			return nil, err
 		}
 		hits[i] = reqHits

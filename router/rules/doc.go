@@ -8,7 +8,9 @@
 //
 // A Set answers which rules apply to (service, endpoint): the rules for that
 // exact endpoint, else the service's `*` rules; and which rules match an
-// Envoy descriptor of a domain. It is immutable; the router
+// Envoy descriptor of a domain. Descriptor rules also carry envoy
+// ratelimit's model (prefix wildcard values, unlimited, deny_all, replaces,
+// allow_request_override), which router/envoy applies. It is immutable; the router
 // swaps whole sets.
 //
 // It never talks to etcd or the network.

@@ -17,6 +17,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("rules:\n  - service: edge\n    descriptor:\n      - key: remote_address\n      - key: path\n        value: /x\n    limit: 1\n    period: 1h\n    burst: 5\n"))
 	f.Add([]byte("rules:\n  - service: s\n    endpoint: e\n    key: [user, ip]\n    algorithm: leaky_bucket\n    limit: 7\n    period: 1s\n    max_delay: 500ms\n    elastic_percent: 100\n    elastic_load_percent: 50\n    shadow: true\n"))
 	f.Add([]byte("rules: [{service: s, endpoint: e, limit: -1, period: 0s}]"))
+	f.Add([]byte("rules:\n  - service: edge\n    descriptor: [{key: ldap}]\n    unlimited: true\n  - service: edge\n    descriptor: [{key: ip, value: 50.0.0.5}]\n    deny_all: true\n    period: 1s\n"))
+	f.Add([]byte("rules:\n  - service: edge\n    name: wide\n    descriptor: [{key: path, value: '/api/*'}, {key: user}]\n    limit: 5\n    period: 1m\n    replaces: [narrow]\n    allow_request_override: true\n    shadow: true\n"))
+	f.Add([]byte("rules:\n  - service: edge\n    endpoint: envoy:k\n    descriptor: [{key: k}]\n    limit: 1\n    period: 1s\n"))
 	f.Add([]byte("- 1\n- 2\n"))
 	f.Add([]byte("rules:\n  - &a {service: s}\n  - *a\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParseValidFileAndResolve(t *testing.T) {
@@ -108,10 +110,10 @@ rules:
 		t.Fatalf("/search rules: %v", got)
 	}
 	d := s.Descriptors("api")
-	if len(d) != 1 || d[0].Endpoint != "envoy:remote_address,path=/checkout" || len(d[0].Key) != 0 {
+	if len(d) != 1 || d[0].Endpoint != "" || d[0].Target() != "descriptor: remote_address,path=/checkout" || len(d[0].Key) != 0 {
 		t.Fatalf("descriptor rules: %+v", d)
 	}
-	if s.Resolve("api", "envoy:remote_address,path=/checkout") != nil {
+	if s.Resolve("api", "") != nil || s.Resolve("api", "remote_address,path=/checkout") != nil {
 		t.Fatal("a descriptor rule resolved as an endpoint")
 	}
 	login := s.Resolve("api", "/login")[0]
@@ -135,7 +137,6 @@ func TestKeyAndDescriptorValidation(t *testing.T) {
 		"{service: a, endpoint: /x, limit: 1, period: 1s, descriptor: [{key: k}]}":                                                           "endpoint: must be left out when descriptor is set",
 		"{service: a, limit: 1, period: 1s, descriptor: [{key: k}], key: [user]}":                                                            "key: must be left out when descriptor is set",
 		"{service: a, limit: 1, period: 1s, descriptor: [{key: 'k=v'}]}":                                                                     "descriptor[0]:",
-		"{service: a, endpoint: 'envoy:k', limit: 1, period: 1s}":                                                                            `endpoint: "envoy:" endpoints are derived from a descriptor`,
 		"{service: a, limit: 1, period: 1s, descriptor: [{key: a},{key: b},{key: c},{key: d},{key: e},{key: f},{key: g},{key: h},{key: i}]}": "descriptor: 9 entries exceed the maximum of 8",
 	} {
 		_, err := Parse("v.yaml", []byte("rules:\n  - "+doc+"\n"))
@@ -372,5 +373,71 @@ func TestParseAcceptsJSON(t *testing.T) {
 	_, err = Parse("r.json", []byte("{\"rules\": [\n  {\"service\": \"shop\",\n   \"endpoint\": \"/a\",\n   \"limit\": 0,\n   \"period\": \"1m\"}\n]}\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "r.json:4: invalid rule: limit: out of range") {
 		t.Fatalf("got %v, want the limit's error at line 4", err)
+	}
+}
+
+// The fields of envoy ratelimit's model: each bad use is an error naming
+// the field, and nothing else of the rule hides it.
+func TestEnvoyFieldsValidation(t *testing.T) {
+	for doc, want := range map[string]string{
+		"{service: a, endpoint: /x, limit: 1, period: 1s, unlimited: true}":                                         "unlimited: only for descriptor rules",
+		"{service: a, endpoint: /x, limit: 1, period: 1s, deny_all: true}":                                          "deny_all: only for descriptor rules",
+		"{service: a, endpoint: /x, limit: 1, period: 1s, replaces: [b]}":                                           "replaces: only for descriptor rules",
+		"{service: a, endpoint: /x, limit: 1, period: 1s, allow_request_override: true}":                            "allow_request_override: only for descriptor rules",
+		"{service: a, descriptor: [{key: k}], unlimited: true, limit: 5}":                                           "limit: must be left out with unlimited",
+		"{service: a, descriptor: [{key: k}], unlimited: true, period: 1s}":                                         "period: must be left out with unlimited",
+		"{service: a, descriptor: [{key: k}], unlimited: true, burst: 3}":                                           "burst: must be left out with unlimited",
+		"{service: a, descriptor: [{key: k}], unlimited: true, allow_request_override: true}":                       "allow_request_override: must be left out with unlimited",
+		"{service: a, descriptor: [{key: k}], deny_all: true, limit: 5}":                                            "limit: must be left out with deny_all",
+		"{service: a, descriptor: [{key: k}], deny_all: true, period: 0.5ms}":                                       "period: 500µs not in 1ms..366d",
+		"{service: a, descriptor: [{key: k}], deny_all: true, unlimited: true}":                                     "deny_all: cannot be combined with unlimited",
+		"{service: a, name: n, descriptor: [{key: k}], limit: 1, period: 1s, replaces: [n]}":                        `replaces: a rule cannot replace itself ("n")`,
+		"{service: a, descriptor: [{key: k}], limit: 1, period: 1s, replaces: ['']}":                                "replaces: a name is empty",
+		"{service: a, descriptor: [{key: k}], limit: 1, period: 1s, replaces: [b, b]}":                              `replaces: "b" listed twice`,
+		"{service: a, descriptor: [{key: k}], limit: 1, period: 1s, replaces: [a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q]}": "replaces: 17 names exceed the maximum of 16",
+		"{service: a, descriptor: [{key: k}], period: 1s}":                                                          "limit:",
+	} {
+		_, err := Parse("r.yaml", []byte("rules:\n  - "+doc+"\n"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", doc, err, want)
+		}
+	}
+	rs, err := Parse("r.yaml", []byte(`rules:
+  - {service: a, descriptor: [{key: ldap}], unlimited: true}
+  - {service: a, descriptor: [{key: ip, value: 50.0.0.5}], deny_all: true, period: 1s}
+  - {service: a, descriptor: [{key: ip, value: "10.*"}], limit: 5, period: 1m, replaces: [other], allow_request_override: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Counted() || rs[1].Counted() || !rs[2].Counted() || rs[0].Name != "ldap" || rs[2].Name != "ip=10.*" {
+		t.Fatalf("rules: %+v", rs)
+	}
+	if p, ok := rs[2].Descriptor[0].Prefix(); !ok || p != "10." || !rs[2].Descriptor[0].Wildcard() || rs[1].Descriptor[0].Wildcard() {
+		t.Fatalf("prefix %q %v", p, ok)
+	}
+}
+
+// Rules stored by older versions hold the endpoint they derived from the
+// descriptor, "envoy:...": it reads as left out, and the rule keeps the
+// name it was stored under.
+func TestLegacyDescriptorEndpoint(t *testing.T) {
+	rs, err := Parse("stored.yaml", []byte(`rules:
+  - service: edge
+    name: envoy:remote_address,path=/checkout
+    endpoint: envoy:remote_address,path=/checkout
+    descriptor: [{key: remote_address}, {key: path, value: /checkout}]
+    limit: 10
+    period: 1m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rs[0]; r.Endpoint != "" || r.Name != "envoy:remote_address,path=/checkout" || r.Target() != "descriptor: remote_address,path=/checkout" {
+		t.Fatalf("rule %+v", r)
+	}
+	out, err := yaml.Marshal(File{Rules: rs})
+	if err != nil || strings.Contains(string(out), "endpoint:") {
+		t.Fatalf("written back: %v\n%s", err, out)
 	}
 }

@@ -38,7 +38,8 @@ type Rule struct {
 	Service string `yaml:"service" json:"service"`
 	// Endpoint the rule applies to, or "*" for every endpoint of the service
 	// without a rule of its own. Required unless Descriptor is set; then it
-	// is derived from the descriptor and must be left empty.
+	// must be left out (rules stored by older versions hold the form
+	// "envoy:key1,key2=value2", which is read as left out).
 	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
 	// Key lists the request attributes whose values name the counter:
 	// user, api_key, ip, or several of them; default [user].
@@ -46,15 +47,19 @@ type Rule struct {
 	// Descriptor makes the rule match Envoy rate limit descriptors of the
 	// service's domain instead of endpoints: the entries in order, each with
 	// a key and optionally a value. An entry without a value matches any
-	// value and that value names the counter.
+	// value, and a value ending in '*' any value starting with what comes
+	// before the '*'; at both, the request's value names the counter (one
+	// counter per value), as in envoy ratelimit.
 	Descriptor []DescriptorEntry `yaml:"descriptor,omitempty" json:"descriptor,omitempty"`
 	// Algorithm: token_bucket (default), leaky_bucket, fixed_window,
 	// sliding_log, sliding_window or gcra.
 	Algorithm string `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
-	// Limit is the number of hits allowed per Period. Required.
-	Limit int64 `yaml:"limit" json:"limit"`
-	// Period of the limit, like "1s", "1m", "1h" or "1d". Required.
-	Period Duration `yaml:"period" json:"period"`
+	// Limit is the number of hits allowed per Period. Required, but for
+	// unlimited and deny_all rules.
+	Limit int64 `yaml:"limit,omitempty" json:"limit,omitempty"`
+	// Period of the limit, like "1s", "1m", "1h" or "1d". Required, but
+	// for unlimited and deny_all rules.
+	Period Duration `yaml:"period,omitempty" json:"period,omitempty"`
 	// Burst is the bucket capacity for bucket algorithms; default Limit.
 	Burst int64 `yaml:"burst,omitempty" json:"burst,omitempty"`
 	// MaxDelay, for leaky_bucket only, lets a request wait in the queue up
@@ -83,6 +88,32 @@ type Rule struct {
 	// owner shard is unreachable or late.
 	FailurePolicy string `yaml:"failure_policy,omitempty" json:"failure_policy,omitempty"`
 
+	// The fields below apply to descriptor rules only (envoy ratelimit's
+	// rate_limit block); see router/envoy.
+
+	// Unlimited matches descriptors and never limits them: they are
+	// answered OK without counting, and this rule, being the most specific
+	// match, keeps less specific rules from deciding them (envoy
+	// ratelimit's unlimited: true). Limit, period and the other limit
+	// fields must be left out. Default false.
+	Unlimited bool `yaml:"unlimited,omitempty" json:"unlimited,omitempty"`
+	// DenyAll denies every descriptor the rule decides, without counting
+	// (envoy ratelimit's requests_per_unit: 0, a block list). Limit must be
+	// left out; Period, when given, is the window Envoy is told. Shadow
+	// still allows. Default false.
+	DenyAll bool `yaml:"deny_all,omitempty" json:"deny_all,omitempty"`
+	// Replaces names rules of the service that this rule replaces: when
+	// one request's descriptors match this rule and a replaced one, the
+	// replaced rule is not applied to its descriptor (answered OK, not
+	// counted) and this one is (envoy ratelimit's replaces). Default none.
+	Replaces []string `yaml:"replaces,omitempty" json:"replaces,omitempty"`
+	// AllowRequestOverride lets a request's descriptor carry its own limit
+	// (Envoy's RateLimitDescriptor.limit: requests_per_unit and unit),
+	// which then replaces Limit and Period for that descriptor, on a
+	// counter of its own per override. Default false: the override is
+	// ignored, since a caller must not raise its own limit.
+	AllowRequestOverride bool `yaml:"allow_request_override,omitempty" json:"allow_request_override,omitempty"`
+
 	// position is set by NewSet: where the rule is in its set.
 	position *position
 }
@@ -103,11 +134,23 @@ const (
 // MaxDescriptorEntries bounds a descriptor pattern.
 const MaxDescriptorEntries = 8
 
-// DescriptorEndpoint renders a descriptor pattern as the endpoint under
-// which its rule is stored: "envoy:key1,key2=value2".
-func DescriptorEndpoint(d []DescriptorEntry) string {
+// Prefix reports whether the entry's value is a prefix wildcard ("foo*"),
+// and returns the prefix.
+func (e DescriptorEntry) Prefix() (string, bool) {
+	return strings.CutSuffix(e.Value, "*")
+}
+
+// Wildcard reports whether the request's value at this entry names the
+// counter: an entry without a value or with a prefix wildcard.
+func (e DescriptorEntry) Wildcard() bool {
+	_, prefix := e.Prefix()
+	return e.Value == "" || prefix
+}
+
+// FormatDescriptor renders a descriptor pattern as "key1,key2=value2":
+// how ctl shows a descriptor rule, and a descriptor rule's default name.
+func FormatDescriptor(d []DescriptorEntry) string {
 	var b strings.Builder
-	b.WriteString("envoy:")
 	for i, e := range d {
 		if i > 0 {
 			b.WriteByte(',')
@@ -120,6 +163,23 @@ func DescriptorEndpoint(d []DescriptorEntry) string {
 	}
 	return b.String()
 }
+
+// legacyEndpoint is the endpoint older versions derived from a descriptor
+// and stored with the rule: "envoy:key1,key2=value2".
+func legacyEndpoint(d []DescriptorEntry) string { return "envoy:" + FormatDescriptor(d) }
+
+// Target is what the rule applies to, for people: its endpoint, or for a
+// descriptor rule "descriptor: key1,key2=value2".
+func (r *Rule) Target() string {
+	if len(r.Descriptor) > 0 {
+		return "descriptor: " + FormatDescriptor(r.Descriptor)
+	}
+	return r.Endpoint
+}
+
+// Counted reports whether the rule's checks are counted on a shard: false
+// for unlimited and deny_all rules, which router/envoy answers itself.
+func (r *Rule) Counted() bool { return !r.Unlimited && !r.DenyAll }
 
 // Limiter returns the parameters the algorithms need. The rule must be
 // valid. Callers work them out once per rule set (the router does when
@@ -155,15 +215,18 @@ func (r *Rule) algorithm() string {
 
 // normalize fills defaults in place.
 func (r *Rule) normalize() {
-	if len(r.Descriptor) > 0 && r.Endpoint == "" {
-		r.Endpoint = DescriptorEndpoint(r.Descriptor)
+	if len(r.Descriptor) > 0 && r.Endpoint == legacyEndpoint(r.Descriptor) {
+		r.Endpoint = ""
 	}
 	if len(r.Key) == 0 && len(r.Descriptor) == 0 {
 		r.Key = []string{KeyUser}
 	}
 	if r.Name == "" {
 		r.Name = r.Endpoint
-		if r.Endpoint == "*" {
+		switch {
+		case len(r.Descriptor) > 0:
+			r.Name = FormatDescriptor(r.Descriptor)
+		case r.Endpoint == "*":
 			r.Name = "all"
 		}
 	}
@@ -198,9 +261,8 @@ func (r *Rule) Validate() []error {
 	if strings.Contains(r.Service, "/") {
 		bad("service", "must not contain '/'")
 	}
-	checkName("endpoint", r.Endpoint, MaxEndpointLength, true)
 	if len(r.Descriptor) > 0 {
-		if r.Endpoint != DescriptorEndpoint(r.Descriptor) {
+		if r.Endpoint != "" {
 			bad("endpoint", "must be left out when descriptor is set")
 		}
 		if len(r.Key) > 0 {
@@ -214,9 +276,11 @@ func (r *Rule) Validate() []error {
 				bad(fmt.Sprintf("descriptor[%d]", i), "key is required; key must not hold ',' '=' NUL or newline, value must not hold ',' NUL or newline")
 			}
 		}
-	} else if strings.HasPrefix(r.Endpoint, "envoy:") {
-		bad("endpoint", `"envoy:" endpoints are derived from a descriptor`)
+	} else {
+		checkName("endpoint", r.Endpoint, MaxEndpointLength, true)
+		r.validateEnvoyOnly(bad)
 	}
+	r.validateReplaces(bad)
 	seen := map[string]bool{}
 	for _, k := range r.Key {
 		switch {
@@ -234,6 +298,10 @@ func (r *Rule) Validate() []error {
 	}
 	if r.FailurePolicy != FailAllow && r.FailurePolicy != FailDeny {
 		bad("failure_policy", "%q is not allow or deny", r.FailurePolicy)
+	}
+	if !r.Counted() {
+		r.validateUncounted(bad)
+		return errs
 	}
 	for _, err := range boundErrors(r.Limiter(), a != limiter.Unspecified) {
 		field, detail, _ := strings.Cut(err.Error(), ": ")
