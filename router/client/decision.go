@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
 // Errors returned instead of a decision. Errors from a router keep their
