@@ -1,0 +1,92 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/creds"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// A router killed abruptly while checks are in flight on it costs the
+// caller nothing: the checks it took down with its connections are sent
+// again to the other router, so every check gets a decision from a
+// counter — no error and no answer by failure mode.
+func TestRouterKilledMidFlightFailsOverWithoutErrors(t *testing.T) {
+	rs, err := rules.Parse("failover.yaml", []byte(`
+rules:
+  - {service: f, endpoint: /e, limit: 1000000000, period: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: rs})
+	reg := prometheus.NewRegistry()
+	cl := newClient(t, Options{
+		TLS:     c.TLS(creds.OperatorID),
+		Routers: []string{c.Routers[0].Addr(), c.Routers[1].Addr()},
+		// Decisions, not latency, are under test: a loaded machine must
+		// not turn a slow answer into a failure-mode one.
+		Timeout:    5 * time.Second,
+		Registerer: reg,
+	})
+	var checks, failed atomic.Int64
+	var errs sync.Map
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := cl.CheckOne(context.Background(), Check{Service: "f", Endpoint: "/e", User: "u", Hits: 1})
+				checks.Add(1)
+				switch {
+				case err != nil:
+					failed.Add(1)
+					errs.Store(w, err)
+				case d.FromFailureMode || d.FailurePolicy || !d.Allowed:
+					failed.Add(1)
+					errs.Store(w, d)
+				}
+			}
+		})
+	}
+	// Both routers serve before one dies.
+	poll.Until(t, 30*time.Second, func() error {
+		if checks.Load() < 200 {
+			return fmt.Errorf("%d checks so far", checks.Load())
+		}
+		return nil
+	})
+	c.Routers[0].Kill()
+	before := checks.Load()
+	poll.Until(t, 30*time.Second, func() error {
+		if checks.Load() < before+500 {
+			return fmt.Errorf("%d checks since the kill", checks.Load()-before)
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		errs.Range(func(k, v any) bool { t.Logf("worker %v: %v", k, v); return true })
+		t.Fatalf("%d of %d checks failed or were answered by failure mode", n, checks.Load())
+	}
+	if got := clustertest.Metric(t, reg, "shardlimit_client_decisions_total", map[string]string{"result": "allowed"}); got != float64(checks.Load()) {
+		t.Fatalf("decisions metric %v, want %d", got, checks.Load())
+	}
+	t.Logf("%d checks, %v lost with their connection and sent again", checks.Load(),
+		clustertest.Metric(t, reg, "shardlimit_client_retries_total", map[string]string{"reason": retryLost}))
+}
