@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/creds"
@@ -28,7 +29,12 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: rs})
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: rs,
+		// The survivor takes the dead router's load at once; under the race
+		// detector that can queue checks past the default bound, and
+		// shedding them (answers by policy) is the router's business, not
+		// the client's under test here.
+		Router: func(o *router.Options) { o.MaxQueueWait = 5 * time.Second }})
 	reg := prometheus.NewRegistry()
 	cl := newClient(t, Options{
 		TLS:     c.TLS(creds.OperatorID),
