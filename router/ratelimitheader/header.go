@@ -47,9 +47,8 @@ func Fields(qs []Quota) (policy, limit string) {
 	return strings.Join(ps, ", "), strings.Join(ls, ", ")
 }
 
-// Reset is a policy's t, the time until more quota is available, as the
-// draft defines it (section 4.2, "Reset"): when the check was denied, the
-// wait after which the same request is allowed (retryAfter, what
+// Reset is a policy's t, the time until more quota is available: when the
+// check was denied, the wait after which the same request is allowed (retryAfter, what
 // Retry-After says, so t never points earlier than Retry-After); when it
 // was allowed, the wait until the remaining quota grows (nextAfter), not
 // until the quota is whole. A client told r=0;t=60 that waits 60 seconds

@@ -5,8 +5,8 @@ import (
 	"net/http"
 )
 
-// The quota-exceeded problem type of the draft (section 9, "Problem
-// Types"), answered as RFC 9457 problem details.
+// The quota-exceeded problem type that the draft defines, answered as
+// RFC 9457 problem details.
 const (
 	ProblemType        = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 	ProblemTitle       = "Request cannot be satisfied as assigned quota has been exceeded"
