@@ -248,7 +248,7 @@ func (c *Client) callerError(parent context.Context, err error) error {
 func (c *Client) call(ctx context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
 	start := int(c.next.Add(1) - 1)
 	var err error
-	lost := false
+	why, lost := "", false // why the last attempt is sent again; whether one was lost
 	for attempt := range c.opts.MaxAttempts {
 		if attempt > 0 {
 			d := backoff(c.opts.BackoffBase, c.opts.BackoffMax, attempt-1, c.rand)
@@ -258,6 +258,7 @@ func (c *Client) call(ctx context.Context, req *shardlimitv1.CheckRequest) (*sha
 			if !sleep(ctx, d) {
 				break
 			}
+			c.metrics.retry(why)
 		}
 		t := &tracker{}
 		var resp *shardlimitv1.CheckResponse
@@ -265,12 +266,11 @@ func (c *Client) call(ctx context.Context, req *shardlimitv1.CheckRequest) (*sha
 		if err == nil {
 			return resp, nil
 		}
-		why := retryable(err, t)
+		why = retryable(err, t)
 		if why == "" || (why == retryLost && lost) {
 			return nil, err
 		}
 		lost = lost || why == retryLost
-		c.metrics.retry(why)
 	}
 	return nil, err
 }

@@ -3,12 +3,17 @@ package client
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
@@ -95,4 +100,53 @@ rules:
 	}
 	t.Logf("%d checks, %v lost with their connection and sent again", checks.Load(),
 		clustertest.Metric(t, reg, "shardlimit_client_retries_total", map[string]string{"reason": retryLost}))
+}
+
+// dyingRouter reads a check and then dies: its server closes every
+// connection without answering, as a killed router's would.
+type dyingRouter struct {
+	shardlimitv1.UnimplementedRateLimiterServer
+	srv *grpc.Server
+}
+
+func (d *dyingRouter) Check(ctx context.Context, _ *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
+	go d.srv.Stop()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func startDyingRouter(t *testing.T, pki testPKI) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dyingRouter{srv: grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))}
+	shardlimitv1.RegisterRateLimiterServer(d.srv, d)
+	go func() { _ = d.srv.Serve(lis) }()
+	t.Cleanup(d.srv.Stop)
+	return lis.Addr().String()
+}
+
+// A check lost with its connection is sent again once, not more: the
+// router may have counted it, and counting it a third time would deny
+// the caller more than a lost router warrants. The answer is then the
+// client's failure mode.
+func TestALostCheckIsRetriedOnce(t *testing.T) {
+	pki := newPKI(t)
+	a, b, c := startDyingRouter(t, pki), startDyingRouter(t, pki), startDyingRouter(t, pki)
+	var rc rpcCounter
+	reg := prometheus.NewRegistry()
+	cl := newClient(t, Options{TLS: pki.client, Routers: []string{a, b, c}, MaxAttempts: 3, Timeout: 5 * time.Second,
+		DialOptions: withOpts(rc.option()), Registerer: reg})
+	d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1)
+	if err != nil || !d.FromFailureMode {
+		t.Fatalf("%+v, %v; want the failure mode's answer", d, err)
+	}
+	if n := rc.rpcs.Load(); n != 2 {
+		t.Fatalf("%d attempts (%d to %s, %d to %s, %d to %s), want 2: the first and one retry", n, rc.to(a), a, rc.to(b), b, rc.to(c), c)
+	}
+	if got := clustertest.Metric(t, reg, "shardlimit_client_retries_total", map[string]string{"reason": retryLost}); got != 1 {
+		t.Fatalf("retries metric %v, want 1", got)
+	}
 }
