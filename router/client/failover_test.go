@@ -17,7 +17,6 @@ import (
 
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
-	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
@@ -27,13 +26,10 @@ import (
 // again to the other router, so every check gets a decision from a
 // counter — no error and no answer by failure mode.
 func TestRouterKilledMidFlightFailsOverWithoutErrors(t *testing.T) {
-	rs, err := rules.Parse("failover.yaml", []byte(`
+	rs := parseRules(t, `
 rules:
   - {service: f, endpoint: /e, limit: 1000000000, period: 1s}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: rs,
 		// The survivor takes the dead router's load at once; under the race
 		// detector that can queue checks past the default bound, and

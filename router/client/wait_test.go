@@ -18,7 +18,7 @@ import (
 // rules apply to (per user and per IP).
 func shortRules(t *testing.T) []rules.Rule {
 	t.Helper()
-	rs, err := rules.Parse("short.yaml", []byte(`
+	return parseRules(t, `
 rules:
   - {service: w, endpoint: /token_bucket, algorithm: token_bucket, limit: 2, period: 300ms}
   - {service: w, endpoint: /leaky_bucket, algorithm: leaky_bucket, limit: 2, period: 300ms, burst: 3, max_delay: 100ms}
@@ -29,11 +29,7 @@ rules:
   - {service: w, endpoint: /two, name: per-user, limit: 2, period: 300ms}
   - {service: w, endpoint: /two, name: per-ip, key: [ip], algorithm: fixed_window, limit: 5, period: 1h}
   - {service: w, endpoint: /hour, limit: 1, period: 1h}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rs
+`)
 }
 
 // The RateLimit headers' promise, through a real router, for every
