@@ -29,7 +29,9 @@ type Decision struct {
 	// reports more remaining than this decision does. 0 when Remaining
 	// cannot grow (the key is fresh, or as fresh as its algorithm keeps
 	// it). A caller told Remaining 0 that waits NextAfter is allowed one
-	// hit. It is exact: a read even 1 ns earlier reports no more.
+	// hit. It is exact: a read even 1 ns earlier reports no more. Like
+	// RetryAfter it holds at the limit decided with: an elastic limit that
+	// shrinks as load rises can make the wait longer.
 	NextAfter int64
 	// RetryAfter is, when denied, the wait in ns after which the same hits
 	// are allowed if nothing else consumes in between; 0 when allowed.
