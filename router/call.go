@@ -94,7 +94,7 @@ func (r *Router) send(p *peer, batch []*part) {
 		for _, i := range pt.idx {
 			d := resp.Decisions[k]
 			k++
-			pd.out[i] = decisionOf(d, pd.checks[i].Rule.Name)
+			pd.out[i] = decisionOf(d, pd.checks[i].Rule)
 			if pd.refund {
 				continue
 			}
@@ -113,19 +113,23 @@ func (r *Router) send(p *peer, batch []*part) {
 
 // answer is a Decision and its durations, allocated together.
 type answer struct {
-	d                   shardlimitv1.Decision
-	reset, retry, delay durationpb.Duration
+	d                                 shardlimitv1.Decision
+	reset, retry, delay, window, next durationpb.Duration
 }
 
-// decisionOf is the public answer for a shard's decision under rule.
-func decisionOf(sd *shardlimitv1.ShardDecision, rule string) *shardlimitv1.Decision {
+// decisionOf is the public answer for a shard's decision under rule: the
+// shard's figures and the rule's quota policy (name and window).
+func decisionOf(sd *shardlimitv1.ShardDecision, rule *rules.Rule) *shardlimitv1.Decision {
 	a := &answer{}
 	setDuration(&a.reset, sd.ResetAfterNs)
 	setDuration(&a.retry, sd.RetryAfterNs)
 	setDuration(&a.delay, sd.DelayNs)
+	setDuration(&a.window, int64(rule.Period))
+	setDuration(&a.next, sd.NextAfterNs)
 	d := &a.d
-	d.Allowed, d.Limit, d.Remaining, d.Rule = sd.Allowed, sd.Limit, sd.Remaining, rule
+	d.Allowed, d.Limit, d.Remaining, d.Rule = sd.Allowed, sd.Limit, sd.Remaining, rule.Name
 	d.ResetAfter, d.RetryAfter, d.Delay = &a.reset, &a.retry, &a.delay
+	d.Window, d.NextAfter = &a.window, &a.next
 	d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied = sd.SoftAllowanceUsed, sd.Shadow, sd.ShadowDenied
 	return d
 }

@@ -98,11 +98,20 @@ func (o *overLimit) answer(c *rules.Resolved, now int64) *shardlimitv1.Decision 
 		return nil
 	}
 	retry, reset, delay := d.At(now)
+	// What Exact holds for also fixes when remaining grows: at 1 hit, at
+	// the retry time (the key has no hit left until then); at more, once
+	// the window ends or the queue is empty, the reset time.
+	next := reset
+	if c.Hits == 1 {
+		next = retry
+	}
 	return &shardlimitv1.Decision{
 		Limit: d.Limit, Remaining: d.Remaining, Rule: c.Rule.Name,
 		RetryAfter: durationpb.New(time.Duration(retry)),
 		ResetAfter: durationpb.New(time.Duration(reset)),
 		Delay:      durationpb.New(time.Duration(delay)),
+		Window:     durationpb.New(time.Duration(c.Rule.Period)),
+		NextAfter:  durationpb.New(time.Duration(next)),
 	}
 }
 

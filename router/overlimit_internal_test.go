@@ -98,6 +98,15 @@ func TestRouterHoldsExactDenialsOnly(t *testing.T) {
 				got.ResetAfter.AsDuration() != tc.d.ResetAfter.AsDuration()-400*time.Millisecond {
 				t.Fatalf("answered %v for %v 400ms later", got, tc.d)
 			}
+			// The rule's window, and when remaining grows: at the retry
+			// time for 1 hit, when the window ends for more.
+			next := tc.d.RetryAfter.AsDuration()
+			if tc.c.Hits > 1 {
+				next = tc.d.ResetAfter.AsDuration()
+			}
+			if got.Window.AsDuration() != time.Minute || got.NextAfter.AsDuration() != next-400*time.Millisecond {
+				t.Fatalf("answered window %v, next after %v; want 1m, %v", got.Window.AsDuration(), got.NextAfter.AsDuration(), next-400*time.Millisecond)
+			}
 			if r.overLimit.answer(&tc.c, t0+tc.d.RetryAfter.AsDuration().Nanoseconds()) != nil {
 				t.Fatal("still held at the retry time")
 			}

@@ -232,6 +232,21 @@ func (r *Router) Stop(ctx context.Context) {
 	})
 }
 
+// Kill stops the router as a crash (kill -9) would, for fault tests:
+// every connection is closed at once, without letting calls in flight
+// finish, so their callers see the connection break; then it stops
+// following etcd. Stop after Kill does nothing.
+func (r *Router) Kill() {
+	r.stop.Do(func() {
+		if r.srv != nil {
+			r.srv.Kill()
+		}
+		r.cancel()
+		_ = r.etcd.Close()
+		r.closePeers()
+	})
+}
+
 // Rules returns the rules in use now.
 func (r *Router) Rules() *rules.Set { return r.rules.Load().Set }
 

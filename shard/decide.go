@@ -130,6 +130,7 @@ func (s *Server) decide(req *shardlimitv1.DecideRequest, out *answers) error {
 		d, o := &b.out[i], &out.buf[i]
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
 		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied
+		o.NextAfterNs = d.NextAfter
 		out.resp.Decisions[i] = o
 		if c := &b.checks[i]; !c.Refund {
 			r := resultAllowed

@@ -221,7 +221,8 @@ func printDecision(w io.Writer, format string, c *shardlimitv1.Check, d *shardli
 		case d.Rule == "":
 			line += "  no rule applies"
 		default:
-			line += fmt.Sprintf("  rule=%s limit=%d remaining=%d reset_after=%v", d.Rule, d.Limit, d.Remaining, d.ResetAfter.AsDuration().Round(time.Millisecond))
+			line += fmt.Sprintf("  rule=%s limit=%d window=%v remaining=%d reset_after=%v next_after=%v", d.Rule, d.Limit, d.Window.AsDuration(),
+				d.Remaining, d.ResetAfter.AsDuration().Round(time.Millisecond), d.NextAfter.AsDuration().Round(time.Millisecond))
 			switch {
 			case d.Allowed:
 			case d.RetryAfter.AsDuration() > 100*365*24*time.Hour:

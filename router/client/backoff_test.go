@@ -41,27 +41,33 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 	}
 }
 
-// Only UNAVAILABLE before any stream was opened is retried.
+// UNAVAILABLE before any stream was opened is retried as not sent;
+// UNAVAILABLE after the stream opened, with no answer from the router, as
+// lost with its connection; nothing else.
 func TestRetryable(t *testing.T) {
 	streamed := &tracker{}
 	streamed.streamed.Store(true)
+	answered := &tracker{}
+	answered.streamed.Store(true)
+	answered.answered.Store(true)
 	for _, c := range []struct {
 		name string
 		err  error
 		t    *tracker
-		want bool
+		want string
 	}{
-		{"unavailable, never sent", status.Error(codes.Unavailable, "connection refused"), &tracker{}, true},
-		{"unavailable after a stream opened", status.Error(codes.Unavailable, "connection reset"), streamed, false},
-		{"deadline exceeded, never sent", status.Error(codes.DeadlineExceeded, "deadline"), &tracker{}, false},
-		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "deadline"), streamed, false},
-		{"internal", status.Error(codes.Internal, "boom"), &tracker{}, false},
-		{"resource exhausted", status.Error(codes.ResourceExhausted, "busy"), &tracker{}, false},
-		{"invalid argument", status.Error(codes.InvalidArgument, "bad"), &tracker{}, false},
-		{"not a status", errors.New("plain"), &tracker{}, false},
+		{"unavailable, never sent", status.Error(codes.Unavailable, "connection refused"), &tracker{}, retryNotSent},
+		{"unavailable after a stream opened, no answer", status.Error(codes.Unavailable, "error reading from server: EOF"), streamed, retryLost},
+		{"unavailable from the router itself", status.Error(codes.Unavailable, "stopping"), answered, ""},
+		{"deadline exceeded, never sent", status.Error(codes.DeadlineExceeded, "deadline"), &tracker{}, ""},
+		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "deadline"), streamed, ""},
+		{"internal", status.Error(codes.Internal, "boom"), &tracker{}, ""},
+		{"resource exhausted", status.Error(codes.ResourceExhausted, "busy"), &tracker{}, ""},
+		{"invalid argument", status.Error(codes.InvalidArgument, "bad"), &tracker{}, ""},
+		{"not a status", errors.New("plain"), &tracker{}, ""},
 	} {
 		if got := retryable(c.err, c.t); got != c.want {
-			t.Errorf("%s: retryable %v, want %v", c.name, got, c.want)
+			t.Errorf("%s: retryable %q, want %q", c.name, got, c.want)
 		}
 	}
 }

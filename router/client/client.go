@@ -15,18 +15,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // Client asks routers for decisions. It is safe for concurrent use.
 type Client struct {
-	opts   Options
-	conns  []*grpc.ClientConn
-	stubs  []shardlimitv1.RateLimiterClient
-	next   atomic.Uint64
-	batch  *batcher // nil when BatchWindow is 0
-	closed atomic.Bool
+	opts    Options
+	conns   []*grpc.ClientConn
+	stubs   []shardlimitv1.RateLimiterClient
+	next    atomic.Uint64
+	batch   *batcher // nil when BatchWindow is 0
+	closed  atomic.Bool
+	metrics *metrics
 
 	// rand draws backoffs; rand.Int64N unless a test replaces it.
 	rand func(n int64) int64
@@ -57,7 +58,11 @@ func New(opts Options) (*Client, error) {
 		dial = append(dial, grpc.WithPerRPCCredentials(creds.PerRPC(opts.Token)))
 	}
 	dial = append(dial, opts.DialOptions...)
-	c := &Client{opts: opts, rand: rand.Int64N, skipFailing: true}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("shardlimit client: registerer: %w", err)
+	}
+	c := &Client{opts: opts, rand: rand.Int64N, skipFailing: true, metrics: m}
 	for _, addr := range opts.Routers {
 		// passthrough: the address is dialed as given, one connection per
 		// router; the client balances over them itself.
@@ -93,6 +98,15 @@ func (c *Client) Check(ctx context.Context, service, endpoint, user string, hits
 // router's UNAUTHENTICATED or PERMISSION_DENIED, a canceled ctx, or a closed
 // client. With Options.BatchWindow set, concurrent calls share RPCs.
 func (c *Client) CheckOne(ctx context.Context, chk Check) (Decision, error) {
+	start := time.Now()
+	d, err := c.checkOne(ctx, chk)
+	if c.metrics.duration != nil {
+		c.metrics.observe(start, []Decision{d}, err)
+	}
+	return d, err
+}
+
+func (c *Client) checkOne(ctx context.Context, chk Check) (Decision, error) {
 	if c.closed.Load() {
 		return Decision{}, ErrClosed
 	}
@@ -131,6 +145,13 @@ func (c *Client) CheckOne(ctx context.Context, chk Check) (Decision, error) {
 // is rejected whole and nothing is counted. It is never coalesced with
 // other calls and is not bounded by MaxBatch (the routers bound it).
 func (c *Client) CheckBatch(ctx context.Context, checks []Check) ([]Decision, error) {
+	start := time.Now()
+	ds, err := c.checkBatch(ctx, checks)
+	c.metrics.observe(start, ds, err)
+	return ds, err
+}
+
+func (c *Client) checkBatch(ctx context.Context, checks []Check) ([]Decision, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -222,10 +243,12 @@ func (c *Client) callerError(parent context.Context, err error) error {
 }
 
 // call sends req, retrying on the next router while retryable allows and
-// the deadline leaves time for the backoff.
+// the deadline leaves time for the backoff: a request lost with its
+// connection once, one never sent as often as MaxAttempts allows.
 func (c *Client) call(ctx context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
 	start := int(c.next.Add(1) - 1)
 	var err error
+	why, lost := "", false // why the last attempt is sent again; whether one was lost
 	for attempt := range c.opts.MaxAttempts {
 		if attempt > 0 {
 			d := backoff(c.opts.BackoffBase, c.opts.BackoffMax, attempt-1, c.rand)
@@ -235,6 +258,7 @@ func (c *Client) call(ctx context.Context, req *shardlimitv1.CheckRequest) (*sha
 			if !sleep(ctx, d) {
 				break
 			}
+			c.metrics.retry(why)
 		}
 		t := &tracker{}
 		var resp *shardlimitv1.CheckResponse
@@ -242,9 +266,11 @@ func (c *Client) call(ctx context.Context, req *shardlimitv1.CheckRequest) (*sha
 		if err == nil {
 			return resp, nil
 		}
-		if !retryable(err, t) {
+		why = retryable(err, t)
+		if why == "" || (why == retryLost && lost) {
 			return nil, err
 		}
+		lost = lost || why == retryLost
 	}
 	return nil, err
 }
@@ -276,6 +302,7 @@ func (c *Client) failureDecision() Decision {
 
 // logFailure logs at most one line a second about answers by failure mode.
 func (c *Client) logFailure(err error) {
+	c.metrics.failure(err)
 	now := time.Now().UnixNano()
 	last := c.lastLog.Load()
 	if now-last < int64(time.Second) || !c.lastLog.CompareAndSwap(last, now) {

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
 // Errors returned instead of a decision. Errors from a router keep their
@@ -76,6 +76,50 @@ type Decision struct {
 	// FromFailureMode: no router answered in time and the client answered
 	// by its own Options.FailureMode. Only Allowed and RetryAfter are set.
 	FromFailureMode bool
+	// Window is the deciding rule's period: with Rule and Limit, its quota
+	// policy ("Limit hits per Window"). 0 when no rule applies.
+	Window time.Duration
+	// NextAfter is the wait until Remaining grows by at least 1 (more quota
+	// becomes available) if nothing else consumes in between; 0 when it
+	// cannot grow. Waiting it with Remaining 0 is enough for one more hit.
+	NextAfter time.Duration
+	// Quotas holds every rule's own answer when several rules applied to
+	// the check (the fields above are the deciding one's); nil otherwise.
+	// Policies lists them in either case.
+	Quotas []Quota
+}
+
+// Quota is one rule's answer to a check: its quota policy (Rule, Limit
+// per Window) and its counter's state.
+type Quota struct {
+	Rule          string
+	Limit         int64
+	Window        time.Duration
+	Allowed       bool
+	Remaining     int64
+	ResetAfter    time.Duration
+	RetryAfter    time.Duration
+	NextAfter     time.Duration
+	FailurePolicy bool
+	Shadow        bool
+	ShadowDenied  bool
+}
+
+// Policies returns every rule's answer: Quotas when several rules applied,
+// else the decision's own rule as one Quota, or nil when no rule applied or
+// the client answered by its failure mode.
+func (d Decision) Policies() []Quota {
+	switch {
+	case len(d.Quotas) > 0:
+		return d.Quotas
+	case d.Rule == "" || d.FromFailureMode:
+		return nil
+	}
+	return []Quota{{
+		Rule: d.Rule, Limit: d.Limit, Window: d.Window, Allowed: d.Allowed, Remaining: d.Remaining,
+		ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, NextAfter: d.NextAfter,
+		FailurePolicy: d.FailurePolicy, Shadow: d.Shadow, ShadowDenied: d.ShadowDenied,
+	}}
 }
 
 // validate checks what the client can check without knowing the routers'
@@ -106,7 +150,23 @@ func (c *Check) proto() *shardlimitv1.Check {
 }
 
 func fromProto(d *shardlimitv1.Decision) Decision {
+	var quotas []Quota
+	if qs := d.GetQuotas(); len(qs) > 0 {
+		quotas = make([]Quota, len(qs))
+		for i, q := range qs {
+			quotas[i] = Quota{
+				Rule: q.GetRule(), Limit: q.GetLimit(), Window: q.GetWindow().AsDuration(),
+				Allowed: q.GetAllowed(), Remaining: q.GetRemaining(),
+				ResetAfter: q.GetResetAfter().AsDuration(), RetryAfter: q.GetRetryAfter().AsDuration(),
+				NextAfter: q.GetNextAfter().AsDuration(), FailurePolicy: q.GetFailurePolicy(),
+				Shadow: q.GetShadow(), ShadowDenied: q.GetShadowDenied(),
+			}
+		}
+	}
 	return Decision{
+		Window:            d.GetWindow().AsDuration(),
+		NextAfter:         d.GetNextAfter().AsDuration(),
+		Quotas:            quotas,
 		Allowed:           d.GetAllowed(),
 		Limit:             d.GetLimit(),
 		Remaining:         d.GetRemaining(),

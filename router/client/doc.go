@@ -13,17 +13,35 @@
 // never becomes an outage of the service. Concurrent Check calls may be
 // coalesced into one RPC (Options.BatchWindow).
 //
-// Retries: a check consumes quota, so a call is retried only when the
-// request surely never reached a router: the RPC failed with UNAVAILABLE and
-// gRPC never opened a stream for it on any connection (the failure happened
-// while picking or connecting, e.g. connection refused or a TLS handshake
-// failure). Anything that may have reached a router's handler — a deadline,
-// a connection lost after the request was sent, any other status — is never
-// retried. Retries go to the next router, after an exponential backoff with
-// full jitter, and only while the call's deadline leaves time for them.
+// Wait is CheckOne for callers that would rather wait than be denied, like
+// rate.Limiter.Wait: it sleeps until the retry time and checks again,
+// bounded by its context, and returns at once (ErrWaitPastDeadline) when
+// the retry time is past the context's deadline.
+//
+// Retries: a check consumes quota, so a call is retried freely only when
+// the request surely never reached a router: the RPC failed with
+// UNAVAILABLE and gRPC never opened a stream for it on any connection (the
+// failure happened while picking or connecting, e.g. connection refused or
+// a TLS handshake failure). A request whose connection broke after it was
+// sent, before the router answered anything (UNAVAILABLE with neither
+// headers nor a status from the router: the router was killed, say), is
+// retried once, so that losing a router costs callers nothing. That router
+// may have counted it before it died, so the retried check may count
+// twice: that errs toward denying (the caller's quota runs out one hit
+// early), never toward allowing past a limit. A deadline, and every status
+// a router sent (UNAVAILABLE included), are never retried. Retries go to
+// the next router, after an exponential backoff with full jitter, and only
+// while the call's deadline leaves time for them.
+//
+// Metrics, when Options.Registerer is set: shardlimit_client_decisions_total
+// {result: allowed, denied, failure_mode},
+// shardlimit_client_failure_mode_answers_total {reason: deadline,
+// unavailable, error}, shardlimit_client_check_duration_seconds (a
+// histogram per Check, CheckOne or CheckBatch call) and
+// shardlimit_client_retries_total {reason: not_sent, connection_lost}.
 //
 // Callers: services directly, and the net/http middleware in httpmw. The
 // client never decides a check from a counter of its own, never retries a
-// request that may have been counted, never blocks past its deadline, and
-// never logs users, API keys or tokens.
+// request that may have been counted more than once, never blocks past its
+// deadline, and never logs users, API keys or tokens.
 package client

@@ -18,14 +18,20 @@ import (
 
 func testRules(t *testing.T) []rules.Rule {
 	t.Helper()
-	rs, err := rules.Parse("test.yaml", []byte(`
+	return parseRules(t, `
 rules:
   - service: shop
     endpoint: /checkout
     name: checkout
     limit: 10
     period: 1m
-`))
+`)
+}
+
+// parseRules parses a rules file, failing the test if it is invalid.
+func parseRules(t *testing.T, doc string) []rules.Rule {
+	t.Helper()
+	rs, err := rules.Parse(t.Name()+".yaml", []byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

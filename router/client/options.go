@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
@@ -102,6 +104,12 @@ type Options struct {
 	// Logger receives one throttled line when the client answers by failure
 	// mode; default slog.Default().
 	Logger *slog.Logger
+	// Registerer, when set, gets the client's metrics (shardlimit_client_*:
+	// decisions by result, failure-mode answers by reason, call latency,
+	// retries by reason; see the package doc); default nil: no metrics. New
+	// fails if they are registered there already (one client per
+	// registry, or wrap it with prometheus.WrapRegistererWith).
+	Registerer prometheus.Registerer
 }
 
 // DefaultOptions returns the defaults, without the required Routers.

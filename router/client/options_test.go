@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
@@ -97,5 +99,29 @@ func TestParseFailureMode(t *testing.T) {
 	}
 	if _, err := ParseFailureMode("maybe"); err == nil {
 		t.Error("maybe: no error")
+	}
+}
+
+// Metrics are off without a Registerer; a registry that holds a client's
+// metrics already is refused, naming the option.
+func TestRegisterer(t *testing.T) {
+	pki := newPKI(t)
+	reg := prometheus.NewRegistry()
+	c := newClient(t, Options{TLS: pki.client, Routers: []string{"127.0.0.1:1"}, Registerer: reg})
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 4 {
+		t.Fatalf("%d families registered, %v; want 4", len(mfs), err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "shardlimit_client_") {
+			t.Errorf("metric %s is not named shardlimit_client_*", mf.GetName())
+		}
+	}
+	if _, err := New(Options{TLS: pki.client, Routers: []string{"127.0.0.1:1"}, Registerer: reg}); err == nil || !strings.Contains(err.Error(), "registerer:") {
+		t.Fatalf("second client on one registry: %v, want an error naming registerer", err)
+	}
+	off := newClient(t, Options{TLS: pki.client, Routers: []string{"127.0.0.1:1"}})
+	if off.metrics.duration != nil || c.metrics.duration == nil {
+		t.Fatal("metrics on without a Registerer, or off with one")
 	}
 }

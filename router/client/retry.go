@@ -24,20 +24,43 @@ func backoff(base, max time.Duration, retry int, rnd func(n int64) int64) time.D
 	return time.Duration(rnd(int64(ceiling) + 1))
 }
 
-// retryable reports whether a failed attempt may be sent again: only when
-// it failed with UNAVAILABLE and gRPC never opened a stream for it, so the
-// request was never written to any connection and no router's handler can
-// have seen it (connection refused, TLS handshake failure, no address
-// resolved). Once a stream is open the request may have been read and
-// counted, whatever the status; DEADLINE_EXCEEDED and every other code are
-// never retried.
-func retryable(err error, t *tracker) bool {
-	return status.Code(err) == codes.Unavailable && !t.streamed.Load()
+// Why an attempt may be sent again, the retry metric's reason label.
+const (
+	retryNotSent = "not_sent"
+	retryLost    = "connection_lost"
+)
+
+// retryable says whether a failed attempt may be sent again, and why ("" when
+// not):
+//
+//   - not_sent: it failed with UNAVAILABLE and gRPC never opened a stream
+//     for it, so the request was never written to any connection and no
+//     router's handler can have seen it (connection refused, TLS handshake
+//     failure, no address resolved). Safe as often as MaxAttempts allows.
+//   - connection_lost: it failed with UNAVAILABLE after its stream opened,
+//     but no router answered anything (neither headers nor a status): the
+//     connection broke under it, as when its router is killed. The router
+//     may have counted it before dying, so the caller retries it once only:
+//     a check counted twice errs toward denying, never past a limit.
+//
+// A status the router sent (any code, UNAVAILABLE included) and
+// DEADLINE_EXCEEDED are never retried.
+func retryable(err error, t *tracker) string {
+	switch {
+	case status.Code(err) != codes.Unavailable:
+		return ""
+	case !t.streamed.Load():
+		return retryNotSent
+	case !t.answered.Load():
+		return retryLost
+	}
+	return ""
 }
 
-// tracker records whether an RPC ever opened a stream on a connection. It
-// travels in the RPC's context; streamHandler fills it in.
-type tracker struct{ streamed atomic.Bool }
+// tracker records whether an RPC ever opened a stream on a connection, and
+// whether a router answered on it (headers or a status). It travels in the
+// RPC's context; streamHandler fills it in.
+type tracker struct{ streamed, answered atomic.Bool }
 
 type trackerKey struct{}
 
@@ -46,19 +69,26 @@ func withTracker(ctx context.Context, t *tracker) context.Context {
 }
 
 // streamHandler is a gRPC stats handler that marks an RPC's tracker when a
-// stream is created for it on a transport: gRPC reports OutHeader right
-// after creating the stream and before any message can be written, so an
-// RPC with no OutHeader never sent its request.
+// stream is created for it on a transport, and when the server answers on
+// it. gRPC reports OutHeader right after creating the stream and before
+// any message can be written, so an RPC with no OutHeader never sent its
+// request; it reports InHeader or InTrailer when the server's headers or
+// status arrive, before the RPC returns, so an RPC with neither failed
+// without a word from the server: its connection broke.
 type streamHandler struct{}
 
 func (streamHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
 func (streamHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.OutHeader); !ok {
+	t, ok := ctx.Value(trackerKey{}).(*tracker)
+	if !ok {
 		return
 	}
-	if t, ok := ctx.Value(trackerKey{}).(*tracker); ok {
+	switch s.(type) {
+	case *stats.OutHeader:
 		t.streamed.Store(true)
+	case *stats.InHeader, *stats.InTrailer:
+		t.answered.Store(true)
 	}
 }
 

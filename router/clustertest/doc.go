@@ -13,6 +13,9 @@
 // tokens in etcd (Grant, Token). Options.Insecure is for the tests of
 // --insecure only.
 //
+// Testable examples, which get no testing.TB, start a cluster with the one
+// ExampleTB returns.
+//
 // It lives beside the router because the router's tests are its main
 // users; it is the only package under router/ that imports the shard host
 // and the rebalance job, and only tests may import it.

@@ -29,7 +29,7 @@ type limitState struct {
 	limit      int64         // hits per period
 	period     time.Duration // the rule's period
 	remaining  int64
-	resetAfter time.Duration
+	nextAfter  time.Duration // until remaining grows (Decision.next_after)
 	overLimit  bool
 	retryAfter time.Duration // when overLimit
 	byPolicy   bool          // decided by failure policy: no counter state
@@ -49,11 +49,12 @@ type limitState struct {
 // rules first appear among the descriptors. RateLimit-Policy has q, the
 // limit, and w, the period in seconds, as CurrentLimit expresses them (so
 // a 500ms period with limit 10 is q=20;w=1). RateLimit has r, the hits
-// remaining, and t, the seconds until the counter is back to a fresh state
-// (reset_after rounded up) — or, when the descriptor is over limit and
-// can be allowed later, the seconds until the same request is allowed
-// (retry_after rounded up), so that Retry-After never points earlier than
-// t (section 6 of the draft).
+// remaining, and t, the seconds until more quota is available, as
+// ratelimitheader.Reset defines it: until remaining grows (next_after
+// rounded up), not until the counter is whole — or, when the descriptor
+// is over limit and can be allowed later, the seconds until the same
+// request is allowed (retry_after rounded up), so that Retry-After never
+// points earlier than t (section 6 of the draft).
 // When a rule decides several descriptors, its RateLimit item is the most
 // restrictive one: over limit first, then the least remaining.
 //
@@ -92,7 +93,7 @@ func headers(states []limitState) []*corev3.HeaderValue {
 		}
 	}
 	for _, s := range worst {
-		t := seconds(s.resetAfter)
+		t := seconds(s.nextAfter)
 		if s.overLimit && s.retryAfter < never {
 			t = seconds(s.retryAfter)
 		}
@@ -111,12 +112,4 @@ func headers(states []limitState) []*corev3.HeaderValue {
 }
 
 // seconds rounds d up to whole seconds, 0 for d <= 0, capped at a year.
-func seconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	if d >= never {
-		return int64(never / time.Second)
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
+func seconds(d time.Duration) int64 { return ratelimitheader.Seconds(min(d, never)) }

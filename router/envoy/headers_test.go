@@ -19,10 +19,10 @@ func headerMap(hs []*corev3.HeaderValue) map[string]string {
 }
 
 func TestHeaders(t *testing.T) {
-	checkout := limitState{name: "checkout", limit: 10, period: time.Minute, remaining: 4, resetAfter: 5500 * time.Millisecond}
+	checkout := limitState{name: "checkout", limit: 10, period: time.Minute, remaining: 4, nextAfter: 5500 * time.Millisecond}
 	denied := checkout
 	denied.remaining, denied.overLimit, denied.retryAfter = 0, true, 2100*time.Millisecond
-	daily := limitState{name: "daily", limit: 1000, period: 24 * time.Hour, remaining: 990, resetAfter: 864 * time.Second}
+	daily := limitState{name: "daily", limit: 1000, period: 24 * time.Hour, remaining: 990, nextAfter: 864 * time.Second}
 	for _, tc := range []struct {
 		name   string
 		states []limitState
@@ -41,7 +41,7 @@ func TestHeaders(t *testing.T) {
 		{"failure policy deny: Retry-After only", []limitState{{name: "bank", limit: 5, period: time.Hour, byPolicy: true, overLimit: true, retryAfter: time.Second}}, map[string]string{
 			HeaderRetryAfter: "1"}},
 		{"failure policy allow: nothing", []limitState{{name: "bank", limit: 5, period: time.Hour, byPolicy: true}}, map[string]string{}},
-		{"permanent denial: no Retry-After", []limitState{{name: "big", limit: 5, period: time.Hour, overLimit: true, retryAfter: 1<<63 - 1, resetAfter: 10 * time.Second}}, map[string]string{
+		{"permanent denial: no Retry-After", []limitState{{name: "big", limit: 5, period: time.Hour, overLimit: true, retryAfter: 1<<63 - 1, nextAfter: 10 * time.Second}}, map[string]string{
 			HeaderPolicy: `"big";q=5;w=3600`, HeaderRateLimit: `"big";r=0;t=10`}},
 		{"name quoting", []limitState{{name: `a"b\c é`, limit: 1, period: time.Second}}, map[string]string{
 			HeaderPolicy: `"a\"b\\c ??";q=1;w=1`, HeaderRateLimit: `"a\"b\\c ??";r=0;t=0`}},

@@ -178,7 +178,7 @@ func stateOf(rule *rules.Rule, d *shardlimitv1.Decision) limitState {
 		limit:      limitOf(rule, d),
 		period:     time.Duration(rule.Period),
 		remaining:  d.Remaining,
-		resetAfter: d.GetResetAfter().AsDuration(),
+		nextAfter:  d.GetNextAfter().AsDuration(),
 		overLimit:  !d.Allowed,
 		retryAfter: d.GetRetryAfter().AsDuration(),
 		byPolicy:   d.FailurePolicy,

@@ -76,7 +76,7 @@ func newFake(t *testing.T) (*fakeDecider, *service) {
 		case "bank":
 			return &shardlimitv1.Decision{Allowed: false, Limit: 5, FailurePolicy: true, ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(time.Second), Rule: c.Rule.Name}
 		}
-		return &shardlimitv1.Decision{Allowed: true, Limit: c.Rule.Limit, Remaining: 9, ResetAfter: durationpb.New(6 * time.Second), RetryAfter: durationpb.New(0), Rule: c.Rule.Name}
+		return &shardlimitv1.Decision{Allowed: true, Limit: c.Rule.Limit, Remaining: 9, ResetAfter: durationpb.New(time.Minute), NextAfter: durationpb.New(6 * time.Second), RetryAfter: durationpb.New(0), Rule: c.Rule.Name}
 	}
 	return f, newService(f, Options{Headers: true, Logger: slog.New(slog.DiscardHandler)})
 }
@@ -130,7 +130,7 @@ func TestShouldRateLimitStatuses(t *testing.T) {
 	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	st := resp.Statuses
 	if st[0].Code != ok || st[0].CurrentLimit.GetRequestsPerUnit() != 10 || st[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE ||
-		st[0].CurrentLimit.GetName() != "per-ip-path" || st[0].LimitRemaining != 9 || st[0].DurationUntilReset.AsDuration() != 6*time.Second {
+		st[0].CurrentLimit.GetName() != "per-ip-path" || st[0].LimitRemaining != 9 || st[0].DurationUntilReset.AsDuration() != time.Minute {
 		t.Errorf("decided by a counter: %v", st[0])
 	}
 	if st[1].Code != ok || st[1].CurrentLimit != nil || st[1].DurationUntilReset != nil {

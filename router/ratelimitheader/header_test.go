@@ -1,6 +1,13 @@
 package ratelimitheader
 
-import "testing"
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+)
 
 func TestFields(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
@@ -13,5 +20,62 @@ func TestFields(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %s, want %s", tc.got, tc.want)
 		}
+	}
+}
+
+func TestListFields(t *testing.T) {
+	policy, limit := Fields([]Quota{
+		{Name: "burst", Quota: 10, Window: time.Second, Remaining: 0, Reset: 300 * time.Millisecond},
+		{Name: "daily", Quota: 1000, Window: 24 * time.Hour, Remaining: 875, Reset: time.Hour},
+		{Name: "no-window", Quota: 5},
+	})
+	if want := `"burst";q=10;w=1, "daily";q=1000;w=86400, "no-window";q=5`; policy != want {
+		t.Errorf("policy = %s, want %s", policy, want)
+	}
+	if want := `"burst";r=0;t=1, "daily";r=875;t=3600, "no-window";r=0;t=0`; limit != want {
+		t.Errorf("limit = %s, want %s", limit, want)
+	}
+	if p, l := Fields(nil); p != "" || l != "" {
+		t.Errorf("no quotas: %q, %q", p, l)
+	}
+}
+
+func TestReset(t *testing.T) {
+	// Allowed: when more quota comes, not when the quota is whole.
+	if got := Reset(true, 0, 6*time.Second); got != 6*time.Second {
+		t.Errorf("allowed: %v", got)
+	}
+	// Denied: when the same request passes, as Retry-After says.
+	if got := Reset(false, 60*time.Second, 6*time.Second); got != 60*time.Second {
+		t.Errorf("denied: %v", got)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int64{
+		-time.Second: 0, 0: 0, 1: 1, time.Second: 1, time.Second + 1: 2, 1 << 62: 4611686019,
+	} {
+		if got := Seconds(d); got != want {
+			t.Errorf("Seconds(%v) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+func TestProblem(t *testing.T) {
+	rec := httptest.NewRecorder()
+	QuotaExceeded(http.StatusTooManyRequests, "retry in 6 s", []string{"checkout", "daily"}).Write(rec)
+	if rec.Code != 429 || rec.Header().Get("Content-Type") != ProblemContentType {
+		t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	var got map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"type": ProblemType, "title": ProblemTitle, "status": float64(429), "detail": "retry in 6 s",
+		"violated-policies": []any{"checkout", "daily"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("body %v, want %v", got, want)
 	}
 }

@@ -112,7 +112,9 @@ func Refunds(resolved []rules.Resolved, decisions []*shardlimitv1.Decision, span
 
 // Merge combines the decisions of the rules of one check: denied if any
 // denies; the reported rule is the denying one with the longest wait, or,
-// when all allow, the one with the least remaining. The answer is flagged
+// when all allow, the one with the least remaining. Every rule's own answer
+// is kept in Quotas, for callers that advertise every quota policy. The
+// answer is flagged
 // as by failure policy, as shed by an overloaded router, or as using a soft
 // allowance, if any rule's was, and waits for the longest delay. ds is not
 // modified.
@@ -136,7 +138,9 @@ func Merge(ds []*shardlimitv1.Decision) *shardlimitv1.Decision {
 		}
 	}
 	out := clone(best)
-	for _, d := range ds {
+	out.Quotas = make([]*shardlimitv1.Quota, len(ds))
+	for i, d := range ds {
+		out.Quotas[i] = quotaOf(d)
 		out.FailurePolicy = out.FailurePolicy || d.FailurePolicy
 		out.Overload = out.Overload || d.Overload
 		out.SoftAllowanceUsed = out.SoftAllowanceUsed || d.SoftAllowanceUsed
@@ -155,7 +159,16 @@ func clone(d *shardlimitv1.Decision) *shardlimitv1.Decision {
 		Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter,
 		RetryAfter: d.RetryAfter, Rule: d.Rule, FailurePolicy: d.FailurePolicy, Delay: d.Delay,
 		SoftAllowanceUsed: d.SoftAllowanceUsed, Shadow: d.Shadow, ShadowDenied: d.ShadowDenied,
-		Overload: d.Overload,
+		Overload: d.Overload, Window: d.Window, NextAfter: d.NextAfter, Quotas: d.Quotas,
+	}
+}
+
+// quotaOf is one rule's decision as a Quota of a merged answer.
+func quotaOf(d *shardlimitv1.Decision) *shardlimitv1.Quota {
+	return &shardlimitv1.Quota{
+		Rule: d.Rule, Limit: d.Limit, Window: d.Window, Allowed: d.Allowed, Remaining: d.Remaining,
+		ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, NextAfter: d.NextAfter,
+		FailurePolicy: d.FailurePolicy, Shadow: d.Shadow, ShadowDenied: d.ShadowDenied,
 	}
 }
 
@@ -172,6 +185,7 @@ func ByPolicy(rule *rules.Rule, retry time.Duration) *shardlimitv1.Decision {
 	d := &shardlimitv1.Decision{
 		Allowed: rule.FailOpen(), Limit: rule.Limit, Rule: rule.Name, FailurePolicy: true,
 		ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0), Delay: durationpb.New(0),
+		Window: durationpb.New(time.Duration(rule.Period)), NextAfter: durationpb.New(0),
 	}
 	if !d.Allowed {
 		d.RetryAfter = durationpb.New(retry)

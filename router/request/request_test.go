@@ -159,7 +159,21 @@ func TestMerge(t *testing.T) {
 			for i, d := range tc.in {
 				before[i] = proto.Clone(d).(*shardlimitv1.Decision)
 			}
-			if got := Merge(tc.in); !proto.Equal(got, tc.want) {
+			got := Merge(tc.in)
+			if len(tc.in) > 1 {
+				// Every rule's answer is kept, in order.
+				if len(got.Quotas) != len(tc.in) {
+					t.Fatalf("%d quotas for %d rules", len(got.Quotas), len(tc.in))
+				}
+				for i, q := range got.Quotas {
+					if d := tc.in[i]; q.Allowed != d.Allowed || q.Remaining != d.Remaining || q.FailurePolicy != d.FailurePolicy || q.RetryAfter.AsDuration() != d.RetryAfter.AsDuration() {
+						t.Fatalf("quotas[%d] = %v, from %v", i, q, d)
+					}
+				}
+				got = proto.Clone(got).(*shardlimitv1.Decision)
+				got.Quotas = nil
+			}
+			if !proto.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 			for i := range tc.in {
@@ -247,6 +261,12 @@ func TestCloneCopiesEveryField(t *testing.T) {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		f := fields.Get(i)
+		switch {
+		case f.IsList():
+			l := m.Mutable(f).List()
+			l.Append(protoreflect.ValueOfMessage((&shardlimitv1.Quota{Rule: "r", Remaining: 1}).ProtoReflect()))
+			continue
+		}
 		switch f.Kind() {
 		case protoreflect.BoolKind:
 			m.Set(f, protoreflect.ValueOfBool(true))

@@ -24,6 +24,15 @@ type Decision struct {
 	// ResetAfter is the time in ns until the key is back to a fresh state;
 	// 0 when it is fresh.
 	ResetAfter int64
+	// NextAfter is the time in ns until Remaining grows by at least 1 if
+	// nothing else consumes in between: the least wait after which a read
+	// reports more remaining than this decision does. 0 when Remaining
+	// cannot grow (the key is fresh, or as fresh as its algorithm keeps
+	// it). A caller told Remaining 0 that waits NextAfter is allowed one
+	// hit. It is exact: a read even 1 ns earlier reports no more. Like
+	// RetryAfter it holds at the limit decided with: an elastic limit that
+	// shrinks as load rises can make the wait longer.
+	NextAfter int64
 	// RetryAfter is, when denied, the wait in ns after which the same hits
 	// are allowed if nothing else consumes in between; 0 when allowed.
 	// Never is returned when the hits can never be allowed (hits over the

@@ -8,8 +8,9 @@
 // Arithmetic is exact: an emission interval of period/limit that is not a
 // whole number of nanoseconds is carried as a mixed number (whole
 // nanoseconds plus a remainder in units of 1/limit ns), so a limit of 3 per
-// second admits exactly 3 hits in every second, and a caller that waits
-// exactly RetryAfter is allowed.
+// second admits exactly 3 hits in every second, a caller that waits
+// exactly RetryAfter is allowed, and one told Remaining 0 that waits
+// exactly NextAfter is allowed one hit.
 //
 // # State per algorithm
 //

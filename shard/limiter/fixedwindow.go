@@ -33,5 +33,6 @@ func fixedWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	d.Remaining = max(r.Limit-count, 0)
 	if count > 0 {
 		d.ResetAfter = end - now
+		d.NextAfter = end - now // the count starts again from zero
 	}
 }

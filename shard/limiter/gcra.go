@@ -41,4 +41,5 @@ func gcra(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	// k more cells conform while tat + (k−1)·T <= now + τ.
 	d.Remaining = latest.add(t, den).sub(tat, den).floorDiv(r.Period, den)
 	d.ResetAfter = tat.sub(nowM, den).ceil()
+	d.NextAfter = nextToken(tat.sub(nowM, den), capacity, r.Period, den)
 }

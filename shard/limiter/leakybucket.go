@@ -48,4 +48,17 @@ func leakyBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 		d.Remaining = full.sub(empty, den).floorDiv(r.Period, den)
 	}
 	d.ResetAfter = left.ceil()
+	// Remaining grows when the queue drains by one more hit. While the
+	// wait is over MaxDelay it is 0, and grows once the wait is within
+	// MaxDelay and the queue has room for a hit (holds at most
+	// Capacity−1): then it is all the room there is.
+	if !maxWait.less(left) {
+		d.NextAfter = nextToken(left, capacity, r.Period, den)
+		return
+	}
+	room := left.sub(mulDiv(capacity-1, r.Period, den), den) // the wait until one hit fits
+	d.NextAfter = left.sub(maxWait, den).ceil()
+	if !room.less(mixed{}) {
+		d.NextAfter = max(d.NextAfter, room.ceil())
+	}
 }

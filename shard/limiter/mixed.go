@@ -58,6 +58,21 @@ func (a mixed) floorDiv(p, den int64) int64 {
 	return int64(q)
 }
 
+// ceilDiv returns ceil(a / (p/den)) for a >= 0, 0 for a <= 0.
+func (a mixed) ceilDiv(p, den int64) int64 {
+	if a.i < 0 || (a.i == 0 && a.f == 0) {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(a.i), uint64(den))
+	lo, c := bits.Add64(lo, uint64(a.f), 0)
+	hi += c
+	q, r := bits.Div64(hi, lo, uint64(p))
+	if r > 0 {
+		q++
+	}
+	return int64(q)
+}
+
 // mulCmp compares a·b with c·d exactly, for non-negative operands:
 // -1, 0 or +1.
 func mulCmp(a, b, c, d int64) int {

@@ -134,5 +134,8 @@ func slidingLog(d *Decision, l *Log, now int64, r *Rule, hits int64) {
 	d.Remaining = max(limit-int64(l.Len), 0)
 	if l.Len > 0 {
 		d.ResetAfter = l.newest() + r.Period - now
+		// Remaining grows once the entry that makes it limit − Len (or 0
+		// when Len is over the limit) leaves the window.
+		d.NextAfter = l.at(int(max(int64(l.Len)-limit, 0))) + r.Period - now
 	}
 }

@@ -60,6 +60,29 @@ func slidingWindow(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	case prev > 0:
 		d.ResetAfter = start + p - now
 	}
+	d.NextAfter = slidingNext(prev, cur, start, now, p, limit, d.Remaining)
+}
+
+// slidingNext is the NextAfter of a sliding window whose current window
+// starts at start and holds cur, after prev in the previous one, with
+// remaining left: the first time at which
+// limit − cur − ceil(prev·(p − elapsed)/p) >= remaining+1, in this window
+// (prev's weight falls), or else in the next (where cur becomes prev and
+// the count starts from zero). The count never rises as time passes, so
+// the first such time is the wait.
+func slidingNext(prev, cur, start, now, p, limit, remaining int64) int64 {
+	if remaining >= limit {
+		return 0
+	}
+	// In this window: ceil(prev·(p − e)/p) <= m, i.e. p − e <= m·p/prev.
+	if m := limit - cur - remaining - 1; m >= 0 && prev > 0 {
+		return max(start+p-mulDivCap(m, p, prev, p)-now, 0)
+	}
+	// In the next: ceil(cur·(p − e)/p) <= limit − remaining − 1.
+	if cur == 0 {
+		return start + p - now
+	}
+	return start + 2*p - mulDivCap(limit-remaining-1, p, cur, p) - now
 }
 
 // weightedFits reports whether prev·left/p + cur <= room, exactly.

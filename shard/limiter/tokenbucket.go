@@ -31,4 +31,18 @@ func tokenBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	}
 	d.Remaining = horizon.sub(tat, den).floorDiv(r.Period, den)
 	d.ResetAfter = tat.sub(nowM, den).ceil()
+	d.NextAfter = nextToken(tat.sub(nowM, den), capacity, r.Period, den)
+}
+
+// nextToken is the NextAfter of a bucket whose debt (its time minus now,
+// in units of T = period/den) leaves Remaining = max(capacity −
+// ceil(debt/T), 0): the wait until ceil(debt/T) falls by one, or to
+// capacity−1 when the debt is deeper than the capacity (the limit fell).
+// Zero for no debt.
+func nextToken(debt mixed, capacity, period, den int64) int64 {
+	k := debt.ceilDiv(period, den)
+	if k <= 0 {
+		return 0
+	}
+	return debt.sub(mulDiv(min(k, capacity)-1, period, den), den).ceil()
 }

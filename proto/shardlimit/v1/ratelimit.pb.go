@@ -234,7 +234,22 @@ type Decision struct {
 	// its shard (too many checks waiting for the shard, or this one waited
 	// past the router's bound). The answer is the rule's failure policy, so
 	// failure_policy is true as well; the shard is not judged by it.
-	Overload      bool `protobuf:"varint,12,opt,name=overload,proto3" json:"overload,omitempty"`
+	Overload bool `protobuf:"varint,12,opt,name=overload,proto3" json:"overload,omitempty"`
+	// The deciding rule's window: its period, over which limit hits are
+	// allowed. With limit and rule it is the rule's quota policy
+	// (RateLimit-Policy: "rule";q=limit;w=window). Absent when no rule applies.
+	Window *durationpb.Duration `protobuf:"bytes,13,opt,name=window,proto3" json:"window,omitempty"`
+	// The wait until remaining grows by at least 1 (more quota becomes
+	// available), as the counter stands now: a caller that waits it may send
+	// one more hit. Zero when remaining cannot grow (the quota is whole), and
+	// for answers by failure policy. It is the RateLimit field's t when
+	// allowed; when denied, retry_after is (the wait for these hits).
+	NextAfter *durationpb.Duration `protobuf:"bytes,14,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	// Every rule that applied to the check, in the order they were decided,
+	// when more than one did; empty when at most one applied (the fields
+	// above then describe it). The fields above are those of one of them, as
+	// rule says.
+	Quotas        []*Quota `protobuf:"bytes,15,rep,name=quotas,proto3" json:"quotas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +368,158 @@ func (x *Decision) GetOverload() bool {
 	return false
 }
 
+func (x *Decision) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Decision) GetNextAfter() *durationpb.Duration {
+	if x != nil {
+		return x.NextAfter
+	}
+	return nil
+}
+
+func (x *Decision) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
+// Quota is one rule's answer to a check that several rules applied to: its
+// quota policy and the state of its counter.
+type Quota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule's name: the quota policy's name.
+	Rule string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The rule's limit per window.
+	Limit      int64                `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Window     *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	Allowed    bool                 `protobuf:"varint,4,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	Remaining  int64                `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	ResetAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// When denied: the wait after which the same hits are allowed.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// As Decision.next_after.
+	NextAfter *durationpb.Duration `protobuf:"bytes,8,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	// As the Decision fields of the same names, for this rule.
+	FailurePolicy bool `protobuf:"varint,9,opt,name=failure_policy,json=failurePolicy,proto3" json:"failure_policy,omitempty"`
+	Shadow        bool `protobuf:"varint,10,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	ShadowDenied  bool `protobuf:"varint,11,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Quota) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *Quota) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Quota) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Quota) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *Quota) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *Quota) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
+}
+
+func (x *Quota) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *Quota) GetNextAfter() *durationpb.Duration {
+	if x != nil {
+		return x.NextAfter
+	}
+	return nil
+}
+
+func (x *Quota) GetFailurePolicy() bool {
+	if x != nil {
+		return x.FailurePolicy
+	}
+	return false
+}
+
+func (x *Quota) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *Quota) GetShadowDenied() bool {
+	if x != nil {
+		return x.ShadowDenied
+	}
+	return false
+}
+
 var File_shardlimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
@@ -369,7 +536,7 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x02ip\x18\x06 \x01(\tR\x02ipB\a\n" +
 	"\x05_hits\"F\n" +
 	"\rCheckResponse\x125\n" +
-	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\xc5\x03\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\"\xe0\x04\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -385,7 +552,27 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x06shadow\x18\n" +
 	" \x01(\bR\x06shadow\x12#\n" +
 	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied\x12\x1a\n" +
-	"\boverload\x18\f \x01(\bR\boverload2Q\n" +
+	"\boverload\x18\f \x01(\bR\boverload\x121\n" +
+	"\x06window\x18\r \x01(\v2\x19.google.protobuf.DurationR\x06window\x128\n" +
+	"\n" +
+	"next_after\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tnextAfter\x12,\n" +
+	"\x06quotas\x18\x0f \x03(\v2\x14.shardlimit.v1.QuotaR\x06quotas\"\xb2\x03\n" +
+	"\x05Quota\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x03R\x05limit\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x18\n" +
+	"\aallowed\x18\x04 \x01(\bR\aallowed\x12\x1c\n" +
+	"\tremaining\x18\x05 \x01(\x03R\tremaining\x12:\n" +
+	"\vreset_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x12:\n" +
+	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x128\n" +
+	"\n" +
+	"next_after\x18\b \x01(\v2\x19.google.protobuf.DurationR\tnextAfter\x12%\n" +
+	"\x0efailure_policy\x18\t \x01(\bR\rfailurePolicy\x12\x16\n" +
+	"\x06shadow\x18\n" +
+	" \x01(\bR\x06shadow\x12#\n" +
+	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied2Q\n" +
 	"\vRateLimiter\x12B\n" +
 	"\x05Check\x12\x1b.shardlimit.v1.CheckRequest\x1a\x1c.shardlimit.v1.CheckResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
@@ -401,27 +588,35 @@ func file_shardlimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 	return file_shardlimit_v1_ratelimit_proto_rawDescData
 }
 
-var file_shardlimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_shardlimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_shardlimit_v1_ratelimit_proto_goTypes = []any{
 	(*CheckRequest)(nil),        // 0: shardlimit.v1.CheckRequest
 	(*Check)(nil),               // 1: shardlimit.v1.Check
 	(*CheckResponse)(nil),       // 2: shardlimit.v1.CheckResponse
 	(*Decision)(nil),            // 3: shardlimit.v1.Decision
-	(*durationpb.Duration)(nil), // 4: google.protobuf.Duration
+	(*Quota)(nil),               // 4: shardlimit.v1.Quota
+	(*durationpb.Duration)(nil), // 5: google.protobuf.Duration
 }
 var file_shardlimit_v1_ratelimit_proto_depIdxs = []int32{
-	1, // 0: shardlimit.v1.CheckRequest.checks:type_name -> shardlimit.v1.Check
-	3, // 1: shardlimit.v1.CheckResponse.decisions:type_name -> shardlimit.v1.Decision
-	4, // 2: shardlimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
-	4, // 3: shardlimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
-	4, // 4: shardlimit.v1.Decision.delay:type_name -> google.protobuf.Duration
-	0, // 5: shardlimit.v1.RateLimiter.Check:input_type -> shardlimit.v1.CheckRequest
-	2, // 6: shardlimit.v1.RateLimiter.Check:output_type -> shardlimit.v1.CheckResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1,  // 0: shardlimit.v1.CheckRequest.checks:type_name -> shardlimit.v1.Check
+	3,  // 1: shardlimit.v1.CheckResponse.decisions:type_name -> shardlimit.v1.Decision
+	5,  // 2: shardlimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
+	5,  // 3: shardlimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
+	5,  // 4: shardlimit.v1.Decision.delay:type_name -> google.protobuf.Duration
+	5,  // 5: shardlimit.v1.Decision.window:type_name -> google.protobuf.Duration
+	5,  // 6: shardlimit.v1.Decision.next_after:type_name -> google.protobuf.Duration
+	4,  // 7: shardlimit.v1.Decision.quotas:type_name -> shardlimit.v1.Quota
+	5,  // 8: shardlimit.v1.Quota.window:type_name -> google.protobuf.Duration
+	5,  // 9: shardlimit.v1.Quota.reset_after:type_name -> google.protobuf.Duration
+	5,  // 10: shardlimit.v1.Quota.retry_after:type_name -> google.protobuf.Duration
+	5,  // 11: shardlimit.v1.Quota.next_after:type_name -> google.protobuf.Duration
+	0,  // 12: shardlimit.v1.RateLimiter.Check:input_type -> shardlimit.v1.CheckRequest
+	2,  // 13: shardlimit.v1.RateLimiter.Check:output_type -> shardlimit.v1.CheckResponse
+	13, // [13:14] is the sub-list for method output_type
+	12, // [12:13] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_ratelimit_proto_init() }
@@ -436,7 +631,7 @@ func file_shardlimit_v1_ratelimit_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_ratelimit_proto_rawDesc), len(file_shardlimit_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

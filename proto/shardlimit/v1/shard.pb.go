@@ -379,8 +379,11 @@ type ShardDecision struct {
 	SoftAllowanceUsed bool                   `protobuf:"varint,7,opt,name=soft_allowance_used,json=softAllowanceUsed,proto3" json:"soft_allowance_used,omitempty"`
 	Shadow            bool                   `protobuf:"varint,8,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	ShadowDenied      bool                   `protobuf:"varint,9,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The wait until remaining grows by at least 1; 0 when it cannot grow
+	// (see limiter.Decision.NextAfter).
+	NextAfterNs   int64 `protobuf:"varint,10,opt,name=next_after_ns,json=nextAfterNs,proto3" json:"next_after_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardDecision) Reset() {
@@ -474,6 +477,13 @@ func (x *ShardDecision) GetShadowDenied() bool {
 		return x.ShadowDenied
 	}
 	return false
+}
+
+func (x *ShardDecision) GetNextAfterNs() int64 {
+	if x != nil {
+		return x.NextAfterNs
+	}
+	return 0
 }
 
 type DecideResponse struct {
@@ -1917,7 +1927,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04hash\x18\b \x01(\x06R\x04hash\"s\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
-	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xb1\x02\n" +
+	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xd5\x02\n" +
 	"\rShardDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1927,7 +1937,9 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12.\n" +
 	"\x13soft_allowance_used\x18\a \x01(\bR\x11softAllowanceUsed\x12\x16\n" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12#\n" +
-	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\"L\n" +
+	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\x12\"\n" +
+	"\rnext_after_ns\x18\n" +
+	" \x01(\x03R\vnextAfterNs\"L\n" +
 	"\x0eDecideResponse\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\"c\n" +
 	"\x13DecideStreamRequest\x12\x14\n" +

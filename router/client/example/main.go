@@ -102,10 +102,7 @@ func run() error {
 		Key:            ks,
 		Header:         *header,
 		TrustedProxies: proxies,
-		// The sample rule checkout-per-user is 10 per minute; decisions do
-		// not carry the period, so the example names it for the w parameter.
-		PolicyWindows: map[string]time.Duration{"checkout-per-user": time.Minute, "shop-per-user": time.Minute},
-		Logger:        log,
+		Logger:         log,
 	})
 	srv := &http.Server{Addr: *listen, Handler: limit(mux), ReadHeaderTimeout: 5 * time.Second}
 

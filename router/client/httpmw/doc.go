@@ -1,9 +1,13 @@
 // Package httpmw is net/http middleware that rate limits requests through a
 // shardlimit client: each request becomes one check of (Options.Service,
-// the request's endpoint, the caller's key), and a denied check is answered
-// with 429 Too Many Requests, Retry-After and the RateLimit-Policy and
-// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10, without
-// calling the wrapped handler.
+// the request's endpoint, the caller's key). Responses carry the
+// RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-10, one policy per rule that
+// applied, complete from the decision (name, quota, window; t the wait
+// until more quota is available). A denied check is answered, without
+// calling the wrapped handler, with Retry-After and, by default, 429 Too
+// Many Requests and the draft's quota-exceeded problem details
+// (application/problem+json); Options.Denied replaces that answer.
 //
 // Services call New once at start-up and wrap their handlers with the
 // result. The middleware calls as the client's caller: its credentials are

@@ -3,7 +3,6 @@ package httpmw
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -21,8 +20,9 @@ import (
 //   - allowed: the handler is called, after the decision's Delay if any,
 //     with the RateLimit fields set unless OmitHeadersWhenAllowed;
 //   - denied (by a counter, a failure policy or the client's failure mode):
-//     429 with Retry-After and, when a counter decided, the RateLimit
-//     fields;
+//     Retry-After and, when a counter decided, the RateLimit fields are
+//     set, then Options.Denied answers: by default 429 with the draft's
+//     quota-exceeded problem details (ProblemDenied);
 //   - client.ErrInvalidCheck (e.g. a key over the routers' length bound):
 //     400;
 //   - the request's context canceled: 503, as the caller is gone;
@@ -84,21 +84,16 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.fail(w, r, next, err)
 		return
 	}
-	window := m.o.PolicyWindows[d.Rule]
 	if !d.Allowed {
-		if hasCounter(d) {
-			setRateLimitFields(w.Header(), d, window)
+		setRateLimitFields(w.Header(), d)
+		if !never(d) { // else the request costs more than the rule ever allows
+			w.Header().Set("Retry-After", retryAfter(d))
 		}
-		if never(d) { // the request costs more than the rule ever allows
-			http.Error(w, "rate limit exceeded: this request costs more than the limit allows", http.StatusTooManyRequests)
-			return
-		}
-		w.Header().Set("Retry-After", retryAfter(d))
-		http.Error(w, fmt.Sprintf("rate limit exceeded: retry in %s s", retryAfter(d)), http.StatusTooManyRequests)
+		m.o.Denied(w, r, d)
 		return
 	}
-	if !m.o.OmitHeadersWhenAllowed && hasCounter(d) {
-		setRateLimitFields(w.Header(), d, window)
+	if !m.o.OmitHeadersWhenAllowed {
+		setRateLimitFields(w.Header(), d)
 	}
 	if d.Delay > 0 && !wait(r.Context(), d.Delay) {
 		http.Error(w, "request canceled", http.StatusServiceUnavailable)

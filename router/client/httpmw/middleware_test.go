@@ -1,7 +1,9 @@
 package httpmw
 
 import (
+	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -78,8 +80,12 @@ func (s *testServer) get(t *testing.T, path string, header ...string) *http.Resp
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp
 }
 
@@ -98,12 +104,14 @@ func startCluster(t *testing.T) *client.Client {
 	return cl
 }
 
-// Ten requests of a user pass with the RateLimit fields counting down; the
-// eleventh gets 429 with Retry-After and the fields, and never reaches the
-// handler; another user still passes.
+// Ten requests of a user pass with the RateLimit fields counting down,
+// the policy complete without configuration and t the wait for the next
+// token (at most 6 s at 10 a minute), not for a full bucket; the eleventh
+// gets 429 with Retry-After, the fields and quota-exceeded problem
+// details, and never reaches the handler; another user still passes.
 func TestUserHeaderLimit(t *testing.T) {
 	cl := startCluster(t)
-	s := newTestServer(t, cl, Options{Service: "shop", PolicyWindows: map[string]time.Duration{"checkout-per-user": time.Minute}})
+	s := newTestServer(t, cl, Options{Service: "shop"})
 	for i := range 10 {
 		resp := s.get(t, "/checkout", "X-User-ID", "alice")
 		if resp.StatusCode != http.StatusOK {
@@ -112,8 +120,12 @@ func TestUserHeaderLimit(t *testing.T) {
 		if got := resp.Header.Get("RateLimit-Policy"); got != `"checkout-per-user";q=10;w=60` {
 			t.Fatalf("request %d: RateLimit-Policy %q", i, got)
 		}
-		if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"checkout-per-user";r=%d;t=`, 9-i); !strings.HasPrefix(got, want) {
+		got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"checkout-per-user";r=%d;t=`, 9-i)
+		if !strings.HasPrefix(got, want) {
 			t.Fatalf("request %d: RateLimit %q, want prefix %q", i, got, want)
+		}
+		if tt, err := strconv.Atoi(strings.TrimPrefix(got, want)); err != nil || tt < 1 || tt > 6 {
+			t.Fatalf("request %d: RateLimit %q: t not in 1..6 (the next token, not the full bucket)", i, got)
 		}
 		if resp.Header.Get("Retry-After") != "" {
 			t.Fatalf("request %d: Retry-After on an allowed request", i)
@@ -132,6 +144,17 @@ func TestUserHeaderLimit(t *testing.T) {
 	}
 	if got := resp.Header.Get("RateLimit-Policy"); got != `"checkout-per-user";q=10;w=60` {
 		t.Fatalf("RateLimit-Policy %q", got)
+	}
+	var problem map[string]any
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("429 Content-Type %q", ct)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&problem); err != nil {
+		t.Fatal(err)
+	}
+	if problem["type"] != "https://iana.org/assignments/http-problem-types#quota-exceeded" || problem["status"] != float64(429) ||
+		fmt.Sprint(problem["violated-policies"]) != "[checkout-per-user]" {
+		t.Fatalf("problem %v", problem)
 	}
 	if n := s.handled.Load(); n != 10 {
 		t.Fatalf("handler reached %d times, want 10", n)
@@ -287,6 +310,29 @@ func TestFailureModes(t *testing.T) {
 	}
 }
 
+// Options.Denied replaces the answer to a denial; Retry-After is set
+// before it runs.
+func TestCustomDenied(t *testing.T) {
+	cl, err := client.New(client.Options{TLS: deadTLS, Routers: []string{"127.0.0.1:1"}, Timeout: 100 * time.Millisecond, FailureMode: client.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	var seen client.Decision
+	s := newTestServer(t, cl, Options{Service: "shop", Denied: func(w http.ResponseWriter, r *http.Request, d client.Decision) {
+		seen = d
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"error":"slow down","path":%q}`, r.URL.Path)
+	}})
+	resp := s.get(t, "/checkout", "X-User-ID", "alice")
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != `{"error":"slow down","path":"/checkout"}` ||
+		resp.Header.Get("Retry-After") != "1" || !seen.FromFailureMode || s.handled.Load() != 0 {
+		t.Fatalf("%s %v %s; decision %+v", resp.Status, resp.Header, body, seen)
+	}
+}
+
 func TestNewPanicsNamingTheField(t *testing.T) {
 	cl, err := client.New(client.Options{TLS: deadTLS, Routers: []string{"127.0.0.1:1"}})
 	if err != nil {
@@ -294,12 +340,11 @@ func TestNewPanicsNamingTheField(t *testing.T) {
 	}
 	defer cl.Close()
 	for want, o := range map[string]Options{
-		"service: required":   {},
-		"key: KeySource(9)":   {Service: "s", Key: 9},
-		"missing key: 4":      {Service: "s", MissingKey: 4},
-		"forwarded header":    {Service: "s", ForwardedHeader: "X Bad"},
-		"trusted proxies[0]":  {Service: "s", TrustedProxies: []netip.Prefix{{}}},
-		`policy windows["r"]`: {Service: "s", PolicyWindows: map[string]time.Duration{"r": 0}},
+		"service: required":  {},
+		"key: KeySource(9)":  {Service: "s", Key: 9},
+		"missing key: 4":     {Service: "s", MissingKey: 4},
+		"forwarded header":   {Service: "s", ForwardedHeader: "X Bad"},
+		"trusted proxies[0]": {Service: "s", TrustedProxies: []netip.Prefix{{}}},
 	} {
 		func() {
 			defer func() {

@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
+
+	"github.com/shardlimit/shardlimit/router/client"
 )
 
 // KeySource says which request attribute names a request's counter.
@@ -90,10 +91,13 @@ type Options struct {
 	// fields out of allowed responses; default false: they are set on every
 	// response decided by a rule.
 	OmitHeadersWhenAllowed bool
-	// PolicyWindows maps a rule name to the rule's period, sent as the w
-	// parameter of RateLimit-Policy; default none: w is left out (the draft
-	// makes it optional, and decisions do not carry the period).
-	PolicyWindows map[string]time.Duration
+	// Denied answers a denied request, after the middleware set
+	// Retry-After (unless no wait lifts the denial) and the RateLimit
+	// fields on w's headers; the wrapped handler is not called. Default
+	// ProblemDenied: 429 with application/problem+json. A custom answer
+	// (another status, a page, a JSON error of the API's own shape) may
+	// change or drop those headers.
+	Denied func(w http.ResponseWriter, r *http.Request, d client.Decision)
 	// Logger receives errors that an operator should act on (an unknown
 	// service, a closed client), at most one line a second; default
 	// slog.Default().
@@ -121,6 +125,9 @@ func (o *Options) fill() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Denied == nil {
+		o.Denied = ProblemDenied
+	}
 }
 
 func (o *Options) validate() error {
@@ -137,11 +144,6 @@ func (o *Options) validate() error {
 	for i, p := range o.TrustedProxies {
 		if !p.IsValid() {
 			return fmt.Errorf("trusted proxies[%d]: not a valid prefix", i)
-		}
-	}
-	for name, w := range o.PolicyWindows {
-		if w <= 0 {
-			return fmt.Errorf("policy windows[%q]: %v is not positive", name, w)
 		}
 	}
 	return nil
