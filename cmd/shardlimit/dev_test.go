@@ -268,8 +268,12 @@ func TestDevClusterEndToEnd(t *testing.T) {
 			t.Fatalf("check %d: %s", i, got)
 		}
 	}
-	if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice"); !strings.HasPrefix(got, "DENIED") || !strings.Contains(got, "retry_after=") {
-		t.Fatalf("11th check: %s", got)
+	// 10 a minute in bursts of 10: the ten checks above took well under a
+	// minute however loaded the machine, so fewer than 10 came back, and a
+	// check of 10 hits is denied (a check of one could be allowed by a
+	// hit that came back while the ten ran).
+	if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice", "--hits", "10"); !strings.HasPrefix(got, "DENIED") || !strings.Contains(got, "retry_after=") {
+		t.Fatalf("a check of 10 hits after 10 checks: %s", got)
 	}
 	devHTTP(t, d.output)
 
@@ -647,7 +651,13 @@ func devHTTP(t *testing.T, printed string) {
 		query string
 		code  int
 	}{{"", http.StatusOK}, {"?deny_status=429", http.StatusTooManyRequests}} {
-		req, err := http.NewRequest(http.MethodPost, m[3]+c.query, strings.NewReader(m[4]))
+		// 10 hits: denied whatever came back since alice's checks (see
+		// the caller), where the printed check of one might not be.
+		reqBody := strings.Replace(m[4], `"user":"alice"}`, `"user":"alice","hits":10}`, 1)
+		if reqBody == m[4] {
+			t.Fatalf("the printed check is not alice's: %s", m[4])
+		}
+		req, err := http.NewRequest(http.MethodPost, m[3]+c.query, strings.NewReader(reqBody))
 		if err != nil {
 			t.Fatal(err)
 		}

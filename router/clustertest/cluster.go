@@ -210,10 +210,10 @@ func (c *Cluster) StartRouter() *router.Router {
 	c.tb.Helper()
 	o := router.DefaultOptions()
 	o.Etcd, o.Prefix, o.Rules, o.Logger = []string{c.Etcd}, c.Prefix, c.opts.Rules, Logger()
-	// Cluster tests check decisions, not latency; a generous deadline keeps
-	// them from failing open on a loaded machine. Tests of failing open set
-	// their own.
-	o.Deadline = time.Second
+	// Cluster tests check decisions, not latency; a generous deadline and
+	// queue wait keep them from failing open, or shedding, on a loaded
+	// machine. Tests of failing open or of shedding set their own.
+	o.Deadline, o.MaxQueueWait = time.Second, 10*time.Second
 	if c.PKI == nil {
 		o.Insecure = true
 	} else {
