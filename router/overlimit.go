@@ -98,13 +98,7 @@ func (o *overLimit) answer(c *rules.Resolved, now int64) *shardlimitv1.Decision 
 		return nil
 	}
 	retry, reset, delay := d.At(now)
-	// What Exact holds for also fixes when remaining grows: at 1 hit, at
-	// the retry time (the key has no hit left until then); at more, once
-	// the window ends or the queue is empty, the reset time.
-	next := reset
-	if c.Hits == 1 {
-		next = retry
-	}
+	next := d.NextAfter(now, c.Hits)
 	return &shardlimitv1.Decision{
 		Limit: d.Limit, Remaining: d.Remaining, Rule: c.Rule.Name,
 		RetryAfter: durationpb.New(time.Duration(retry)),

@@ -62,6 +62,19 @@ func (d Denial) At(now int64) (retryAfter, resetAfter, delay int64) {
 	return max(d.RetryAt-now, 0), max(d.ResetAt-now, 0), max(d.DelayAt-now, 0)
 }
 
+// NextAfter returns the wait, from now, until the key's remaining grows,
+// as the shard would give it for a check of hits: what Exact holds for
+// also fixes that time. At 1 hit it is the retry time, since the key has
+// no hit left until then; at more, once the window ends or the queue is
+// empty, the reset time.
+func (d Denial) NextAfter(now, hits int64) int64 {
+	retry, reset, _ := d.At(now)
+	if hits == 1 {
+		return retry
+	}
+	return reset
+}
+
 // Rule is a rule as Versions sees it: its identity and the parameters the
 // shard decides with.
 type Rule struct {

@@ -103,7 +103,7 @@ func exactRun(t *testing.T, rng *rand.Rand, r *limiter.Rule) int {
 		for _, at := range probes {
 			got := k.clone().decide(r, at, hits)
 			retry, reset, delay := den.At(at)
-			want := limiter.Decision{Limit: den.Limit, Remaining: den.Remaining, RetryAfter: retry, ResetAfter: reset, Delay: delay}
+			want := limiter.Decision{Limit: den.Limit, Remaining: den.Remaining, RetryAfter: retry, ResetAfter: reset, Delay: delay, NextAfter: den.NextAfter(at, hits)}
 			if got != want {
 				t.Fatalf("%+v: hits %d denied at %d (%+v); at +%d the shard answers %+v, the cache %+v",
 					r, hits, now, d, at-now, got, want)
