@@ -13,6 +13,8 @@ import (
 
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -25,6 +27,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // Router is a running router.
@@ -44,6 +47,9 @@ type Router struct {
 	// time (overlimit.go).
 	overLimit *overLimit
 	auth      *auth.Authorizer
+	// tracer makes the router's spans; nil when tracing is off, and then
+	// no span is made (tracing.go).
+	tracer trace.Tracer
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
@@ -71,7 +77,8 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
-	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache)}
+	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache),
+		tracer: tracing.Tracer(opts.Tracer, tracerName)}
 	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
 	var err error
@@ -121,13 +128,14 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.Stop(context.Background())
 		return nil, err
 	}
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)...); err != nil {
+	srvOpts := append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
 	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
-	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log})
+	envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Traced: r.tracer != nil})
 	r.srv.Serve()
 
 	go r.overLimit.sweep(watchCtx)
@@ -138,7 +146,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			r.metrics.etcdUp.Set(0)
 		}
 	})
-	r.log.Info("router serving", "addr", r.Addr(), "rules", r.Rules().Len())
+	r.log.Info("router serving", "addr", r.Addr(), "rules", r.Rules().Len(), "tracing", r.tracer != nil)
 	return r, nil
 }
 
@@ -187,6 +195,7 @@ func (r *Router) setRules(u rulestore.Update) {
 	r.metrics.overBound.Set(float64(len(u.OverBound)))
 	r.metrics.ruleReloads.Inc()
 	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "over_bound", len(u.OverBound), "revision", u.Revision)
+	r.logRules(u)
 }
 
 // Stop stops serving and following etcd.

@@ -30,6 +30,10 @@ type Options struct {
 	MaxCounterLength int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Traced sets the domain, the descriptor count and the overall code
+	// on each call's span (the router's gRPC server span); default false:
+	// tracing is off, and the span is not even looked for.
+	Traced bool
 }
 
 // DefaultOptions returns the defaults.

@@ -10,12 +10,14 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard/auth"
 )
@@ -73,6 +75,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		candidates = set.Descriptors(req.Domain)
 	}
 	n := len(req.Descriptors)
+	if s.opts.Traced {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("shardlimit.domain", req.Domain), attribute.Int("shardlimit.descriptors", n))
+	}
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
 	var checks []rules.Resolved
 	var idx []int // descriptor of each check
@@ -114,6 +119,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	if s.opts.Headers {
 		resp.ResponseHeadersToAdd = headers(states)
+	}
+	if s.opts.Traced {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("shardlimit.overall_code", resp.OverallCode.String()))
 	}
 	return resp, nil
 }
