@@ -246,6 +246,7 @@ func (s *Server) background() {
 	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
 	defer sweep.Stop()
 	next := 0
+	var last StoreStats // at the last whole sweep, for the debug log
 	for {
 		select {
 		case <-s.done:
@@ -258,6 +259,9 @@ func (s *Server) background() {
 		case <-sweep.C:
 			s.store.Sweep(next, next+1, time.Now().UnixNano())
 			next = (next + 1) % stripes
+			if next == 0 {
+				s.logSweep(&last)
+			}
 		}
 	}
 }

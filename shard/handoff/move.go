@@ -115,7 +115,9 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		return rep, err
 	}
 	defer func() { rep.Took = time.Since(start) }()
+	o.Logger.Debug("hand-off: copying", "pairs", len(pairs), "partitions", rep.Partitions)
 	failed := copyAll(ctx, &o, pairs, &rep)
+	o.Logger.Debug("hand-off: first copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(failed))
 	if switchOwners == nil {
 		rep.NotHandedOver = failed
 		return rep, failedErr(failed)
@@ -132,6 +134,7 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	if len(pairs) == 0 {
 		return rep, nil // nothing moves: no router needs to settle
 	}
+	o.Logger.Debug("hand-off: switched owners; settling before the second copy", "settle", o.Settle)
 	select {
 	case <-time.After(o.Settle):
 	case <-ctx.Done():
@@ -139,6 +142,7 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	// Under an ended ctx the second copy fails at once, and its pairs are
 	// reported as not handed over.
 	rep.NotHandedOver = copyAll(ctx, &o, pairs, &rep)
+	o.Logger.Debug("hand-off: second copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(rep.NotHandedOver), "drop", o.Drop)
 	if o.Drop {
 		drop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
 	}
@@ -167,7 +171,10 @@ func copyAll(ctx context.Context, o *Options, pairs []Pair, rep *Report) []Faile
 	var wg sync.WaitGroup
 	for _, p := range pairs {
 		wg.Go(func() {
+			start := time.Now()
 			c, err := copyPair(ctx, o, p)
+			o.Logger.Debug("hand-off: copied a pair", "from", p.From.ID, "to", p.To.ID, "partitions", len(p.Partitions),
+				"keys", c.Keys, "imported", c.Imported, "chunks", c.Chunks, "took", time.Since(start).Round(time.Millisecond), "err", err)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Keys += c.Keys

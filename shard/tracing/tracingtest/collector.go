@@ -1,0 +1,87 @@
+package tracingtest
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/hex"
+	"net"
+	"sync"
+	"testing"
+
+	collectortracev1 "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// Span is one received span, with the service that sent it.
+type Span struct {
+	Service, Name                 string
+	TraceID, SpanID, ParentSpanID string   // hex; ParentSpanID "" for a root
+	Links                         []string // span ids, hex
+}
+
+// Collector is a running OTLP/gRPC trace collector.
+type Collector struct {
+	collectortracev1.UnimplementedTraceServiceServer
+	// Addr is where it listens, host:port.
+	Addr string
+
+	mu    sync.Mutex
+	spans []Span
+}
+
+// Serve starts a collector that stops with the test; cfg nil serves in
+// plain text.
+func Serve(tb testing.TB, cfg *tls.Config) *Collector {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var opts []grpc.ServerOption
+	if cfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+	}
+	srv := grpc.NewServer(opts...)
+	c := &Collector{Addr: lis.Addr().String()}
+	collectortracev1.RegisterTraceServiceServer(srv, c)
+	go func() { _ = srv.Serve(lis) }()
+	tb.Cleanup(srv.Stop)
+	return c
+}
+
+// Export implements the OTLP trace service.
+func (c *Collector) Export(_ context.Context, req *collectortracev1.ExportTraceServiceRequest) (*collectortracev1.ExportTraceServiceResponse, error) {
+	var got []Span
+	for _, rs := range req.ResourceSpans {
+		service := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.Key == "service.name" {
+				service = kv.Value.GetStringValue()
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				sp := Span{Service: service, Name: s.Name, TraceID: hex.EncodeToString(s.TraceId), SpanID: hex.EncodeToString(s.SpanId)}
+				if len(s.ParentSpanId) > 0 {
+					sp.ParentSpanID = hex.EncodeToString(s.ParentSpanId)
+				}
+				for _, l := range s.Links {
+					sp.Links = append(sp.Links, hex.EncodeToString(l.SpanId))
+				}
+				got = append(got, sp)
+			}
+		}
+	}
+	c.mu.Lock()
+	c.spans = append(c.spans, got...)
+	c.mu.Unlock()
+	return &collectortracev1.ExportTraceServiceResponse{}, nil
+}
+
+// Spans returns the spans received so far.
+func (c *Collector) Spans() []Span {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Span(nil), c.spans...)
+}
