@@ -26,13 +26,22 @@ type Collector struct {
 	// Addr is where it listens, host:port.
 	Addr string
 
+	discard bool // count spans, keep none (benchmarks)
+
 	mu    sync.Mutex
 	spans []Span
+	count int
 }
 
 // Serve starts a collector that stops with the test; cfg nil serves in
 // plain text.
-func Serve(tb testing.TB, cfg *tls.Config) *Collector {
+func Serve(tb testing.TB, cfg *tls.Config) *Collector { return serve(tb, cfg, false) }
+
+// ServeDiscard starts a collector that counts the spans it receives and
+// keeps none, for benchmarks.
+func ServeDiscard(tb testing.TB, cfg *tls.Config) *Collector { return serve(tb, cfg, true) }
+
+func serve(tb testing.TB, cfg *tls.Config, discard bool) *Collector {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,7 +52,7 @@ func Serve(tb testing.TB, cfg *tls.Config) *Collector {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 	}
 	srv := grpc.NewServer(opts...)
-	c := &Collector{Addr: lis.Addr().String()}
+	c := &Collector{Addr: lis.Addr().String(), discard: discard}
 	collectortracev1.RegisterTraceServiceServer(srv, c)
 	go func() { _ = srv.Serve(lis) }()
 	tb.Cleanup(srv.Stop)
@@ -52,6 +61,18 @@ func Serve(tb testing.TB, cfg *tls.Config) *Collector {
 
 // Export implements the OTLP trace service.
 func (c *Collector) Export(_ context.Context, req *collectortracev1.ExportTraceServiceRequest) (*collectortracev1.ExportTraceServiceResponse, error) {
+	if c.discard {
+		n := 0
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				n += len(ss.Spans)
+			}
+		}
+		c.mu.Lock()
+		c.count += n
+		c.mu.Unlock()
+		return &collectortracev1.ExportTraceServiceResponse{}, nil
+	}
 	var got []Span
 	for _, rs := range req.ResourceSpans {
 		service := ""
@@ -75,6 +96,7 @@ func (c *Collector) Export(_ context.Context, req *collectortracev1.ExportTraceS
 	}
 	c.mu.Lock()
 	c.spans = append(c.spans, got...)
+	c.count += len(got)
 	c.mu.Unlock()
 	return &collectortracev1.ExportTraceServiceResponse{}, nil
 }
@@ -84,4 +106,11 @@ func (c *Collector) Spans() []Span {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]Span(nil), c.spans...)
+}
+
+// Count returns the number of spans received so far.
+func (c *Collector) Count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
 }
