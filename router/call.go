@@ -18,6 +18,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/shardcall"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // maxCallChecks bounds the checks of one call to a shard (a request's
@@ -76,7 +77,7 @@ func (r *Router) send(p *peer, batch []*part) {
 		err = fmt.Errorf("shard answered %d decisions for %d checks", len(resp.Decisions), n)
 	}
 	if span != nil {
-		endBatch(span, err)
+		tracing.End(span, err)
 	}
 	outcome := outcomeDecided
 	switch {

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -80,15 +79,6 @@ func (r *Router) startBatch(p *peer, parts []*part, n int) trace.Span {
 		}
 	}
 	return span
-}
-
-// endBatch ends a call's span with its outcome.
-func endBatch(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }
 
 // injectBatch puts the trace context of a call's span into its request.

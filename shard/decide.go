@@ -12,6 +12,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // batch is the scratch space of one Decide call, reused through batchPool
@@ -104,7 +105,7 @@ func (s *Server) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.DecideStr
 func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, out *answers) (err error) {
 	if s.tracer != nil && len(req.GetTraceContext()) > 0 {
 		span := s.startBatch(ctx, req)
-		defer func() { endSpan(span, err) }()
+		defer func() { tracing.End(span, err) }()
 	}
 	b := batchPool.Get().(*batch)
 	defer func() {

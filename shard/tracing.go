@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -28,13 +27,4 @@ func (s *Server) startBatch(ctx context.Context, req *shardlimitv1.DecideRequest
 		trace.WithAttributes(attribute.String("shardlimit.shard", s.opts.ID), attribute.Int("shardlimit.checks", len(req.Checks)),
 			attribute.Int("shardlimit.refunds", refunds), attribute.Int("shardlimit.rules", len(req.Rules))))
 	return span
-}
-
-// endSpan ends span, marked failed with err when not nil.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }

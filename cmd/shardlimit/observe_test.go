@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/tls"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -73,19 +72,7 @@ func TestLogLevelDebugShowsDebugLines(t *testing.T) {
 // logs at debug.
 func TestDevTracesChecksIntoACollector(t *testing.T) {
 	bin := buildBinary(t)
-	pki, err := creds.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := pki.Issue("collector", "spiffe://shardlimit/collector")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := creds.ServerTLS(files, tls.RequireAndVerifyClientCert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := tracingtest.Serve(t, cfg)
+	col, pki := tracingtest.ServeMutualTLS(t)
 	d := startDev(t, bin, "--log-level", "debug", "--otlp-endpoint", col.Addr, "--otlp-ca", pki.Router.CA,
 		"--otlp-cert", pki.Operator.Cert, "--otlp-key", pki.Operator.Key)
 	for _, want := range []string{"router   | ", "shard-1  | "} {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -84,4 +85,13 @@ func Extract(ctx context.Context, m map[string]string) context.Context {
 		return ctx
 	}
 	return Propagator.Extract(ctx, propagation.MapCarrier(m))
+}
+
+// End ends span, marked failed with err when err is not nil.
+func End(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

@@ -2,7 +2,6 @@ package tracing_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -12,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 	"github.com/shardlimit/shardlimit/shard/tracing"
 	"github.com/shardlimit/shardlimit/shard/tracing/tracingtest"
@@ -61,19 +59,7 @@ func TestOffByDefault(t *testing.T) {
 // Start exports to an OTLP/gRPC collector over mTLS: the spans arrive with
 // their service name.
 func TestStartExportsOverMutualTLS(t *testing.T) {
-	pki, err := creds.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := pki.Issue("collector", "spiffe://shardlimit/collector")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := creds.ServerTLS(files, tls.RequireAndVerifyClientCert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := tracingtest.Serve(t, cfg)
+	col, pki := tracingtest.ServeMutualTLS(t)
 	o := tracing.DefaultOptions()
 	o.Endpoint, o.CAFile, o.CertFile, o.KeyFile, o.Service = col.Addr, pki.Router.CA, pki.Router.Cert, pki.Router.Key, "shardlimit-router"
 	p, err := tracing.Start(context.Background(), o)

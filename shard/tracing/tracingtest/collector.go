@@ -11,6 +11,8 @@ import (
 	collectortracev1 "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // Span is one received span, with the service that sent it.
@@ -36,6 +38,26 @@ type Collector struct {
 // Serve starts a collector that stops with the test; cfg nil serves in
 // plain text.
 func Serve(tb testing.TB, cfg *tls.Config) *Collector { return serve(tb, cfg, false) }
+
+// ServeMutualTLS starts a collector that requires a client certificate of
+// a PKI it makes in a temporary directory, and returns the PKI: exporters
+// verify the collector with its CA and present one of its certificates.
+func ServeMutualTLS(tb testing.TB) (*Collector, *creds.Local) {
+	tb.Helper()
+	pki, err := creds.NewLocal(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files, err := pki.Issue("collector", "spiffe://shardlimit/collector")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg, err := creds.ServerTLS(files, tls.RequireAndVerifyClientCert)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Serve(tb, cfg), pki
+}
 
 // ServeDiscard starts a collector that counts the spans it receives and
 // keeps none, for benchmarks.
