@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -64,22 +65,24 @@ rules:
 }
 
 // BenchmarkCheck: the router's check path with tracing off (the default),
-// and on at ratio 1, exporting over OTLP/gRPC to an in-process collector
+// and on at ratios 0 (nothing sampled) and 1, exporting over OTLP/gRPC to an in-process collector
 // that discards what it receives.
 func BenchmarkCheck(b *testing.B) {
 	b.Run("tracing=off", func(b *testing.B) { benchCheck(b, nil) })
-	b.Run("tracing=ratio1", func(b *testing.B) {
-		benchCheck(b, func(b *testing.B) *tracing.Provider {
-			col := tracingtest.ServeDiscard(b, nil)
-			o := tracing.DefaultOptions()
-			o.Endpoint, o.Insecure = col.Addr, true
-			p, err := tracing.Start(context.Background(), o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return p
+	for _, ratio := range []float64{0, 1} {
+		b.Run(fmt.Sprintf("tracing=ratio%g", ratio), func(b *testing.B) {
+			benchCheck(b, func(b *testing.B) *tracing.Provider {
+				col := tracingtest.ServeDiscard(b, nil)
+				o := tracing.DefaultOptions()
+				o.Endpoint, o.Insecure, o.SampleRatio = col.Addr, true, ratio
+				p, err := tracing.Start(context.Background(), o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return p
+			})
 		})
-	})
+	}
 }
 
 // cpuTime is the process's user and system CPU time so far, in ns.

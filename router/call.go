@@ -85,6 +85,7 @@ func (r *Router) send(p *peer, batch []*part) {
 		// The router is stopping: no verdict on the shard, and a probe
 		// frees its slot.
 		p.breaker.abandon(probe)
+		outcome = outcomeError
 	case err != nil:
 		opened := p.breaker.failure(now, time.Now())
 		p.failing.Store(true)
@@ -97,7 +98,7 @@ func (r *Router) send(p *peer, batch []*part) {
 		r.logCallFailed(p, err, reason, len(live), n, opened)
 	default:
 		if p.breaker.success() {
-			r.log.Debug("shard circuit closed: a call succeeded", "shard", p.member.ID, "addr", p.member.Addr)
+			p.log.Debug("shard circuit closed: a call succeeded", "addr", p.member.Addr)
 		}
 		p.failing.Store(false)
 	}
@@ -249,13 +250,13 @@ func (rs *ruleSet) paramsOf(rule *rules.Rule) *shardlimitv1.RuleParams {
 // logCallFailed logs, at debug, a failed call to p that carried parts
 // requests, n checks in all; the circuit's opening is its own line.
 func (r *Router) logCallFailed(p *peer, err error, reason string, parts, n int, opened bool) {
-	if !r.log.Enabled(r.ctx, slog.LevelDebug) {
+	if !p.log.Enabled(r.ctx, slog.LevelDebug) {
 		return
 	}
-	r.log.Debug("shard call failed; its checks answered by failure policy", "shard", p.member.ID, "addr", p.member.Addr,
+	p.log.Debug("shard call failed; its checks answered by failure policy", "addr", p.member.Addr,
 		"reason", reason, "requests", parts, "checks", n, "err", err)
 	if opened {
-		r.log.Debug("shard circuit open: calls answered by failure policy until a probe succeeds", "shard", p.member.ID,
+		p.log.Debug("shard circuit open: calls answered by failure policy until a probe succeeds",
 			"addr", p.member.Addr, "failures", r.opts.BreakerFailures, "cooldown", r.opts.BreakerCooldown)
 	}
 }
