@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -16,6 +18,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
@@ -65,8 +68,13 @@ func attr(s tracetest.SpanStub, key string) attribute.Value {
 // into memory, and a caller that traces too, with the operator's
 // certificate.
 func tracedCluster(t *testing.T, shards int, tweak func(*router.Options)) (c *clustertest.Cluster, caller, rt, sh traced, client shardlimitv1.RateLimiterClient) {
+	c, caller, rt, sh, conn := tracedClusterConn(t, shards, testRules(t), tweak)
+	return c, caller, rt, sh, shardlimitv1.NewRateLimiterClient(conn)
+}
+
+func tracedClusterConn(t *testing.T, shards int, rs []rules.Rule, tweak func(*router.Options)) (c *clustertest.Cluster, caller, rt, sh traced, conn *grpc.ClientConn) {
 	caller, rt, sh = newTraced(t, "caller"), newTraced(t, "shardlimit-router"), newTraced(t, "shardlimit-shard")
-	c = clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: shards, Rules: testRules(t),
+	c = clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: shards, Rules: rs,
 		Shard: func(o *shard.Options) { o.Tracer = sh.tp },
 		Router: func(o *router.Options) {
 			o.Tracer = rt.tp
@@ -75,13 +83,14 @@ func tracedCluster(t *testing.T, shards int, tweak func(*router.Options)) (c *cl
 			}
 		},
 	})
-	conn, err := grpc.NewClient(c.Routers[0].Addr(), append([]grpc.DialOption{
+	var err error
+	conn, err = grpc.NewClient(c.Routers[0].Addr(), append([]grpc.DialOption{
 		grpc.WithTransportCredentials(credentials.NewTLS(c.TLS(creds.OperatorID)))}, tracing.DialOptions(caller.tp)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return c, caller, rt, sh, shardlimitv1.NewRateLimiterClient(conn)
+	return c, caller, rt, sh, conn
 }
 
 // A traced check, over mTLS, is one trace from the caller to the shard:
@@ -263,5 +272,52 @@ func TestTracingOffMakesNoSpans(t *testing.T) {
 	}
 	if d := resp.Decisions[0]; !d.Allowed || d.FailurePolicy {
 		t.Fatalf("decision %+v, want allowed by the shard", d)
+	}
+}
+
+// Envoy's ShouldRateLimit is traced as a check is: the router's span
+// carries the domain, the descriptors and the overall code, and the wait
+// for the shard is its child, in the caller's trace.
+func TestTracingEnvoyCall(t *testing.T) {
+	rs, err := rules.Parse("envoy.yaml", []byte(`
+rules:
+  - service: edge
+    name: ip
+    descriptor: [{key: remote_address}]
+    limit: 100
+    period: 1m
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, caller, rt, _, conn := tracedClusterConn(t, 1, rs, nil)
+	ctx, root := caller.tp.Tracer("test").Start(context.Background(), "envoy")
+	resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}}}})
+	root.End()
+	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("ShouldRateLimit: %v %v", resp, err)
+	}
+	var server, wait tracetest.SpanStub
+	poll.Until(t, 10*time.Second, func() error {
+		for _, s := range rt.exp.GetSpans() {
+			switch {
+			case s.SpanContext.TraceID() != root.SpanContext().TraceID():
+			case s.Name == "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit":
+				server = s
+			case s.Name == "shardlimit.router/wait":
+				wait = s
+			}
+		}
+		if !server.SpanContext.IsValid() || !wait.SpanContext.IsValid() {
+			return fmt.Errorf("no router span or wait span in the caller's trace")
+		}
+		return nil
+	})
+	if attr(server, "shardlimit.domain").AsString() != "edge" || attr(server, "shardlimit.descriptors").AsInt64() != 1 || attr(server, "shardlimit.overall_code").AsString() != "OK" {
+		t.Errorf("router span attributes %v, want domain edge, 1 descriptor, OK", server.Attributes)
+	}
+	if wait.Parent.SpanID() != server.SpanContext.SpanID() {
+		t.Errorf("wait span's parent %v, want the router span %v", wait.Parent.SpanID(), server.SpanContext.SpanID())
 	}
 }
