@@ -37,6 +37,11 @@
 // choice among serving shards and start from zero: a crash cannot hand
 // anything over.
 //
+// With Options.Tracer set, each run is a span (a child of the Run or Plan
+// call's span when asked over the API) and its calls to shards are its
+// children; at debug, each plan's inputs and moves are logged
+// (debuglog.go).
+//
 // It must never write the shard map without the election fence, and never
 // publish before the first copy succeeded.
 package rebalance
