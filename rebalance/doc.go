@@ -37,9 +37,9 @@
 // choice among serving shards and start from zero: a crash cannot hand
 // anything over.
 //
-// With Options.Tracer set, each run is a span (a child of the Run or Plan
-// call's span when asked over the API) and its calls to shards are its
-// children; at debug, each plan's inputs and moves are logged
+// With Options.Tracer set, each run is a span (a child of the Run call's
+// span when asked over the API), and the calls to shards of a run or a
+// plan are children of the run's or the Plan call's span; at debug, each plan's inputs and moves are logged
 // (debuglog.go).
 //
 // It must never write the shard map without the election fence, and never
