@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -320,4 +321,52 @@ rules:
 	if wait.Parent.SpanID() != server.SpanContext.SpanID() {
 		t.Errorf("wait span's parent %v, want the router span %v", wait.Parent.SpanID(), server.SpanContext.SpanID())
 	}
+}
+
+// A rebalance run asked for through a router's admin API is one trace: the
+// router forwards the call to the leader, whose run is a span under the
+// call's, and the run's calls to shards (their load) are its children.
+func TestTracingRebalanceRun(t *testing.T) {
+	rt, rb := newTraced(t, "shardlimit-router"), newTraced(t, "shardlimit-rebalance")
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t),
+		Router:    func(o *router.Options) { o.Tracer = rt.tp },
+		Rebalance: func(o *rebalance.Options) { o.Tracer = rb.tp },
+	})
+	j := c.StartRebalance()
+	poll.Until(t, 10*time.Second, func() error {
+		if !j.Leading() {
+			return fmt.Errorf("not leading yet")
+		}
+		return nil
+	})
+	if _, err := c.Admin(0).RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() error {
+		spans := rb.exp.GetSpans()
+		for _, run := range spans {
+			if run.Name != "shardlimit.rebalance/run" || attr(run, "shardlimit.trigger").AsString() != "test" {
+				continue
+			}
+			server := false
+			for _, s := range spans {
+				server = server || (s.Name == "shardlimit.v1.Rebalancer/Run" && s.SpanContext.SpanID() == run.Parent.SpanID())
+			}
+			forwarded := false
+			for _, s := range rt.exp.GetSpans() {
+				forwarded = forwarded || (s.Name == "shardlimit.v1.Rebalancer/Run" && s.SpanKind == trace.SpanKindClient && s.SpanContext.TraceID() == run.SpanContext.TraceID())
+			}
+			stats := 0
+			for _, s := range spans {
+				if s.Name == "shardlimit.v1.Shard/Stats" && s.Parent.SpanID() == run.SpanContext.SpanID() {
+					stats++
+				}
+			}
+			if server && forwarded && stats == 2 {
+				return nil
+			}
+			return fmt.Errorf("run span: under the leader's server span %t, in the router's trace %t, %d Stats calls under it, want 2", server, forwarded, stats)
+		}
+		return fmt.Errorf("no run span")
+	})
 }
