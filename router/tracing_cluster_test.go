@@ -254,9 +254,10 @@ func TestTracingCoalescedChecksLink(t *testing.T) {
 	t.Logf("%d checks went in %d calls", n, len(batches))
 }
 
-// With tracing off (no Tracer), a caller's trace context does not make the
-// router or the shard trace anything; the checks are decided as ever.
-func TestTracingOffMakesNoSpans(t *testing.T) {
+// With tracing off (no Tracer: no stats handler, no tracer), a router
+// served a caller's trace context decides as ever; it has nowhere to make
+// a span.
+func TestTracingOffIgnoresTheCallersContext(t *testing.T) {
 	caller := newTraced(t, "caller")
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: testRules(t)})
 	conn, err := grpc.NewClient(c.Routers[0].Addr(), append([]grpc.DialOption{
