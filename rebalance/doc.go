@@ -42,6 +42,11 @@
 // choice among serving shards and start from zero: a crash cannot hand
 // anything over.
 //
+// With Options.Tracer set, each run is a span (a child of the Run call's
+// span when asked over the API), and the calls to shards of a run or a
+// plan are children of the run's or the Plan call's span; at debug, each plan's inputs and moves are logged
+// (debuglog.go).
+//
 // It must never write the shard map without the election fence, and never
 // publish before the first copy succeeded.
 package rebalance

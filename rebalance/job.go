@@ -14,12 +14,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"go.opentelemetry.io/otel/trace"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // Job is one rebalance instance: it campaigns for leadership and, while it
@@ -29,6 +32,7 @@ type Job struct {
 
 	opts     Options
 	log      *slog.Logger
+	tracer   trace.Tracer // nil when tracing is off
 	etcd     *clientv3.Client
 	srv      *rpc.Server
 	registry *prometheus.Registry
@@ -47,6 +51,9 @@ type request struct {
 	plan  bool
 	run   *shardlimitv1.RunRequest
 	reply chan reply
+	// caller is the span of the call that asked, whose trace the run or
+	// plan joins; invalid when not traced.
+	caller trace.SpanContext
 }
 
 type reply struct {
@@ -61,7 +68,8 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	j := &Job{opts: opts, log: opts.Logger.With("instance", opts.ID), done: make(chan struct{}), requests: make(chan request)}
+	j := &Job{opts: opts, log: opts.Logger.With("instance", opts.ID), done: make(chan struct{}), requests: make(chan request),
+		tracer: tracing.Tracer(opts.Tracer, "github.com/shardlimit/shardlimit/rebalance")}
 	j.registry = prometheus.NewRegistry()
 	j.metrics = newMetrics(j.registry, opts.Interval)
 	var err error
@@ -84,7 +92,8 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 		_ = j.etcd.Close()
 		return nil, err
 	}
-	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(j.registry, "rebalance"), authz.ServerOptions()...)...); err != nil {
+	srvOpts := append(opts.Limits.ServerOptions(j.registry, "rebalance"), authz.ServerOptions()...)
+	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		cancel()
 		_ = j.etcd.Close()
 		return nil, err
@@ -203,12 +212,16 @@ func (j *Job) lead(ctx context.Context, session *concurrency.Session, e *concurr
 		case <-tick.C:
 			j.run(ctx, e, &shardlimitv1.RunRequest{Trigger: "interval"})
 		case req := <-j.requests:
+			rctx := ctx
+			if req.caller.IsValid() {
+				rctx = trace.ContextWithSpanContext(ctx, req.caller)
+			}
 			if req.plan {
-				p, err := j.plan(ctx)
+				p, err := j.plan(rctx)
 				req.reply <- reply{plan: p, err: err}
 				continue
 			}
-			rec := j.run(ctx, e, req.run)
+			rec := j.run(rctx, e, req.run)
 			req.reply <- reply{run: rec}
 		}
 	}
@@ -239,6 +252,9 @@ func (j *Job) ask(ctx context.Context, req request) (reply, error) {
 		return reply{}, status.Errorf(codes.FailedPrecondition, "this instance does not lead the rebalance job; the leader is %s", leader)
 	}
 	req.reply = make(chan reply, 1)
+	if j.tracer != nil {
+		req.caller = trace.SpanContextFromContext(ctx)
+	}
 	select {
 	case j.requests <- req:
 	case <-ctx.Done():

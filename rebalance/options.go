@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shardlimit/shardlimit/rebalance/planner"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/rpc"
@@ -78,6 +80,9 @@ type Options struct {
 	EtcdTLS *tls.Config
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracer is where the component's spans go (tracing.Start's
+	// TracerProvider); default nil: tracing off, no span is made.
+	Tracer trace.TracerProvider
 }
 
 // DefaultOptions returns the defaults, without the required Etcd.

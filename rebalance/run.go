@@ -11,6 +11,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -22,6 +25,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // snapshot is what a run starts from: members, the map in force, owners and
@@ -74,7 +78,7 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	// Only serving members own partitions; a joining or draining one is
 	// neither read nor planned for.
 	for _, m := range s.ring.Members() {
-		conn, err := grpc.NewClient(m.Addr, rpc.DialCreds(j.opts.ShardTLS))
+		conn, err := grpc.NewClient(m.Addr, append([]grpc.DialOption{rpc.DialCreds(j.opts.ShardTLS)}, tracing.DialOptions(j.opts.Tracer)...)...)
 		if err != nil {
 			s.close()
 			return nil, err
@@ -116,7 +120,9 @@ func (j *Job) planFor(s *snapshot) (planner.Plan, error) {
 		// serving; its Stats answered too.
 		in.Members = append(in.Members, planner.Member{ID: m.ID, Ready: !m.Ready.IsZero()})
 	}
-	return planner.Compute(in, planner.Options{Threshold: j.opts.Threshold, MaxMoves: j.opts.MaxMoves})
+	p, err := planner.Compute(in, planner.Options{Threshold: j.opts.Threshold, MaxMoves: j.opts.MaxMoves})
+	j.logPlan(s, p, err)
+	return p, err
 }
 
 func (j *Job) plan(ctx context.Context) (*shardlimitv1.PlanResponse, error) {
@@ -152,6 +158,18 @@ func (j *Job) plan(ctx context.Context) (*shardlimitv1.PlanResponse, error) {
 // ends (throttled, see progress), and when it ends.
 func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest) *shardlimitv1.RunRecord {
 	rec := &shardlimitv1.RunRecord{StartedUnixNs: time.Now().UnixNano(), Trigger: req.Trigger, Leader: j.opts.ID, RequestId: req.RequestId}
+	if j.tracer != nil {
+		var span trace.Span
+		ctx, span = j.tracer.Start(ctx, "shardlimit.rebalance/run", trace.WithAttributes(attribute.String("shardlimit.trigger", req.Trigger)))
+		defer func() {
+			span.SetAttributes(attribute.String("shardlimit.outcome", rec.Outcome), attribute.Int("shardlimit.moves", len(rec.Moves)),
+				attribute.Int64("shardlimit.map_version", rec.MapVersion), attribute.Int64("shardlimit.keys_moved", int64(rec.KeysMoved)))
+			if rec.Error != "" {
+				span.SetStatus(codes.Error, rec.Error)
+			}
+			span.End()
+		}()
+	}
 	p := j.startProgress(ctx, rec)
 	outcome, err := j.runInto(ctx, e, req, p)
 	p.finish(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/mapstore"
-	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // leader dials the rebalance leader found in etcd, and returns its
@@ -25,7 +24,7 @@ func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, stri
 	if addr == "" {
 		return nil, "", nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
 	}
-	conn, err := grpc.NewClient(addr, rpc.DialCreds(a.r.opts.ShardTLS))
+	conn, err := grpc.NewClient(addr, a.r.dialOptions()...)
 	if err != nil {
 		return nil, "", nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
 	}

@@ -60,30 +60,35 @@ func (b *breaker) refusing(now time.Time) bool {
 	return b.probing && now.Sub(b.probeAt) < b.cooldown
 }
 
-// success closes the circuit.
-func (b *breaker) success() {
+// success closes the circuit; it reports whether the circuit was open.
+func (b *breaker) success() (closed bool) {
 	b.mu.Lock()
+	closed = b.failed >= b.failures
 	b.failed, b.probing = 0, false
 	b.mu.Unlock()
+	return closed
 }
 
 // failure counts a call sent at sent that failed at now; the circuit opens
 // at `failures` in a row, and a failed probe opens it for another
-// cooldown. A call sent before the last failure counted was in flight
+// cooldown. It reports whether this failure opened the circuit (or kept
+// it open for another cooldown). A call sent before the last failure counted was in flight
 // through the same stall: it is not counted again, so that one stall
 // that fails every call in flight counts once, however many there were.
-func (b *breaker) failure(sent, now time.Time) {
+func (b *breaker) failure(sent, now time.Time) (opened bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.probing = false
 	if b.failed > 0 && !sent.After(b.failedAt) {
-		return
+		return false
 	}
 	b.failed++
 	b.failedAt = now
 	if b.failed >= b.failures {
 		b.openUntil = now.Add(b.cooldown)
+		return true
 	}
+	return false
 }
 
 // abandon ends a call that gave no verdict on the shard: when it was the

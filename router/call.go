@@ -3,12 +3,14 @@ package router
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"context"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -16,6 +18,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/shardcall"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // maxCallChecks bounds the checks of one call to a shard (a request's
@@ -41,10 +44,11 @@ func (r *Router) send(p *peer, batch []*part) {
 		case p.failing.Load():
 			r.metrics.shardErrors.WithLabelValues(p.member.ID, "queued").Inc()
 			r.answerByPolicy(rs, pt.pd, pt.idx, false)
+			pt.done(outcomeQueued)
 		default:
 			r.answerByPolicy(rs, pt.pd, pt.idx, true)
+			pt.done(outcomeOverload)
 		}
-		pt.done()
 	}
 	if len(live) == 0 {
 		return
@@ -54,40 +58,55 @@ func (r *Router) send(p *peer, batch []*part) {
 		for _, pt := range live {
 			r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
 			r.answerByPolicy(rs, pt.pd, pt.idx, false)
-			pt.done()
+			pt.done(outcomeCircuitOpen)
 		}
 		return
 	}
 	c := callPool.Get().(*call)
 	n := c.build(rs, live)
 	r.metrics.callChecks.Observe(float64(n))
+	var span trace.Span
+	if r.tracer != nil {
+		if span = r.startBatch(p, live, n); span != nil {
+			injectBatch(span, &c.req)
+		}
+	}
 	resp, err := p.calls.Decide(r.ctx, &c.req)
 	c.release()
 	if err == nil && len(resp.Decisions) != n {
 		err = fmt.Errorf("shard answered %d decisions for %d checks", len(resp.Decisions), n)
 	}
+	if span != nil {
+		tracing.End(span, err)
+	}
+	outcome := outcomeDecided
 	switch {
 	case err != nil && r.ctx.Err() != nil:
 		// The router is stopping: no verdict on the shard, and a probe
 		// frees its slot.
 		p.breaker.abandon(probe)
+		outcome = outcomeError
 	case err != nil:
-		p.breaker.failure(now, time.Now())
+		opened := p.breaker.failure(now, time.Now())
 		p.failing.Store(true)
 		reason := "error"
+		outcome = outcomeError
 		if errors.Is(err, shardcall.ErrStalled) || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-			reason = "deadline"
+			reason, outcome = "deadline", outcomeDeadline
 		}
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, reason).Inc()
+		r.logCallFailed(p, err, reason, len(live), n, opened)
 	default:
-		p.breaker.success()
+		if p.breaker.success() {
+			p.log.Debug("shard circuit closed: a call succeeded", "addr", p.member.Addr)
+		}
 		p.failing.Store(false)
 	}
 	k := 0
 	for _, pt := range live {
 		if err != nil {
 			r.answerByPolicy(rs, pt.pd, pt.idx, false)
-			pt.done()
+			pt.done(outcome)
 			continue
 		}
 		pd := pt.pd
@@ -107,7 +126,7 @@ func (r *Router) send(p *peer, batch []*part) {
 			}
 			r.metrics.decided(rs, &pd.checks[i], res)
 		}
-		pt.done()
+		pt.done(outcome)
 	}
 }
 
@@ -218,6 +237,7 @@ func (c *call) release() {
 	}
 	clear(c.req.Checks)
 	clear(c.req.Rules)
+	c.req.TraceContext = nil
 	clear(c.rules)
 	callPool.Put(c)
 }
@@ -229,4 +249,18 @@ func (rs *ruleSet) paramsOf(rule *rules.Rule) *shardlimitv1.RuleParams {
 		return rs.params[i]
 	}
 	return ruleParams(rule)
+}
+
+// logCallFailed logs, at debug, a failed call to p that carried parts
+// requests, n checks in all; the circuit's opening is its own line.
+func (r *Router) logCallFailed(p *peer, err error, reason string, parts, n int, opened bool) {
+	if !p.log.Enabled(r.ctx, slog.LevelDebug) {
+		return
+	}
+	p.log.Debug("shard call failed; its checks answered by failure policy", "addr", p.member.Addr,
+		"reason", reason, "requests", parts, "checks", n, "err", err)
+	if opened {
+		p.log.Debug("shard circuit open: calls answered by failure policy until a probe succeeds",
+			"addr", p.member.Addr, "failures", r.opts.BreakerFailures, "cooldown", r.opts.BreakerCooldown)
+	}
 }

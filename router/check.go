@@ -44,6 +44,9 @@ func (r *Router) Check(ctx context.Context, req *shardlimitv1.CheckRequest) (*sh
 		}
 		resp.Decisions[i] = request.Merge(decisions[sp.From:sp.To])
 	}
+	if r.tracer != nil {
+		annotateCheck(ctx, req, resp)
+	}
 	return resp, nil
 }
 

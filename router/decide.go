@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/request"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -43,9 +46,20 @@ type part struct {
 	peer   *peer
 	idx    []int // entries of pd.checks
 	queued time.Time
+	span   trace.Span // of the wait, when the request is traced (tracing.go)
 }
 
-func (pt *part) done() { pt.pd.wg.Done() }
+// done marks pt answered; outcome says how, on its span when traced.
+func (pt *part) done(outcome string) {
+	if pt.span != nil {
+		pt.span.SetAttributes(attribute.String("shardlimit.outcome", outcome))
+		pt.span.End()
+	}
+	if outcome != outcomeDecided {
+		pt.peer.policy.note(pt.peer.log, outcome, len(pt.idx))
+	}
+	pt.pd.wg.Done()
+}
 
 var pendingPool = sync.Pool{New: func() any { return new(pending) }}
 
@@ -53,7 +67,7 @@ var pendingPool = sync.Pool{New: func() any { return new(pending) }}
 // rare huge request is left to the garbage collector.
 const maxPooledChecks = 4096
 
-func (r *Router) decide(_ context.Context, checks []rules.Resolved, refund bool) []*shardlimitv1.Decision {
+func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund bool) []*shardlimitv1.Decision {
 	rt := r.routing.Load()
 	rs := r.rules.Load()
 	out := make([]*shardlimitv1.Decision, len(checks))
@@ -68,6 +82,11 @@ func (r *Router) decide(_ context.Context, checks []rules.Resolved, refund bool)
 	for o, idx := range pd.groups.ByOwner {
 		if len(idx) > 0 {
 			pd.parts = append(pd.parts, part{pd: pd, peer: rt.peers[o], idx: idx, queued: now})
+		}
+	}
+	if r.traced(ctx) {
+		for j := range pd.parts {
+			r.startWait(ctx, &pd.parts[j])
 		}
 	}
 	pd.wg.Add(len(pd.parts))
@@ -96,12 +115,11 @@ func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
 	case p.client == nil || p.breaker.refusing(now):
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
 		r.answerByPolicy(rs, pt.pd, pt.idx, false)
+		pt.done(outcomeCircuitOpen)
 	case !p.queue.Add(pt, len(pt.idx), inline):
 		r.answerByPolicy(rs, pt.pd, pt.idx, true)
-	default:
-		return
+		pt.done(outcomeOverload)
 	}
-	pt.done()
 }
 
 // answerByPolicy answers the entries idx of pd by their rules' failure

@@ -34,9 +34,13 @@
 // one call for a queue's batch, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
 // breaker.go is the circuit breaker, overlimit.go consults and fills the
-// over-limit cache. With Options.HTTPListen, Start also serves the
-// HTTP/JSON API of package httpapi over the same services, authorizer, TLS
-// config and connection bound. Every call passes the Authorizer of package shard/auth
+// over-limit cache, tracing.go makes the spans of a traced request (its
+// waits for shards, and the calls that carry them, linked to every request
+// they carry) when Options.Tracer is set, and debuglog.go writes the debug
+// lines, built only when debug is on and never one per check. With
+// Options.HTTPListen, Start also serves the HTTP/JSON API of package
+// httpapi over the same services, authorizer, TLS config and connection
+// bound. Every call passes the Authorizer of package shard/auth
 // (grants followed in etcd); the handlers of the calls a service may make
 // check each service the request names (auth.go: mayUseAll, ownHotKeys),
 // admin_grants.go serves the grants, and admin_runstream.go streams a

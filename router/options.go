@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -115,6 +117,9 @@ type Options struct {
 	Ring shardmap.Config
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracer is where the component's spans go (tracing.Start's
+	// TracerProvider); default nil: tracing off, no span is made.
+	Tracer trace.TracerProvider
 }
 
 // DefaultOptions returns the defaults, without the required Etcd and rules.

@@ -14,6 +14,8 @@ import (
 
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/httpapi"
@@ -27,6 +29,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // Router is a running router.
@@ -46,6 +49,9 @@ type Router struct {
 	// time (overlimit.go).
 	overLimit *overLimit
 	auth      *auth.Authorizer
+	// tracer makes the router's spans; nil when tracing is off, and then
+	// no span is made (tracing.go).
+	tracer trace.Tracer
 
 	etcd   *clientv3.Client
 	srv    *rpc.Server
@@ -74,7 +80,8 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
-	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache)}
+	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache),
+		tracer: tracing.Tracer(opts.Tracer, tracerName)}
 	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
 	var err error
@@ -125,13 +132,13 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		return nil, err
 	}
 	srvOpts := append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, srvOpts...); err != nil {
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
 	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
-	envoySvc := envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry})
+	envoySvc := envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry, Traced: r.tracer != nil})
 	if opts.HTTPListen != "" {
 		// The HTTP/JSON API calls the same services through the same
 		// authorizer, on the same TLS config and connection bound. It
@@ -157,7 +164,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			r.metrics.etcdUp.Set(0)
 		}
 	})
-	r.log.Info("router serving", "addr", r.Addr(), "http", r.HTTPAddr(), "rules", r.Rules().Len())
+	r.log.Info("router serving", "addr", r.Addr(), "http", r.HTTPAddr(), "rules", r.Rules().Len(), "tracing", r.tracer != nil)
 	return r, nil
 }
 
@@ -215,6 +222,7 @@ func (r *Router) setRules(u rulestore.Update) {
 	r.metrics.ruleReloads.Inc()
 	r.metrics.ruleGauges.set(set.Rules())
 	r.log.Info("rules loaded", "rules", len(u.Rules), "invalid", len(u.Invalid), "over_bound", len(u.OverBound), "revision", u.Revision)
+	r.logRules(u)
 }
 
 // Stop stops serving and following etcd.

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // peer is the router's connection to one shard, with the queue that
@@ -24,7 +26,9 @@ type peer struct {
 	breaker *breaker
 	calls   *shardcall.Conn // over client; nil with it
 	queue   *batcher.Queue[*part]
-	failing atomic.Bool // the last call failed
+	failing atomic.Bool  // the last call failed
+	log     *slog.Logger // with the shard's id
+	policy  policyLog    // checks answered without the shard, for debug
 }
 
 // routing is an immutable snapshot: the partition table in force (the ring
@@ -41,6 +45,7 @@ type routing struct {
 func (r *Router) setMembers(members []member.Member) {
 	r.peersMu.Lock()
 	defer r.peersMu.Unlock()
+	r.logMembers(r.members, members)
 	r.members = members
 	r.rebuild()
 	r.metrics.members.Set(float64(len(members)))
@@ -79,6 +84,11 @@ func (r *Router) rebuild() {
 	}
 	table := shardmap.Resolve(ring, r.shardMap)
 	old := r.routing.Load()
+	var prev *shardmap.Table
+	if old != nil {
+		prev = old.table
+	}
+	r.logTable(prev, table)
 	byID := map[string]*peer{}
 	if old != nil {
 		for _, p := range old.peers {
@@ -92,7 +102,7 @@ func (r *Router) rebuild() {
 			delete(byID, m.ID)
 			continue
 		}
-		conn, err := grpc.NewClient(m.Addr, rpc.DialCreds(r.opts.ShardTLS))
+		conn, err := grpc.NewClient(m.Addr, r.dialOptions()...)
 		if err != nil {
 			r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
 			next.peers[i] = r.newPeer(m, nil)
@@ -113,13 +123,20 @@ func (r *Router) rebuild() {
 // newPeer returns a peer for shard m that calls it through client (nil:
 // the shard cannot be called, and its checks are answered by policy).
 func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer {
-	p := &peer{member: m, client: client, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown}}
+	p := &peer{member: m, client: client, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown},
+		log: r.log.With("shard", m.ID)}
 	if client != nil {
-		p.calls = shardcall.New(r.ctx, client, r.opts.Deadline)
+		p.calls = shardcall.New(r.ctx, client, r.opts.Deadline, p.log)
 	}
 	p.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
 		func(batch []*part) { r.send(p, batch) })
 	return p
+}
+
+// dialOptions are the options of the router's connections to shards and
+// to the rebalance leader.
+func (r *Router) dialOptions() []grpc.DialOption {
+	return append([]grpc.DialOption{rpc.DialCreds(r.opts.ShardTLS)}, tracing.DialOptions(r.opts.Tracer)...)
 }
 
 // closePeers closes every connection; used on stop.

@@ -12,6 +12,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/limiter"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // batch is the scratch space of one Decide call, reused through batchPool
@@ -31,9 +32,9 @@ const maxPooledChecks = 4096
 // Decide implements the shard API: it validates the whole batch first (a
 // bad check changes nothing), reads the clock once, and decides every
 // check through Store.DecideBatch.
-func (s *Server) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+func (s *Server) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
 	var out answers
-	if err := s.decide(req, &out); err != nil {
+	if err := s.decide(ctx, req, &out); err != nil {
 		return nil, err
 	}
 	return &out.resp, nil
@@ -87,7 +88,7 @@ func (s *Server) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.DecideStr
 			return recvErr
 		}
 		resp.Batch, resp.Response, resp.Error = req.Batch, nil, ""
-		if err := s.decide(req.GetRequest(), &out); err != nil {
+		if err := s.decide(st.Context(), req.GetRequest(), &out); err != nil {
 			resp.Error = status.Convert(err).Message()
 		} else {
 			resp.Response = &out.resp
@@ -98,8 +99,14 @@ func (s *Server) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.DecideStr
 	}
 }
 
-// decide validates req and decides it into out, reusing out's space.
-func (s *Server) decide(req *shardlimitv1.DecideRequest, out *answers) error {
+// decide validates req and decides it into out, reusing out's space. A
+// batch that carries a router's trace context gets a span in that trace
+// (ctx is the call's or the stream's).
+func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, out *answers) (err error) {
+	if s.tracer != nil && len(req.GetTraceContext()) > 0 {
+		span := s.startBatch(ctx, req)
+		defer func() { tracing.End(span, err) }()
+	}
 	b := batchPool.Get().(*batch)
 	defer func() {
 		if cap(b.checks) <= maxPooledChecks {

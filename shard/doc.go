@@ -23,7 +23,10 @@
 // load and hot-key bookkeeping once per batch, and each key's placement hash
 // taken from the router (checked against the check's partition), so that
 // only the key's other half is hashed here. The algorithms themselves are
-// the pure functions of package limiter.
+// the pure functions of package limiter. A batch that carries a router's
+// trace context (DecideRequest.trace_context) gets a span in that trace
+// when the shard traces (tracing.go, Options.Tracer); debuglog.go writes
+// what the store swept and evicted, at debug.
 //
 // The Server's life in the cluster (lifecycle.go) is made of hand-offs of
 // package handoff: Start registers it in etcd as joining (package
@@ -41,7 +44,7 @@
 //
 // The shared contracts and plumbing live in sub-packages that routers and
 // the rebalance job import too: key, member, membership, shardmap,
-// mapstore, handoff, etcd, rpc, auth, creds. A shard never reads rules
+// mapstore, handoff, etcd, rpc, auth, creds, tracing. A shard never reads rules
 // from etcd, calls another shard only to move counters, and nothing under
 // shard/ imports router/ or rebalance/.
 package shard

@@ -188,6 +188,7 @@ func (s *Server) Import(_ context.Context, req *shardlimitv1.ImportRequest) (*sh
 		keys[i] = Exported{Key: key.Key{Hi: k.Hi, Lo: k.Lo}, Algo: limiter.Algorithm(k.Algorithm), State: limiter.State{A: k.A, B: k.B}, Times: k.Times, Fresh: k.FreshUnixNs}
 	}
 	imported, kept := s.store.Import(keys, now)
+	s.opts.Logger.Debug("hand-off: imported keys", "keys", len(keys), "imported", imported, "kept", kept)
 	return &shardlimitv1.ImportResponse{Imported: uint64(imported), Kept: uint64(kept)}, nil
 }
 
@@ -218,5 +219,6 @@ func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardl
 		return nil, err
 	}
 	n := s.store.Drop(req.Partitions, int(req.PartitionCount), time.Now().UnixNano())
+	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
 	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil
 }

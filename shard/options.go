@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -119,6 +121,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracer is where the component's spans go (tracing.Start's
+	// TracerProvider); default nil: tracing off, no span is made.
+	Tracer trace.TracerProvider
 }
 
 // Memory bounds.

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"go.opentelemetry.io/otel/trace"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
@@ -22,6 +24,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // Version is the binary's version, written into the member record.
@@ -52,6 +55,9 @@ type Server struct {
 	record member.Member // as last written
 
 	handoffMetrics *handoffMetrics
+	// tracer makes the span of each batch that a router traced; nil when
+	// tracing is off.
+	tracer trace.Tracer
 
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -75,6 +81,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, started: started, done: make(chan struct{}), lost: make(chan struct{}, 1), streamsEnd: make(chan struct{})}
 	s.peers.TLS = opts.ShardTLS
+	s.peers.Options = tracing.DialOptions(opts.Tracer)
+	s.tracer = tracing.Tracer(opts.Tracer, "github.com/shardlimit/shardlimit/shard")
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
@@ -103,7 +111,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(opts.Limits.ServerOptions(s.registry, "shard"), s.auth.ServerOptions()...)...); err != nil {
+	srvOpts := append(opts.Limits.ServerOptions(s.registry, "shard"), s.auth.ServerOptions()...)
+	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		return nil, err
 	}
 	shardlimitv1.RegisterShardServer(s.srv, s)
@@ -237,6 +246,7 @@ func (s *Server) background() {
 	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
 	defer sweep.Stop()
 	next := 0
+	var last StoreStats // at the last whole sweep, for the debug log
 	for {
 		select {
 		case <-s.done:
@@ -249,6 +259,9 @@ func (s *Server) background() {
 		case <-sweep.C:
 			s.store.Sweep(next, next+1, time.Now().UnixNano())
 			next = (next + 1) % stripes
+			if next == 0 {
+				s.logSweep(&last)
+			}
 		}
 	}
 }

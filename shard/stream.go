@@ -57,7 +57,7 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	}
 	in := partitionSet(req.Partitions, int(req.PartitionCount))
 	chunk := &shardlimitv1.ExportStreamResponse{}
-	size := 0
+	size, exported := 0, 0
 	var buf []Exported
 	for i := range s.store.stripes {
 		buf = s.store.exportStripe(i, in, buf[:0])
@@ -69,6 +69,7 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 					return err
 				}
 				s.handoffMetrics.keys[directionOut].Add(float64(len(chunk.Keys)))
+				exported += len(chunk.Keys)
 				chunk, size = &shardlimitv1.ExportStreamResponse{Keys: make([]*shardlimitv1.KeyState, 0, len(chunk.Keys))}, 0
 			}
 			chunk.Keys = append(chunk.Keys, k)
@@ -80,7 +81,9 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 			return err
 		}
 		s.handoffMetrics.keys[directionOut].Add(float64(len(chunk.Keys)))
+		exported += len(chunk.Keys)
 	}
+	s.opts.Logger.Debug("hand-off: exported partitions", "partitions", len(req.Partitions), "keys", exported)
 	return nil
 }
 
@@ -102,6 +105,8 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 		return nil, status.Error(codes.InvalidArgument, "source_addr: "+err.Error())
 	}
 	c, err := handoff.Pull(ctx, from, req, s.merge)
+	s.opts.Logger.Debug("hand-off: pulled partitions", "from", req.SourceId, "from_addr", req.SourceAddr, "partitions", len(req.Partitions),
+		"keys", c.Keys, "imported", c.Imported, "kept", c.Kept, "chunks", c.Chunks, "err", err)
 	resp := &shardlimitv1.PullResponse{Keys: c.Keys, Imported: c.Imported, Kept: c.Kept, Chunks: c.Chunks}
 	if err != nil {
 		// The source's or the import's own code, with the whole story.

@@ -44,12 +44,14 @@ type devOptions struct {
 	maxMemory         int64         // the shards' --max-memory; 0: their default
 	routerDeadline    time.Duration // the router's --deadline; 0: its default
 	pprof             bool          // the components' --pprof
+	trace             *traceFlags   // the components' --otlp-* and --trace-sample-ratio
 }
 
 func devCmd() *cobra.Command {
 	o := devOptions{
 		etcdListen: "127.0.0.1:2379", routerListen: "127.0.0.1:8081", httpListen: "127.0.0.1:8082", metricsListen: "127.0.0.1:9091",
 		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second, rebalanceInterval: time.Minute,
+		trace: newTraceFlags(),
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -66,6 +68,9 @@ line says where, and the next line is the export to run.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.shards < 1 || o.shards > 32 {
 				return fmt.Errorf("shards: %d not in 1..32", o.shards)
+			}
+			if err := o.trace.o.Validate(); err != nil {
+				return usageErrorf("--%v", err)
 			}
 			return runDev(cmd.Context(), cmd.OutOrStdout(), o)
 		},
@@ -84,6 +89,7 @@ line says where, and the next line is the export to run.`,
 	f.BoolVar(&o.pprof, "pprof", false, "start every component with --pprof: Go's profiles at /debug/pprof/ on its metrics address")
 	f.DurationVar(&o.routerDeadline, "router-deadline", 0, "the router's --deadline (default: the router's own, 20ms); a longer one keeps a machine shared with other work from turning scheduling delays into failure-policy answers while benchmarking")
 	f.Var(newSizeFlag(&o.maxMemory), "max-memory", "each shard's --max-memory, the bound on its process's memory (default: the shard's own, 1792MiB)")
+	o.trace.register(f) // passed on to every component
 	return cmd
 }
 
@@ -143,7 +149,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		if o.maxMemory != 0 {
 			args = append(args, "--max-memory", formatSize(o.maxMemory))
 		}
-		c, err := startChild(out, id, exe, append(args, o.profiles()...)...)
+		c, err := startChild(out, id, exe, append(args, o.passed()...)...)
 		if err != nil {
 			return err
 		}
@@ -157,13 +163,13 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if o.httpListen != "" {
 		routerArgs = append(routerArgs, "--http-listen", o.httpListen)
 	}
-	rc, err := startChild(out, "router", exe, append(routerArgs, o.profiles()...)...)
+	rc, err := startChild(out, "router", exe, append(routerArgs, o.passed()...)...)
 	if err != nil {
 		return err
 	}
 	children = append(children, rc)
 	bc, err := startChild(out, "rebalance", exe, append(sec.args(sec.pki.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
-		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1]), o.profiles()...)...)
+		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1]), o.passed()...)...)
 	if err != nil {
 		return err
 	}
@@ -298,12 +304,14 @@ func (c *child) exited() bool {
 
 // startChild starts a component, with dev's own --log-format and
 // --log-level.
-// profiles returns the flag that turns a component's profiles on, if asked.
-func (o devOptions) profiles() []string {
+// passed returns the flags dev passes on to every component: --pprof if
+// asked, and the tracing flags.
+func (o devOptions) passed() []string {
+	out := o.trace.args()
 	if o.pprof {
-		return []string{"--pprof"}
+		out = append(out, "--pprof")
 	}
-	return nil
+	return out
 }
 
 func startChild(out io.Writer, name, exe string, args ...string) (*child, error) {

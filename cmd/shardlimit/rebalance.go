@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ func rebalanceCmd() *cobra.Command {
 	var profiles bool
 	var tf tlsFlags
 	var sf secureFlags
+	tr := newTraceFlags()
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Run a rebalance instance: the elected leader moves hot partitions between shards.",
@@ -28,6 +30,12 @@ func rebalanceCmd() *cobra.Command {
 				return err
 			}
 			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
+			traces, err := tr.start(cmd.Context(), "shardlimit-rebalance", o.ID)
+			if err != nil {
+				return err
+			}
+			defer traces.Shutdown(context.Background())
+			o.Tracer = traces.TracerProvider
 			j, err := rebalance.Start(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -65,5 +73,6 @@ func rebalanceCmd() *cobra.Command {
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	sf.register(f)
+	tr.register(f)
 	return cmd
 }

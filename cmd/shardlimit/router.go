@@ -16,6 +16,7 @@ func routerCmd() *cobra.Command {
 	var profiles bool
 	var tf tlsFlags
 	var sf secureFlags
+	tr := newTraceFlags()
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the public RateLimiter API in front of the shards.",
@@ -30,6 +31,12 @@ func routerCmd() *cobra.Command {
 				return err
 			}
 			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
+			traces, err := tr.start(cmd.Context(), "shardlimit-router", "")
+			if err != nil {
+				return err
+			}
+			defer traces.Shutdown(context.Background())
+			o.Tracer = traces.TracerProvider
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			r, err := router.Start(ctx, o)
 			cancel()
@@ -78,5 +85,6 @@ func routerCmd() *cobra.Command {
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	sf.register(f)
+	tr.register(f)
 	return cmd
 }

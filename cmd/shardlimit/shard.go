@@ -39,6 +39,7 @@ func shardCmd() *cobra.Command {
 	var profiles bool
 	var tf tlsFlags
 	var sf secureFlags
+	tr := newTraceFlags()
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
@@ -80,6 +81,12 @@ partitions count from zero at their next owners.`,
 				return err
 			}
 			defer ops.close()
+			traces, err := tr.start(cmd.Context(), "shardlimit-shard", o.ID)
+			if err != nil {
+				return err
+			}
+			defer traces.Shutdown(context.Background())
+			o.Tracer = traces.TracerProvider
 			s, err := shard.Start(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -118,5 +125,6 @@ partitions count from zero at their next owners.`,
 	registerLimits(f, &o.Limits)
 	tf.register(f, true)
 	sf.register(f)
+	tr.register(f)
 	return cmd
 }

@@ -35,6 +35,10 @@ type Options struct {
 	// Registerer, when set, gets shardlimit_router_envoy_descriptors_total;
 	// default nil: not counted (a second service on one router, in tests).
 	Registerer prometheus.Registerer
+	// Traced sets the domain, the descriptor count and the overall code
+	// on each call's span (the router's gRPC server span); default false:
+	// tracing is off, and the span is not even looked for.
+	Traced bool
 }
 
 // DefaultOptions returns the defaults.

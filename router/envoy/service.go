@@ -11,6 +11,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -88,6 +90,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if set := s.d.Rules(); set != nil {
 		candidates = set.Descriptors(req.Domain)
 	}
+	if s.opts.Traced {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("shardlimit.domain", req.Domain), attribute.Int("shardlimit.descriptors", len(req.Descriptors)))
+	}
 	outcomes, err := resolve(candidates, req, hits, s.opts.MaxCounterLength)
 	if err != nil {
 		return nil, toStatus(err)
@@ -138,6 +143,9 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	if s.opts.Headers {
 		resp.ResponseHeadersToAdd = headers(states)
+	}
+	if s.opts.Traced {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("shardlimit.overall_code", resp.OverallCode.String()))
 	}
 	return resp, nil
 }

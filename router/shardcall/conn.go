@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,8 @@ type Conn struct {
 	deadline time.Duration
 	unary    atomic.Bool // the shard has no DecideStream
 	nextID   atomic.Uint64
+	log      *slog.Logger
+	opened   int // streams opened; under mu
 
 	mu  sync.Mutex // guards cur; held while a stream opens
 	cur *stream
@@ -42,9 +45,13 @@ type Conn struct {
 
 // New returns a Conn that calls the shard through client, with streams
 // that end when life does, and batches that fail when their shard answers
-// nothing for deadline (see Decide).
-func New(life context.Context, client shardlimitv1.ShardClient, deadline time.Duration) *Conn {
-	return &Conn{client: client, life: life, deadline: deadline}
+// nothing for deadline (see Decide). It logs the streams it opens and why
+// they end to log, at debug; nil logs nothing.
+func New(life context.Context, client shardlimitv1.ShardClient, deadline time.Duration, log *slog.Logger) *Conn {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Conn{client: client, life: life, deadline: deadline, log: log}
 }
 
 // stream is one DecideStream and the batches in flight on it.
@@ -174,7 +181,9 @@ func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest)
 // unaryFromNowOn calls a shard that has no DecideStream with unary Decide,
 // req first: a shard that did not know the method decided nothing of it.
 func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-	c.unary.Store(true)
+	if !c.unary.Swap(true) {
+		c.log.Debug("shard has no DecideStream; calling unary Decide from now on")
+	}
 	return c.decideUnary(ctx, req)
 }
 
@@ -191,11 +200,18 @@ func (c *Conn) stream(ctx context.Context) (*stream, error) {
 	st, err := c.client.DecideStream(sctx)
 	if !stop() || err != nil {
 		cancel()
-		return nil, errors.Join(err, ctx.Err())
+		err = errors.Join(err, ctx.Err())
+		c.log.Debug("cannot open a DecideStream to the shard", "err", err)
+		return nil, err
 	}
 	s := &stream{c: c, st: st, cancel: cancel}
 	s.heard.Store(time.Now().UnixNano())
 	c.cur = s
+	if c.opened++; c.opened > 1 {
+		c.log.Debug("DecideStream to the shard reopened", "streams_opened", c.opened)
+	} else {
+		c.log.Debug("DecideStream to the shard opened")
+	}
 	go s.receive()
 	return s, nil
 }
@@ -254,13 +270,17 @@ func (s *stream) receive() {
 // the Conn opens a new stream for the next batch.
 func (s *stream) fail(err error) {
 	s.mu.Lock()
-	if s.err == nil {
+	first := s.err == nil
+	if first {
 		s.err = err
 	}
 	err = s.err
 	pending := s.fifo
 	s.fifo = nil
 	s.mu.Unlock()
+	if first && s.c.life.Err() == nil {
+		s.c.log.Debug("DecideStream to the shard ended; the next batch opens a new one", "err", err, "batches_failed", len(pending))
+	}
 	s.cancel()
 	s.c.mu.Lock()
 	if s.c.cur == s {

@@ -107,7 +107,7 @@ func decide(t *testing.T, c *Conn, timeout time.Duration, req *shardlimitv1.Deci
 // Concurrent batches share one stream, and each caller gets its own answer.
 func TestBatchesShareOneStreamAndGetTheirOwnAnswers(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, f), time.Minute)
+	c := New(t.Context(), serve(t, f), time.Minute, nil)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -131,7 +131,7 @@ func TestBatchesShareOneStreamAndGetTheirOwnAnswers(t *testing.T) {
 // the stream goes on.
 func TestRefusedBatchFailsAloneAsInvalidArgument(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, f), time.Minute)
+	c := New(t.Context(), serve(t, f), time.Minute, nil)
 	_, err := decide(t, c, 10*time.Second, batch("bad", 1))
 	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != "checks[0].rule: index 3 out of range 0..0" {
 		t.Fatalf("refused batch: %v", err)
@@ -149,7 +149,7 @@ func TestRefusedBatchFailsAloneAsInvalidArgument(t *testing.T) {
 func TestDeadlineDropsTheStalledStream(t *testing.T) {
 	f := &fakeShard{release: make(chan struct{})}
 	defer close(f.release)
-	c := New(t.Context(), serve(t, f), time.Minute)
+	c := New(t.Context(), serve(t, f), time.Minute, nil)
 	if _, err := decide(t, c, 10*time.Second, batch("warm", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestDeadlineDropsTheStalledStream(t *testing.T) {
 func TestSilentStreamStalls(t *testing.T) {
 	f := &fakeShard{release: make(chan struct{})}
 	defer close(f.release)
-	c := New(t.Context(), serve(t, f), 50*time.Millisecond)
+	c := New(t.Context(), serve(t, f), 50*time.Millisecond, nil)
 	if _, err := c.Decide(context.Background(), batch("stall", 1)); !errors.Is(err, ErrStalled) {
 		t.Fatalf("batch to a silent shard: %v, want ErrStalled", err)
 	}
@@ -212,7 +212,7 @@ func TestSilentStreamStalls(t *testing.T) {
 // waits 1.5s, over the deadline of 1s.)
 func TestBatchWaitingBehindAnsweringShardDoesNotStall(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, f), time.Second)
+	c := New(t.Context(), serve(t, f), time.Second, nil)
 	errs := make(chan error, 30)
 	for i := range 30 {
 		go func() {
@@ -231,7 +231,7 @@ func TestBatchWaitingBehindAnsweringShardDoesNotStall(t *testing.T) {
 // batch included.
 func TestShardWithoutStreamsIsCalledUnary(t *testing.T) {
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, unaryOnly{f: f}), time.Minute)
+	c := New(t.Context(), serve(t, unaryOnly{f: f}), time.Minute, nil)
 	for i := range 3 {
 		if resp, err := decide(t, c, 10*time.Second, batch("u", int64(i))); err != nil || resp.Decisions[0].Remaining != int64(i) {
 			t.Fatalf("batch %d: %v, %v", i, resp, err)

@@ -14,6 +14,7 @@
 // stalled stream is never reused. A shard that does not know DecideStream
 // (an older version) is called with unary Decide instead.
 //
+// It logs at debug the streams it opens and reopens and why each ended.
 // It judges nothing: failures go back to the caller, whose circuit breaker
 // decides what they mean. It holds no rules and never retries a batch (a
 // shard may have decided it).

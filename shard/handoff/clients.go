@@ -17,6 +17,8 @@ type Dialer struct {
 	// TLS secures the calls (with a client certificate for mTLS); nil
 	// dials in plain text.
 	TLS *tls.Config
+	// Options are further dial options (tracing's); default none.
+	Options []grpc.DialOption
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -29,7 +31,7 @@ func (d *Dialer) Client(m member.Member) (shardlimitv1.ShardClient, error) {
 	if c := d.conns[m.Addr]; c != nil {
 		return shardlimitv1.NewShardClient(c), nil
 	}
-	c, err := grpc.NewClient(m.Addr, rpc.DialCreds(d.TLS))
+	c, err := grpc.NewClient(m.Addr, append([]grpc.DialOption{rpc.DialCreds(d.TLS)}, d.Options...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial shard %s at %s: %w", m.ID, m.Addr, err)
 	}

@@ -145,7 +145,9 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	}
 	defer func() { rep.Took = time.Since(start) }()
 	o.step(StepCopy)
+	o.Logger.Debug("hand-off: copying", "pairs", len(pairs), "partitions", rep.Partitions)
 	failed := copyAll(ctx, &o, StepCopy, pairs, &rep)
+	o.Logger.Debug("hand-off: first copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(failed))
 	if switchOwners == nil {
 		rep.NotHandedOver = failed
 		return rep, failedErr(failed)
@@ -164,6 +166,7 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		return rep, nil // nothing moves: no router needs to settle
 	}
 	o.step(StepSettle)
+	o.Logger.Debug("hand-off: switched owners; settling before the second copy", "settle", o.Settle)
 	select {
 	case <-time.After(o.Settle):
 	case <-ctx.Done():
@@ -172,6 +175,7 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	// reported as not handed over.
 	o.step(StepCopyAgain)
 	rep.NotHandedOver = copyAll(ctx, &o, StepCopyAgain, pairs, &rep)
+	o.Logger.Debug("hand-off: second copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(rep.NotHandedOver), "drop", o.Drop)
 	if o.Drop {
 		o.step(StepDrop)
 		drop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
@@ -201,7 +205,10 @@ func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Repo
 	var wg sync.WaitGroup
 	for _, p := range pairs {
 		wg.Go(func() {
+			start := time.Now()
 			c, err := copyPair(ctx, o, p)
+			o.Logger.Debug("hand-off: copied a pair", "from", p.From.ID, "to", p.To.ID, "partitions", len(p.Partitions),
+				"keys", c.Keys, "imported", c.Imported, "chunks", c.Chunks, "took", time.Since(start).Round(time.Millisecond), "err", err)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Keys += c.Keys

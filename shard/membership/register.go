@@ -116,6 +116,7 @@ func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeep
 	r.mu.Lock()
 	r.lease, r.rev = lease.ID, resp.Header.Revision
 	r.mu.Unlock()
+	r.log.Debug("membership registered under a new lease", "lease", fmt.Sprintf("%x", int64(lease.ID)), "ttl_s", r.ttl, "revision", resp.Header.Revision)
 	return ka, nil
 }
 
@@ -229,6 +230,7 @@ func (r *Registration) waitLost(ctx context.Context, ka <-chan *clientv3.LeaseKe
 		select {
 		case _, ok := <-ka:
 			if !ok {
+				r.log.Debug("membership keep-alives ended (etcd silent for a TTL, or the lease expired)")
 				return
 			}
 		case wr, ok := <-wch:
@@ -238,6 +240,7 @@ func (r *Registration) waitLost(ctx context.Context, ka <-chan *clientv3.LeaseKe
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
+					r.log.Debug("membership record deleted behind this member's back", "key", r.key, "revision", ev.Kv.ModRevision)
 					return
 				}
 			}

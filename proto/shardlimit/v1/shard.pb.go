@@ -317,9 +317,14 @@ func (x *ShardCheck) GetHash() uint64 {
 }
 
 type DecideRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rules         []*RuleParams          `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
-	Checks        []*ShardCheck          `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Rules  []*RuleParams          `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	Checks []*ShardCheck          `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	// The W3C trace context (traceparent, tracestate) of the router's span
+	// for this batch, when the router traces it; empty otherwise. A batch
+	// serves many requests, so the context travels with the batch, not in
+	// the stream's metadata.
+	TraceContext  map[string]string `protobuf:"bytes,3,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -364,6 +369,13 @@ func (x *DecideRequest) GetRules() []*RuleParams {
 func (x *DecideRequest) GetChecks() []*ShardCheck {
 	if x != nil {
 		return x.Checks
+	}
+	return nil
+}
+
+func (x *DecideRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -1924,10 +1936,14 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04rule\x18\x05 \x01(\rR\x04rule\x12\x1c\n" +
 	"\tpartition\x18\x06 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06refund\x18\a \x01(\bR\x06refund\x12\x12\n" +
-	"\x04hash\x18\b \x01(\x06R\x04hash\"s\n" +
+	"\x04hash\x18\b \x01(\x06R\x04hash\"\x89\x02\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
-	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xd5\x02\n" +
+	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\x12S\n" +
+	"\rtrace_context\x18\x03 \x03(\v2..shardlimit.v1.DecideRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
 	"\rShardDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -2077,7 +2093,7 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(Algorithm)(0),               // 0: shardlimit.v1.Algorithm
 	(*RuleParams)(nil),           // 1: shardlimit.v1.RuleParams
@@ -2106,44 +2122,46 @@ var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(*ExportStreamResponse)(nil), // 24: shardlimit.v1.ExportStreamResponse
 	(*PullRequest)(nil),          // 25: shardlimit.v1.PullRequest
 	(*PullResponse)(nil),         // 26: shardlimit.v1.PullResponse
+	nil,                          // 27: shardlimit.v1.DecideRequest.TraceContextEntry
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
 	1,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
 	2,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
-	4,  // 3: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
-	3,  // 4: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
-	5,  // 5: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
-	9,  // 6: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
-	12, // 7: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	17, // 8: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
-	17, // 9: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
-	17, // 10: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
-	3,  // 11: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 12: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
-	8,  // 13: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	11, // 14: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	14, // 15: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	16, // 16: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	19, // 17: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	21, // 18: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	23, // 19: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
-	25, // 20: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
-	5,  // 21: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	7,  // 22: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
-	10, // 23: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	13, // 24: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	15, // 25: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	18, // 26: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	20, // 27: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	22, // 28: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	24, // 29: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
-	26, // 30: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	27, // 3: shardlimit.v1.DecideRequest.trace_context:type_name -> shardlimit.v1.DecideRequest.TraceContextEntry
+	4,  // 4: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
+	3,  // 5: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
+	5,  // 6: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
+	9,  // 7: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
+	12, // 8: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	17, // 9: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
+	17, // 10: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
+	17, // 11: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
+	3,  // 12: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	6,  // 13: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
+	8,  // 14: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	11, // 15: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	14, // 16: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	16, // 17: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	19, // 18: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	21, // 19: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	23, // 20: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
+	25, // 21: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
+	5,  // 22: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	7,  // 23: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
+	10, // 24: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	13, // 25: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	15, // 26: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	18, // 27: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	20, // 28: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	22, // 29: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	24, // 30: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
+	26, // 31: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
+	22, // [22:32] is the sub-list for method output_type
+	12, // [12:22] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -2157,7 +2175,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
