@@ -7,12 +7,11 @@
 package shardlimitv1
 
 import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -380,8 +379,15 @@ type ShardDecision struct {
 	SoftAllowanceUsed bool                   `protobuf:"varint,7,opt,name=soft_allowance_used,json=softAllowanceUsed,proto3" json:"soft_allowance_used,omitempty"`
 	Shadow            bool                   `protobuf:"varint,8,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	ShadowDenied      bool                   `protobuf:"varint,9,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The shard did not decide this check and counted nothing: the check's
+	// partition is not the shard's to decide now (its counters are being
+	// taken over from a shard that lost its lease, or the shard handed them
+	// to a new owner in such a takeover, or the shard does not own it yet).
+	// The router answers it by the rule's failure policy; the shard itself
+	// is not failing.
+	NotDecided    bool `protobuf:"varint,10,opt,name=not_decided,json=notDecided,proto3" json:"not_decided,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ShardDecision) Reset() {
@@ -473,6 +479,13 @@ func (x *ShardDecision) GetShadow() bool {
 func (x *ShardDecision) GetShadowDenied() bool {
 	if x != nil {
 		return x.ShadowDenied
+	}
+	return false
+}
+
+func (x *ShardDecision) GetNotDecided() bool {
+	if x != nil {
+		return x.NotDecided
 	}
 	return false
 }
@@ -1599,6 +1612,12 @@ type ExportStreamRequest struct {
 	// than max_chunk_bytes (a long sliding log) travels in a chunk of its own.
 	MaxChunkKeys  uint32 `protobuf:"varint,3,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
 	MaxChunkBytes uint32 `protobuf:"varint,4,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	// Fence the partitions first: the exporting shard stops deciding them
+	// (their checks are answered not_decided) before it reads them, so the
+	// export is exact. A shard taking over the partitions of a shard that
+	// lost its lease asks for it; planned hand-offs do not (they switch
+	// routers, then copy again).
+	Fence         bool `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1680,13 @@ func (x *ExportStreamRequest) GetMaxChunkBytes() uint32 {
 	return 0
 }
 
+func (x *ExportStreamRequest) GetFence() bool {
+	if x != nil {
+		return x.Fence
+	}
+	return false
+}
+
 // ExportStreamResponse is one chunk of a streamed export.
 type ExportStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1717,6 +1743,8 @@ type PullRequest struct {
 	// Bounds on one chunk, as in ExportStreamRequest.
 	MaxChunkKeys  uint32 `protobuf:"varint,5,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
 	MaxChunkBytes uint32 `protobuf:"varint,6,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	// Fence the partitions at the source, as in ExportStreamRequest.
+	Fence         bool `protobuf:"varint,7,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1791,6 +1819,13 @@ func (x *PullRequest) GetMaxChunkBytes() uint32 {
 		return x.MaxChunkBytes
 	}
 	return 0
+}
+
+func (x *PullRequest) GetFence() bool {
+	if x != nil {
+		return x.Fence
+	}
+	return false
 }
 
 type PullResponse struct {
@@ -1895,7 +1930,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04hash\x18\b \x01(\x06R\x04hash\"s\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
-	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xb1\x02\n" +
+	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\"\xd2\x02\n" +
 	"\rShardDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1905,7 +1940,10 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\bdelay_ns\x18\x06 \x01(\x03R\adelayNs\x12.\n" +
 	"\x13soft_allowance_used\x18\a \x01(\bR\x11softAllowanceUsed\x12\x16\n" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12#\n" +
-	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\"L\n" +
+	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\x12\x1f\n" +
+	"\vnot_decided\x18\n" +
+	" \x01(\bR\n" +
+	"notDecided\"L\n" +
 	"\x0eDecideResponse\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\"c\n" +
 	"\x13DecideStreamRequest\x12\x14\n" +
@@ -1983,16 +2021,17 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
 	"\fDropResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"\xac\x01\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\xc2\x01\n" +
 	"\x13ExportStreamRequest\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\x12$\n" +
 	"\x0emax_chunk_keys\x18\x03 \x01(\rR\fmaxChunkKeys\x12&\n" +
-	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\"C\n" +
+	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
+	"\x05fence\x18\x05 \x01(\bR\x05fence\"C\n" +
 	"\x14ExportStreamResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xe2\x01\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xf8\x01\n" +
 	"\vPullRequest\x12\x1b\n" +
 	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
 	"\vsource_addr\x18\x02 \x01(\tR\n" +
@@ -2002,7 +2041,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12$\n" +
 	"\x0emax_chunk_keys\x18\x05 \x01(\rR\fmaxChunkKeys\x12&\n" +
-	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\"j\n" +
+	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
+	"\x05fence\x18\a \x01(\bR\x05fence\"j\n" +
 	"\fPullResponse\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x04R\bimported\x12\x12\n" +
