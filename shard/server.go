@@ -21,6 +21,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/load"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/ownership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
@@ -52,6 +53,11 @@ type Server struct {
 	record member.Member // as last written
 
 	handoffMetrics *handoffMetrics
+
+	// owned says which partitions the shard decides now; view is the
+	// owner table it follows (takeover.go).
+	owned *ownership.Set
+	view  view
 
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -93,6 +99,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.registry, s)
 	s.handoffMetrics = newHandoffMetrics(s.registry)
+	s.owned = ownership.New(opts.Partitions)
+	s.registry.MustRegister(partitionsCollector{s.owned})
 	s.store = NewStore(StoreOptions{MaxBytes: opts.MaxMemoryBytes, MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	if opts.Grants == nil && opts.GrantsFile != "" {
 		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
@@ -127,6 +135,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		addr = s.srv.Addr()
 	}
 	s.record = member.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, State: member.Joining}
+	// Follow the owner table before joining: the partitions this shard
+	// gains from then on without a hand-off are taken over (takeover.go).
+	if err := s.follow(ctx); err != nil {
+		s.srv.Kill()
+		s.cancel()
+		_ = s.etcd.Close()
+		return nil, err
+	}
 	// Register as joining and take the counters of the partitions this
 	// shard gains before it owns them: routers send it nothing until then.
 	if err := s.enter(ctx); err != nil {

@@ -27,7 +27,6 @@ import (
 
 const partitions = 1024
 
-// startShard starts a shard under prefix, stopped abruptly when tb ends.
 // pki is the test shards' local PKI, made once: shards serve mTLS, pull
 // from each other as internal identities, and the test calls them as a
 // router.
@@ -47,8 +46,12 @@ func must(cfg *tls.Config, err error) *tls.Config {
 	return cfg
 }
 
+// startShard starts a shard alone in a cluster of its own, under
+// prefix<id>/, stopped abruptly when tb ends: it decides every partition,
+// and the tests move counters between such shards by hand.
 func startShard(tb testing.TB, prefix, id string) (*shard.Server, shardlimitv1.ShardClient) {
 	tb.Helper()
+	prefix += id + "/"
 	p, err := pki()
 	if err != nil {
 		tb.Fatal(err)
