@@ -61,7 +61,10 @@ var Metrics = []string{
 	"shardlimit_shard_grants_invalid",
 	"shardlimit_shard_state",                // {state}: joining, serving, draining
 	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
-	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back
+	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back, takeover
+	"shardlimit_shard_takeovers_total",      // {result}: exact, unreachable, timeout
+	"shardlimit_shard_partitions",           // {state}: owned, pending, fenced, unowned
+	"shardlimit_shard_not_decided_total",
 
 	// Rebalance (shardlimit rebalance --metrics-listen).
 	"shardlimit_rebalance_leader",
