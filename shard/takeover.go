@@ -96,6 +96,14 @@ func (s *Server) updateView() {
 	v.closeFirst.Do(func() { close(v.first) })
 }
 
+// Owners returns the owner table the shard follows, as routers do; nil
+// before it read the members and the shard map.
+func (s *Server) Owners() *shardmap.Table {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	return s.view.table
+}
+
 // Takeover results, the values of the result label.
 var takeoverResults = []string{"exact", "unreachable", "timeout"}
 

@@ -51,7 +51,13 @@ func must(cfg *tls.Config, err error) *tls.Config {
 // and the tests move counters between such shards by hand.
 func startShard(tb testing.TB, prefix, id string) (*shard.Server, shardlimitv1.ShardClient) {
 	tb.Helper()
-	prefix += id + "/"
+	return startIn(tb, prefix+id+"/", id, nil)
+}
+
+// startIn starts shard id in the cluster under prefix, with its options
+// adjusted by adjust when set, stopped abruptly when tb ends.
+func startIn(tb testing.TB, prefix, id string, adjust func(*shard.Options)) (*shard.Server, shardlimitv1.ShardClient) {
+	tb.Helper()
 	p, err := pki()
 	if err != nil {
 		tb.Fatal(err)
@@ -62,6 +68,9 @@ func startShard(tb testing.TB, prefix, id string) (*shard.Server, shardlimitv1.S
 	o.TLS = must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert))
 	o.ShardTLS = must(creds.ClientTLS(p.Shard, creds.LocalServerName))
 	o.Grants = p.Grants()
+	if adjust != nil {
+		adjust(&o)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := shard.Start(ctx, o)
