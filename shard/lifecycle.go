@@ -27,10 +27,12 @@ import (
 //   - drain (Stop): push the counters of every partition this shard owns
 //     to its next owner (the owner function without this shard); write
 //     the record as draining (routers switch); push again; deregister.
-//   - a lost lease: routers have already moved this shard's partitions.
-//     Push their counters to the new owners (one copy: owners changed
-//     already), then enter again. Until entered, it owns nothing, so it
-//     never serves stale counters.
+//   - a lost lease: routers have already moved this shard's partitions,
+//     and their new owners take them over with a fenced pull (takeover.go).
+//     Stop deciding every partition, push their counters to the new owners
+//     too, fenced (one copy: owners changed already; a merge that changes
+//     nothing where the takers were first), then enter again. Until
+//     entered, it decides nothing, so it never serves stale counters.
 
 // enter registers the shard as joining and joins warm, retrying until ctx
 // ends. A live shard holding the same id is an error at once.
