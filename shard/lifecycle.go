@@ -101,7 +101,7 @@ func (s *Server) join(ctx context.Context) error {
 	rep, err := handoff.Move(ctx, s.handoffOptions(true, true), pairs, func(ctx context.Context) error {
 		// Every partition gained came over (the hand-off is strict), or
 		// had no owner: decide them as soon as routers switch.
-		s.owned.Pulled(partitionsOf(after, me.ID))
+		s.owned.Pulled(after.PartitionsOf(me.ID))
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -292,17 +292,6 @@ func withMember(members []member.Member, id string, rec *member.Member) []member
 	out := slices.DeleteFunc(slices.Clone(members), func(m member.Member) bool { return m.ID == id })
 	if rec != nil {
 		out = append(out, *rec)
-	}
-	return out
-}
-
-// partitionsOf returns the partitions t gives member id.
-func partitionsOf(t *shardmap.Table, id string) []uint32 {
-	var out []uint32
-	for p := range t.Partitions() {
-		if o, ok := t.Owner(p); ok && o.ID == id {
-			out = append(out, uint32(p))
-		}
 	}
 	return out
 }

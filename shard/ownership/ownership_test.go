@@ -27,17 +27,6 @@ func table(t *testing.T, ids ...string) *shardmap.Table {
 	return tb
 }
 
-// of returns the partitions t gives id.
-func of(t *shardmap.Table, id string) []uint32 {
-	var out []uint32
-	for p := range t.Partitions() {
-		if o, ok := t.Owner(p); ok && o.ID == id {
-			out = append(out, uint32(p))
-		}
-	}
-	return out
-}
-
 // decided returns the partitions s decides.
 func decided(s *ownership.Set) []uint32 {
 	var out []uint32
@@ -78,18 +67,18 @@ func TestFirstTableChangesNothing(t *testing.T) {
 func TestGainedWithoutHandOffIsPendingUntilSettled(t *testing.T) {
 	abc, ab := table(t, "a", "b", "c"), table(t, "a", "b")
 	s := ownership.New(partitions)
-	s.Pulled(of(abc, "a"))
+	s.Pulled(abc.PartitionsOf("a"))
 	if got := s.Apply("a", table(t, "b", "c"), abc); got != nil {
 		t.Fatalf("join after a hand-off: takeovers %v, want none", got)
 	}
-	if got, want := decided(s), of(abc, "a"); !slices.Equal(got, want) {
+	if got, want := decided(s), abc.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("decided %v, want %v", got, want)
 	}
 	// c vanishes: a gains some of its partitions without a hand-off.
 	got := s.Apply("a", abc, ab)
 	var gained []uint32
-	for _, p := range of(ab, "a") {
-		if !slices.Contains(of(abc, "a"), p) {
+	for _, p := range ab.PartitionsOf("a") {
+		if !slices.Contains(abc.PartitionsOf("a"), p) {
 			gained = append(gained, p)
 		}
 	}
@@ -118,11 +107,11 @@ func TestGainedWithoutHandOffIsPendingUntilSettled(t *testing.T) {
 			t.Fatalf("partition %d is %v, want pending", p, st)
 		}
 	}
-	if got, want := decided(s), of(abc, "a"); !slices.Equal(got, want) {
+	if got, want := decided(s), abc.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("while pending: decided %v, want only what a owned before, %v", got, want)
 	}
 	s.Settle(all)
-	if got, want := decided(s), of(ab, "a"); !slices.Equal(got, want) {
+	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("settled: decided %v, want %v", got, want)
 	}
 }
@@ -132,7 +121,7 @@ func TestGainedWithoutHandOffIsPendingUntilSettled(t *testing.T) {
 func TestPullDoesNotSettleAPendingPartition(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Apply("a", table(t, "a", "b"), table(t, "a"))
-	p := of(table(t, "a", "b"), "b")[0]
+	p := table(t, "a", "b").PartitionsOf("b")[0]
 	s.Pulled([]uint32{p})
 	if st := s.State(int(p)); st != ownership.Pending {
 		t.Fatalf("partition %d is %v after a pull, want pending", p, st)
@@ -150,10 +139,10 @@ func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
 	if n := len(decided(s)); n != partitions {
 		t.Fatalf("after b joined: %d decided, want %d until dropped", n, partitions)
 	}
-	toB := of(ab, "b")
+	toB := ab.PartitionsOf("b")
 	s.Dropped(toB[:1])
 	s.Fence(toB[1:])
-	if got, want := decided(s), of(ab, "a"); !slices.Equal(got, want) {
+	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("decided %v, want %v", got, want)
 	}
 	if st := s.State(int(toB[1])); st != ownership.Fenced {
