@@ -44,7 +44,8 @@
 // follow (package shard's takeover; a lost shard giving its counters back
 // after it noticed, Options.Fence, does the same). A shard that died (kill
 // -9) cannot be pulled from: its partitions count from zero at their next
-// owners.
+// owners. A takeover takes no lock: nobody plans it, and the fence, not
+// the lock, keeps its copy exact.
 //
 // Who calls it: the rebalance job (package rebalance) and the shard host
 // (package shard: drain on Stop, warm join on Start and after a lost
