@@ -239,7 +239,36 @@ func (l *steadyLoad) report(t *testing.T, c *clustertest.Cluster, scenario strin
 	o := l.finish(t, c)
 	o.took = took
 	o.log(t, scenario)
+	if o.policy > 0 {
+		t.Logf("why the routers answered by policy (shardlimit_router_shard_errors_total by reason): %v", policyReasons(t, c))
+	}
 	return o
+}
+
+// policyReasons sums, over the routers, the shard errors by reason and
+// the checks shed by an overloaded router (result "overload").
+func policyReasons(t *testing.T, c *clustertest.Cluster) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, r := range c.Routers {
+		mfs, err := r.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					switch {
+					case mf.GetName() == "shardlimit_router_shard_errors_total" && lp.GetName() == "reason":
+						out[lp.GetValue()] += m.GetCounter().GetValue()
+					case mf.GetName() == "shardlimit_router_decisions_total" && lp.GetName() == "result" && lp.GetValue() == "overload":
+						out["overload"] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (o outcome) log(t *testing.T, scenario string) {
