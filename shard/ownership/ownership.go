@@ -37,6 +37,9 @@ type Set struct {
 	// table last gave them to this shard: the next such change finds their
 	// counters here already.
 	pulled []bool
+	// takers counts each partition's takeovers under way: a partition
+	// whose owner changed twice in quick succession waits for both.
+	takers []uint16
 	// settled is closed, and replaced, whenever a Pending partition
 	// settles.
 	settled chan struct{}
@@ -44,7 +47,7 @@ type Set struct {
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
-	return &Set{states: make([]State, partitions), pulled: make([]bool, partitions), settled: make(chan struct{})}
+	return &Set{states: make([]State, partitions), pulled: make([]bool, partitions), takers: make([]uint16, partitions), settled: make(chan struct{})}
 }
 
 // Begin starts a batch of decisions: until End, no partition stops being
@@ -129,13 +132,20 @@ func (s *Set) Fence(parts []uint32) {
 	})
 }
 
-// Settle ends the takeover of parts: those still Pending are decided from
+// Settle ends one takeover of parts (one that Apply returned): those
+// still Pending, and with no other takeover under way, are decided from
 // now on.
 func (s *Set) Settle(parts []uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range parts {
-		if int(p) < len(s.states) && s.states[p] == Pending {
+		if int(p) >= len(s.states) {
+			continue
+		}
+		if s.takers[p] > 0 {
+			s.takers[p]--
+		}
+		if s.states[p] == Pending && s.takers[p] == 0 {
 			s.states[p] = Owned
 		}
 	}

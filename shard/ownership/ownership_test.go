@@ -215,3 +215,24 @@ func TestNilSetDecidesEverything(t *testing.T) {
 		}
 	}
 }
+
+// A partition whose owner changed twice without a hand-off (b leaves, c
+// takes it, c leaves) waits for both takeovers.
+func TestPendingWaitsForEveryTakeover(t *testing.T) {
+	s := ownership.New(partitions)
+	ab, a := table(t, "a", "b"), table(t, "a")
+	first := s.Apply("a", ab, a)
+	second := s.Apply("a", ab, a) // the same gain seen again, from a table that flapped
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("takeovers %v then %v, want one each", first, second)
+	}
+	p := first[0].Partitions[0]
+	s.Settle(first[0].Partitions)
+	if st := s.State(int(p)); st != ownership.Pending {
+		t.Fatalf("partition %d is %v with a takeover still under way, want pending", p, st)
+	}
+	s.Settle(second[0].Partitions)
+	if st := s.State(int(p)); st != ownership.Owned {
+		t.Fatalf("partition %d is %v once both settled, want owned", p, st)
+	}
+}

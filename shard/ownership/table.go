@@ -15,7 +15,7 @@ type Takeover struct {
 
 // Apply moves the set from owner table prev to next, as seen by member
 // me, and returns the takeovers to run, by previous owner in the order of
-// prev's members. For each partition next gives me and prev gave another:
+// prev's members; each must end with Settle. For each partition next gives me and prev gave another:
 //   - brought here by a hand-off (Pulled since): Owned;
 //   - owned by nobody in prev (the cluster's first shard): Owned, there
 //     are no counters anywhere;
@@ -46,6 +46,7 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 			s.states[p] = Owned
 		default:
 			s.states[p] = Pending
+			s.takers[p]++
 			i := prev.OwnerIndex(p)
 			byOwner[i] = append(byOwner[i], uint32(p))
 		}
