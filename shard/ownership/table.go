@@ -15,7 +15,8 @@ type Takeover struct {
 
 // Apply moves the set from owner table prev to next, as seen by member
 // me, and returns the takeovers to run, by previous owner in the order of
-// prev's members; each must end with Settle. For each partition next gives me and prev gave another:
+// prev's members; each must end with Settle. For each partition next
+// gives me and prev gave another:
 //   - brought here by a hand-off (Pulled since): Owned;
 //   - owned by nobody in prev (the cluster's first shard): Owned, there
 //     are no counters anywhere;
