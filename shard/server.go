@@ -242,9 +242,9 @@ func (s *Server) utilization() float64 {
 	return float64(s.lastRate.Load()) / float64(s.opts.Capacity)
 }
 
-// background measures the decision rate every second and sweeps one stripe
+// background measures the decision rate every second, sweeps one stripe
 // of the store every SweepInterval/256, so every key is looked at once per
-// interval.
+// interval, and heals stuck partitions (takeover.go) every healEvery.
 func (s *Server) background() {
 	second := time.NewTicker(time.Second)
 	defer second.Stop()
@@ -252,6 +252,8 @@ func (s *Server) background() {
 	defer rotate.Stop()
 	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
 	defer sweep.Stop()
+	heal := time.NewTicker(healEvery)
+	defer heal.Stop()
 	next := 0
 	for {
 		select {
@@ -262,6 +264,8 @@ func (s *Server) background() {
 			s.episodes.Sweep(time.Now().UnixNano())
 		case <-rotate.C:
 			s.hot.Rotate()
+		case <-heal.C:
+			s.heal()
 		case <-sweep.C:
 			s.store.Sweep(next, next+1, time.Now().UnixNano())
 			next = (next + 1) % stripes

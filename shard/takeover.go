@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,10 @@ type view struct {
 	table      *shardmap.Table // nil until both were read
 	first      chan struct{}   // closed once both were read
 	closeFirst sync.Once
+	// stuck are the partitions heal found stuck under table at its last
+	// look.
+	stuck      []uint32
+	stuckTable *shardmap.Table
 }
 
 // follow starts following members and the shard map, and returns once
@@ -147,6 +152,56 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	default:
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)
+	}
+}
+
+// healEvery is how often heal looks for stuck partitions.
+const healEvery = 5 * time.Second
+
+// heal takes over again the partitions that the owner table gives this
+// shard but that it neither decides nor takes over (ownership.Set.Stuck)
+// at two looks in a row under the same table: a view that flapped faster
+// than this shard's watch saw (a taker fenced a partition that came back
+// here unseen) would otherwise leave them answered by policy for good.
+// Not knowing who holds their counters, it pulls them with a fence from
+// every other serving member.
+func (s *Server) heal() {
+	if !s.ready.Load() {
+		return
+	}
+	v := &s.view
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.table == nil {
+		return
+	}
+	stuck := s.owned.Stuck(v.table.PartitionsOf(s.opts.ID))
+	var again []uint32
+	if v.stuckTable == v.table {
+		again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(v.stuck, p) })
+	}
+	v.stuck, v.stuckTable = stuck, v.table
+	if len(again) == 0 {
+		return
+	}
+	var others []member.Member
+	for _, m := range v.table.Members() {
+		if m.ID != s.opts.ID {
+			others = append(others, m)
+		}
+	}
+	parts := s.owned.Reclaim(again, len(others))
+	if len(parts) == 0 {
+		return
+	}
+	s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
+		"partitions", len(parts), "shards", len(others))
+	if len(others) == 0 {
+		s.owned.Settle(parts) // nobody else can hold them
+		return
+	}
+	for _, m := range others {
+		go s.takeOver(ownership.Takeover{From: m, Partitions: parts})
 	}
 }
 

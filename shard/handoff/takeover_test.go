@@ -52,7 +52,9 @@ func usersOf(t *testing.T, s *shard.Server, id string, n int) []string {
 
 // A pull with a fence stops the source deciding the partitions before it
 // exports them: its checks are answered not decided, and change nothing;
-// the destination decides them with every hit the source counted.
+// the destination decides them with every hit the source counted. A
+// source whose owner table still gives it the partitions heals: it takes
+// them over again.
 func TestFencedPullStopsTheSource(t *testing.T) {
 	prefix := "/test/" + t.Name() + "/"
 	sa, a := startShard(t, prefix, "a")
@@ -69,6 +71,15 @@ func TestFencedPullStopsTheSource(t *testing.T) {
 	if d := decideOne(t, b, "u0"); d.NotDecided || d.Allowed {
 		t.Fatalf("the destination answered %v, want denied: u0 is at their limit", d)
 	}
+	// a's owner table still gives it every partition (b is in a cluster of
+	// its own): a fenced partition that no takeover will bring back is
+	// taken over again after two looks, from the shards a knows (none).
+	poll.Until(t, 30*time.Second, func() error {
+		if d := decideOne(t, a, "u0"); d.NotDecided || d.Allowed {
+			return fmt.Errorf("a answers %v, want denied by a", d)
+		}
+		return nil
+	})
 }
 
 // A shard that crashed (kill -9) refuses the connection: its partitions'

@@ -177,3 +177,34 @@ func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
 		}
 	}
 }
+
+// Stuck returns those of parts, which the owner table gives this shard,
+// that are neither decided nor being taken over (Fenced or Unowned): a
+// state that no hand-off or takeover leaves behind for long, and that
+// would answer their checks by policy for good if left alone.
+func (s *Set) Stuck(parts []uint32) []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []uint32
+	for _, p := range parts {
+		if int(p) < len(s.states) && (s.states[p] == Fenced || s.states[p] == Unowned) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Reclaim makes those of parts still Fenced or Unowned Pending, each
+// waiting for takers takeovers (each ends with Settle), and returns them.
+func (s *Set) Reclaim(parts []uint32, takers int) []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint32
+	for _, p := range parts {
+		if int(p) < len(s.states) && (s.states[p] == Fenced || s.states[p] == Unowned) {
+			s.states[p], s.takers[p] = Pending, s.takers[p]+uint16(takers)
+			out = append(out, p)
+		}
+	}
+	return out
+}

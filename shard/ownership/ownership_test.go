@@ -236,3 +236,25 @@ func TestPendingWaitsForEveryTakeover(t *testing.T) {
 		t.Fatalf("partition %d is %v once both settled, want owned", p, st)
 	}
 }
+
+// Stuck finds the partitions given to this shard that it neither decides
+// nor takes over; Reclaim makes them pending for that many takeovers.
+func TestStuckAndReclaim(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Pulled([]uint32{1, 2})
+	s.Fence([]uint32{2})
+	if got := s.Stuck([]uint32{1, 2, 3}); !slices.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("stuck %v, want [2 3]", got)
+	}
+	if got := s.Reclaim([]uint32{1, 2, 3}, 2); !slices.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("reclaimed %v, want [2 3]", got)
+	}
+	s.Settle([]uint32{2, 3})
+	if st := s.State(2); st != ownership.Pending {
+		t.Fatalf("partition 2 is %v after one of two takeovers, want pending", st)
+	}
+	s.Settle([]uint32{2, 3})
+	if got := decided(s); !slices.Equal(got, []uint32{1, 2, 3}) {
+		t.Fatalf("decided %v, want [1 2 3]", got)
+	}
+}
