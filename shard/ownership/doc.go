@@ -23,7 +23,10 @@
 // owner at all, or when its takeover ends (Settle). Gained (pure) compares
 // two owner tables and says, per previous owner, which partitions this
 // shard gains without a hand-off: those are set Pending, and the shard
-// pulls them with a fence, then settles them.
+// pulls them with a fence, then settles them. Stuck finds partitions the
+// table gives this shard that are neither decided nor being taken over,
+// which no hand-off or takeover leaves behind for long; Reclaim makes them
+// Pending for a takeover again (the shard's safety net).
 //
 // # Exact under concurrency
 //
