@@ -429,7 +429,15 @@ func TestRollbackToKeptVersion(t *testing.T) {
 			user = u
 		}
 	}
-	check(t, cl, "/checkout", user, 10)
+	// Version 2 moved the partition without a hand-off: its new owner
+	// takes it over from the old one first, and answers nothing meanwhile
+	// (routers answer by policy, which counts nothing).
+	poll.Until(t, 10*time.Second, func() error {
+		if d := check(t, cl, "/checkout", user, 10); d.FailurePolicy {
+			return fmt.Errorf("answered by policy: the partition is being taken over")
+		}
+		return nil
+	})
 
 	back, err := adm.RebalanceRun(ctx, &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test rollback", RollbackTo: 1}, Wait: true})
 	if err != nil {

@@ -113,6 +113,13 @@ func (r *Router) send(p *peer, batch []*part) {
 		for _, i := range pt.idx {
 			d := resp.Decisions[k]
 			k++
+			if d.NotDecided {
+				// The shard is taking the partition over, or handed it
+				// on: it answered, and counted nothing.
+				r.metrics.shardErrors.WithLabelValues(p.member.ID, "not_decided").Inc()
+				r.answerByPolicy(rs, pd, []int{i}, false)
+				continue
+			}
 			pd.out[i] = decisionOf(d, pd.checks[i].Rule)
 			if pd.refund {
 				continue

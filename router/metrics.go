@@ -126,7 +126,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		}),
 		shardErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_shard_errors_total",
-			Help: "Calls to a shard that failed (error) or timed out (deadline), and requests' checks for it refused by its open circuit (circuit_open) or given up after waiting past the bound behind its failing calls (queued), by shard and reason.",
+			Help: "Calls to a shard that failed (error) or timed out (deadline), and requests' checks for it refused by its open circuit (circuit_open) or given up after waiting past the bound behind its failing calls (queued), and checks the shard answered without deciding them (not_decided: their partition is being taken over from a shard that left without a hand-off), by shard and reason.",
 		}, []string{"shard", "reason"}),
 		callChecks: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shardlimit_router_shard_call_checks",

@@ -19,6 +19,9 @@ type BatchCheck struct {
 	Limiter *limiter.Rule
 	// Refund gives back Hits, as Store.Refund does, instead of deciding.
 	Refund bool
+	// Skip leaves the check undecided: it changes nothing and its
+	// decision is the zero Decision (its partition is not decided here).
+	Skip bool
 }
 
 // key returns the check's counter key.
@@ -43,6 +46,10 @@ func (s *Store) DecideBatch(checks []BatchCheck, now int64, util float64, out []
 	hot := s.opts.Hot.Batch()
 	for i := range checks {
 		c := &checks[i]
+		if c.Skip {
+			out[i] = limiter.Decision{}
+			continue
+		}
 		k := c.key()
 		if c.Refund {
 			out[i] = s.Refund(k, &c.Check, now, c.Limiter, util)

@@ -119,11 +119,17 @@ func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, ou
 		return err
 	}
 	now := time.Now().UnixNano()
-	// A refund is no decision: it counts toward neither the rate that
-	// drives elastic limits nor the decisions served.
-	s.rate.Add(uint64(len(req.Checks) - refunds))
-	s.decisions.Add(uint64(len(req.Checks) - refunds))
+	// Until End, no partition stops being decided here: a fence waits
+	// for this batch (package ownership).
+	s.owned.Begin()
+	skipped := s.skipNotDecided(b.checks)
+	// A refund is no decision, nor is a check not decided here: they count
+	// toward neither the rate that drives elastic limits nor the decisions
+	// served.
+	s.rate.Add(uint64(len(req.Checks) - refunds - skipped))
+	s.decisions.Add(uint64(len(req.Checks) - refunds - skipped))
 	s.store.DecideBatch(b.checks, now, s.utilization(), b.out)
+	s.owned.End()
 
 	n := len(b.out)
 	if cap(out.buf) < n {
@@ -138,8 +144,9 @@ func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, ou
 		o.Allowed, o.Limit, o.Remaining, o.ResetAfterNs, o.RetryAfterNs = d.Allowed, d.Limit, d.Remaining, d.ResetAfter, d.RetryAfter
 		o.DelayNs, o.SoftAllowanceUsed, o.Shadow, o.ShadowDenied = d.Delay, d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied
 		o.NextAfterNs = d.NextAfter
+		o.NotDecided = b.checks[i].Skip
 		out.resp.Decisions[i] = o
-		if c := &b.checks[i]; !c.Refund {
+		if c := &b.checks[i]; !c.Refund && !c.Skip {
 			r := resultAllowed
 			switch {
 			case d.ShadowDenied:
@@ -159,6 +166,29 @@ func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, ou
 	}
 	s.metrics.duration.Observe(float64(time.Now().UnixNano()-now) / 1e9)
 	return nil
+}
+
+// skipNotDecided marks the checks whose partition is not decided here
+// (ownership.Set.Decides) to be skipped, counts them, and returns how many
+// of them are not refunds. Only between Begin and End.
+func (s *Server) skipNotDecided(checks []BatchCheck) (decisions int) {
+	if s.owned == nil {
+		return 0
+	}
+	for i := range checks {
+		c := &checks[i]
+		if s.owned.Decides(uint32(c.Partition)) {
+			continue
+		}
+		c.Skip = true
+		if !c.Refund {
+			decisions++
+		}
+	}
+	if decisions > 0 {
+		s.metrics.notDecided.Add(float64(decisions))
+	}
+	return decisions
 }
 
 // batchOf validates req and fills b with its rules and checks; it returns

@@ -36,7 +36,14 @@
 // deregisters) within DrainTimeout; after a lost lease it gives its
 // partitions' counters back to their new owners and joins again, so it
 // never serves stale counters. The owners come from the one owner
-// function, package shardmap. Counters stream between shards through the
+// function, package shardmap. The shard follows the owner table as routers
+// do (takeover.go) and decides only the partitions package ownership says
+// it owns now: a partition it gains without a hand-off (its owner's lease
+// was lost, or the ring moved it) is pending, its checks answered
+// not_decided, until it has pulled the partition from the previous owner
+// with a fence (that owner stops deciding it first), or found that owner
+// dead (from zero at once) or stalled (from zero after TakeoverTimeout).
+// Counters stream between shards through the
 // shard API's ExportStream and Pull (stream.go). Only identities granted
 // the internal role (routers, the rebalance job, other shards) may call it
 // (package auth); Import checks every state it is handed before storing

@@ -218,6 +218,7 @@ func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardl
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return nil, err
 	}
+	s.owned.Dropped(req.Partitions)
 	n := s.store.Drop(req.Partitions, int(req.PartitionCount), time.Now().UnixNano())
 	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
 	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil

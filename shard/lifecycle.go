@@ -27,10 +27,12 @@ import (
 //   - drain (Stop): push the counters of every partition this shard owns
 //     to its next owner (the owner function without this shard); write
 //     the record as draining (routers switch); push again; deregister.
-//   - a lost lease: routers have already moved this shard's partitions.
-//     Push their counters to the new owners (one copy: owners changed
-//     already), then enter again. Until entered, it owns nothing, so it
-//     never serves stale counters.
+//   - a lost lease: routers have already moved this shard's partitions,
+//     and their new owners take them over with a fenced pull (takeover.go).
+//     Stop deciding every partition, push their counters to the new owners
+//     too, fenced (one copy: owners changed already; a merge that changes
+//     nothing where the takers were first), then enter again. Until
+//     entered, it decides nothing, so it never serves stale counters.
 
 // enter registers the shard as joining and joins warm, retrying until ctx
 // ends. A live shard holding the same id is an error at once.
@@ -97,6 +99,9 @@ func (s *Server) join(ctx context.Context) error {
 	}
 	pairs := handoff.Pairs(before, after)
 	rep, err := handoff.Move(ctx, s.handoffOptions(true, true), pairs, func(ctx context.Context) error {
+		// Every partition gained came over (the hand-off is strict), or
+		// had no owner: decide them as soon as routers switch.
+		s.owned.Pulled(after.PartitionsOf(me.ID))
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -189,7 +194,10 @@ func (s *Server) supervise() {
 		s.ready.Store(false)
 		s.metrics.registered.Set(0)
 		s.handoffMetrics.setState(member.Joining)
-		s.opts.Logger.Warn("membership lease lost: routers moved this shard's partitions; giving their counters back, then joining again")
+		// Routers moved the partitions, and their new owners take them
+		// over: decide none of them any more.
+		s.fenceAll()
+		s.opts.Logger.Warn("membership lease lost: routers moved this shard's partitions; stopped deciding them, giving their counters back, then joining again")
 		s.giveBack(s.ctx)
 		if err := s.enter(s.ctx); err != nil {
 			if s.ctx.Err() == nil {
@@ -234,7 +242,9 @@ func (s *Server) giveBackOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := handoff.Move(ctx, s.handoffOptions(false, false), handoff.Pairs(before, now), nil)
+	o := s.handoffOptions(false, false)
+	o.Fence = true // fenced already (fenceAll); as a taker's pull does
+	rep, err := handoff.Move(ctx, o, handoff.Pairs(before, now), nil)
 	s.handoffMetrics.observe("give_back", rep)
 	s.opts.Logger.Info("gave counters back after a lost lease", "partitions", rep.Partitions, "keys", rep.Keys,
 		"took", rep.Took.Round(time.Millisecond), "err", err)
@@ -297,6 +307,7 @@ func (s *Server) dropNotOwned(t *shardmap.Table) int {
 	if len(parts) == 0 {
 		return 0
 	}
+	s.owned.Dropped(parts)
 	return s.store.Drop(parts, s.opts.Partitions, time.Now().UnixNano())
 }
 
@@ -362,9 +373,10 @@ const (
 
 // handoffMetrics are the shard's hand-off metrics.
 type handoffMetrics struct {
-	state    map[member.State]prometheus.Gauge
-	keys     [2]prometheus.Counter
-	duration *prometheus.GaugeVec
+	state     map[member.State]prometheus.Gauge
+	keys      [2]prometheus.Counter
+	duration  *prometheus.GaugeVec
+	takeovers *prometheus.CounterVec
 }
 
 func newHandoffMetrics(reg *prometheus.Registry) *handoffMetrics {
@@ -378,14 +390,21 @@ func newHandoffMetrics(reg *prometheus.Registry) *handoffMetrics {
 	}, []string{"direction"})
 	duration := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "shardlimit_shard_handoff_last_seconds",
-		Help: "How long the shard's last hand-off of each kind took: join, drain, give_back (after a lost lease).",
+		Help: "How long the shard's last hand-off of each kind took: join, drain, give_back (after a lost lease), takeover (of partitions gained from a shard that left without a hand-off).",
 	}, []string{"kind"})
-	m := &handoffMetrics{state: map[member.State]prometheus.Gauge{}, duration: duration}
+	takeovers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shardlimit_shard_takeovers_total",
+		Help: "Takeovers of the partitions gained from a shard that left without a hand-off, by result: exact (pulled with a fence), unreachable (crashed: counted from zero), timeout (stalled past --takeover-timeout: counted from what arrived).",
+	}, []string{"result"})
+	for _, r := range takeoverResults {
+		takeovers.WithLabelValues(r)
+	}
+	m := &handoffMetrics{state: map[member.State]prometheus.Gauge{}, duration: duration, takeovers: takeovers}
 	for _, st := range []member.State{member.Joining, member.Serving, member.Draining} {
 		m.state[st] = state.WithLabelValues(string(st))
 	}
 	m.keys[directionIn], m.keys[directionOut] = keys.WithLabelValues("in"), keys.WithLabelValues("out")
-	reg.MustRegister(state, keys, duration)
+	reg.MustRegister(state, keys, duration, takeovers)
 	return m
 }
 

@@ -30,6 +30,7 @@ type metrics struct {
 	setup      prometheus.Gauge
 	registered prometheus.Gauge
 	etcdUp     prometheus.Gauge
+	notDecided prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
@@ -49,6 +50,10 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_etcd_up", Help: "1 when etcd answered the last health probe.",
 		}),
+		notDecided: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shardlimit_shard_not_decided_total",
+			Help: "Checks the shard did not decide because their partition is not decided here now (taken over after a lost lease, fenced, or not owned yet); routers answer them by policy.",
+		}),
 	}
 	dec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shardlimit_shard_decisions_total",
@@ -59,7 +64,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			m.decisions[a][r] = dec.WithLabelValues(a.String(), resultNames[r])
 		}
 	}
-	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.etcdUp, &storeCollector{s: s},
+	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.etcdUp, m.notDecided, &storeCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -58,6 +58,14 @@ type Options struct {
 	// record changed state before copying counters again, so that every
 	// router has switched (routers switch within a second); default 1.5s.
 	HandoffSettle time.Duration
+	// TakeoverTimeout bounds the pull of a takeover: the counters of the
+	// partitions this shard gains from a shard that left without a
+	// hand-off (its lease expired or was revoked). Until the pull ends the
+	// shard decides none of their checks (routers answer them by policy).
+	// A shard that is alive answers at once; one that crashed refuses the
+	// connection at once; one that is stalled answers nothing, and its
+	// partitions count from zero here once the timeout passed. Default 1s.
+	TakeoverTimeout time.Duration
 	// MaxKeys bounds the keys held, an extra bound beside MaxMemoryBytes;
 	// default 0 (unbounded: the memory bound is the one that matters).
 	// Past it, new keys evict as MaxMemoryBytes says.
@@ -160,7 +168,8 @@ func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
 		MaxMemoryBytes: DefaultMaxMemoryBytes, DrainTimeout: 45 * time.Second, HandoffSettle: 1500 * time.Millisecond,
-		SweepInterval: 10 * time.Second, Capacity: 500_000,
+		TakeoverTimeout: time.Second,
+		SweepInterval:   10 * time.Second, Capacity: 500_000,
 		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, TopKeysExact: 1_000_000, Episodes: 10_000,
 		Limits: rpc.DefaultLimits(),
 	}
@@ -185,6 +194,9 @@ func (o *Options) fill() {
 	}
 	if o.HandoffSettle == 0 {
 		o.HandoffSettle = d.HandoffSettle
+	}
+	if o.TakeoverTimeout == 0 {
+		o.TakeoverTimeout = d.TakeoverTimeout
 	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = d.SweepInterval
@@ -230,6 +242,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("drain timeout: %v not in 0..1h", o.DrainTimeout)
 	case o.HandoffSettle < 0 || o.HandoffSettle > time.Minute:
 		return fmt.Errorf("handoff settle: %v not in 0..1m", o.HandoffSettle)
+	case o.TakeoverTimeout < 10*time.Millisecond || o.TakeoverTimeout > time.Minute:
+		return fmt.Errorf("takeover timeout: %v not in 10ms..1m", o.TakeoverTimeout)
 	case o.TLS != nil && o.ShardTLS == nil:
 		return fmt.Errorf("shard tls: required when tls is set: shards pull counters from each other when they join and drain, over the same TLS")
 	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):

@@ -23,6 +23,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/load"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/ownership"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/tracing"
 )
@@ -58,6 +59,11 @@ type Server struct {
 	// tracer makes the span of each batch that a router traced; nil when
 	// tracing is off.
 	tracer trace.Tracer
+
+	// owned says which partitions the shard decides now; view is the
+	// owner table it follows (takeover.go).
+	owned *ownership.Set
+	view  view
 
 	registry *prometheus.Registry
 	metrics  *metrics
@@ -101,6 +107,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(s.registry, s)
 	s.handoffMetrics = newHandoffMetrics(s.registry)
+	s.owned = ownership.New(opts.Partitions)
+	s.registry.MustRegister(partitionsCollector{s.owned})
 	s.store = NewStore(StoreOptions{MaxBytes: StoreBytes(opts.MaxMemoryBytes), MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	if opts.Grants == nil && opts.GrantsFile != "" {
 		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
@@ -136,6 +144,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		addr = s.srv.Addr()
 	}
 	s.record = member.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, State: member.Joining}
+	// Follow the owner table before joining: the partitions this shard
+	// gains from then on without a hand-off are taken over (takeover.go).
+	if err := s.follow(ctx); err != nil {
+		s.srv.Kill()
+		s.cancel()
+		_ = s.etcd.Close()
+		return nil, err
+	}
 	// Register as joining and take the counters of the partitions this
 	// shard gains before it owns them: routers send it nothing until then.
 	if err := s.enter(ctx); err != nil {
@@ -235,9 +251,9 @@ func (s *Server) utilization() float64 {
 	return float64(s.lastRate.Load()) / float64(s.opts.Capacity)
 }
 
-// background measures the decision rate every second and sweeps one stripe
+// background measures the decision rate every second, sweeps one stripe
 // of the store every SweepInterval/256, so every key is looked at once per
-// interval.
+// interval, and heals stuck partitions (takeover.go) every healEvery.
 func (s *Server) background() {
 	second := time.NewTicker(time.Second)
 	defer second.Stop()
@@ -245,6 +261,8 @@ func (s *Server) background() {
 	defer rotate.Stop()
 	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
 	defer sweep.Stop()
+	heal := time.NewTicker(healEvery)
+	defer heal.Stop()
 	next := 0
 	var last StoreStats // at the last whole sweep, for the debug log
 	for {
@@ -256,6 +274,8 @@ func (s *Server) background() {
 			s.episodes.Sweep(time.Now().UnixNano())
 		case <-rotate.C:
 			s.hot.Rotate()
+		case <-heal.C:
+			s.heal()
 		case <-sweep.C:
 			s.store.Sweep(next, next+1, time.Now().UnixNano())
 			next = (next + 1) % stripes

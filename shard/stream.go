@@ -48,6 +48,13 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	if err := checkChunks(req.MaxChunkKeys, req.MaxChunkBytes); err != nil {
 		return err
 	}
+	// A partition being taken over is exported once its counters are
+	// here; a fenced export stops deciding its partitions first, so that
+	// it reads every hit they counted.
+	s.owned.WaitSettled(stream.Context(), req.Partitions)
+	if req.Fence {
+		s.owned.Fence(req.Partitions)
+	}
 	maxKeys, maxBytes := int(req.MaxChunkKeys), int(req.MaxChunkBytes)
 	if maxKeys == 0 {
 		maxKeys = defaultChunkKeys
@@ -89,7 +96,8 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 
 // Pull implements the shard API: the shard reads the source's
 // ExportStream (package handoff's Pull) and merges each chunk as one
-// Import, validated as Import validates.
+// Import, validated as Import validates. Once the pull succeeded the
+// shard decides the partitions (ownership.Set.Pulled).
 func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shardlimitv1.PullResponse, error) {
 	if req.SourceAddr == "" {
 		return nil, status.Error(codes.InvalidArgument, "source_addr: required")
@@ -112,6 +120,9 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 		// The source's or the import's own code, with the whole story.
 		return nil, status.Error(status.Code(err), err.Error())
 	}
+	// A hand-off brought the partitions here ahead of the switch: this
+	// shard decides them once routers send them here.
+	s.owned.Pulled(req.Partitions)
 	return resp, nil
 }
 

@@ -30,9 +30,15 @@ type Chunking struct {
 // ExportStream and merges each chunk as it arrives (Pull), so neither side
 // holds more than a few chunks at a time, whatever the number of keys.
 func Copy(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking) (Copied, error) {
+	return copyFenced(ctx, from, to, parts, count, chunks, false)
+}
+
+// copyFenced is Copy; with fence, from stops deciding the partitions
+// before it exports them (ExportStreamRequest.fence).
+func copyFenced(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking, fence bool) (Copied, error) {
 	resp, err := to.Pull(ctx, &shardlimitv1.PullRequest{
 		SourceId: from.ID, SourceAddr: from.Addr, Partitions: parts, PartitionCount: uint32(count),
-		MaxChunkKeys: chunks.Keys, MaxChunkBytes: chunks.Bytes,
+		MaxChunkKeys: chunks.Keys, MaxChunkBytes: chunks.Bytes, Fence: fence,
 	})
 	if err != nil {
 		return Copied{}, err
@@ -54,6 +60,7 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.
 	defer cancel() // ends the export on an early return
 	exp, err := from.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{
 		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
+		Fence: req.Fence,
 	})
 	if err != nil {
 		return Copied{}, fmt.Errorf("export from %s: %w", req.SourceId, err)

@@ -40,8 +40,15 @@
 // they move counters, so that each computes its pairs from members and a
 // map that nobody else changes meanwhile.
 //
-// A shard that dies (kill -9, or stalled past its lease) is not a planned
-// change: its partitions go to their next owners and count from zero there.
+// A shard that loses its lease is not a planned change: routers move its
+// partitions at once. Each shard that gains one then pulls it (Pull) with a
+// fence (PullRequest.fence): the source stops deciding the partitions
+// before it exports them, so that the copy is exact with no switch to
+// follow (package shard's takeover; a lost shard giving its counters back
+// after it noticed, Options.Fence, does the same). A shard that died (kill
+// -9) cannot be pulled from: its partitions count from zero at their next
+// owners. A takeover takes no lock: nobody plans it, and the fence, not
+// the lock, keeps its copy exact.
 //
 // Who calls it: the rebalance job (package rebalance) and the shard host
 // (package shard: drain on Stop, warm join on Start and after a lost

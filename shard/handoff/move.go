@@ -40,6 +40,11 @@ type Options struct {
 	// Drop has the sources forget the moved partitions after the second
 	// copy; default false (a draining shard exits instead).
 	Drop bool
+	// Fence has the sources stop deciding the partitions before they
+	// export them, so that a copy is exact with no switch to follow: for
+	// a shard giving back the partitions it lost with its lease. Default
+	// false: routers still send checks to the sources until the switch.
+	Fence bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// OnStep, when set, is told as each step of Move starts, in order (a
@@ -233,7 +238,7 @@ func copyPair(ctx context.Context, o *Options, p Pair) (Copied, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
 	defer cancel()
-	return Copy(ctx, p.From, to, p.Partitions, o.Partitions, o.Chunks)
+	return copyFenced(ctx, p.From, to, p.Partitions, o.Partitions, o.Chunks, o.Fence)
 }
 
 // drop has the sources forget the moved partitions. It is best effort:

@@ -60,6 +60,17 @@ func (t *Table) Owner(p int) (member.Member, bool) {
 	return t.members[i], true
 }
 
+// PartitionsOf returns the partitions t gives member id, in order.
+func (t *Table) PartitionsOf(id string) []uint32 {
+	var out []uint32
+	for p, i := range t.owners {
+		if i >= 0 && t.members[i].ID == id {
+			out = append(out, uint32(p))
+		}
+	}
+	return out
+}
+
 // OwnerIndex returns the index into Members of partition p's owner, or -1.
 func (t *Table) OwnerIndex(p int) int { return t.owners[p] }
 

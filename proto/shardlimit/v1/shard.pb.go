@@ -393,7 +393,14 @@ type ShardDecision struct {
 	ShadowDenied      bool                   `protobuf:"varint,9,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
 	// The wait until remaining grows by at least 1; 0 when it cannot grow
 	// (see limiter.Decision.NextAfter).
-	NextAfterNs   int64 `protobuf:"varint,10,opt,name=next_after_ns,json=nextAfterNs,proto3" json:"next_after_ns,omitempty"`
+	NextAfterNs int64 `protobuf:"varint,10,opt,name=next_after_ns,json=nextAfterNs,proto3" json:"next_after_ns,omitempty"`
+	// The shard did not decide this check and counted nothing: the check's
+	// partition is not the shard's to decide now (its counters are being
+	// taken over from a shard that lost its lease, or the shard handed them
+	// to a new owner in such a takeover, or the shard does not own it yet).
+	// The router answers it by the rule's failure policy; the shard itself
+	// is not failing.
+	NotDecided    bool `protobuf:"varint,11,opt,name=not_decided,json=notDecided,proto3" json:"not_decided,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +503,13 @@ func (x *ShardDecision) GetNextAfterNs() int64 {
 		return x.NextAfterNs
 	}
 	return 0
+}
+
+func (x *ShardDecision) GetNotDecided() bool {
+	if x != nil {
+		return x.NotDecided
+	}
+	return false
 }
 
 type DecideResponse struct {
@@ -1643,6 +1657,12 @@ type ExportStreamRequest struct {
 	// than max_chunk_bytes (a long sliding log) travels in a chunk of its own.
 	MaxChunkKeys  uint32 `protobuf:"varint,3,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
 	MaxChunkBytes uint32 `protobuf:"varint,4,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	// Fence the partitions first: the exporting shard stops deciding them
+	// (their checks are answered not_decided) before it reads them, so the
+	// export is exact. A shard taking over the partitions of a shard that
+	// lost its lease asks for it; planned hand-offs do not (they switch
+	// routers, then copy again).
+	Fence         bool `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1705,6 +1725,13 @@ func (x *ExportStreamRequest) GetMaxChunkBytes() uint32 {
 	return 0
 }
 
+func (x *ExportStreamRequest) GetFence() bool {
+	if x != nil {
+		return x.Fence
+	}
+	return false
+}
+
 // ExportStreamResponse is one chunk of a streamed export.
 type ExportStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1761,6 +1788,8 @@ type PullRequest struct {
 	// Bounds on one chunk, as in ExportStreamRequest.
 	MaxChunkKeys  uint32 `protobuf:"varint,5,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
 	MaxChunkBytes uint32 `protobuf:"varint,6,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	// Fence the partitions at the source, as in ExportStreamRequest.
+	Fence         bool `protobuf:"varint,7,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1835,6 +1864,13 @@ func (x *PullRequest) GetMaxChunkBytes() uint32 {
 		return x.MaxChunkBytes
 	}
 	return 0
+}
+
+func (x *PullRequest) GetFence() bool {
+	if x != nil {
+		return x.Fence
+	}
+	return false
 }
 
 type PullResponse struct {
@@ -1943,7 +1979,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\rtrace_context\x18\x03 \x03(\v2..shardlimit.v1.DecideRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x02\n" +
 	"\rShardDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1955,7 +1991,9 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x06shadow\x18\b \x01(\bR\x06shadow\x12#\n" +
 	"\rshadow_denied\x18\t \x01(\bR\fshadowDenied\x12\"\n" +
 	"\rnext_after_ns\x18\n" +
-	" \x01(\x03R\vnextAfterNs\"L\n" +
+	" \x01(\x03R\vnextAfterNs\x12\x1f\n" +
+	"\vnot_decided\x18\v \x01(\bR\n" +
+	"notDecided\"L\n" +
 	"\x0eDecideResponse\x12:\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1c.shardlimit.v1.ShardDecisionR\tdecisions\"c\n" +
 	"\x13DecideStreamRequest\x12\x14\n" +
@@ -2035,16 +2073,17 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
 	"\fDropResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"\xac\x01\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\xc2\x01\n" +
 	"\x13ExportStreamRequest\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\x12$\n" +
 	"\x0emax_chunk_keys\x18\x03 \x01(\rR\fmaxChunkKeys\x12&\n" +
-	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\"C\n" +
+	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
+	"\x05fence\x18\x05 \x01(\bR\x05fence\"C\n" +
 	"\x14ExportStreamResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xe2\x01\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xf8\x01\n" +
 	"\vPullRequest\x12\x1b\n" +
 	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
 	"\vsource_addr\x18\x02 \x01(\tR\n" +
@@ -2054,7 +2093,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12$\n" +
 	"\x0emax_chunk_keys\x18\x05 \x01(\rR\fmaxChunkKeys\x12&\n" +
-	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\"j\n" +
+	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
+	"\x05fence\x18\a \x01(\bR\x05fence\"j\n" +
 	"\fPullResponse\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x04R\bimported\x12\x12\n" +

@@ -1,0 +1,240 @@
+package handoff_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/metrictest"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// decideOne has c decide one hit of user's fixed-window limit.
+func decideOne(t *testing.T, c shardlimitv1.ShardClient, user string) *shardlimitv1.ShardDecision {
+	t.Helper()
+	resp, err := c.Decide(context.Background(), &shardlimitv1.DecideRequest{
+		Rules: []*shardlimitv1.RuleParams{fixedWindow},
+		Checks: []*shardlimitv1.ShardCheck{{
+			Service: "s", User: user, Hits: 1, Partition: uint32(key.Partition(key.Hash("s", "r", user), partitions)),
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Decisions[0]
+}
+
+// usersOf returns n users (u0, u1, ...) whose partitions t gives to id.
+func usersOf(t *testing.T, s *shard.Server, id string, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		u := fmt.Sprintf("u%d", i)
+		if o, ok := s.Owners().Owner(key.Partition(key.Hash("s", "r", u), partitions)); ok && o.ID == id {
+			out = append(out, u)
+		}
+		if i > 100*n+10_000 {
+			t.Fatalf("%s owns no partition of the first %d users", id, i)
+		}
+	}
+	return out
+}
+
+// A pull with a fence stops the source deciding the partitions before it
+// exports them: its checks are answered not decided, and change nothing;
+// the destination decides them with every hit the source counted. A
+// source whose owner table still gives it the partitions heals: it takes
+// them over again.
+func TestFencedPullStopsTheSource(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sa, a := startShard(t, prefix, "a")
+	_, b := startShard(t, prefix, "b")
+	fill(t, a, 100, 10)
+	if _, err := b.Pull(context.Background(), &shardlimitv1.PullRequest{
+		SourceId: "a", SourceAddr: sa.Addr(), Partitions: allParts(), PartitionCount: partitions, Fence: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d := decideOne(t, a, "u0"); !d.NotDecided || d.Allowed {
+		t.Fatalf("the fenced source answered %v, want not decided", d)
+	}
+	if d := decideOne(t, b, "u0"); d.NotDecided || d.Allowed {
+		t.Fatalf("the destination answered %v, want denied: u0 is at their limit", d)
+	}
+	// a's owner table still gives it every partition (b is in a cluster of
+	// its own): a fenced partition that no takeover will bring back is
+	// taken over again after two looks, from the shards a knows (none).
+	poll.Until(t, 30*time.Second, func() error {
+		if d := decideOne(t, a, "u0"); d.NotDecided || d.Allowed {
+			return fmt.Errorf("a answers %v, want denied by a", d)
+		}
+		return nil
+	})
+}
+
+// A shard that crashed (kill -9) refuses the connection: its partitions'
+// new owner takes them over at once, counting from zero (a crash is a
+// reset; routers keep users over their limit denied by their over-limit
+// caches).
+func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sg, g := startIn(t, prefix, "g", nil)
+	sv, v := startIn(t, prefix, "v", nil)
+	poll.Until(t, 10*time.Second, func() error {
+		if n := sg.Owners().Count()["v"]; n == 0 {
+			return fmt.Errorf("g sees v own nothing")
+		}
+		return nil
+	})
+	users := usersOf(t, sv, "v", 5)
+	for _, u := range users {
+		for range 10 {
+			decideOne(t, v, u)
+		}
+	}
+	sv.Kill()
+	poll.Until(t, 20*time.Second, func() error {
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "unreachable"}); n != 1 {
+			return fmt.Errorf("%v takeovers from an unreachable shard", n)
+		}
+		return nil
+	})
+	for _, u := range users {
+		if d := decideOne(t, g, u); d.NotDecided || !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("%s after the crash: %v, want allowed from zero (9 remaining)", u, d)
+		}
+	}
+}
+
+// stalled is a member record in etcd whose address accepts connections
+// and answers nothing, as a stopped process (SIGSTOP) does.
+type stalled struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	lease clientv3.LeaseID
+	cli   *clientv3.Client
+}
+
+// registerStalled registers member x, serving, at a stalled address.
+func registerStalled(t *testing.T, prefix string) *stalled {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &stalled{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			x.mu.Lock()
+			x.conns = append(x.conns, c)
+			x.mu.Unlock()
+		}
+	}()
+	t.Cleanup(x.close)
+	if x.cli, err = etcd.Dial([]string{etcdEndpoint}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = x.cli.Close() })
+	ctx := context.Background()
+	lease, err := x.cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := member.Encode(member.Member{ID: "x", Addr: ln.Addr().String(), State: member.Serving, Started: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.cli.Put(ctx, etcd.Layout(prefix).Member("x"), string(b), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	x.lease = lease.ID
+	return x
+}
+
+// revoke revokes x's lease, as etcd expires the lease of a stopped shard.
+func (x *stalled) revoke(t *testing.T) {
+	t.Helper()
+	if _, err := x.cli.Revoke(context.Background(), x.lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// close closes the address and the connections it accepted.
+func (x *stalled) close() {
+	_ = x.ln.Close()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, c := range x.conns {
+		_ = c.Close()
+	}
+}
+
+// A shard that gains the partitions of a stalled shard decides none of
+// their checks while it tries to pull them, and gives up after its
+// takeover timeout: they count from zero then.
+func TestTakeoverFromAStalledShard(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		result  string
+	}{
+		// The stalled shard goes away while the pull waits: observe the
+		// pending partitions first.
+		{"pending until it goes away", time.Minute, "unreachable"},
+		{"gives up after the timeout", 200 * time.Millisecond, "timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("/test/%s/", t.Name())
+			sg, g := startIn(t, prefix, "g", func(o *shard.Options) { o.TakeoverTimeout = tc.timeout })
+			x := registerStalled(t, prefix)
+			poll.Until(t, 10*time.Second, func() error {
+				if n := sg.Owners().Count()["x"]; n == 0 {
+					return fmt.Errorf("g sees x own nothing")
+				}
+				return nil
+			})
+			users := usersOf(t, sg, "x", 3)
+			x.revoke(t)
+			if tc.result == "unreachable" {
+				poll.Until(t, 10*time.Second, func() error {
+					if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "pending"}); n == 0 {
+						return fmt.Errorf("no partition pending")
+					}
+					return nil
+				})
+				for _, u := range users {
+					if d := decideOne(t, g, u); !d.NotDecided {
+						t.Fatalf("%s while its partition is taken over: %v, want not decided", u, d)
+					}
+				}
+				x.close()
+			}
+			poll.Until(t, 20*time.Second, func() error {
+				if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": tc.result}); n != 1 {
+					return fmt.Errorf("%v takeovers that ended %s", n, tc.result)
+				}
+				return nil
+			})
+			for _, u := range users {
+				if d := decideOne(t, g, u); d.NotDecided || !d.Allowed {
+					t.Fatalf("%s after the takeover: %v, want decided", u, d)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,210 @@
+package ownership
+
+import (
+	"context"
+	"sync"
+)
+
+// State is a partition's state at this shard.
+type State uint8
+
+// The states; see the package documentation.
+const (
+	Unowned State = iota
+	Owned
+	Pending
+	Fenced
+	states // how many
+)
+
+var stateNames = [states]string{"unowned", "owned", "pending", "fenced"}
+
+func (s State) String() string {
+	if s < states {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// States lists every state, for metrics.
+func States() []State { return []State{Unowned, Owned, Pending, Fenced} }
+
+// Set holds the state of every partition. It is safe for concurrent use.
+type Set struct {
+	mu     sync.RWMutex
+	states []State
+	// pulled marks partitions a hand-off brought here since the owner
+	// table last gave them to this shard: the next such change finds their
+	// counters here already.
+	pulled []bool
+	// takers counts each partition's takeovers under way: a partition
+	// whose owner changed twice in quick succession waits for both.
+	takers []uint16
+	// settled is closed, and replaced, whenever a Pending partition
+	// settles.
+	settled chan struct{}
+}
+
+// New returns a Set of partitions partitions, all Unowned.
+func New(partitions int) *Set {
+	return &Set{states: make([]State, partitions), pulled: make([]bool, partitions), takers: make([]uint16, partitions), settled: make(chan struct{})}
+}
+
+// Begin starts a batch of decisions: until End, no partition stops being
+// decided. Decides may be called in between.
+func (s *Set) Begin() {
+	if s != nil {
+		s.mu.RLock()
+	}
+}
+
+// End ends what Begin started.
+func (s *Set) End() {
+	if s != nil {
+		s.mu.RUnlock()
+	}
+}
+
+// Decides reports whether partition p's checks are decided here; only
+// between Begin and End. A partition out of range is not decided.
+func (s *Set) Decides(p uint32) bool {
+	if s == nil {
+		return true
+	}
+	return int(p) < len(s.states) && s.states[p] == Owned
+}
+
+// State returns partition p's state.
+func (s *Set) State(p int) State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.states[p]
+}
+
+// Count returns how many partitions are in each state.
+func (s *Set) Count() [states]int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out [states]int
+	for _, st := range s.states {
+		out[st]++
+	}
+	return out
+}
+
+// each calls f for every partition of parts in range, under the write
+// lock.
+func (s *Set) each(parts []uint32, f func(p int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		if int(p) < len(s.states) {
+			f(int(p))
+		}
+	}
+}
+
+// Pulled records that a hand-off brought parts here, ahead of the owner
+// table giving them to this shard: they are decided from now on, except
+// those Pending (their takeover settles them).
+func (s *Set) Pulled(parts []uint32) {
+	s.each(parts, func(p int) {
+		s.pulled[p] = true
+		if s.states[p] != Pending {
+			s.states[p] = Owned
+		}
+	})
+}
+
+// Dropped records that a hand-off has taken parts away and this shard
+// forgot them: Unowned.
+func (s *Set) Dropped(parts []uint32) {
+	s.each(parts, func(p int) {
+		s.states[p], s.pulled[p] = Unowned, false
+	})
+}
+
+// Fence stops deciding parts, which a taker is about to read: once Fence
+// returns, no batch decides them any more.
+func (s *Set) Fence(parts []uint32) {
+	s.each(parts, func(p int) {
+		s.states[p], s.pulled[p] = Fenced, false
+	})
+}
+
+// Settle ends one takeover of parts (one that Apply returned): those
+// still Pending, and with no other takeover under way, are decided from
+// now on.
+func (s *Set) Settle(parts []uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		if int(p) >= len(s.states) {
+			continue
+		}
+		if s.takers[p] > 0 {
+			s.takers[p]--
+		}
+		if s.states[p] == Pending && s.takers[p] == 0 {
+			s.states[p] = Owned
+		}
+	}
+	close(s.settled)
+	s.settled = make(chan struct{})
+}
+
+// WaitSettled waits until none of parts is Pending, or ctx ends, and
+// reports whether none is.
+func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
+	for {
+		s.mu.RLock()
+		pending := false
+		for _, p := range parts {
+			if int(p) < len(s.states) && s.states[p] == Pending {
+				pending = true
+				break
+			}
+		}
+		ch := s.settled
+		s.mu.RUnlock()
+		if !pending {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// Stuck returns those of parts, which the owner table gives this shard,
+// that are neither decided nor being taken over (Fenced or Unowned): a
+// state that no hand-off or takeover leaves behind for long, and that
+// would answer their checks by policy for good if left alone.
+func (s *Set) Stuck(parts []uint32) []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []uint32
+	for _, p := range parts {
+		if int(p) < len(s.states) && (s.states[p] == Fenced || s.states[p] == Unowned) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Reclaim makes those of parts still Fenced or Unowned Pending, each
+// waiting for takers takeovers (each ends with Settle), and returns them.
+func (s *Set) Reclaim(parts []uint32, takers int) []uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []uint32
+	for _, p := range parts {
+		if int(p) < len(s.states) && (s.states[p] == Fenced || s.states[p] == Unowned) {
+			s.states[p], s.takers[p] = Pending, s.takers[p]+uint16(takers)
+			out = append(out, p)
+		}
+	}
+	return out
+}

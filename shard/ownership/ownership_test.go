@@ -1,0 +1,260 @@
+package ownership_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/ownership"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
+)
+
+const partitions = 64
+
+func table(t *testing.T, ids ...string) *shardmap.Table {
+	t.Helper()
+	var ms []member.Member
+	for _, id := range ids {
+		ms = append(ms, member.Member{ID: id, Addr: id + ":1", State: member.Serving})
+	}
+	cfg := shardmap.DefaultConfig()
+	cfg.Partitions = partitions
+	tb, err := shardmap.Build(cfg, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// decided returns the partitions s decides.
+func decided(s *ownership.Set) []uint32 {
+	var out []uint32
+	s.Begin()
+	defer s.End()
+	for p := range uint32(partitions) {
+		if s.Decides(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// The cluster's first shard owns every partition from nobody: it decides
+// them all at once, with no takeover.
+func TestFirstShardOwnsEverythingFromNobody(t *testing.T) {
+	s := ownership.New(partitions)
+	if got := s.Apply("a", table(t), table(t, "a")); got != nil {
+		t.Fatalf("takeovers %v, want none", got)
+	}
+	if n := s.Count()[ownership.Owned]; n != partitions {
+		t.Fatalf("%d owned, want %d", n, partitions)
+	}
+}
+
+// The first table a shard sees changes nothing: its join decides.
+func TestFirstTableChangesNothing(t *testing.T) {
+	s := ownership.New(partitions)
+	if got := s.Apply("a", nil, table(t, "a", "b")); got != nil || len(decided(s)) != 0 {
+		t.Fatalf("takeovers %v, decided %v; want nothing", got, decided(s))
+	}
+}
+
+// A partition a hand-off brought ahead of the switch is decided at once,
+// and its switch starts no takeover; one gained without a hand-off from a
+// member that vanished is pending until its takeover settles, and the
+// takeover names the member's last known address.
+func TestGainedWithoutHandOffIsPendingUntilSettled(t *testing.T) {
+	abc, ab := table(t, "a", "b", "c"), table(t, "a", "b")
+	s := ownership.New(partitions)
+	s.Pulled(abc.PartitionsOf("a"))
+	if got := s.Apply("a", table(t, "b", "c"), abc); got != nil {
+		t.Fatalf("join after a hand-off: takeovers %v, want none", got)
+	}
+	if got, want := decided(s), abc.PartitionsOf("a"); !slices.Equal(got, want) {
+		t.Fatalf("decided %v, want %v", got, want)
+	}
+	// c vanishes: a gains some of its partitions without a hand-off.
+	got := s.Apply("a", abc, ab)
+	var gained []uint32
+	for _, p := range ab.PartitionsOf("a") {
+		if !slices.Contains(abc.PartitionsOf("a"), p) {
+			gained = append(gained, p)
+		}
+	}
+	if len(gained) == 0 {
+		t.Fatal("a gains nothing when c leaves; pick other ids")
+	}
+	var fromC []uint32
+	for _, tk := range got {
+		if tk.From.ID == "c" {
+			if tk.From.Addr != "c:1" {
+				t.Errorf("takeover from c at %q, want its last known address c:1", tk.From.Addr)
+			}
+			fromC = tk.Partitions
+		}
+	}
+	var all []uint32
+	for _, tk := range got {
+		all = append(all, tk.Partitions...)
+	}
+	slices.Sort(all)
+	if !slices.Equal(all, gained) || len(fromC) == 0 {
+		t.Fatalf("takeovers %v, want the partitions a gained, %v", got, gained)
+	}
+	for _, p := range gained {
+		if st := s.State(int(p)); st != ownership.Pending {
+			t.Fatalf("partition %d is %v, want pending", p, st)
+		}
+	}
+	if got, want := decided(s), abc.PartitionsOf("a"); !slices.Equal(got, want) {
+		t.Fatalf("while pending: decided %v, want only what a owned before, %v", got, want)
+	}
+	s.Settle(all)
+	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
+		t.Fatalf("settled: decided %v, want %v", got, want)
+	}
+}
+
+// A pull into a pending partition leaves it pending: only its own
+// takeover settles it.
+func TestPullDoesNotSettleAPendingPartition(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", table(t, "a", "b"), table(t, "a"))
+	p := table(t, "a", "b").PartitionsOf("b")[0]
+	s.Pulled([]uint32{p})
+	if st := s.State(int(p)); st != ownership.Pending {
+		t.Fatalf("partition %d is %v after a pull, want pending", p, st)
+	}
+}
+
+// A partition moved away stays decided (routers that have not switched)
+// until it is dropped or fenced; a fenced one is decided again only after
+// a hand-off brings it back.
+func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
+	ab, a := table(t, "a", "b"), table(t, "a")
+	s := ownership.New(partitions)
+	s.Apply("a", table(t), a) // a alone: owns everything
+	s.Apply("a", a, ab)       // b joins
+	if n := len(decided(s)); n != partitions {
+		t.Fatalf("after b joined: %d decided, want %d until dropped", n, partitions)
+	}
+	toB := ab.PartitionsOf("b")
+	s.Dropped(toB[:1])
+	s.Fence(toB[1:])
+	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
+		t.Fatalf("decided %v, want %v", got, want)
+	}
+	if st := s.State(int(toB[1])); st != ownership.Fenced {
+		t.Fatalf("partition %d is %v, want fenced", toB[1], st)
+	}
+	s.Pulled(toB[1:2])
+	if !slices.Contains(decided(s), toB[1]) {
+		t.Fatalf("partition %d not decided after a hand-off brought it back", toB[1])
+	}
+}
+
+// Fence waits for the batches in flight: once it returns, no batch that
+// began before it still decides.
+func TestFenceWaitsForBatchesInFlight(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Pulled([]uint32{1})
+	s.Begin()
+	fenced := make(chan struct{})
+	go func() {
+		s.Fence([]uint32{1})
+		close(fenced)
+	}()
+	// Fence cannot return while the batch holds Begin; the batch keeps
+	// its partition whatever Fence has done so far.
+	select {
+	case <-fenced:
+		t.Fatal("Fence returned while a batch was deciding")
+	default:
+	}
+	if !s.Decides(1) {
+		t.Fatal("the batch in flight lost its partition")
+	}
+	s.End()
+	<-fenced
+	if slices.Contains(decided(s), 1) {
+		t.Fatal("partition 1 decided after Fence")
+	}
+}
+
+// WaitSettled returns once the partitions are no longer pending, or false
+// when ctx ends first.
+func TestWaitSettled(t *testing.T) {
+	s := ownership.New(partitions)
+	got := s.Apply("a", table(t, "a", "b"), table(t, "a"))
+	if len(got) != 1 {
+		t.Fatalf("takeovers %v, want one, from b", got)
+	}
+	parts := got[0].Partitions
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if s.WaitSettled(ctx, parts) {
+		t.Fatal("settled while pending")
+	}
+	done := make(chan bool)
+	go func() { done <- s.WaitSettled(context.Background(), parts) }()
+	s.Settle(parts)
+	if !<-done {
+		t.Fatal("not settled after Settle")
+	}
+}
+
+// A nil Set decides every partition (a shard built without a cluster).
+func TestNilSetDecidesEverything(t *testing.T) {
+	var s *ownership.Set
+	s.Begin()
+	defer s.End()
+	for p := range uint32(partitions) {
+		if !s.Decides(p) {
+			t.Fatalf("partition %d not decided", p)
+		}
+	}
+}
+
+// A partition whose owner changed twice without a hand-off (b leaves, c
+// takes it, c leaves) waits for both takeovers.
+func TestPendingWaitsForEveryTakeover(t *testing.T) {
+	s := ownership.New(partitions)
+	ab, a := table(t, "a", "b"), table(t, "a")
+	first := s.Apply("a", ab, a)
+	second := s.Apply("a", ab, a) // the same gain seen again, from a table that flapped
+	if len(first) != 1 || len(second) != 1 {
+		t.Fatalf("takeovers %v then %v, want one each", first, second)
+	}
+	p := first[0].Partitions[0]
+	s.Settle(first[0].Partitions)
+	if st := s.State(int(p)); st != ownership.Pending {
+		t.Fatalf("partition %d is %v with a takeover still under way, want pending", p, st)
+	}
+	s.Settle(second[0].Partitions)
+	if st := s.State(int(p)); st != ownership.Owned {
+		t.Fatalf("partition %d is %v once both settled, want owned", p, st)
+	}
+}
+
+// Stuck finds the partitions given to this shard that it neither decides
+// nor takes over; Reclaim makes them pending for that many takeovers.
+func TestStuckAndReclaim(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Pulled([]uint32{1, 2})
+	s.Fence([]uint32{2})
+	if got := s.Stuck([]uint32{1, 2, 3}); !slices.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("stuck %v, want [2 3]", got)
+	}
+	if got := s.Reclaim([]uint32{1, 2, 3}, 2); !slices.Equal(got, []uint32{2, 3}) {
+		t.Fatalf("reclaimed %v, want [2 3]", got)
+	}
+	s.Settle([]uint32{2, 3})
+	if st := s.State(2); st != ownership.Pending {
+		t.Fatalf("partition 2 is %v after one of two takeovers, want pending", st)
+	}
+	s.Settle([]uint32{2, 3})
+	if got := decided(s); !slices.Equal(got, []uint32{1, 2, 3}) {
+		t.Fatalf("decided %v, want [1 2 3]", got)
+	}
+}

@@ -1,0 +1,232 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/ownership"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
+)
+
+// Takeovers. Planned changes hand counters over before routers switch
+// (lifecycle.go). A member that vanishes without a drain (its lease
+// expired or was revoked) cannot: routers move its partitions at once. So
+// the shard follows the owner table as routers do, and every partition it
+// gains without a hand-off is Pending (not decided: routers answer its
+// checks by policy) until the shard has pulled it, with a fence, from its
+// previous owner's last known address:
+//
+//   - previous owner alive (it lost its lease, or the ring moved the
+//     partition between live shards): the fence makes it stop deciding the
+//     partition before it exports, so the copy is exact;
+//   - previous owner dead (connection refused: kill -9): the pull fails at
+//     once, and the partition counts from zero here (a crash is a reset;
+//     the routers' over-limit caches keep users over their limit denied);
+//   - previous owner stalled (SIGSTOP: it accepts connections and answers
+//     nothing): the pull gives up after TakeoverTimeout, and the partition
+//     counts from zero, or from what arrived.
+
+// view is the owner table the shard follows, built from the members and
+// the shard map in etcd by the one owner function.
+type view struct {
+	mu         sync.Mutex
+	members    []member.Member
+	m          *shardmap.Map
+	gotMembers bool
+	gotMap     bool
+	table      *shardmap.Table // nil until both were read
+	first      chan struct{}   // closed once both were read
+	closeFirst sync.Once
+	// stuck are the partitions heal found stuck under table at its last
+	// look.
+	stuck      []uint32
+	stuckTable *shardmap.Table
+}
+
+// follow starts following members and the shard map, and returns once
+// both were read (or ctx ended).
+func (s *Server) follow(ctx context.Context) error {
+	s.view.first = make(chan struct{})
+	go mapstore.Watch(s.ctx, s.etcd, s.layout(), s.opts.Logger, func(m *shardmap.Map) {
+		if m != nil && m.Validate(s.opts.Partitions) != nil {
+			m = nil // as routers do: the ring decides alone
+		}
+		s.view.mu.Lock()
+		defer s.view.mu.Unlock()
+		s.view.m, s.view.gotMap = m, true
+		s.updateView()
+	})
+	go membership.Watch(s.ctx, s.etcd, s.layout(), s.opts.Logger, func(ms []member.Member) {
+		s.view.mu.Lock()
+		defer s.view.mu.Unlock()
+		s.view.members, s.view.gotMembers = ms, true
+		s.updateView()
+	})
+	select {
+	case <-s.view.first:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the first members and shard map from etcd: %w", ctx.Err())
+	}
+}
+
+// updateView builds the owner table from the latest members and map,
+// applies it to the partitions' states and starts the takeovers it calls
+// for. The caller holds view.mu.
+func (s *Server) updateView() {
+	v := &s.view
+	if !v.gotMembers || !v.gotMap {
+		return
+	}
+	t, err := s.owners(v.members, v.m)
+	if err != nil {
+		s.opts.Logger.Error("cannot build the owner table; keeping the previous one", "err", err)
+		return
+	}
+	for _, tk := range s.owned.Apply(s.opts.ID, v.table, t) {
+		go s.takeOver(tk)
+	}
+	v.table = t
+	v.closeFirst.Do(func() { close(v.first) })
+}
+
+// Owners returns the owner table the shard follows, as routers do; nil
+// before it read the members and the shard map.
+func (s *Server) Owners() *shardmap.Table {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	return s.view.table
+}
+
+// Takeover results, the values of the result label.
+var takeoverResults = []string{"exact", "unreachable", "timeout"}
+
+// takeOver pulls tk's partitions from their previous owner with a fence,
+// within TakeoverTimeout, and then decides them, with whatever arrived.
+func (s *Server) takeOver(tk ownership.Takeover) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.TakeoverTimeout)
+	defer cancel()
+	var c handoff.Copied
+	from, err := s.peers.Client(tk.From)
+	if err == nil {
+		c, err = handoff.Pull(ctx, from, &shardlimitv1.PullRequest{
+			SourceId: tk.From.ID, SourceAddr: tk.From.Addr, Partitions: tk.Partitions,
+			PartitionCount: uint32(s.opts.Partitions), Fence: true,
+		}, s.merge)
+	}
+	s.owned.Settle(tk.Partitions)
+	took := time.Since(start)
+	if s.ctx.Err() != nil {
+		return // stopping: nothing to report
+	}
+	result := "exact"
+	switch {
+	case err == nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		result = "timeout"
+	default:
+		result = "unreachable"
+	}
+	s.handoffMetrics.takeovers.WithLabelValues(result).Inc()
+	s.handoffMetrics.duration.WithLabelValues("takeover").Set(took.Seconds())
+	log := s.opts.Logger.With("from", tk.From.ID, "addr", tk.From.Addr, "partitions", len(tk.Partitions),
+		"keys", c.Keys, "took", took.Round(time.Millisecond))
+	switch result {
+	case "exact":
+		log.Info("took over the partitions of a shard that left without a hand-off, with their counters")
+	case "timeout":
+		log.Warn("took over the partitions of a shard that left without a hand-off, which did not answer in time (stalled): they count from what arrived, or from zero",
+			"timeout", s.opts.TakeoverTimeout, "err", err)
+	default:
+		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
+			"err", err)
+	}
+}
+
+// healEvery is how often heal looks for stuck partitions.
+const healEvery = 5 * time.Second
+
+// heal takes over again the partitions that the owner table gives this
+// shard but that it neither decides nor takes over (ownership.Set.Stuck)
+// at two looks in a row under the same table: a view that flapped faster
+// than this shard's watch saw (a taker fenced a partition that came back
+// here unseen) would otherwise leave them answered by policy for good.
+// Not knowing who holds their counters, it pulls them with a fence from
+// every other serving member.
+func (s *Server) heal() {
+	if !s.ready.Load() {
+		return
+	}
+	v := &s.view
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.table == nil {
+		return
+	}
+	stuck := s.owned.Stuck(v.table.PartitionsOf(s.opts.ID))
+	var again []uint32
+	if v.stuckTable == v.table {
+		again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(v.stuck, p) })
+	}
+	v.stuck, v.stuckTable = stuck, v.table
+	if len(again) == 0 {
+		return
+	}
+	var others []member.Member
+	for _, m := range v.table.Members() {
+		if m.ID != s.opts.ID {
+			others = append(others, m)
+		}
+	}
+	parts := s.owned.Reclaim(again, len(others))
+	if len(parts) == 0 {
+		return
+	}
+	s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
+		"partitions", len(parts), "shards", len(others))
+	if len(others) == 0 {
+		s.owned.Settle(parts) // nobody else can hold them
+		return
+	}
+	for _, m := range others {
+		go s.takeOver(ownership.Takeover{From: m, Partitions: parts})
+	}
+}
+
+// fenceAll stops deciding every partition: the shard lost its lease, and
+// routers have moved its partitions.
+func (s *Server) fenceAll() {
+	all := make([]uint32, s.opts.Partitions)
+	for p := range all {
+		all[p] = uint32(p)
+	}
+	s.owned.Fence(all)
+}
+
+// partitionsCollector reports how many partitions are in each state.
+type partitionsCollector struct{ owned *ownership.Set }
+
+var descPartitions = prometheus.NewDesc("shardlimit_shard_partitions",
+	"Partitions by their state at this shard: owned (decided here), pending (being taken over from a shard that left without a hand-off), fenced (taken over by another shard), unowned.",
+	[]string{"state"}, nil)
+
+func (c partitionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descPartitions }
+
+func (c partitionsCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.owned.Count()
+	for _, st := range ownership.States() {
+		ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(n[st]), st.String())
+	}
+}
