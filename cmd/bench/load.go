@@ -28,6 +28,7 @@ type stats struct {
 	policy     uint64
 	noRule     uint64 // allowed without a rule (of the allowed)
 	badAnswers uint64 // answers without one decision per check
+	failovers  uint64 // requests sent once more to the next address
 	codes      [numCodes]uint64
 	_          [64]byte // keeps the next worker's counters off this cache line
 }
@@ -46,12 +47,32 @@ func newStats() *stats {
 // worker is one goroutine's share of the load: its own message, users,
 // connection and stats, so that nothing on the request path is shared.
 type worker struct {
-	id    int
-	req   request
-	pick  *picker
-	conn  *grpc.ClientConn
-	names []string
-	st    *stats
+	id   int
+	req  request
+	pick *picker
+	// conns are every connection, Options.Connections per address in
+	// address order; the worker sends on conns[at], and moves on by step
+	// (the next address's) when its router is gone.
+	conns    []*grpc.ClientConn
+	at, step int
+	names    []string
+	st       *stats
+}
+
+// send sends the worker's request. When it fails UNAVAILABLE (its router
+// is gone: killed, stopping, or not yet back) and bench was given more
+// than one address, the worker moves to the next address's connection and
+// sends the request there once more, as the Go client does with a check
+// lost in flight: a check the gone router had already counted counts
+// twice, which errs toward denying. The worker stays on the new router.
+func (w *worker) send(ctx context.Context) error {
+	err := w.req.send(ctx, w.conns[w.at])
+	if err != nil && w.step < len(w.conns) && status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+		w.at = (w.at + w.step) % len(w.conns)
+		w.st.failovers++
+		err = w.req.send(ctx, w.conns[w.at])
+	}
+	return err
 }
 
 // outcome records one request's answer (err nil) or failure.
@@ -145,7 +166,7 @@ func (l *load) closed(ctx, callCtx context.Context, w *worker, stop *atomic.Bool
 		}
 		w.req.draw(w.pick, w.names)
 		t := time.Now()
-		err := w.req.send(callCtx, w.conn)
+		err := w.send(callCtx)
 		lat := time.Since(t)
 		if ctx.Err() != nil {
 			return // interrupted: the answer is not the server's
@@ -186,7 +207,7 @@ func (l *load) open(ctx, callCtx context.Context, w *worker, stop *atomic.Bool, 
 			return // past the span: slots still waiting for this worker are dropped
 		}
 		w.req.draw(w.pick, w.names)
-		err := w.req.send(callCtx, w.conn)
+		err := w.send(callCtx)
 		lat := time.Since(at)
 		if ctx.Err() != nil {
 			return

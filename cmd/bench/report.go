@@ -83,6 +83,9 @@ type Phase struct {
 	// "bad_answer" for an answer without one decision per check.
 	Errors       uint64            `json:"errors"`
 	ErrorsByCode map[string]uint64 `json:"errors_by_code"`
+	// Failovers counts requests sent once more to the next address after
+	// their router was gone (UNAVAILABLE); see worker.send.
+	Failovers uint64 `json:"failovers"`
 	// BenchCPU is this process's CPU over the measured phase.
 	BenchCPU CPU `json:"bench_cpu"`
 	// CPUIncludesServer is true for the baseline, whose no-op server runs
@@ -261,6 +264,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			slices.Sort(codes)
 			fmt.Fprintf(w, "  errors by code: %s\n", strings.Join(codes, ", "))
+		}
+		if p.Failovers > 0 {
+			fmt.Fprintf(w, "  %d requests sent once more to the next router after theirs was gone\n", p.Failovers)
 		}
 		if p.AllowedWithoutRule > 0 {
 			if c.API == APIEnvoy {

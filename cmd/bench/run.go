@@ -92,7 +92,7 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	newWorkers := func() []*worker {
 		ws := make([]*worker, n)
 		for i := range ws {
-			ws[i] = &worker{id: i, req: newRequest(o), pick: newPicker(o, i), conn: conns[i%len(conns)], names: names, st: newStats()}
+			ws[i] = &worker{id: i, req: newRequest(o), pick: newPicker(o, i), conns: conns, at: i % len(conns), step: o.Connections, names: names, st: newStats()}
 		}
 		return ws
 	}
@@ -151,6 +151,7 @@ func merge(name, target string, ws []*worker, elapsed time.Duration, o *Options)
 		h.add(&st.hist)
 		ph.Requests += st.requests.Load()
 		ph.Errors += st.errors.Load()
+		ph.Failovers += st.failovers
 		ph.Checks += st.checks
 		ph.Allowed += st.allowed
 		ph.Denied += st.denied

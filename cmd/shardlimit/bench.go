@@ -79,7 +79,7 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 	}
 	f := cmd.Flags()
 	registerLoadFlags(f, &o)
-	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses, comma-separated; connections are taken round robin")
+	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses, comma-separated; connections are taken round robin, and a worker whose router is gone sends once more to the next one and stays there")
 	f.BoolVar(&o.Baseline, "baseline", o.Baseline, "first run the same load against an in-process no-op server and report the ratio")
 	f.BoolVar(&o.BaselineOnly, "baseline-only", o.BaselineOnly, "run against the in-process no-op server only: this client's ceiling on this machine")
 	f.BoolVar(&plain, "insecure", false, "plain text to routers run with --insecure (default: TLS with --tls-* or the client config file of $"+creds.EnvConfig+")")
