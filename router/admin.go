@@ -240,6 +240,7 @@ func (a *admin) ResetKey(ctx context.Context, req *shardlimitv1.ResetKeyRequest)
 		if err != nil {
 			return nil, status.Errorf(status.Code(err), "shard %s: %s", owner.ID, status.Convert(err).Message())
 		}
+		a.r.overLimit.forgetKey(req.Service, req.Rule, req.User)
 		a.r.log.Info("counter reset", "service", req.Service, "rule", req.Rule, "shard", owner.ID, "existed", r.Existed, "caller", auth.FromContext(ctx).Name())
 		return &shardlimitv1.ResetKeyResponse{Existed: r.Existed, Shard: owner.ID}, nil
 	}

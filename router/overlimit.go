@@ -129,9 +129,14 @@ func (o *overLimit) record(c *rules.Resolved, d *shardlimitv1.Decision, now int6
 
 // forget drops what the cache holds for check c's key: its hits are being
 // refunded, so it may be under its limit again.
-func (o *overLimit) forget(c *rules.Resolved) {
+func (o *overLimit) forget(c *rules.Resolved) { o.forgetKey(c.Service, c.Rule.Name, c.User) }
+
+// forgetKey drops what the cache holds for a counter: its hits refunded,
+// or the counter reset (Admin ResetKey, at this router; another router's
+// cache may hold the user's denial until its retry time).
+func (o *overLimit) forgetKey(service, rule, user string) {
 	if o.cache.Len() > 0 {
-		o.cache.Forget(key.Make(c.Service, c.Rule.Name, c.User))
+		o.cache.Forget(key.Make(service, rule, user))
 	}
 }
 

@@ -339,6 +339,14 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	if got := ctlAny("limited", "--service", "shop"); !strings.Contains(got, "alice") || !strings.Contains(got, "checkout-per-user") {
 		t.Fatalf("ctl limited:\n%s", got)
 	}
+	// ctl reset forgets alice's counter (operator): her check of 10 hits,
+	// denied before, is allowed now.
+	if got := ctlAny("reset", "--service", "shop", "--rule", "checkout-per-user", "--user", "alice"); !strings.Contains(got, "was reset") {
+		t.Fatalf("ctl reset:\n%s", got)
+	}
+	if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", "alice", "--hits", "10"); !strings.HasPrefix(got, "ALLOWED") {
+		t.Fatalf("a check of 10 hits after ctl reset: %s", got)
+	}
 	if got := ctlAny("members"); strings.Count(got, "shard-") != 3 || !strings.Contains(got, "SETUP") {
 		t.Fatalf("ctl members:\n%s", got)
 	}
