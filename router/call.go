@@ -110,6 +110,7 @@ func (r *Router) send(p *peer, batch []*part) {
 			continue
 		}
 		pd := pt.pd
+		notDecided := 0
 		for _, i := range pt.idx {
 			d := resp.Decisions[k]
 			k++
@@ -118,6 +119,7 @@ func (r *Router) send(p *peer, batch []*part) {
 				// on: it answered, and counted nothing.
 				r.metrics.shardErrors.WithLabelValues(p.member.ID, "not_decided").Inc()
 				r.answerByPolicy(rs, pd, []int{i}, false)
+				notDecided++
 				continue
 			}
 			pd.out[i] = decisionOf(d, pd.checks[i].Rule)
@@ -132,6 +134,9 @@ func (r *Router) send(p *peer, batch []*part) {
 				res = resultDenied
 			}
 			r.metrics.decided(rs, &pd.checks[i], res)
+		}
+		if notDecided > 0 {
+			pt.notDecided(notDecided)
 		}
 		pt.done(outcome)
 	}

@@ -49,6 +49,16 @@ type part struct {
 	span   trace.Span // of the wait, when the request is traced (tracing.go)
 }
 
+// notDecided records that n of pt's checks were answered by policy because
+// the shard did not decide them (a takeover): on the span when traced, and
+// in the debug summary of checks answered without the shard.
+func (pt *part) notDecided(n int) {
+	if pt.span != nil {
+		pt.span.SetAttributes(attribute.Int("shardlimit.not_decided", n))
+	}
+	pt.peer.policy.note(pt.peer.log, outcomeNotDecided, n)
+}
+
 // done marks pt answered; outcome says how, on its span when traced.
 func (pt *part) done(outcome string) {
 	if pt.span != nil {

@@ -147,7 +147,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.http, err = httpapi.Start(httpapi.Options{
 			Listen: opts.HTTPListen, TLS: opts.TLS, MaxBody: opts.HTTPMaxBody, Limits: opts.Limits,
 			Bound:    func(lis net.Listener) net.Listener { return rpc.Bound(lis, srvOpts) },
-			Registry: r.registry, Logger: r.log,
+			Registry: r.registry, Logger: r.log, Tracer: opts.Tracer,
 		}, httpapi.Services{RateLimiter: r, Envoy: envoySvc, Authorize: r.auth.Unary})
 		if err != nil {
 			r.Stop(context.Background())
@@ -228,12 +228,16 @@ func (r *Router) setRules(u rulestore.Update) {
 // Stop stops serving and following etcd.
 func (r *Router) Stop(ctx context.Context) {
 	r.stop.Do(func() {
+		// Both servers drain at once, each until ctx ends: one slow to
+		// drain does not take the other's time.
+		var wg sync.WaitGroup
 		if r.http != nil {
-			r.http.Stop(ctx)
+			wg.Go(func() { r.http.Stop(ctx) })
 		}
 		if r.srv != nil {
-			r.srv.Stop(ctx)
+			wg.Go(func() { r.srv.Stop(ctx) })
 		}
+		wg.Wait()
 		r.cancel()
 		_ = r.etcd.Close()
 		r.closePeers()
@@ -246,6 +250,9 @@ func (r *Router) Stop(ctx context.Context) {
 // following etcd. Stop after Kill does nothing.
 func (r *Router) Kill() {
 	r.stop.Do(func() {
+		if r.http != nil {
+			r.http.Kill()
+		}
 		if r.srv != nil {
 			r.srv.Kill()
 		}

@@ -37,6 +37,7 @@ const (
 	outcomeQueued      = "policy:queued"
 	outcomeError       = "policy:error"
 	outcomeDeadline    = "policy:deadline"
+	outcomeNotDecided  = "policy:not_decided" // some checks: the shard did not decide them (takeover)
 )
 
 // traced reports whether ctx's request is traced: only then are its

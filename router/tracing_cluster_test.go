@@ -3,6 +3,9 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -370,4 +374,51 @@ func TestTracingRebalanceRun(t *testing.T) {
 		}
 		return fmt.Errorf("no run span")
 	})
+}
+
+// A check over the HTTP/JSON API is traced as over gRPC: the router's HTTP
+// server span continues the caller's traceparent, and the wait for the
+// shard is its child.
+func TestTracingHTTPCheck(t *testing.T) {
+	c, caller, rt, _, _ := tracedCluster(t, 1, func(o *router.Options) { o.HTTPListen = "127.0.0.1:0" })
+	ctx, root := caller.tp.Tracer("test").Start(context.Background(), "http caller")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+c.Routers[0].HTTPAddr()+"/v1/check",
+		strings.NewReader(`{"checks":[{"service":"shop","endpoint":"/checkout","user":"http-alice"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: c.TLS(creds.OperatorID)}}
+	resp, err := hc.Do(req)
+	root.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"allowed":true`) {
+		t.Fatalf("POST /v1/check: %d %s", resp.StatusCode, body)
+	}
+	var server, wait tracetest.SpanStub
+	poll.Until(t, 10*time.Second, func() error {
+		for _, s := range rt.exp.GetSpans() {
+			switch {
+			case s.SpanContext.TraceID() != root.SpanContext().TraceID():
+			case s.Name == "POST /v1/check":
+				server = s
+			case s.Name == "shardlimit.router/wait":
+				wait = s
+			}
+		}
+		if !server.SpanContext.IsValid() || !wait.SpanContext.IsValid() {
+			return fmt.Errorf("no HTTP server span or wait span in the caller's trace")
+		}
+		return nil
+	})
+	if server.Parent.SpanID() != root.SpanContext().SpanID() {
+		t.Errorf("HTTP span's parent %v, want the caller's %v", server.Parent.SpanID(), root.SpanContext().SpanID())
+	}
+	if wait.Parent.SpanID() != server.SpanContext.SpanID() {
+		t.Errorf("wait span's parent %v, want the HTTP span %v", wait.Parent.SpanID(), server.SpanContext.SpanID())
+	}
 }

@@ -19,9 +19,8 @@
 // few requests a second (legit.go), and reports their decisions apart, so
 // that runs with and without a flood compare exactly. Given several
 // router addresses, a worker whose router is gone (UNAVAILABLE) sends its
-// request once more to the next address and stays there, as the Go client
-// does, so a killed or restarted router costs the load no errors
-// (Phase.Failovers counts them).
+// request once more to the next address and stays there, so a killed or
+// restarted router costs the load no errors (Phase.Failovers counts them).
 //
 // The bench must never be the bottleneck it measures, so on the request
 // path it must never start a goroutine, build a message, format a user

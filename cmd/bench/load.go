@@ -62,9 +62,12 @@ type worker struct {
 // send sends the worker's request. When it fails UNAVAILABLE (its router
 // is gone: killed, stopping, or not yet back) and bench was given more
 // than one address, the worker moves to the next address's connection and
-// sends the request there once more, as the Go client does with a check
-// lost in flight: a check the gone router had already counted counts
-// twice, which errs toward denying. The worker stays on the new router.
+// sends the request there once more: a check the gone router had already
+// counted counts twice, which errs toward denying. The worker stays on the
+// new router. Unlike the Go client, which resends a sent check only when
+// its connection broke before any answer, the bench also moves on an
+// UNAVAILABLE that a live router answered itself (routers answer checks
+// by failure policy rather than so, so a load generator can afford it).
 func (w *worker) send(ctx context.Context) error {
 	err := w.req.send(ctx, w.conns[w.at])
 	if err != nil && w.step < len(w.conns) && status.Code(err) == codes.Unavailable && ctx.Err() == nil {

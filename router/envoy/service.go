@@ -115,6 +115,7 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		idx = append(idx, i)
 	}
 	if len(checks) == 0 {
+		s.traceCode(ctx, resp)
 		return resp, nil
 	}
 	decisions := s.d.Decide(ctx, checks)
@@ -144,10 +145,15 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if s.opts.Headers {
 		resp.ResponseHeadersToAdd = headers(states)
 	}
+	s.traceCode(ctx, resp)
+	return resp, nil
+}
+
+// traceCode puts the answer's overall code on the call's span.
+func (s *service) traceCode(ctx context.Context, resp *rlsv3.RateLimitResponse) {
 	if s.opts.Traced {
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String("shardlimit.overall_code", resp.OverallCode.String()))
 	}
-	return resp, nil
 }
 
 // descriptorStatus is Envoy's status of a descriptor that rule decided.

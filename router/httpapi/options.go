@@ -9,6 +9,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -48,6 +49,10 @@ type Options struct {
 	Registry prometheus.Registerer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, gives each request a server span (otelhttp) that
+	// continues the caller's W3C trace context (traceparent), as the gRPC
+	// server's stats handler does; default nil: no span is made.
+	Tracer trace.TracerProvider
 }
 
 // Services are what the API serves.

@@ -14,6 +14,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -22,6 +23,7 @@ import (
 	rlsgw "github.com/shardlimit/shardlimit/proto/gateway/envoy/service/ratelimit/v3"
 	shardlimitgw "github.com/shardlimit/shardlimit/proto/gateway/shardlimit/v1"
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // Timeouts of every connection, against clients that hold one open
@@ -100,8 +102,13 @@ func Start(o Options, s Services) (*Server, error) {
 		// offered nothing, and net/http serves them HTTP/1.1.
 		lis = tls.NewListener(lis, o.TLS)
 	}
+	var h http.Handler = withPeer(bounded(o.MaxBody, mux))
+	if o.Tracer != nil {
+		h = otelhttp.NewHandler(h, "shardlimit.router/http", otelhttp.WithTracerProvider(o.Tracer),
+			otelhttp.WithPropagators(tracing.Propagator), otelhttp.WithSpanNameFormatter(spanName))
+	}
 	srv := &http.Server{
-		Handler:           counted(requests, withPeer(bounded(o.MaxBody, mux))),
+		Handler:           counted(requests, h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -123,6 +130,23 @@ func Start(o Options, s Services) (*Server, error) {
 
 // Addr returns the address the API listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Kill closes every connection at once, as a crash would, for fault
+// tests.
+func (s *Server) Kill() {
+	_ = s.srv.Close()
+	<-s.done
+}
+
+// spanName names a request's span by its route: /v1/check, /json, or
+// "other", never a path a caller made up (span names must stay few).
+func spanName(_ string, r *http.Request) string {
+	switch r.URL.Path {
+	case "/v1/check", "/json":
+		return "POST " + r.URL.Path
+	}
+	return "other"
+}
 
 // Stop lets requests in flight finish until ctx ends, then closes every
 // connection.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/ratelimitheader"
 )
 
 // DenyStatusParam is the query parameter of /v1/check that asks for 429
@@ -143,17 +144,19 @@ func denyStatus(ctx context.Context, w http.ResponseWriter, m proto.Message) err
 		if st := requestOf(ctx); st == nil || !st.want429 {
 			return nil
 		}
-		denied, retry := false, 0.0
+		denied, retry := false, time.Duration(0)
 		for _, d := range resp.Decisions {
 			if !d.Allowed {
-				denied, retry = true, max(retry, d.GetRetryAfter().AsDuration().Seconds())
+				denied, retry = true, max(retry, d.GetRetryAfter().AsDuration())
 			}
 		}
 		if !denied {
 			return nil
 		}
-		if s := math.Ceil(retry); s > 0 {
-			w.Header().Set("Retry-After", strconv.FormatFloat(s, 'f', 0, 64))
+		// A denial never lifted (more hits than the rule ever allows)
+		// advertises no time.
+		if s := ratelimitheader.Seconds(retry); s > 0 && retry <= ratelimitheader.Never {
+			w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
 		}
 		w.WriteHeader(http.StatusTooManyRequests)
 	case *rlsv3.RateLimitResponse:

@@ -75,6 +75,12 @@ func Limit(name string, remaining, seconds int64) string {
 	return String(name) + ";r=" + strconv.FormatInt(clamp(remaining), 10) + ";t=" + strconv.FormatInt(clamp(seconds), 10)
 }
 
+// Never is the wait past which a denial is taken as never lifted: the
+// request costs more than its rule ever allows (the shard answers such a
+// denial with the longest wait it can express). Headers leave out a time
+// for it rather than advertise centuries.
+const Never = 100 * 365 * 24 * time.Hour
+
 // Seconds rounds d up to whole seconds, clamped to 0..MaxInteger: the unit
 // of w, t and Retry-After. Rounding up keeps the promise that waiting t is
 // enough.

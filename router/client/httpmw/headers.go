@@ -3,7 +3,6 @@ package httpmw
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/shardlimit/shardlimit/router/client"
 	"github.com/shardlimit/shardlimit/router/ratelimitheader"
@@ -62,7 +61,7 @@ func retryAfter(d client.Decision) string {
 
 // never reports a denial that no wait can lift (hits over the rule's
 // capacity): its retry_after is the limiter's "never", ~292 years.
-func never(d client.Decision) bool { return d.RetryAfter > 100*365*24*time.Hour }
+func never(d client.Decision) bool { return d.RetryAfter > ratelimitheader.Never }
 
 // ProblemDenied is the default Options.Denied: 429 Too Many Requests with
 // the draft's quota-exceeded problem details (application/problem+json),
