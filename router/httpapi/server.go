@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -177,13 +177,14 @@ func remoteAddr(s string) net.Addr {
 	return &net.TCPAddr{}
 }
 
-// counted counts each request by api and status code.
+// counted counts each request by api (its route) and status code, with
+// promhttp's instrumentation.
 func counted(requests *prometheus.CounterVec, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		requests.WithLabelValues(apiOf(r.URL.Path), strconv.Itoa(rec.code)).Inc()
-	})
+	byAPI := map[string]http.Handler{}
+	for _, api := range []string{apiCheck, apiEnvoy, apiOther} {
+		byAPI[api] = promhttp.InstrumentHandlerCounter(requests.MustCurryWith(prometheus.Labels{"api": api}), h)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { byAPI[apiOf(r.URL.Path)].ServeHTTP(w, r) })
 }
 
 func apiOf(path string) string {
@@ -195,27 +196,6 @@ func apiOf(path string) string {
 	}
 	return apiOther
 }
-
-// recorder keeps the status code written.
-type recorder struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if !r.wrote {
-		r.code, r.wrote = code, true
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.wrote = true
-	return r.ResponseWriter.Write(b)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // rateLimiter calls the router's Check through the authorizer, as the
 // gRPC server does.
