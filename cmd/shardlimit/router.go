@@ -63,7 +63,7 @@ func routerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
 	f.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "address of the HTTP/JSON API (POST /v1/check, Envoy's POST /json), with the gRPC server's TLS, credentials and --max-connections (default: off)")
-	f.Int64Var(&o.HTTPMaxBody, "http-max-body", o.HTTPMaxBody, "maximum HTTP request body in bytes; a larger one is answered 413")
+	f.Var(newSizeFlag(&o.HTTPMaxBody), "http-max-body", "maximum HTTP request body (bytes, or with a unit: 512KiB, 1MiB); a larger one is answered 413")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
 	f.BoolVar(&profiles, "pprof", false, pprofHelp)
 	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
