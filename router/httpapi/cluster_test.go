@@ -391,5 +391,5 @@ func TestHTTPAPISharesTheConnectionBound(t *testing.T) {
 		t.Fatalf("%v connections refused, want at least 1", got)
 	}
 	held[0].Close()
-	poll.Until(t, 10*time.Second, req)
+	poll.Until(t, 30*time.Second, req)
 }

@@ -104,12 +104,25 @@ func TestMaxConnectionsRefusesAndCounts(t *testing.T) {
 	if got := metric(t, reg, "shardlimit_test_connections_refused_total"); got != 1 {
 		t.Fatalf("%v refusals counted, want 1", got)
 	}
-	if err := check(dial(t, s.Addr())); status.Code(err) != codes.Unavailable {
+	full, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(healthpb.NewHealthClient(full)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a call while full: %v, want Unavailable", err)
 	}
+	// Closed first: it would reconnect in the background and could take
+	// the slot freed next.
+	_ = full.Close()
 	held[0].Close()
+	poll.Until(t, 10*time.Second, func() error {
+		if got := metric(t, reg, "shardlimit_test_connections"); got != n-1 {
+			return fmt.Errorf("%v connections open, want %d", got, n-1)
+		}
+		return nil
+	})
 	hc := dial(t, s.Addr())
-	poll.Until(t, 10*time.Second, func() error { return check(hc) })
+	poll.Until(t, 30*time.Second, func() error { return check(hc) })
 }
 
 // A connection with no call in flight is closed after MaxConnectionIdle.
