@@ -1,12 +1,10 @@
 package router_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +13,9 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/logtest"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
-
-// logBuffer is a log destination that tests read while the router writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // At debug, a router tells the story of a shard that stalls and comes
 // back: the members it routes to, the failed calls, the circuit opening,
@@ -42,7 +23,7 @@ func (b *logBuffer) String() string {
 // and reopening, and the circuit closing. Never a line per check.
 func TestDebugLogsTellAShardStall(t *testing.T) {
 	const cooldown = 200 * time.Millisecond
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	proxy := clustertest.NewProxy(t)
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{
 		Shards: 1,

@@ -1,12 +1,10 @@
 package membership_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,28 +12,11 @@ import (
 
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/logtest"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
-
-// syncBuffer is a log sink that goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // etcd down for longer than the TTL, then restarted on the same data: it
 // restores the member's lease, and the member keeps it instead of
@@ -55,7 +36,7 @@ func TestLeaseKeptAcrossEtcdRestart(t *testing.T) {
 	}
 	defer cli.Close()
 	layout := etcd.Layout("/resume/")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	const ttl = 6 * time.Second // room for a loaded machine to reconnect within the restored lease
 	reg, err := membership.Register(t.Context(), cli, layout, member.Member{ID: "a", Addr: "127.0.0.1:1"}, ttl, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
