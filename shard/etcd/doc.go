@@ -1,7 +1,8 @@
 // Package etcd is how every shardlimit component talks to etcd: Dial for
 // a client, Layout for every key the cluster stores (the one place that
 // builds them), Follow for the one list-then-watch loop that members, rules
-// and the shard map are all kept up to date with, WatchHealth for the
+// and the shard map are all kept up to date with (Decoded, the Follower
+// of a prefix of decoded values, for rules and grants), WatchHealth for the
 // etcd-up metric, and Backoff for retries.
 //
 // It lives under shard/ because shards are the bottom of the component

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -145,65 +142,14 @@ type Update struct {
 // once listed and then after every change, until ctx ends. While etcd is
 // unreachable the last grants stay in force.
 func Watch(ctx context.Context, cli *clientv3.Client, l etcd.Layout, log *slog.Logger, onChange func(Update)) {
-	w := &watched{l: l, log: log, onChange: onChange, valid: map[string]auth.Grant{}, invalid: map[string]bool{}}
-	etcd.Follow(ctx, cli, etcd.Target{Name: "grants", Key: l.Grants(), Prefix: true}, log, w)
-}
-
-type watched struct {
-	l        etcd.Layout
-	log      *slog.Logger
-	onChange func(Update)
-	valid    map[string]auth.Grant
-	invalid  map[string]bool
-}
-
-func (w *watched) Reset(kvs []*mvccpb.KeyValue, rev int64) {
-	clear(w.valid)
-	clear(w.invalid)
-	for _, kv := range kvs {
-		w.apply(kv)
-	}
-	w.onChange(w.update(rev))
-}
-
-func (w *watched) Apply(events []*clientv3.Event, rev int64) {
-	for _, ev := range events {
-		k := string(ev.Kv.Key)
-		delete(w.valid, k)
-		delete(w.invalid, k)
-		if ev.Type != mvccpb.DELETE {
-			w.apply(ev.Kv)
-		}
-	}
-	w.onChange(w.update(rev))
-}
-
-func (w *watched) apply(kv *mvccpb.KeyValue) {
-	key := string(kv.Key)
-	g, err := decodeAt(w.l, key, kv.Value)
-	if err != nil {
-		w.log.Error("ignoring an invalid grant in etcd: its identity is refused until it is fixed", "key", key, "err", err)
-		w.invalid[key] = true
-		return
-	}
-	w.valid[key] = g
-}
-
-func (w *watched) update(rev int64) Update {
-	keys := make([]string, 0, len(w.valid))
-	for k := range w.valid {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	u := Update{Grants: make([]auth.Grant, 0, len(keys)), Revision: rev}
-	for _, k := range keys {
-		u.Grants = append(u.Grants, w.valid[k])
-	}
-	for k := range w.invalid {
-		u.Invalid = append(u.Invalid, k)
-	}
-	slices.SortFunc(u.Invalid, strings.Compare)
-	return u
+	d := etcd.NewDecoded(func(key string, value []byte) (auth.Grant, error) { return decodeAt(l, key, value) },
+		func(key string, err error, _ bool) {
+			log.Error("ignoring an invalid grant in etcd: its identity is refused until it is fixed", "key", key, "err", err)
+		},
+		func(valid []auth.Grant, invalid []string, rev int64) {
+			onChange(Update{Grants: valid, Invalid: invalid, Revision: rev})
+		})
+	etcd.Follow(ctx, cli, etcd.Target{Name: "grants", Key: l.Grants(), Prefix: true}, log, d)
 }
 
 // Follow keeps the grants of a in force: file first (they win), then the
