@@ -23,8 +23,9 @@
 // UNAVAILABLE and gRPC never opened a stream for it on any connection (the
 // failure happened while picking or connecting, e.g. connection refused or
 // a TLS handshake failure). A request whose connection broke after it was
-// sent, before the router answered anything (UNAVAILABLE with neither
-// headers nor a status from the router: the router was killed, say), is
+// sent, before the router's answer arrived (UNAVAILABLE with no status
+// from the router, whether or not its headers came: the router was
+// killed, say), is
 // retried once, so that losing a router costs callers nothing. That router
 // may have counted it before it died, so the retried check may count
 // twice: that errs toward denying (the caller's quota runs out one hit

@@ -38,8 +38,9 @@ const (
 //     router's handler can have seen it (connection refused, TLS handshake
 //     failure, no address resolved). Safe as often as MaxAttempts allows.
 //   - connection_lost: it failed with UNAVAILABLE after its stream opened,
-//     but no router answered anything (neither headers nor a status): the
-//     connection broke under it, as when its router is killed. The router
+//     but no router sent a status: the connection broke under it, as when
+//     its router is killed (before it answered, or while its answer was on
+//     the way: headers without a status are no answer). The router
 //     may have counted it before dying, so the caller retries it once only:
 //     a check counted twice errs toward denying, never past a limit.
 //
@@ -58,7 +59,7 @@ func retryable(err error, t *tracker) string {
 }
 
 // tracker records whether an RPC ever opened a stream on a connection, and
-// whether a router answered on it (headers or a status). It travels in the
+// whether a router answered on it (a status, in the trailers). It travels in the
 // RPC's context; streamHandler fills it in.
 type tracker struct{ streamed, answered atomic.Bool }
 
@@ -72,9 +73,10 @@ func withTracker(ctx context.Context, t *tracker) context.Context {
 // stream is created for it on a transport, and when the server answers on
 // it. gRPC reports OutHeader right after creating the stream and before
 // any message can be written, so an RPC with no OutHeader never sent its
-// request; it reports InHeader or InTrailer when the server's headers or
-// status arrive, before the RPC returns, so an RPC with neither failed
-// without a word from the server: its connection broke.
+// request; it reports InTrailer when the server's status arrives, before
+// the RPC returns, so an UNAVAILABLE RPC without it failed with no status
+// from the server: its connection broke, even if the response's headers
+// had arrived.
 type streamHandler struct{}
 
 func (streamHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
@@ -87,7 +89,7 @@ func (streamHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	switch s.(type) {
 	case *stats.OutHeader:
 		t.streamed.Store(true)
-	case *stats.InHeader, *stats.InTrailer:
+	case *stats.InTrailer:
 		t.answered.Store(true)
 	}
 }
