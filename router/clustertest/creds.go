@@ -8,13 +8,18 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 // Operator connects to addr with the operator's certificate.
@@ -122,7 +127,8 @@ func (c *Cluster) Grant(g auth.Grant) {
 }
 
 // Token makes a token for the stored grant of id, stores its hash and
-// returns it.
+// returns it once every router of the cluster recognises it, so that a
+// test's first call with it is not refused while the grant travels.
 func (c *Cluster) Token(id string) string {
 	c.tb.Helper()
 	token, stored, err := auth.NewToken(time.Now())
@@ -140,6 +146,22 @@ func (c *Cluster) Token(id string) string {
 		return grantstore.Change{Grant: g}, nil
 	}); err != nil {
 		c.tb.Fatalf("token for %s: %v", id, err)
+	}
+	if c.PKI == nil {
+		return token
+	}
+	caOnly := c.clientTLS(creds.Files{CA: c.PKI.Router.CA})
+	for _, r := range c.Routers {
+		// An empty check: refused UNAUTHENTICATED while the router does
+		// not know the token, and for what it is (or allowed) once it does.
+		cl := shardlimitv1.NewRateLimiterClient(c.dial(r.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(caOnly))))
+		poll.Until(c.tb, 10*time.Second, func() error {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
+			if _, err := cl.Check(ctx, &shardlimitv1.CheckRequest{}); status.Code(err) == codes.Unauthenticated {
+				return fmt.Errorf("router %s does not know the token of %s yet: %v", r.Addr(), id, err)
+			}
+			return nil
+		})
 	}
 	return token
 }
