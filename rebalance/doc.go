@@ -18,7 +18,7 @@
 // published by compare-and-swap on the map's revision, fenced by the
 // leader's election key so that a deposed leader can never write. Each run
 // is recorded at <prefix>rebalance/runs/ as it starts and as each phase
-// (plan, copy, publish, settle, copy again, drop) starts and ends, with the
+// (plan, copy, copy again, publish, settle, drop) starts and ends, with the
 // keys each pair copied and any error, at most once per ProgressEvery
 // (progress.go), so that the Admin API's RebalanceRunStream shows the run
 // as it happens. When the leader dies, its session lease (SessionTTL)
@@ -29,14 +29,14 @@
 //
 // A planned move must not reset anyone's quota. The run hands counters
 // over with package shard/handoff, the one protocol that draining and
-// joining shards use too: copy (streamed in bounded chunks), switch (here:
+// joining shards use too: copy (streamed in bounded chunks, journaling
+// what changes meanwhile), copy again under a fence only what changed (the
+// old owners forward checks to the new ones from then on), switch (here:
 // publish the map that pins the partitions to their new owners), wait
-// Settle (1.5 s by default) for every router to follow the map, copy
-// again, drop at the old owners. Merging keeps the more restrictive state,
-// so copying twice never gives quota back; the bound on over-admission
-// inside the switch window is stated in package handoff. The cluster test
-// that keeps 40 users consuming through a move, 13 of them moved, measured
-// no over-admission at all (rebalance_test.go).
+// Settle (1.5 s by default) for every router to follow the map, drop at
+// the old owners. Every check of a moving partition is decided in one
+// place at every moment, so the move is exact (package handoff). The
+// cluster test keeps 40 users consuming through a move (rebalance_test.go).
 //
 // A shard that dies is not a planned move: its partitions go to the ring's
 // choice among serving shards and start from zero: a crash cannot hand

@@ -19,17 +19,17 @@ import (
 const (
 	phasePlan      = "plan"
 	phaseCopy      = "copy"
+	phaseCopyAgain = "copy again"
 	phasePublish   = "publish"
 	phaseSettle    = "settle"
-	phaseCopyAgain = "copy again"
 	phaseDrop      = "drop"
 )
 
 // phaseOf names the run's phase for a step of the hand-off: its switch is
 // the run's publish.
 var phaseOf = map[handoff.Step]string{
-	handoff.StepCopy: phaseCopy, handoff.StepSwitch: phasePublish, handoff.StepSettle: phaseSettle,
-	handoff.StepCopyAgain: phaseCopyAgain, handoff.StepDrop: phaseDrop,
+	handoff.StepCopy: phaseCopy, handoff.StepCopyAgain: phaseCopyAgain, handoff.StepSwitch: phasePublish,
+	handoff.StepSettle: phaseSettle, handoff.StepDrop: phaseDrop,
 }
 
 // progress is a running run's record. Every change goes through it, under

@@ -71,7 +71,7 @@ func TestRunStreamShowsEveryPhaseInOrder(t *testing.T) {
 		}
 	}
 	t.Logf("events: %s", strings.Join(kinds, ", "))
-	want := []string{"plan", "copy", "publish", "settle", "copy again", "drop"}
+	want := []string{"plan", "copy", "copy again", "publish", "settle", "drop"}
 	if !slices.Equal(phases, want) {
 		t.Fatalf("phases %v, want %v", phases, want)
 	}

@@ -193,7 +193,7 @@ func (j *Job) run(ctx context.Context, e *concurrency.Election, req *shardlimitv
 
 // runInto does a run, recording its phases and results through p: plan
 // (the hand-off lock, the snapshot, the planner), then the hand-off's copy,
-// publish, settle, copy again and drop. It returns the run's outcome when
+// copy again, publish, settle and drop. It returns the run's outcome when
 // it did not fail.
 func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardlimitv1.RunRequest, p *progress) (outcome string, err error) {
 	p.begin(phasePlan)
@@ -258,8 +258,9 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		return "balanced", nil
 	}
 	// Hand-off (package handoff): copy the moved partitions' counters to
-	// their new owners, publish (routers switch), settle, copy again what
-	// the old owners counted meanwhile, then drop the old copies. Each
+	// their new owners, copy again what changed meanwhile under a fence
+	// (the old owners forward checks to the new ones from then on),
+	// publish (routers switch), settle, then drop the old copies. Each
 	// step is a phase of the record.
 	pairs := handoff.Pairs(s.table, shardmap.Resolve(s.ring, next))
 	p.end(fmt.Sprintf("%s; %d old → new owner pairs", detail, len(pairs)), nil)

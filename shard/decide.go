@@ -18,9 +18,10 @@ import (
 // batch is the scratch space of one Decide call, reused through batchPool
 // so that a call allocates only its response.
 type batch struct {
-	rules  []limiter.Rule
-	checks []BatchCheck
-	out    []limiter.Decision
+	rules    []limiter.Rule
+	checks   []BatchCheck
+	out      []limiter.Decision
+	forwards []forwardTo
 }
 
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
@@ -118,17 +119,24 @@ func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, ou
 	if err != nil {
 		return err
 	}
+	if req.Forwarded {
+		// The previous owner fenced these partitions for a hand-off to
+		// here: decide once the final copy has been merged.
+		s.waitReceived(ctx, b.checks)
+	}
 	now := time.Now().UnixNano()
 	// Until End, no partition stops being decided here: a fence waits
-	// for this batch (package ownership).
+	// for this batch (package ownership), and so finds its changes in the
+	// journal.
 	s.owned.Begin()
-	skipped := s.skipNotDecided(b.checks)
+	skipped := s.skipNotDecided(b.checks, !req.Forwarded, &b.forwards)
 	// A refund is no decision, nor is a check not decided here: they count
 	// toward neither the rate that drives elastic limits nor the decisions
 	// served.
 	s.rate.Add(uint64(len(req.Checks) - refunds - skipped))
 	s.decisions.Add(uint64(len(req.Checks) - refunds - skipped))
 	s.store.DecideBatch(b.checks, now, s.utilization(), b.out)
+	s.journal.record(b.checks)
 	s.owned.End()
 
 	n := len(b.out)
@@ -164,17 +172,24 @@ func (s *Server) decide(ctx context.Context, req *shardlimitv1.DecideRequest, ou
 			}
 		}
 	}
+	if len(b.forwards) > 0 {
+		s.forward(ctx, req, b.forwards, out)
+	}
 	s.metrics.duration.Observe(float64(time.Now().UnixNano()-now) / 1e9)
 	return nil
 }
 
 // skipNotDecided marks the checks whose partition is not decided here
 // (ownership.Set.Decides) to be skipped, counts them, and returns how many
-// of them are not refunds. Only between Begin and End.
-func (s *Server) skipNotDecided(checks []BatchCheck) (decisions int) {
+// of them are not refunds. With forward, those whose partition a planned
+// hand-off fenced here are added to forwards, by next owner, to be
+// forwarded there. Only between Begin and End.
+func (s *Server) skipNotDecided(checks []BatchCheck, forward bool, forwards *[]forwardTo) (decisions int) {
+	*forwards = (*forwards)[:0]
 	if s.owned == nil {
 		return 0
 	}
+	notDecided := 0
 	for i := range checks {
 		c := &checks[i]
 		if s.owned.Decides(uint32(c.Partition)) {
@@ -184,9 +199,14 @@ func (s *Server) skipNotDecided(checks []BatchCheck) (decisions int) {
 		if !c.Refund {
 			decisions++
 		}
+		if to, ok := s.owned.ForwardTo(uint32(c.Partition)); ok && forward {
+			addForward(forwards, to, i)
+		} else if !c.Refund {
+			notDecided++
+		}
 	}
-	if decisions > 0 {
-		s.metrics.notDecided.Add(float64(decisions))
+	if notDecided > 0 {
+		s.metrics.notDecided.Add(float64(notDecided))
 	}
 	return decisions
 }

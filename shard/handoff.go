@@ -49,22 +49,46 @@ func (s *Store) exportStripe(i int, in func(key.Key) bool, out []Exported) []Exp
 	defer st.mu.Unlock()
 	for j := range st.t.slots {
 		sl := &st.t.slots[j]
-		if sl.empty() {
-			continue
+		if !sl.empty() && in(sl.key()) {
+			out = append(out, s.exported(sl))
 		}
-		k := sl.key()
-		if !in(k) {
-			continue
-		}
-		a, b := sl.state()
-		out = append(out, Exported{Key: k, Algo: limiter.Algorithm(k.Lo & 7), State: limiter.State{A: a, B: b}, Fresh: s.epoch + int64(sl.fresh())*1e9})
 	}
 	for k, le := range st.logs {
 		if in(k) {
-			out = append(out, Exported{Key: k, Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9})
+			out = append(out, s.exportedLog(k, le))
 		}
 	}
 	return out
+}
+
+// exportKeys appends to out the state of those of keys (stored keys) that
+// the store holds, each under its stripe's lock only.
+func (s *Store) exportKeys(keys []key.Key, out []Exported) []Exported {
+	for _, k := range keys {
+		st := &s.stripes[k.Hi>>56]
+		st.mu.Lock()
+		if le, ok := st.logs[k]; ok {
+			out = append(out, s.exportedLog(k, le))
+		} else if i, ok := st.t.find(k); ok {
+			out = append(out, s.exported(&st.t.slots[i]))
+		}
+		st.mu.Unlock()
+	}
+	return out
+}
+
+// exported is the state of a counter's slot; the caller holds its
+// stripe's lock.
+func (s *Store) exported(sl *slot) Exported {
+	k := sl.key()
+	a, b := sl.state()
+	return Exported{Key: k, Algo: limiter.Algorithm(k.Lo & 7), State: limiter.State{A: a, B: b}, Fresh: s.epoch + int64(sl.fresh())*1e9}
+}
+
+// exportedLog is the state of a sliding log; the caller holds its
+// stripe's lock.
+func (s *Store) exportedLog(k key.Key, le *logEntry) Exported {
+	return Exported{Key: k, Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9}
 }
 
 // Import merges exported keys: a key not held is added; a key held keeps
@@ -219,6 +243,7 @@ func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardl
 		return nil, err
 	}
 	s.owned.Dropped(req.Partitions)
+	s.journal.end(req.Partitions)
 	n := s.store.Drop(req.Partitions, int(req.PartitionCount), time.Now().UnixNano())
 	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
 	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil

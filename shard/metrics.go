@@ -31,6 +31,9 @@ type metrics struct {
 	registered prometheus.Gauge
 	etcdUp     prometheus.Gauge
 	notDecided prometheus.Counter
+	// forwarded counts the checks forwarded to a next owner, by
+	// forwardResults.
+	forwarded *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
@@ -54,6 +57,13 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Name: "shardlimit_shard_not_decided_total",
 			Help: "Checks the shard did not decide because their partition is not decided here now (taken over after a lost lease, fenced, or not owned yet); routers answer them by policy.",
 		}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_shard_forwarded_checks_total",
+			Help: "Checks of partitions a planned hand-off fenced here, forwarded to their next owner, by result: decided there, not_decided there, or error (the forward failed; routers answer them by policy).",
+		}, []string{"result"}),
+	}
+	for _, r := range forwardResults {
+		m.forwarded.WithLabelValues(r)
 	}
 	dec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shardlimit_shard_decisions_total",
@@ -64,7 +74,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			m.decisions[a][r] = dec.WithLabelValues(a.String(), resultNames[r])
 		}
 	}
-	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.etcdUp, m.notDecided, &storeCollector{s: s},
+	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.etcdUp, m.notDecided, m.forwarded, &storeCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -64,6 +64,9 @@ type Server struct {
 	// owner table it follows (takeover.go).
 	owned *ownership.Set
 	view  view
+	// journal records the keys that change in partitions a planned
+	// hand-off is moving, between its first copy and its final one.
+	journal journal
 
 	registry *prometheus.Registry
 	metrics  *metrics

@@ -9,6 +9,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
@@ -41,6 +42,12 @@ func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + 10*len(k.Times) }
 // partitions, one stripe of the store at a time (each under its own lock
 // only while it is read), sent in chunks bounded in keys and bytes. gRPC's
 // flow control holds the export back while the receiver is slower.
+//
+// A planned hand-off's first copy asks for a journal (the shard records
+// which keys of the partitions change from then on); its final copy asks
+// for a fence that forwards to the next owner and for only the changed
+// keys, which are then few: the partitions are decided by nobody while
+// they travel.
 func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc.ServerStreamingServer[shardlimitv1.ExportStreamResponse]) error {
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return err
@@ -48,49 +55,101 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	if err := checkChunks(req.MaxChunkKeys, req.MaxChunkBytes); err != nil {
 		return err
 	}
+	switch {
+	case req.ForwardToAddr != "" && !req.Fence:
+		return status.Error(codes.InvalidArgument, "forward_to_addr: only with fence")
+	case (req.ForwardToAddr == "") != (req.ForwardToId == ""):
+		return status.Error(codes.InvalidArgument, "forward_to_id, forward_to_addr: both or neither")
+	case req.ForwardToId == s.opts.ID && req.ForwardToId != "":
+		return status.Errorf(codes.InvalidArgument, "forward_to_id: %s is this shard", req.ForwardToId)
+	}
 	// A partition being taken over is exported once its counters are
 	// here; a fenced export stops deciding its partitions first, so that
 	// it reads every hit they counted.
 	s.owned.WaitSettled(stream.Context(), req.Partitions)
+	if req.Journal {
+		s.journal.start(req.Partitions) // before reading: no change is missed
+	}
+	var changed []key.Key
+	onlyChanged := false
 	if req.Fence {
-		s.owned.Fence(req.Partitions)
-	}
-	maxKeys, maxBytes := int(req.MaxChunkKeys), int(req.MaxChunkBytes)
-	if maxKeys == 0 {
-		maxKeys = defaultChunkKeys
-	}
-	if maxBytes == 0 {
-		maxBytes = defaultChunkBytes
-	}
-	in := partitionSet(req.Partitions, int(req.PartitionCount))
-	chunk := &shardlimitv1.ExportStreamResponse{}
-	size, exported := 0, 0
-	var buf []Exported
-	for i := range s.store.stripes {
-		buf = s.store.exportStripe(i, in, buf[:0])
-		for j := range buf {
-			k := buf[j].keyState()
-			n := keyStateBytes(k)
-			if len(chunk.Keys) > 0 && (len(chunk.Keys) == maxKeys || size+n > maxBytes) {
-				if err := stream.Send(chunk); err != nil {
-					return err
-				}
-				s.handoffMetrics.keys[directionOut].Add(float64(len(chunk.Keys)))
-				exported += len(chunk.Keys)
-				chunk, size = &shardlimitv1.ExportStreamResponse{Keys: make([]*shardlimitv1.KeyState, 0, len(chunk.Keys))}, 0
-			}
-			chunk.Keys = append(chunk.Keys, k)
-			size += n
+		if req.ForwardToAddr != "" {
+			s.owned.FenceForward(req.Partitions, member.Member{ID: req.ForwardToId, Addr: req.ForwardToAddr})
+		} else {
+			s.owned.Fence(req.Partitions)
 		}
+		// Fenced: every change is in the journal, and no more come.
+		changed, onlyChanged = s.journal.take(req.Partitions)
+		onlyChanged = onlyChanged && req.ChangedOnly
 	}
-	if len(chunk.Keys) > 0 {
-		if err := stream.Send(chunk); err != nil {
+	c := exportChunks{s: s, stream: stream, maxKeys: int(req.MaxChunkKeys), maxBytes: int(req.MaxChunkBytes)}
+	if onlyChanged {
+		if err := c.add(s.store.exportKeys(changed, nil)); err != nil {
 			return err
 		}
-		s.handoffMetrics.keys[directionOut].Add(float64(len(chunk.Keys)))
-		exported += len(chunk.Keys)
+	} else {
+		in := partitionSet(req.Partitions, int(req.PartitionCount))
+		var buf []Exported
+		for i := range s.store.stripes {
+			buf = s.store.exportStripe(i, in, buf[:0])
+			if err := c.add(buf); err != nil {
+				return err
+			}
+		}
 	}
-	s.opts.Logger.Debug("hand-off: exported partitions", "partitions", len(req.Partitions), "keys", exported)
+	if err := c.flush(); err != nil {
+		return err
+	}
+	s.opts.Logger.Debug("hand-off: exported partitions", "partitions", len(req.Partitions), "keys", c.exported,
+		"journal", req.Journal, "fence", req.Fence, "forward_to", req.ForwardToId, "changed_only", onlyChanged)
+	return nil
+}
+
+// exportChunks sends exported keys in chunks bounded in keys and bytes.
+type exportChunks struct {
+	s                 *Server
+	stream            grpc.ServerStreamingServer[shardlimitv1.ExportStreamResponse]
+	maxKeys, maxBytes int // 0: the defaults
+	chunk             *shardlimitv1.ExportStreamResponse
+	size, exported    int
+}
+
+// add sends full chunks as keys fill them.
+func (c *exportChunks) add(keys []Exported) error {
+	if c.maxKeys == 0 {
+		c.maxKeys = defaultChunkKeys
+	}
+	if c.maxBytes == 0 {
+		c.maxBytes = defaultChunkBytes
+	}
+	if c.chunk == nil {
+		c.chunk = &shardlimitv1.ExportStreamResponse{}
+	}
+	for j := range keys {
+		k := keys[j].keyState()
+		n := keyStateBytes(k)
+		if len(c.chunk.Keys) > 0 && (len(c.chunk.Keys) == c.maxKeys || c.size+n > c.maxBytes) {
+			if err := c.flush(); err != nil {
+				return err
+			}
+		}
+		c.chunk.Keys = append(c.chunk.Keys, k)
+		c.size += n
+	}
+	return nil
+}
+
+// flush sends the chunk being filled, if any.
+func (c *exportChunks) flush() error {
+	if c.chunk == nil || len(c.chunk.Keys) == 0 {
+		return nil
+	}
+	if err := c.stream.Send(c.chunk); err != nil {
+		return err
+	}
+	c.s.handoffMetrics.keys[directionOut].Add(float64(len(c.chunk.Keys)))
+	c.exported += len(c.chunk.Keys)
+	c.chunk, c.size = &shardlimitv1.ExportStreamResponse{Keys: make([]*shardlimitv1.KeyState, 0, len(c.chunk.Keys))}, 0
 	return nil
 }
 
@@ -112,16 +171,30 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, "source_addr: "+err.Error())
 	}
-	c, err := handoff.Pull(ctx, from, req, s.merge)
+	exp := &shardlimitv1.ExportStreamRequest{
+		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
+		Fence: req.Fence || req.Final, Journal: req.Journal,
+	}
+	if req.Final {
+		// The source forwards the partitions' checks here from its fence
+		// on; they wait until the final copy has been merged, whatever it
+		// brought (the hand-off switches routers here either way).
+		me := s.recordIn(member.Serving)
+		exp.ForwardToId, exp.ForwardToAddr, exp.ChangedOnly = me.ID, me.Addr, true
+		s.owned.Receive(req.Partitions)
+		defer s.owned.Pulled(req.Partitions)
+	}
+	c, err := handoff.Pull(ctx, from, req.SourceId, exp, s.merge)
 	s.opts.Logger.Debug("hand-off: pulled partitions", "from", req.SourceId, "from_addr", req.SourceAddr, "partitions", len(req.Partitions),
-		"keys", c.Keys, "imported", c.Imported, "kept", c.Kept, "chunks", c.Chunks, "err", err)
+		"journal", req.Journal, "final", req.Final, "keys", c.Keys, "imported", c.Imported, "kept", c.Kept, "chunks", c.Chunks, "err", err)
 	resp := &shardlimitv1.PullResponse{Keys: c.Keys, Imported: c.Imported, Kept: c.Kept, Chunks: c.Chunks}
 	if err != nil {
 		// The source's or the import's own code, with the whole story.
 		return nil, status.Error(status.Code(err), err.Error())
 	}
 	// A hand-off brought the partitions here ahead of the switch: this
-	// shard decides them once routers send them here.
+	// shard decides them once routers send them here (a final copy's
+	// forwarded checks, at once).
 	s.owned.Pulled(req.Partitions)
 	return resp, nil
 }

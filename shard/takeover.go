@@ -121,9 +121,8 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	var c handoff.Copied
 	from, err := s.peers.Client(tk.From)
 	if err == nil {
-		c, err = handoff.Pull(ctx, from, &shardlimitv1.PullRequest{
-			SourceId: tk.From.ID, SourceAddr: tk.From.Addr, Partitions: tk.Partitions,
-			PartitionCount: uint32(s.opts.Partitions), Fence: true,
+		c, err = handoff.Pull(ctx, from, tk.From.ID, &shardlimitv1.ExportStreamRequest{
+			Partitions: tk.Partitions, PartitionCount: uint32(s.opts.Partitions), Fence: true,
 		}, s.merge)
 	}
 	s.owned.Settle(tk.Partitions)

@@ -615,8 +615,8 @@ func rebalanceWait(t *testing.T, check func(...string) string, ctl func(...strin
 	for _, want := range []string{
 		"asked the rebalance leader ", "run started by rebalance-1 (trigger ctl)",
 		"plan started", "plan ended", "copy started", "copy: shard-", "copy ended",
-		"publish started", "publish ended", "version 1", "settle started", "settle ended",
-		"copy again started", "copy again: shard-", "copy again ended", "drop started", "drop ended",
+		"copy again started", "copy again: shard-", "copy again ended",
+		"publish started", "publish ended", "version 1", "settle started", "settle ended", "drop started", "drop ended",
 		"moved by rebalance-1", "shard map version 1", "the router routes by shard map version 1",
 	} {
 		i := strings.Index(out[at:], want)

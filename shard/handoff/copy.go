@@ -30,16 +30,15 @@ type Chunking struct {
 // ExportStream and merges each chunk as it arrives (Pull), so neither side
 // holds more than a few chunks at a time, whatever the number of keys.
 func Copy(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking) (Copied, error) {
-	return copyFenced(ctx, from, to, parts, count, chunks, false)
+	return pull(ctx, from, to, &shardlimitv1.PullRequest{Partitions: parts, PartitionCount: uint32(count)}, chunks)
 }
 
-// copyFenced is Copy; with fence, from stops deciding the partitions
-// before it exports them (ExportStreamRequest.fence).
-func copyFenced(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking, fence bool) (Copied, error) {
-	resp, err := to.Pull(ctx, &shardlimitv1.PullRequest{
-		SourceId: from.ID, SourceAddr: from.Addr, Partitions: parts, PartitionCount: uint32(count),
-		MaxChunkKeys: chunks.Keys, MaxChunkBytes: chunks.Bytes, Fence: fence,
-	})
+// pull has to pull req's partitions from from, in chunks bounded by
+// chunks (req names the source from).
+func pull(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, req *shardlimitv1.PullRequest, chunks Chunking) (Copied, error) {
+	req.SourceId, req.SourceAddr = from.ID, from.Addr
+	req.MaxChunkKeys, req.MaxChunkBytes = chunks.Keys, chunks.Bytes
+	resp, err := to.Pull(ctx, req)
 	if err != nil {
 		return Copied{}, err
 	}
@@ -52,18 +51,15 @@ func copyFenced(ctx context.Context, from member.Member, to shardlimitv1.ShardCl
 type Merge func(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, kept uint64, err error)
 
 // Pull is the receiving side of Copy, run by the destination shard: it
-// reads from's ExportStream of the request's partitions and merges each
-// chunk as it arrives, receiving the next chunk while it merges one.
-// Copied counts what was merged before an error.
-func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.PullRequest, merge Merge) (Copied, error) {
+// reads from's ExportStream (req; sourceID names from in errors) and
+// merges each chunk as it arrives, receiving the next chunk while it
+// merges one. Copied counts what was merged before an error.
+func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, req *shardlimitv1.ExportStreamRequest, merge Merge) (Copied, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the export on an early return
-	exp, err := from.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{
-		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
-		Fence: req.Fence,
-	})
+	exp, err := from.ExportStream(ctx, req)
 	if err != nil {
-		return Copied{}, fmt.Errorf("export from %s: %w", req.SourceId, err)
+		return Copied{}, fmt.Errorf("export from %s: %w", sourceID, err)
 	}
 	type received struct {
 		keys []*shardlimitv1.KeyState
@@ -90,11 +86,11 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, req *shardlimitv1.
 	var c Copied
 	for r := range chunks {
 		if r.err != nil {
-			return c, fmt.Errorf("export from %s, after %d chunks: %w", req.SourceId, c.Chunks, r.err)
+			return c, fmt.Errorf("export from %s, after %d chunks: %w", sourceID, c.Chunks, r.err)
 		}
 		imported, kept, err := merge(ctx, r.keys)
 		if err != nil {
-			return c, fmt.Errorf("chunk %d from %s: %w", c.Chunks, req.SourceId, err)
+			return c, fmt.Errorf("chunk %d from %s: %w", c.Chunks, sourceID, err)
 		}
 		c.Keys += uint64(len(r.keys))
 		c.Imported += imported

@@ -24,9 +24,10 @@ type Options struct {
 	// destination, which pulls from its source, and the source, told to
 	// drop. Required.
 	Clients func(member.Member) (shardlimitv1.ShardClient, error)
-	// Settle is how long Move waits after the switch before copying again,
-	// so that every router has followed etcd (routers switch within a
-	// second); default 1.5s.
+	// Settle is how long Move waits after the switch before the sources
+	// drop the partitions, so that every router has followed etcd (routers
+	// switch within a second; until then the sources forward their
+	// checks); default 1.5s.
 	Settle time.Duration
 	// CopyTimeout bounds one pair's copy; default 5m (at the 1M keys per
 	// second measured in BENCHMARKS.md, 300M keys).
@@ -34,16 +35,18 @@ type Options struct {
 	// Chunks bounds the streamed chunks; default the exporting shard's.
 	Chunks Chunking
 	// Strict makes a pair whose first copy fails stop the hand-off before
-	// the switch, which then never happens; default false: switch anyway,
-	// and report the pairs not handed over (a drain must end).
+	// anything is fenced, and the switch never happens; default false:
+	// switch anyway, and report the pairs not handed over (a drain must
+	// end).
 	Strict bool
-	// Drop has the sources forget the moved partitions after the second
-	// copy; default false (a draining shard exits instead).
+	// Drop has the sources forget the moved partitions, and stop
+	// forwarding their checks, once routers settled; default false (a
+	// draining shard exits instead).
 	Drop bool
-	// Fence has the sources stop deciding the partitions before they
-	// export them, so that a copy is exact with no switch to follow: for
-	// a shard giving back the partitions it lost with its lease. Default
-	// false: routers still send checks to the sources until the switch.
+	// Fence has the sources stop deciding the partitions before the first
+	// copy, so that it is exact with no switch to follow: for a shard
+	// giving back the partitions it lost with its lease. Default false:
+	// the first copy journals, and the final one fences.
 	Fence bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
@@ -65,9 +68,9 @@ type Step string
 // The steps of Move, in order.
 const (
 	StepCopy      Step = "copy"
+	StepCopyAgain Step = "copy again"
 	StepSwitch    Step = "switch"
 	StepSettle    Step = "settle"
-	StepCopyAgain Step = "copy again"
 	StepDrop      Step = "drop"
 )
 
@@ -133,13 +136,16 @@ type Failed struct {
 // hand-off could not copy every pair.
 var ErrNotHandedOver = errors.New("counters not handed over")
 
-// Move runs the protocol of the package documentation over pairs:
-// copy, switchOwners, Settle, copy again, drop. A nil switchOwners copies
-// once and stops: owners already changed (a shard giving back the counters
-// of partitions it lost with its lease).
+// Move runs the protocol of the package documentation over pairs: copy
+// (journaled), copy again (fenced, forwarding, only what changed),
+// switchOwners, Settle, drop. A nil switchOwners copies once and stops:
+// owners already changed (a shard giving back the counters of partitions
+// it lost with its lease, with Fence).
 //
 // The error is nil only when every pair's last copy succeeded. A Strict
-// hand-off whose first copy failed returns before switching; a switch
+// hand-off whose first copy failed returns before fencing anything, and
+// nothing switches. Once the final copy began, the sources forward to the
+// destinations, so the switch follows whatever that copy brought; a switch
 // that fails returns at once. Either way the report says what happened.
 func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(context.Context) error) (rep Report, err error) {
 	o.fill()
@@ -161,9 +167,14 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		rep.NotHandedOver = failed
 		return rep, fmt.Errorf("before switching, nothing switched: %w", failedErr(failed))
 	}
+	if len(pairs) > 0 {
+		o.step(StepCopyAgain)
+		rep.NotHandedOver = copyAll(ctx, &o, StepCopyAgain, pairs, &rep)
+		o.Logger.Debug("hand-off: final copy done; sources forward to the destinations", "keys", rep.Keys, "imported", rep.Imported,
+			"chunks", rep.Chunks, "failed_pairs", len(rep.NotHandedOver))
+	}
 	o.step(StepSwitch)
 	if err := switchOwners(ctx); err != nil {
-		rep.NotHandedOver = failed
 		return rep, fmt.Errorf("switch: %w", err)
 	}
 	rep.Switched = true
@@ -171,16 +182,11 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		return rep, nil // nothing moves: no router needs to settle
 	}
 	o.step(StepSettle)
-	o.Logger.Debug("hand-off: switched owners; settling before the second copy", "settle", o.Settle)
+	o.Logger.Debug("hand-off: switched owners; settling before the sources drop", "settle", o.Settle, "drop", o.Drop)
 	select {
 	case <-time.After(o.Settle):
 	case <-ctx.Done():
 	}
-	// Under an ended ctx the second copy fails at once, and its pairs are
-	// reported as not handed over.
-	o.step(StepCopyAgain)
-	rep.NotHandedOver = copyAll(ctx, &o, StepCopyAgain, pairs, &rep)
-	o.Logger.Debug("hand-off: second copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(rep.NotHandedOver), "drop", o.Drop)
 	if o.Drop {
 		o.step(StepDrop)
 		drop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
@@ -211,7 +217,7 @@ func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Repo
 	for _, p := range pairs {
 		wg.Go(func() {
 			start := time.Now()
-			c, err := copyPair(ctx, o, p)
+			c, err := copyPair(ctx, o, step, p)
 			o.Logger.Debug("hand-off: copied a pair", "from", p.From.ID, "to", p.To.ID, "partitions", len(p.Partitions),
 				"keys", c.Keys, "imported", c.Imported, "chunks", c.Chunks, "took", time.Since(start).Round(time.Millisecond), "err", err)
 			mu.Lock()
@@ -231,14 +237,23 @@ func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Repo
 	return failed
 }
 
-func copyPair(ctx context.Context, o *Options, p Pair) (Copied, error) {
+func copyPair(ctx context.Context, o *Options, step Step, p Pair) (Copied, error) {
 	to, err := o.Clients(p.To)
 	if err != nil {
 		return Copied{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
 	defer cancel()
-	return copyFenced(ctx, p.From, to, p.Partitions, o.Partitions, o.Chunks, o.Fence)
+	req := &shardlimitv1.PullRequest{Partitions: p.Partitions, PartitionCount: uint32(o.Partitions)}
+	switch {
+	case step == StepCopyAgain:
+		req.Final = true
+	case o.Fence:
+		req.Fence = true
+	default:
+		req.Journal = true
+	}
+	return pull(ctx, p.From, to, req, o.Chunks)
 }
 
 // drop has the sources forget the moved partitions. It is best effort:

@@ -27,7 +27,14 @@ type fakeShard struct {
 func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...grpc.CallOption) (*shardlimitv1.PullResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	*f.log = append(*f.log, "pull:"+req.SourceId+">"+f.id)
+	kind := "pull"
+	switch {
+	case req.Final && !req.Journal && !req.Fence:
+		kind = "final"
+	case req.Journal && !req.Final && !req.Fence:
+		kind = "journal"
+	}
+	*f.log = append(*f.log, kind+":"+req.SourceId+">"+f.id)
 	if f.failFrom[req.SourceId] {
 		return nil, errors.New("unreachable")
 	}
@@ -41,9 +48,10 @@ func (f *fakeShard) Drop(_ context.Context, _ *shardlimitv1.DropRequest, _ ...gr
 	return &shardlimitv1.DropResponse{}, nil
 }
 
-// Move copies, switches, copies again and drops in that order; a strict
-// hand-off whose first copy failed never switches; a lenient one switches
-// anyway and reports the pair; only pairs handed over are dropped.
+// Move copies (journaled), copies again (final: fenced and forwarding),
+// switches, settles and drops in that order; a strict hand-off whose first
+// copy failed never fences nor switches; a lenient one switches anyway and
+// reports the pair; only pairs handed over are dropped.
 func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 	ms := members(3)
 	pairs := []Pair{{From: ms[0], To: ms[1], Partitions: []uint32{1, 2}}, {From: ms[2], To: ms[1], Partitions: []uint32{3}}}
@@ -58,13 +66,13 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 		wantPartitions int
 	}{
 		{name: "all copied", strict: true, drop: true, wantSwitched: true,
-			wantLog: "pull:shard-0>shard-1 pull:shard-2>shard-1 | switch | pull:shard-0>shard-1 pull:shard-2>shard-1 | drop:shard-0 drop:shard-2", wantPartitions: 3},
+			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch | drop:shard-0 drop:shard-2", wantPartitions: 3},
 		{name: "strict, a source unreachable", strict: true, drop: true, failFrom: "shard-2",
 			wantErr: "before switching, nothing switched: counters not handed over: shard-2 → shard-1 (1 partitions): unreachable",
-			wantLog: "pull:shard-0>shard-1 pull:shard-2>shard-1", wantNotHanded: 1, wantPartitions: 3},
+			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1", wantNotHanded: 1, wantPartitions: 3},
 		{name: "lenient, a source unreachable", failFrom: "shard-2", drop: true, wantSwitched: true,
 			wantErr: "after switching: counters not handed over: shard-2 → shard-1",
-			wantLog: "pull:shard-0>shard-1 pull:shard-2>shard-1 | switch | pull:shard-0>shard-1 pull:shard-2>shard-1 | drop:shard-0", wantNotHanded: 1, wantPartitions: 3},
+			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch | drop:shard-0", wantNotHanded: 1, wantPartitions: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log []string
@@ -77,8 +85,9 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 			o := Options{
 				Partitions: 8, Settle: 1, Strict: tc.strict, Drop: tc.drop,
 				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
+				OnStep:  func(Step) { step("|") },
 			}
-			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { step("|"); step("switch"); step("|"); return nil })
+			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { step("switch"); return nil })
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("err %v, want %q", err, tc.wantErr)
 			}
@@ -92,8 +101,8 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 	}
 }
 
-// phases renders the steps with each phase's steps sorted (pairs copy in
-// parallel): phases end at the switch and before the first drop.
+// phases renders the steps with each step's calls sorted (pairs copy in
+// parallel); "|" starts a step.
 func phases(steps []string) string {
 	var out []string
 	var run []string
@@ -105,15 +114,11 @@ func phases(steps []string) string {
 		run = nil
 	}
 	for _, s := range steps {
-		switch {
-		case s == "|":
+		if s == "|" {
 			flush()
-		case strings.HasPrefix(s, "drop") && (len(run) == 0 || !strings.HasPrefix(run[0], "drop")):
-			flush()
-			run = append(run, s)
-		default:
-			run = append(run, s)
+			continue
 		}
+		run = append(run, s)
 	}
 	flush()
 	return strings.Join(out, " | ")

@@ -3,6 +3,8 @@ package ownership
 import (
 	"context"
 	"sync"
+
+	"github.com/shardlimit/shardlimit/shard/member"
 )
 
 // State is a partition's state at this shard.
@@ -14,10 +16,11 @@ const (
 	Owned
 	Pending
 	Fenced
+	Receiving
 	states // how many
 )
 
-var stateNames = [states]string{"unowned", "owned", "pending", "fenced"}
+var stateNames = [states]string{"unowned", "owned", "pending", "fenced", "receiving"}
 
 func (s State) String() string {
 	if s < states {
@@ -27,7 +30,7 @@ func (s State) String() string {
 }
 
 // States lists every state, for metrics.
-func States() []State { return []State{Unowned, Owned, Pending, Fenced} }
+func States() []State { return []State{Unowned, Owned, Pending, Fenced, Receiving} }
 
 // Set holds the state of every partition. It is safe for concurrent use.
 type Set struct {
@@ -40,14 +43,35 @@ type Set struct {
 	// takers counts each partition's takeovers under way: a partition
 	// whose owner changed twice in quick succession waits for both.
 	takers []uint16
-	// settled is closed, and replaced, whenever a Pending partition
-	// settles.
+	// forward is, for a Fenced partition that a planned hand-off moved, its
+	// next owner, to which its checks are forwarded; nil otherwise.
+	forward []*member.Member
+	// settled is closed, and replaced, whenever a Pending or Receiving
+	// partition settles.
 	settled chan struct{}
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
-	return &Set{states: make([]State, partitions), pulled: make([]bool, partitions), takers: make([]uint16, partitions), settled: make(chan struct{})}
+	return &Set{
+		states: make([]State, partitions), pulled: make([]bool, partitions), takers: make([]uint16, partitions),
+		forward: make([]*member.Member, partitions), settled: make(chan struct{}),
+	}
+}
+
+// set changes partition p's state; a partition that is no longer Fenced
+// forwards nothing. The caller holds the write lock.
+func (s *Set) set(p int, st State) {
+	s.states[p] = st
+	if st != Fenced {
+		s.forward[p] = nil
+	}
+}
+
+// broadcast wakes WaitSettled. The caller holds the write lock.
+func (s *Set) broadcast() {
+	close(s.settled)
+	s.settled = make(chan struct{})
 }
 
 // Begin starts a batch of decisions: until End, no partition stops being
@@ -72,6 +96,16 @@ func (s *Set) Decides(p uint32) bool {
 		return true
 	}
 	return int(p) < len(s.states) && s.states[p] == Owned
+}
+
+// ForwardTo returns the next owner that partition p's checks are
+// forwarded to (a planned hand-off fenced it here with FenceForward), if
+// any; only between Begin and End.
+func (s *Set) ForwardTo(p uint32) (member.Member, bool) {
+	if s == nil || int(p) >= len(s.states) || s.states[p] != Fenced || s.forward[p] == nil {
+		return member.Member{}, false
+	}
+	return *s.forward[p], true
 }
 
 // State returns partition p's state.
@@ -106,12 +140,31 @@ func (s *Set) each(parts []uint32, f func(p int)) {
 
 // Pulled records that a hand-off brought parts here, ahead of the owner
 // table giving them to this shard: they are decided from now on, except
-// those Pending (their takeover settles them).
+// those Pending (their takeover settles them). Those Receiving settle.
 func (s *Set) Pulled(parts []uint32) {
+	received := false
 	s.each(parts, func(p int) {
 		s.pulled[p] = true
+		received = received || s.states[p] == Receiving
 		if s.states[p] != Pending {
-			s.states[p] = Owned
+			s.set(p, Owned)
+		}
+	})
+	if received {
+		s.mu.Lock()
+		s.broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// Receive records that a planned hand-off's final copy of parts is under
+// way: they are not decided until Pulled, and the checks their previous
+// owner forwards here wait for that (WaitSettled). Those Pending keep
+// their takeover.
+func (s *Set) Receive(parts []uint32) {
+	s.each(parts, func(p int) {
+		if s.states[p] != Pending {
+			s.set(p, Receiving)
 		}
 	})
 }
@@ -120,7 +173,8 @@ func (s *Set) Pulled(parts []uint32) {
 // forgot them: Unowned.
 func (s *Set) Dropped(parts []uint32) {
 	s.each(parts, func(p int) {
-		s.states[p], s.pulled[p] = Unowned, false
+		s.set(p, Unowned)
+		s.pulled[p] = false
 	})
 }
 
@@ -128,7 +182,21 @@ func (s *Set) Dropped(parts []uint32) {
 // returns, no batch decides them any more.
 func (s *Set) Fence(parts []uint32) {
 	s.each(parts, func(p int) {
-		s.states[p], s.pulled[p] = Fenced, false
+		s.set(p, Fenced)
+		s.pulled[p] = false
+	})
+}
+
+// FenceForward stops deciding parts, as Fence does, for a planned
+// hand-off to their next owner to: from then on their checks are
+// forwarded there (ForwardTo), so that routers that have not switched yet
+// are still answered exactly. Dropped, or any other change of state, ends
+// the forwarding.
+func (s *Set) FenceForward(parts []uint32, to member.Member) {
+	s.each(parts, func(p int) {
+		s.set(p, Fenced)
+		s.pulled[p] = false
+		s.forward[p] = &to
 	})
 }
 
@@ -146,21 +214,20 @@ func (s *Set) Settle(parts []uint32) {
 			s.takers[p]--
 		}
 		if s.states[p] == Pending && s.takers[p] == 0 {
-			s.states[p] = Owned
+			s.set(int(p), Owned)
 		}
 	}
-	close(s.settled)
-	s.settled = make(chan struct{})
+	s.broadcast()
 }
 
-// WaitSettled waits until none of parts is Pending, or ctx ends, and
-// reports whether none is.
+// WaitSettled waits until none of parts is Pending or Receiving, or ctx
+// ends, and reports whether none is.
 func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
 	for {
 		s.mu.RLock()
 		pending := false
 		for _, p := range parts {
-			if int(p) < len(s.states) && s.states[p] == Pending {
+			if int(p) < len(s.states) && (s.states[p] == Pending || s.states[p] == Receiving) {
 				pending = true
 				break
 			}
@@ -202,7 +269,8 @@ func (s *Set) Reclaim(parts []uint32, takers int) []uint32 {
 	var out []uint32
 	for _, p := range parts {
 		if int(p) < len(s.states) && (s.states[p] == Fenced || s.states[p] == Unowned) {
-			s.states[p], s.takers[p] = Pending, s.takers[p]+uint16(takers)
+			s.set(int(p), Pending)
+			s.takers[p] += uint16(takers)
 			out = append(out, p)
 		}
 	}

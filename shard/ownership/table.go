@@ -42,11 +42,12 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 			s.pulled[p] = false
 		case is.ID != me || was.ID == me:
 		case s.pulled[p]:
-			s.states[p], s.pulled[p] = Owned, false
+			s.set(p, Owned)
+			s.pulled[p] = false
 		case prev.OwnerIndex(p) < 0:
-			s.states[p] = Owned
+			s.set(p, Owned)
 		default:
-			s.states[p] = Pending
+			s.set(p, Pending)
 			s.takers[p]++
 			i := prev.OwnerIndex(p)
 			byOwner[i] = append(byOwner[i], uint32(p))

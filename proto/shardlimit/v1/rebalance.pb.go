@@ -401,7 +401,7 @@ type RunRecord struct {
 	// run on the interval.
 	RequestId string `protobuf:"bytes,12,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The phases in the order they started: plan, then for a run that
-	// moves partitions copy, publish, settle, copy again and drop.
+	// moves partitions copy, copy again, publish, settle and drop.
 	Phases        []*RunPhase `protobuf:"bytes,13,rep,name=phases,proto3" json:"phases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -531,7 +531,7 @@ func (x *RunRecord) GetPhases() []*RunPhase {
 // RunPhase is one phase of a run.
 type RunPhase struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// plan, copy, publish, settle, copy again or drop.
+	// plan, copy, copy again, publish, settle or drop.
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	StartedUnixNs int64  `protobuf:"varint,2,opt,name=started_unix_ns,json=startedUnixNs,proto3" json:"started_unix_ns,omitempty"`
 	// 0 while the phase goes on.

@@ -324,7 +324,12 @@ type DecideRequest struct {
 	// for this batch, when the router traces it; empty otherwise. A batch
 	// serves many requests, so the context travels with the batch, not in
 	// the stream's metadata.
-	TraceContext  map[string]string `protobuf:"bytes,3,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,3,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The checks were forwarded by the shard that owned their partitions
+	// until a planned hand-off fenced them there (ExportStreamRequest's
+	// forward_to): this shard, their new owner, decides them once their
+	// counters have arrived, and never forwards them again.
+	Forwarded     bool `protobuf:"varint,4,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,6 +383,13 @@ func (x *DecideRequest) GetTraceContext() map[string]string {
 		return x.TraceContext
 	}
 	return nil
+}
+
+func (x *DecideRequest) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
 }
 
 type ShardDecision struct {
@@ -1660,9 +1672,23 @@ type ExportStreamRequest struct {
 	// Fence the partitions first: the exporting shard stops deciding them
 	// (their checks are answered not_decided) before it reads them, so the
 	// export is exact. A shard taking over the partitions of a shard that
-	// lost its lease asks for it; planned hand-offs do not (they switch
-	// routers, then copy again).
-	Fence         bool `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
+	// lost its lease asks for it, and so does a planned hand-off's final
+	// copy, with forward_to.
+	Fence bool `protobuf:"varint,5,opt,name=fence,proto3" json:"fence,omitempty"`
+	// With fence: the shard forwards the checks of the fenced partitions to
+	// this shard (their next owner) and returns its answers, instead of
+	// answering not_decided, until it drops the partitions or stops. Routers
+	// that have not switched yet are still answered exactly.
+	ForwardToId   string `protobuf:"bytes,6,opt,name=forward_to_id,json=forwardToId,proto3" json:"forward_to_id,omitempty"`
+	ForwardToAddr string `protobuf:"bytes,7,opt,name=forward_to_addr,json=forwardToAddr,proto3" json:"forward_to_addr,omitempty"`
+	// Start recording which keys of the partitions change, before reading
+	// them: a planned hand-off's first copy, whose final copy then needs
+	// only those keys (changed_only).
+	Journal bool `protobuf:"varint,8,opt,name=journal,proto3" json:"journal,omitempty"`
+	// Export only the keys recorded as changed since the journal of these
+	// partitions started, and end it; the whole partitions when none was
+	// started or it overflowed.
+	ChangedOnly   bool `protobuf:"varint,9,opt,name=changed_only,json=changedOnly,proto3" json:"changed_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1732,6 +1758,34 @@ func (x *ExportStreamRequest) GetFence() bool {
 	return false
 }
 
+func (x *ExportStreamRequest) GetForwardToId() string {
+	if x != nil {
+		return x.ForwardToId
+	}
+	return ""
+}
+
+func (x *ExportStreamRequest) GetForwardToAddr() string {
+	if x != nil {
+		return x.ForwardToAddr
+	}
+	return ""
+}
+
+func (x *ExportStreamRequest) GetJournal() bool {
+	if x != nil {
+		return x.Journal
+	}
+	return false
+}
+
+func (x *ExportStreamRequest) GetChangedOnly() bool {
+	if x != nil {
+		return x.ChangedOnly
+	}
+	return false
+}
+
 // ExportStreamResponse is one chunk of a streamed export.
 type ExportStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1789,7 +1843,15 @@ type PullRequest struct {
 	MaxChunkKeys  uint32 `protobuf:"varint,5,opt,name=max_chunk_keys,json=maxChunkKeys,proto3" json:"max_chunk_keys,omitempty"`
 	MaxChunkBytes uint32 `protobuf:"varint,6,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
 	// Fence the partitions at the source, as in ExportStreamRequest.
-	Fence         bool `protobuf:"varint,7,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence bool `protobuf:"varint,7,opt,name=fence,proto3" json:"fence,omitempty"`
+	// A planned hand-off's first copy: the source journals the partitions'
+	// changes from now on (ExportStreamRequest.journal).
+	Journal bool `protobuf:"varint,8,opt,name=journal,proto3" json:"journal,omitempty"`
+	// A planned hand-off's final copy, before the switch: the source fences
+	// the partitions, forwards their checks to this shard and exports only
+	// what changed since the first copy; this shard holds the forwarded
+	// checks until that has been merged, then decides the partitions.
+	Final         bool `protobuf:"varint,9,opt,name=final,proto3" json:"final,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1869,6 +1931,20 @@ func (x *PullRequest) GetMaxChunkBytes() uint32 {
 func (x *PullRequest) GetFence() bool {
 	if x != nil {
 		return x.Fence
+	}
+	return false
+}
+
+func (x *PullRequest) GetJournal() bool {
+	if x != nil {
+		return x.Journal
+	}
+	return false
+}
+
+func (x *PullRequest) GetFinal() bool {
+	if x != nil {
+		return x.Final
 	}
 	return false
 }
@@ -1972,11 +2048,12 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04rule\x18\x05 \x01(\rR\x04rule\x12\x1c\n" +
 	"\tpartition\x18\x06 \x01(\rR\tpartition\x12\x16\n" +
 	"\x06refund\x18\a \x01(\bR\x06refund\x12\x12\n" +
-	"\x04hash\x18\b \x01(\x06R\x04hash\"\x89\x02\n" +
+	"\x04hash\x18\b \x01(\x06R\x04hash\"\xa7\x02\n" +
 	"\rDecideRequest\x12/\n" +
 	"\x05rules\x18\x01 \x03(\v2\x19.shardlimit.v1.RuleParamsR\x05rules\x121\n" +
 	"\x06checks\x18\x02 \x03(\v2\x19.shardlimit.v1.ShardCheckR\x06checks\x12S\n" +
-	"\rtrace_context\x18\x03 \x03(\v2..shardlimit.v1.DecideRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\rtrace_context\x18\x03 \x03(\v2..shardlimit.v1.DecideRequest.TraceContextEntryR\ftraceContext\x12\x1c\n" +
+	"\tforwarded\x18\x04 \x01(\bR\tforwarded\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\x02\n" +
@@ -2073,7 +2150,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
 	"\fDropResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"\xc2\x01\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\xcb\x02\n" +
 	"\x13ExportStreamRequest\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
@@ -2081,9 +2158,13 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\x12$\n" +
 	"\x0emax_chunk_keys\x18\x03 \x01(\rR\fmaxChunkKeys\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\x04 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
-	"\x05fence\x18\x05 \x01(\bR\x05fence\"C\n" +
+	"\x05fence\x18\x05 \x01(\bR\x05fence\x12\"\n" +
+	"\rforward_to_id\x18\x06 \x01(\tR\vforwardToId\x12&\n" +
+	"\x0fforward_to_addr\x18\a \x01(\tR\rforwardToAddr\x12\x18\n" +
+	"\ajournal\x18\b \x01(\bR\ajournal\x12!\n" +
+	"\fchanged_only\x18\t \x01(\bR\vchangedOnly\"C\n" +
 	"\x14ExportStreamResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xf8\x01\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xa8\x02\n" +
 	"\vPullRequest\x12\x1b\n" +
 	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
 	"\vsource_addr\x18\x02 \x01(\tR\n" +
@@ -2094,7 +2175,9 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12$\n" +
 	"\x0emax_chunk_keys\x18\x05 \x01(\rR\fmaxChunkKeys\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
-	"\x05fence\x18\a \x01(\bR\x05fence\"j\n" +
+	"\x05fence\x18\a \x01(\bR\x05fence\x12\x18\n" +
+	"\ajournal\x18\b \x01(\bR\ajournal\x12\x14\n" +
+	"\x05final\x18\t \x01(\bR\x05final\"j\n" +
 	"\fPullResponse\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x04R\bimported\x12\x12\n" +
