@@ -258,3 +258,74 @@ func TestStuckAndReclaim(t *testing.T) {
 		t.Fatalf("decided %v, want [1 2 3]", got)
 	}
 }
+
+// A partition fenced for a planned hand-off forwards to its next owner
+// until any other change of state; a plain fence forwards nowhere.
+func TestFenceForwardUntilStateChanges(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Pulled([]uint32{1, 2, 3})
+	to := member.Member{ID: "b", Addr: "b:1"}
+	s.FenceForward([]uint32{1, 2}, to)
+	s.Fence([]uint32{3})
+	forwards := func() map[uint32]string {
+		s.Begin()
+		defer s.End()
+		out := map[uint32]string{}
+		for p := range uint32(partitions) {
+			if m, ok := s.ForwardTo(p); ok {
+				out[p] = m.ID
+			}
+		}
+		return out
+	}
+	if got := forwards(); len(got) != 2 || got[1] != "b" || got[2] != "b" {
+		t.Fatalf("forwards %v, want 1 and 2 to b", got)
+	}
+	if got := decided(s); len(got) != 0 {
+		t.Fatalf("decides %v while fenced", got)
+	}
+	s.Dropped([]uint32{1})
+	s.Pulled([]uint32{2})
+	if got := forwards(); len(got) != 0 {
+		t.Fatalf("forwards %v after a drop and a pull, want none", got)
+	}
+	if got := decided(s); !slices.Equal(got, []uint32{2}) {
+		t.Fatalf("decides %v, want [2]", got)
+	}
+}
+
+// A partition whose final copy is arriving is not decided, and
+// WaitSettled waits for it until Pulled; Receive leaves a Pending
+// partition to its takeover.
+func TestReceivingUntilPulled(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Pulled([]uint32{5})
+	s.Receive([]uint32{5, 6})
+	if got := decided(s); len(got) != 0 {
+		t.Fatalf("decides %v while receiving", got)
+	}
+	if st := s.State(5); st != ownership.Receiving {
+		t.Fatalf("state %v, want receiving", st)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if s.WaitSettled(ctx, []uint32{5}) {
+		t.Fatal("settled while receiving")
+	}
+	done := make(chan bool)
+	go func() { done <- s.WaitSettled(context.Background(), []uint32{5, 6}) }()
+	s.Pulled([]uint32{5, 6})
+	if !<-done {
+		t.Fatal("not settled after Pulled")
+	}
+	if got := decided(s); !slices.Equal(got, []uint32{5, 6}) {
+		t.Fatalf("decides %v, want [5 6]", got)
+	}
+
+	tk := s.Apply("a", table(t, "a", "b"), table(t, "a"))
+	pending := tk[0].Partitions[0]
+	s.Receive([]uint32{pending})
+	if st := s.State(int(pending)); st != ownership.Pending {
+		t.Fatalf("a pending partition became %v on Receive, want pending", st)
+	}
+}

@@ -1,0 +1,87 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/limiter"
+)
+
+func journalCheck(user string, partition int, skip bool) BatchCheck {
+	return BatchCheck{
+		Check:   Check{Service: "s", Rule: "r", User: user, Hits: 1, Partition: partition},
+		Limiter: &limiter.Rule{Algorithm: limiter.FixedWindow, Limit: 3, Period: int64(time.Hour)},
+		Skip:    skip,
+	}
+}
+
+// The journal records each changed key of a journaled partition once, and
+// nothing else; take returns them and ends those journals.
+func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
+	var j journal
+	j.record([]BatchCheck{journalCheck("before", 1, false)}) // nothing journaled yet
+	j.start([]uint32{1, 2})
+	j.record([]BatchCheck{
+		journalCheck("a", 1, false), journalCheck("a", 1, false), journalCheck("b", 2, false),
+		journalCheck("c", 3, false),      // not journaled
+		journalCheck("skipped", 1, true), // not decided: changed nothing
+	})
+	keys, ok := j.take([]uint32{1})
+	if !ok || len(keys) != 1 {
+		t.Fatalf("partition 1: %v %v, want the one key of a", keys, ok)
+	}
+	c := journalCheck("a", 1, false)
+	if want := stored(c.key(), limiter.FixedWindow); keys[0] != want {
+		t.Fatalf("recorded %v, want the stored key %v", keys[0], want)
+	}
+	if _, ok := j.take([]uint32{1}); ok {
+		t.Fatal("partition 1 still journaled after take")
+	}
+	if keys, ok := j.take([]uint32{2, 3}); ok || len(keys) != 1 {
+		t.Fatalf("partitions 2 and 3: %v %v, want b's key and not ok (3 was not journaled)", keys, ok)
+	}
+	if j.active.Load() || j.n != 0 {
+		t.Fatalf("active %v with %d keys after every journal ended", j.active.Load(), j.n)
+	}
+}
+
+// Past maxJournalKeys the journal forgets everything and stops: the final
+// copy then reads whole partitions.
+func TestJournalOverflowReadsWholePartitions(t *testing.T) {
+	var j journal
+	j.start([]uint32{0})
+	batch := make([]BatchCheck, 0, 4096)
+	for i := 0; i <= maxJournalKeys; i++ {
+		batch = append(batch, journalCheck(fmt.Sprint(i), 0, false))
+		if len(batch) == cap(batch) || i == maxJournalKeys {
+			j.record(batch)
+			batch = batch[:0]
+		}
+	}
+	if j.active.Load() || j.n != 0 {
+		t.Fatalf("active %v with %d keys after overflowing", j.active.Load(), j.n)
+	}
+	if keys, ok := j.take([]uint32{0}); ok || len(keys) != 0 {
+		t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)
+	}
+}
+
+// exportKeys reads exactly the keys asked for that the store holds.
+func TestExportKeys(t *testing.T) {
+	now := time.Now().UnixNano()
+	s := NewStore(StoreOptions{}, now)
+	var want []key.Key
+	for _, u := range []string{"a", "b"} {
+		c := journalCheck(u, 0, false)
+		s.DecideBatch([]BatchCheck{c}, now, 1, make([]limiter.Decision, 1))
+		want = append(want, stored(c.key(), limiter.FixedWindow))
+	}
+	absent := journalCheck("absent", 0, false)
+	got := s.exportKeys(append(slices.Clone(want), stored(absent.key(), limiter.FixedWindow)), nil)
+	if len(got) != 2 || got[0].Key != want[0] || got[1].Key != want[1] || got[0].State.A == 0 && got[0].State.B == 0 {
+		t.Fatalf("exported %+v, want the states of %v", got, want)
+	}
+}
