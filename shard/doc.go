@@ -31,9 +31,9 @@
 // The Server's life in the cluster (lifecycle.go) is made of hand-offs of
 // package handoff: Start registers it in etcd as joining (package
 // membership), pulls the counters of the partitions it gains from their
-// owners, turns serving and pulls again; Stop drains (hands every
-// partition to its next owner, turns draining, hands over again, then
-// deregisters) within DrainTimeout; after a lost lease it gives its
+// owners, then again under a fence, and turns serving; Stop drains (hands
+// every partition to its next owner, then again under a fence, turns
+// draining, then deregisters) within DrainTimeout; after a lost lease it gives its
 // partitions' counters back to their new owners and joins again, so it
 // never serves stale counters. The owners come from the one owner
 // function, package shardmap. The shard follows the owner table as routers
@@ -44,7 +44,13 @@
 // with a fence (that owner stops deciding it first), or found that owner
 // dead (from zero at once) or stalled (from zero after TakeoverTimeout).
 // Counters stream between shards through the
-// shard API's ExportStream and Pull (stream.go). Only identities granted
+// shard API's ExportStream and Pull (stream.go). Between a planned
+// hand-off's first copy and its final, fenced one, the shard journals the
+// keys of the moving partitions that change (journal.go), so that the
+// final copy reads only those; from the fence on it forwards the
+// partitions' checks to their next owner and answers with its decisions
+// (forward.go), and the next owner holds forwarded checks until the final
+// copy has been merged. Only identities granted
 // the internal role (routers, the rebalance job, other shards) may call it
 // (package auth); Import checks every state it is handed before storing
 // any (package limiter's CheckState).
@@ -52,6 +58,7 @@
 // The shared contracts and plumbing live in sub-packages that routers and
 // the rebalance job import too: key, member, membership, shardmap,
 // mapstore, handoff, etcd, rpc, auth, creds, tracing. A shard never reads rules
-// from etcd, calls another shard only to move counters, and nothing under
-// shard/ imports router/ or rebalance/.
+// from etcd, calls another shard only to move counters or to forward the
+// checks of partitions it handed over, and nothing under shard/ imports
+// router/ or rebalance/.
 package shard

@@ -40,7 +40,8 @@ func ctlRebalanceCmd(cf *ctlFlags) *cobra.Command {
 		Use:   "apply [--wait]",
 		Short: "Have the leader run now: move partitions, hand their counters over, publish a new shard map.",
 		Long: `Have the leader run now: plan, copy the counters of moved partitions to
-their new owners, publish the new shard map, settle, copy again, drop.
+their new owners, copy again under a fence what changed meanwhile (the old
+owners forward checks from then on), publish the new shard map, settle, drop.
 
 The command waits as long as the run takes, up to --timeout: 10m unless
 given, then prints the run's record. With --wait it shows the run as it

@@ -47,8 +47,10 @@ func shardCmd() *cobra.Command {
 
 It joins warm: registered as joining, it takes the counters of the partitions
 it gains from their owners before routers send it any check. On SIGTERM or
-SIGINT it drains: it hands each partition's counters to its next owner, lets
-routers switch, copies again, then deregisters and exits, within
+SIGINT it drains: it hands each partition's counters to its next owner,
+copies again under a fence what changed meanwhile (forwarding those
+partitions' checks to their next owners from then on), lets routers switch,
+then deregisters and exits, within
 --drain-timeout. A shard killed with SIGKILL hands nothing over: its
 partitions count from zero at their next owners.`,
 		Args: cobra.NoArgs,

@@ -10,13 +10,18 @@
 //     policy).
 //   - Owned: decided. A partition stays Owned after the owner table moves
 //     it away, so that routers that have not switched yet are still
-//     answered (a planned hand-off copies again after they switched), until
-//     the hand-off drops it here (Dropped) or a taker fences it (Fence).
+//     answered, until a hand-off fences it here (Fence, FenceForward) or
+//     drops it (Dropped).
 //   - Pending: gained without a hand-off (its previous owner lost its
 //     lease, or the ring moved it between live shards), while this shard
 //     takes its counters over from the previous owner. Not decided.
-//   - Fenced: a taker pulled it from here with a fence: its counters are
-//     there now. Not decided.
+//   - Fenced: a taker or a planned hand-off's final copy pulled it from
+//     here with a fence: its counters are there now. Not decided. Fenced
+//     by a planned hand-off (FenceForward), its checks are forwarded to
+//     the next owner (ForwardTo) until any other change of its state.
+//   - Receiving: a planned hand-off's final copy of it is arriving here.
+//     Not decided; the checks its previous owner forwards wait for it
+//     (WaitSettled), and it is Owned once pulled (Pulled).
 //
 // A partition becomes Owned when a hand-off pulls it here (Pulled), when
 // the owner table gives it to this shard after such a pull or from no

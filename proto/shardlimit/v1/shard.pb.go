@@ -409,7 +409,9 @@ type ShardDecision struct {
 	// The shard did not decide this check and counted nothing: the check's
 	// partition is not the shard's to decide now (its counters are being
 	// taken over from a shard that lost its lease, or the shard handed them
-	// to a new owner in such a takeover, or the shard does not own it yet).
+	// to a new owner in such a takeover, or the shard does not own it yet,
+	// or it forwarded the check to the partition's next owner and that
+	// failed or was not decided there either).
 	// The router answers it by the rule's failure policy; the shard itself
 	// is not failing.
 	NotDecided    bool `protobuf:"varint,11,opt,name=not_decided,json=notDecided,proto3" json:"not_decided,omitempty"`
