@@ -2,7 +2,9 @@ package handoff_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/key"
@@ -86,4 +88,86 @@ func TestForwardedChecksAreNotForwardedAgain(t *testing.T) {
 
 func partitionOf(user string) uint32 {
 	return uint32(key.Partition(key.Hash("s", "r", user), partitions))
+}
+
+// BenchmarkFinalCopy measures what a planned hand-off costs the checks of
+// the partitions it moves: after the journaled first copy of 1M keys,
+// churn keys change at the source, and the final copy (fenced: the
+// partitions are decided by nobody until it is merged) reads only those.
+// It reports the first copy's keys per second and the final copy's time,
+// the window during which the moving partitions' checks wait:
+//
+//	go test -run '^$' -bench FinalCopy -benchtime 3x ./shard/handoff/
+func BenchmarkFinalCopy(b *testing.B) {
+	const n = 1_000_000
+	for _, churn := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d/changed=%d", n, churn), func(b *testing.B) {
+			var first, final time.Duration
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				prefix := fmt.Sprintf("/test/%s/%d/", b.Name(), i)
+				i++
+				src, from := startShard(b, prefix, "from")
+				_, to := startShard(b, prefix, "to")
+				fill(b, from, n, 1)
+				req := func(r *shardlimitv1.PullRequest) *shardlimitv1.PullRequest {
+					r.SourceId, r.SourceAddr, r.Partitions, r.PartitionCount = "from", src.Addr(), allParts(), partitions
+					return r
+				}
+				start := time.Now()
+				c, err := to.Pull(context.Background(), req(&shardlimitv1.PullRequest{Journal: true}))
+				first += time.Since(start)
+				if err != nil || c.Keys != n {
+					b.Fatalf("first copy: %v, %v", c, err)
+				}
+				fill(b, from, churn, 1) // u0..u<churn-1> change
+				b.StartTimer()
+				start = time.Now()
+				c, err = to.Pull(context.Background(), req(&shardlimitv1.PullRequest{Final: true}))
+				final += time.Since(start)
+				if err != nil || c.Keys != uint64(churn) {
+					b.Fatalf("final copy: %v, %v; want the %d keys changed", c, err, churn)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/first.Seconds(), "first-copy-keys/s")
+			b.ReportMetric(float64(final.Milliseconds())/float64(b.N), "final-copy-ms")
+		})
+	}
+}
+
+// BenchmarkForwarded compares a batch of 100 checks decided by their
+// partitions' owner with the same batch sent to the shard that handed
+// the partitions over, which forwards it (routers that have not switched
+// yet, for at most --handoff-settle):
+//
+//	go test -run '^$' -bench Forwarded ./shard/handoff/
+func BenchmarkForwarded(b *testing.B) {
+	prefix := "/test/" + b.Name() + "/"
+	src, from := startShard(b, prefix, "from")
+	_, to := startShard(b, prefix, "to")
+	fill(b, from, 1000, 1)
+	if _, err := to.Pull(context.Background(), &shardlimitv1.PullRequest{
+		SourceId: "from", SourceAddr: src.Addr(), Partitions: allParts(), PartitionCount: partitions, Final: true,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	req := &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{fixedWindow}}
+	for i := range 100 {
+		u := fmt.Sprintf("u%d", i)
+		req.Checks = append(req.Checks, &shardlimitv1.ShardCheck{Service: "s", User: u, Hits: 0, Partition: partitionOf(u)})
+	}
+	for _, bc := range []struct {
+		name string
+		c    shardlimitv1.ShardClient
+	}{{"owner", to}, {"forwarded", from}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				resp, err := bc.c.Decide(context.Background(), req)
+				if err != nil || resp.Decisions[0].NotDecided {
+					b.Fatalf("%v %v", resp.GetDecisions()[0], err)
+				}
+			}
+		})
+	}
 }
