@@ -22,6 +22,9 @@ type BatchCheck struct {
 	// Skip leaves the check undecided: it changes nothing and its
 	// decision is the zero Decision (its partition is not decided here).
 	Skip bool
+	// stored is the counter's key in the store, as DecideBatch set it
+	// (for the journal of a hand-off).
+	stored key.Key
 }
 
 // key returns the check's counter key.
@@ -51,13 +54,14 @@ func (s *Store) DecideBatch(checks []BatchCheck, now int64, util float64, out []
 			continue
 		}
 		k := c.key()
+		c.stored = stored(k, c.Limiter.Algorithm)
 		if c.Refund {
 			out[i] = s.Refund(k, &c.Check, now, c.Limiter, util)
 			continue
 		}
 		counts.Add(c.Partition, 1)
 		hot.Observe(hotkeys.Key(k), c.Service, c.Rule, c.User, 1)
-		out[i] = s.decide(stored(k, c.Limiter.Algorithm), &c.Check, now, c.Limiter, util)
+		out[i] = s.decide(c.stored, &c.Check, now, c.Limiter, util)
 	}
 	hot.Done()
 }

@@ -10,16 +10,19 @@ import (
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
+// journalCheck is a check as DecideBatch leaves it: its stored key set.
 func journalCheck(user string, partition int, skip bool) BatchCheck {
-	return BatchCheck{
+	c := BatchCheck{
 		Check:   Check{Service: "s", Rule: "r", User: user, Hits: 1, Partition: partition},
 		Limiter: &limiter.Rule{Algorithm: limiter.FixedWindow, Limit: 3, Period: int64(time.Hour)},
 		Skip:    skip,
 	}
+	c.stored = stored(c.key(), limiter.FixedWindow)
+	return c
 }
 
-// The journal records each changed key of a journaled partition once, and
-// nothing else; take returns them and ends those journals.
+// The journal records the changed keys of journaled partitions, and
+// nothing else; take returns each once and ends those journals.
 func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
 	var j journal
 	j.record([]BatchCheck{journalCheck("before", 1, false)}) // nothing journaled yet
@@ -43,13 +46,13 @@ func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
 	if keys, ok := j.take([]uint32{2, 3}); ok || len(keys) != 1 {
 		t.Fatalf("partitions 2 and 3: %v %v, want b's key and not ok (3 was not journaled)", keys, ok)
 	}
-	if j.active.Load() || j.n != 0 {
-		t.Fatalf("active %v with %d keys after every journal ended", j.active.Load(), j.n)
+	if j.active.Load() || j.n != 0 || len(j.changed) != 0 {
+		t.Fatalf("active %v with %d records after every journal ended", j.active.Load(), j.n)
 	}
 }
 
-// Past maxJournalKeys the journal forgets everything and stops: the final
-// copy then reads whole partitions.
+// Past maxJournalKeys records the journal forgets everything and stops:
+// the final copy then reads whole partitions.
 func TestJournalOverflowReadsWholePartitions(t *testing.T) {
 	var j journal
 	j.start([]uint32{0})
@@ -61,8 +64,8 @@ func TestJournalOverflowReadsWholePartitions(t *testing.T) {
 			batch = batch[:0]
 		}
 	}
-	if j.active.Load() || j.n != 0 {
-		t.Fatalf("active %v with %d keys after overflowing", j.active.Load(), j.n)
+	if j.active.Load() || j.n != 0 || len(j.changed) != 0 {
+		t.Fatalf("active %v with %d records after overflowing", j.active.Load(), j.n)
 	}
 	if keys, ok := j.take([]uint32{0}); ok || len(keys) != 0 {
 		t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)

@@ -73,9 +73,46 @@ func BenchmarkDecideBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkDecideJournaled is BenchmarkDecide with the decision path's
+// journal of a planned hand-off (journal.go) off, as it is but during a
+// hand-off, and on for every partition, as on a shard draining all of
+// them between its first and its final copy:
+//
+//	go test -run '^$' -bench DecideJournaled -count 5 ./shard/
+func BenchmarkDecideJournaled(b *testing.B) {
+	r := benchRules()[0]
+	for _, n := range []int{1000, 1_000_000} {
+		for _, on := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/keys=%d/journal=%v", r.Algorithm, n, on), func(b *testing.B) {
+				var j *journal
+				if on {
+					j = &journal{}
+					j.start(allPartitions)
+				}
+				benchDecideJournal(b, r, n, benchBatch, j)
+			})
+		}
+	}
+}
+
+// allPartitions are the 1024 partitions the benchmarks' checks fall in.
+var allPartitions = func() []uint32 {
+	parts := make([]uint32, 1024)
+	for p := range parts {
+		parts[p] = uint32(p)
+	}
+	return parts
+}()
+
 // benchDecide decides checks on n keys, every key present (steady state),
 // in batches of size. ns/op is per check.
 func benchDecide(b *testing.B, r *limiter.Rule, n, size int) {
+	benchDecideJournal(b, r, n, size, nil)
+}
+
+// benchDecideJournal is benchDecide with each batch recorded in j when
+// set, as the decision path does.
+func benchDecideJournal(b *testing.B, r *limiter.Rule, n, size int, j *journal) {
 	us := users(n)
 	s := serverStore(b, time.Now().UnixNano())
 	// Any window of size checks from i < n is a batch: the list wraps.
@@ -105,6 +142,12 @@ func benchDecide(b *testing.B, r *limiter.Rule, n, size int) {
 				return
 			}
 			s.DecideBatch(checks[i:i+m], time.Now().UnixNano(), 1, out[:m])
+			if j != nil {
+				j.record(checks[i : i+m])
+				if !j.active.Load() {
+					j.start(allPartitions) // overflowed: a hand-off holds at most that many
+				}
+			}
 			i = (i + m) % n
 		}
 	})
