@@ -89,6 +89,18 @@ func startIn(tb testing.TB, prefix, id string, adjust func(*shard.Options)) (*sh
 
 func memberOf(s *shard.Server) member.Member { return member.Member{ID: s.ID(), Addr: s.Addr()} }
 
+// pullAll has dst pull every partition from src, with req's flags, and
+// returns what it pulled.
+func pullAll(tb testing.TB, dst shardlimitv1.ShardClient, src *shard.Server, req *shardlimitv1.PullRequest) *shardlimitv1.PullResponse {
+	tb.Helper()
+	req.SourceId, req.SourceAddr, req.Partitions, req.PartitionCount = src.ID(), src.Addr(), allParts(), partitions
+	resp, err := dst.Pull(context.Background(), req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp
+}
+
 var fixedWindow = &shardlimitv1.RuleParams{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: int64(time.Hour)}
 
 // fill has n users u0..u<n-1> each spend hits of their fixed-window limit

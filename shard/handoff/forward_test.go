@@ -22,16 +22,7 @@ func TestFinalCopyReadsTheChangedAndTheSourceForwards(t *testing.T) {
 	_, b := startShard(t, prefix, "b")
 	fill(t, a, 100, 5)
 	ctx := context.Background()
-	pull := func(req *shardlimitv1.PullRequest) *shardlimitv1.PullResponse {
-		t.Helper()
-		req.SourceId, req.SourceAddr, req.Partitions, req.PartitionCount = "a", sa.Addr(), allParts(), partitions
-		resp, err := b.Pull(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	if first := pull(&shardlimitv1.PullRequest{Journal: true}); first.Keys != 100 {
+	if first := pullAll(t, b, sa, &shardlimitv1.PullRequest{Journal: true}); first.Keys != 100 {
 		t.Fatalf("first copy: %d keys, want 100", first.Keys)
 	}
 	for _, u := range []string{"u0", "u1", "u2"} {
@@ -39,7 +30,7 @@ func TestFinalCopyReadsTheChangedAndTheSourceForwards(t *testing.T) {
 			t.Fatalf("%s at the source before the fence: %v, want allowed with 4 left", u, d)
 		}
 	}
-	if final := pull(&shardlimitv1.PullRequest{Final: true}); final.Keys != 3 || final.Imported != 3 {
+	if final := pullAll(t, b, sa, &shardlimitv1.PullRequest{Final: true}); final.Keys != 3 || final.Imported != 3 {
 		t.Fatalf("final copy: %d keys (%d imported), want the 3 changed since the first", final.Keys, final.Imported)
 	}
 	// Forwarded: decided at b, with every hit a counted.
@@ -70,11 +61,7 @@ func TestForwardedChecksAreNotForwardedAgain(t *testing.T) {
 	sa, a := startShard(t, prefix, "a")
 	_, b := startShard(t, prefix, "b")
 	fill(t, a, 10, 1)
-	if _, err := b.Pull(context.Background(), &shardlimitv1.PullRequest{
-		SourceId: "a", SourceAddr: sa.Addr(), Partitions: allParts(), PartitionCount: partitions, Final: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pullAll(t, b, sa, &shardlimitv1.PullRequest{Final: true})
 	req := &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{fixedWindow}, Forwarded: true}
 	req.Checks = []*shardlimitv1.ShardCheck{{Service: "s", User: "u0", Hits: 1, Partition: partitionOf("u0")}}
 	resp, err := a.Decide(context.Background(), req)
@@ -111,23 +98,19 @@ func BenchmarkFinalCopy(b *testing.B) {
 				src, from := startShard(b, prefix, "from")
 				_, to := startShard(b, prefix, "to")
 				fill(b, from, n, 1)
-				req := func(r *shardlimitv1.PullRequest) *shardlimitv1.PullRequest {
-					r.SourceId, r.SourceAddr, r.Partitions, r.PartitionCount = "from", src.Addr(), allParts(), partitions
-					return r
-				}
 				start := time.Now()
-				c, err := to.Pull(context.Background(), req(&shardlimitv1.PullRequest{Journal: true}))
+				c := pullAll(b, to, src, &shardlimitv1.PullRequest{Journal: true})
 				first += time.Since(start)
-				if err != nil || c.Keys != n {
-					b.Fatalf("first copy: %v, %v", c, err)
+				if c.Keys != n {
+					b.Fatalf("first copy: %v", c)
 				}
 				fill(b, from, churn, 1) // u0..u<churn-1> change
 				b.StartTimer()
 				start = time.Now()
-				c, err = to.Pull(context.Background(), req(&shardlimitv1.PullRequest{Final: true}))
+				c = pullAll(b, to, src, &shardlimitv1.PullRequest{Final: true})
 				final += time.Since(start)
-				if err != nil || c.Keys != uint64(churn) {
-					b.Fatalf("final copy: %v, %v; want the %d keys changed", c, err, churn)
+				if c.Keys != uint64(churn) {
+					b.Fatalf("final copy: %v; want the %d keys changed", c, churn)
 				}
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/first.Seconds(), "first-copy-keys/s")
@@ -147,11 +130,7 @@ func BenchmarkForwarded(b *testing.B) {
 	src, from := startShard(b, prefix, "from")
 	_, to := startShard(b, prefix, "to")
 	fill(b, from, 1000, 1)
-	if _, err := to.Pull(context.Background(), &shardlimitv1.PullRequest{
-		SourceId: "from", SourceAddr: src.Addr(), Partitions: allParts(), PartitionCount: partitions, Final: true,
-	}); err != nil {
-		b.Fatal(err)
-	}
+	pullAll(b, to, src, &shardlimitv1.PullRequest{Final: true})
 	req := &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{fixedWindow}}
 	for i := range 100 {
 		u := fmt.Sprintf("u%d", i)

@@ -60,11 +60,7 @@ func TestFencedPullStopsTheSource(t *testing.T) {
 	sa, a := startShard(t, prefix, "a")
 	_, b := startShard(t, prefix, "b")
 	fill(t, a, 100, 10)
-	if _, err := b.Pull(context.Background(), &shardlimitv1.PullRequest{
-		SourceId: "a", SourceAddr: sa.Addr(), Partitions: allParts(), PartitionCount: partitions, Fence: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pullAll(t, b, sa, &shardlimitv1.PullRequest{Fence: true})
 	if d := decideOne(t, a, "u0"); !d.NotDecided || d.Allowed {
 		t.Fatalf("the fenced source answered %v, want not decided", d)
 	}
