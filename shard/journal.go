@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -17,49 +16,49 @@ import (
 // The decision path appends a batch's keys before the batch ends (before
 // ownership's End), so once a fence returns, every change decided before it
 // is in the journal. Appending is all it does per check (a key decided
-// twice is recorded twice; take removes the repeats), under one lock per
-// batch, into blocks that never move. A journal left behind by a hand-off that never made its final
-// copy ends when its partitions are fenced or dropped, or when it
-// overflows: past maxJournalKeys records it forgets them all and records
-// nothing more, and final copies read whole partitions.
+// twice is recorded twice; take removes the repeats, outside the lock).
+// Each journal belongs to one hand-off (its id): a final copy reads only
+// the journal its own first copy started. A journal left behind by a
+// hand-off that never made its final copy ends when its partitions are
+// fenced, dropped or journaled again, or when the journal overflows: past
+// maxJournalKeys records it forgets them all and records nothing more, and
+// final copies read whole partitions.
 type journal struct {
 	active atomic.Bool // any partition journaled: the decision path looks
 	mu     sync.Mutex
-	// journaled marks the partitions journaled, indexed by partition
-	// (maxExportPartitions of them once any was).
-	journaled []bool
-	// changed are the keys recorded, each with its partition, in blocks
-	// of journalBlock that are filled and never moved; n counts them.
-	changed [][]journaled
-	n       int
+	// parts holds each journaled partition's records, indexed by
+	// partition (maxExportPartitions of them once any was); nil: not
+	// journaled.
+	parts []*partJournal
+	n     int // records held, over every partition
+	on    int // partitions journaled
 }
 
-// journalBlock is how many records one block of a journal holds.
-const journalBlock = 4096
-
-// journaled is one recorded change.
-type journaled struct {
-	key       key.Key
-	partition uint32
+// partJournal is one partition's journal: the hand-off it belongs to and
+// the keys recorded, as stored, oldest first.
+type partJournal struct {
+	id   uint64
+	keys []key.Key
 }
 
-// maxJournalKeys bounds the records a journal holds (24 MiB): at the 1M keys
+// maxJournalKeys bounds the records a journal holds (16 MiB): at the 1M keys
 // per second a hand-off streams (BENCHMARKS.md), reading as many keys whole
 // costs about a second.
 const maxJournalKeys = 1 << 20
 
-// start journals parts afresh.
-func (j *journal) start(parts []uint32) {
+// start journals parts afresh for hand-off id.
+func (j *journal) start(parts []uint32, id uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.journaled == nil {
-		j.journaled = make([]bool, maxExportPartitions)
+	if j.parts == nil {
+		j.parts = make([]*partJournal, maxExportPartitions)
 	}
-	j.remove(parts)
+	j.detach(parts)
 	for _, p := range parts {
-		j.journaled[p] = true
+		j.parts[p] = &partJournal{id: id}
+		j.on++
 	}
-	j.active.Store(true)
+	j.active.Store(j.on > 0)
 }
 
 // record notes the keys of the checks decided or refunded in journaled
@@ -71,23 +70,23 @@ func (j *journal) record(checks []BatchCheck) {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.journaled == nil {
+	if j.parts == nil {
 		return // overflowed meanwhile
 	}
 	for i := range checks {
 		c := &checks[i]
-		if c.Skip || !j.journaled[c.Partition] {
+		if c.Skip {
+			continue
+		}
+		pj := j.parts[c.Partition]
+		if pj == nil {
 			continue
 		}
 		if j.n == maxJournalKeys {
 			j.overflow()
 			return
 		}
-		if len(j.changed) == 0 || len(j.changed[len(j.changed)-1]) == journalBlock {
-			j.changed = append(j.changed, make([]journaled, 0, journalBlock))
-		}
-		last := &j.changed[len(j.changed)-1]
-		*last = append(*last, journaled{key: c.stored, partition: uint32(c.Partition)})
+		pj.keys = append(pj.keys, c.stored)
 		j.n++
 	}
 }
@@ -95,72 +94,57 @@ func (j *journal) record(checks []BatchCheck) {
 // overflow forgets every journal: their final copies read the whole
 // partitions. The caller holds mu.
 func (j *journal) overflow() {
-	j.journaled, j.changed, j.n = nil, nil, 0
+	j.parts, j.n, j.on = nil, 0, 0
 	j.active.Store(false)
 }
 
 // take ends the journals of parts and returns the keys they recorded, each
-// once, and whether every one of parts was journaled (otherwise the caller
-// reads the whole partitions).
-func (j *journal) take(parts []uint32) (keys []key.Key, ok bool) {
+// once, and whether every one of parts was journaled for hand-off id
+// (otherwise the caller reads the whole partitions).
+func (j *journal) take(parts []uint32, id uint64) (keys []key.Key, ok bool) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.journaled == nil {
+	detached := j.detach(parts)
+	j.mu.Unlock()
+	ok = len(detached) == len(parts)
+	for _, pj := range detached {
+		ok = ok && pj.id == id
+	}
+	if !ok {
 		return nil, false
 	}
-	ok = true
-	in := make([]bool, len(j.journaled))
-	for _, p := range parts {
-		ok = ok && j.journaled[p]
-		in[p] = true
-	}
 	seen := map[key.Key]bool{}
-	for _, block := range j.changed {
-		for _, c := range block {
-			if in[c.partition] && !seen[c.key] {
-				seen[c.key] = true
-				keys = append(keys, c.key)
+	for _, pj := range detached {
+		for _, k := range pj.keys {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
 			}
 		}
 	}
-	j.remove(parts)
-	return keys, ok
-}
-
-// remove ends the journals of parts and forgets their records. The caller
-// holds mu.
-func (j *journal) remove(parts []uint32) {
-	was := false
-	for _, p := range parts {
-		was = was || j.journaled[p]
-		j.journaled[p] = false
-	}
-	if was {
-		// Keep the others' records, in blocks as full as before.
-		var kept [][]journaled
-		j.n = 0
-		for _, block := range j.changed {
-			for _, c := range block {
-				if !j.journaled[c.partition] {
-					continue
-				}
-				if len(kept) == 0 || len(kept[len(kept)-1]) == journalBlock {
-					kept = append(kept, make([]journaled, 0, journalBlock))
-				}
-				kept[len(kept)-1] = append(kept[len(kept)-1], c)
-				j.n++
-			}
-		}
-		j.changed = kept
-	}
-	j.active.Store(slices.Contains(j.journaled, true))
+	return keys, true
 }
 
 // end ends the journals of parts, if any.
 func (j *journal) end(parts []uint32) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.journaled != nil {
-		j.remove(parts)
+	j.detach(parts)
+}
+
+// detach ends the journals of parts and returns them. The caller holds mu.
+func (j *journal) detach(parts []uint32) []*partJournal {
+	if j.parts == nil {
+		return nil
 	}
+	var out []*partJournal
+	for _, p := range parts {
+		if pj := j.parts[p]; pj != nil {
+			out = append(out, pj)
+			j.n -= len(pj.keys)
+			j.on--
+			j.parts[p] = nil
+		}
+	}
+	j.active.Store(j.on > 0)
+	return out
 }

@@ -26,13 +26,13 @@ func journalCheck(user string, partition int, skip bool) BatchCheck {
 func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
 	var j journal
 	j.record([]BatchCheck{journalCheck("before", 1, false)}) // nothing journaled yet
-	j.start([]uint32{1, 2})
+	j.start([]uint32{1, 2}, 7)
 	j.record([]BatchCheck{
 		journalCheck("a", 1, false), journalCheck("a", 1, false), journalCheck("b", 2, false),
 		journalCheck("c", 3, false),      // not journaled
 		journalCheck("skipped", 1, true), // not decided: changed nothing
 	})
-	keys, ok := j.take([]uint32{1})
+	keys, ok := j.take([]uint32{1}, 7)
 	if !ok || len(keys) != 1 {
 		t.Fatalf("partition 1: %v %v, want the one key of a", keys, ok)
 	}
@@ -40,14 +40,28 @@ func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
 	if want := stored(c.key(), limiter.FixedWindow); keys[0] != want {
 		t.Fatalf("recorded %v, want the stored key %v", keys[0], want)
 	}
-	if _, ok := j.take([]uint32{1}); ok {
+	if _, ok := j.take([]uint32{1}, 7); ok {
 		t.Fatal("partition 1 still journaled after take")
 	}
-	if keys, ok := j.take([]uint32{2, 3}); ok || len(keys) != 1 {
-		t.Fatalf("partitions 2 and 3: %v %v, want b's key and not ok (3 was not journaled)", keys, ok)
+	if keys, ok := j.take([]uint32{2, 3}, 7); ok || len(keys) != 0 {
+		t.Fatalf("partitions 2 and 3: %v %v, want nothing and not ok (3 was not journaled)", keys, ok)
 	}
-	if j.active.Load() || j.n != 0 || len(j.changed) != 0 {
+	if j.active.Load() || j.n != 0 || j.on != 0 {
 		t.Fatalf("active %v with %d records after every journal ended", j.active.Load(), j.n)
+	}
+}
+
+// A final copy reads only the journal its own hand-off started: one left
+// behind by an earlier, abandoned hand-off is ended, not read.
+func TestJournalOfAnotherHandoffIsNotRead(t *testing.T) {
+	var j journal
+	j.start([]uint32{1}, 1)
+	j.record([]BatchCheck{journalCheck("a", 1, false)})
+	if keys, ok := j.take([]uint32{1}, 2); ok || len(keys) != 0 {
+		t.Fatalf("took %v %v from hand-off 1's journal for hand-off 2, want nothing", keys, ok)
+	}
+	if j.active.Load() || j.n != 0 {
+		t.Fatal("the abandoned journal was not ended")
 	}
 }
 
@@ -55,7 +69,7 @@ func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
 // the final copy then reads whole partitions.
 func TestJournalOverflowReadsWholePartitions(t *testing.T) {
 	var j journal
-	j.start([]uint32{0})
+	j.start([]uint32{0}, 1)
 	batch := make([]BatchCheck, 0, 4096)
 	for i := 0; i <= maxJournalKeys; i++ {
 		batch = append(batch, journalCheck(fmt.Sprint(i), 0, false))
@@ -64,10 +78,10 @@ func TestJournalOverflowReadsWholePartitions(t *testing.T) {
 			batch = batch[:0]
 		}
 	}
-	if j.active.Load() || j.n != 0 || len(j.changed) != 0 {
+	if j.active.Load() || j.n != 0 || j.on != 0 {
 		t.Fatalf("active %v with %d records after overflowing", j.active.Load(), j.n)
 	}
-	if keys, ok := j.take([]uint32{0}); ok || len(keys) != 0 {
+	if keys, ok := j.take([]uint32{0}, 1); ok || len(keys) != 0 {
 		t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)
 	}
 }

@@ -99,9 +99,11 @@ func (s *Server) join(ctx context.Context) error {
 	}
 	pairs := handoff.Pairs(before, after)
 	rep, err := handoff.Move(ctx, s.handoffOptions(true, true), pairs, func(ctx context.Context) error {
-		// Every partition gained came over (the hand-off is strict), or
-		// had no owner: decide them as soon as routers switch.
-		s.owned.Pulled(after.PartitionsOf(me.ID))
+		// The partitions gained from an owner came over in their final
+		// copies (or, where that failed, are taken over with a fence once
+		// routers switch); those that had no owner have no counters
+		// anywhere: decide them as soon as routers switch.
+		s.owned.Pulled(ownerless(before, after, me.ID))
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -292,6 +294,18 @@ func withMember(members []member.Member, id string, rec *member.Member) []member
 	out := slices.DeleteFunc(slices.Clone(members), func(m member.Member) bool { return m.ID == id })
 	if rec != nil {
 		out = append(out, *rec)
+	}
+	return out
+}
+
+// ownerless returns the partitions that after gives id and before gives
+// nobody.
+func ownerless(before, after *shardmap.Table, id string) []uint32 {
+	var out []uint32
+	for _, p := range after.PartitionsOf(id) {
+		if _, ok := before.Owner(int(p)); !ok {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -87,7 +87,7 @@ func BenchmarkDecideJournaled(b *testing.B) {
 				var j *journal
 				if on {
 					j = &journal{}
-					j.start(allPartitions)
+					j.start(allPartitions, 1)
 				}
 				benchDecideJournal(b, r, n, benchBatch, j)
 			})
@@ -145,7 +145,7 @@ func benchDecideJournal(b *testing.B, r *limiter.Rule, n, size int, j *journal) 
 			if j != nil {
 				j.record(checks[i : i+m])
 				if !j.active.Load() {
-					j.start(allPartitions) // overflowed: a hand-off holds at most that many
+					j.start(allPartitions, 1) // overflowed: a hand-off holds at most that many
 				}
 			}
 			i = (i + m) % n

@@ -68,7 +68,7 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	// it reads every hit they counted.
 	s.owned.WaitSettled(stream.Context(), req.Partitions)
 	if req.Journal {
-		s.journal.start(req.Partitions) // before reading: no change is missed
+		s.journal.start(req.Partitions, req.HandoffId) // before reading: no change is missed
 	}
 	var changed []key.Key
 	onlyChanged := false
@@ -79,13 +79,18 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 			s.owned.Fence(req.Partitions)
 		}
 		// Fenced: every change is in the journal, and no more come.
-		changed, onlyChanged = s.journal.take(req.Partitions)
+		changed, onlyChanged = s.journal.take(req.Partitions, req.HandoffId)
 		onlyChanged = onlyChanged && req.ChangedOnly
 	}
 	c := exportChunks{s: s, stream: stream, maxKeys: int(req.MaxChunkKeys), maxBytes: int(req.MaxChunkBytes)}
 	if onlyChanged {
-		if err := c.add(s.store.exportKeys(changed, nil)); err != nil {
-			return err
+		// A chunk's worth of keys at a time: few are held at once.
+		var buf []Exported
+		for from := 0; from < len(changed); from += defaultChunkKeys {
+			buf = s.store.exportKeys(changed[from:min(len(changed), from+defaultChunkKeys)], buf[:0])
+			if err := c.add(buf); err != nil {
+				return err
+			}
 		}
 	} else {
 		in := partitionSet(req.Partitions, int(req.PartitionCount))
@@ -173,29 +178,36 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 	}
 	exp := &shardlimitv1.ExportStreamRequest{
 		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
-		Fence: req.Fence || req.Final, Journal: req.Journal,
+		Fence: req.Fence || req.Final, Journal: req.Journal, HandoffId: req.HandoffId,
 	}
 	if req.Final {
 		// The source forwards the partitions' checks here from its fence
-		// on; they wait until the final copy has been merged, whatever it
-		// brought (the hand-off switches routers here either way).
+		// on; they wait until the final copy has been merged.
 		me := s.recordIn(member.Serving)
-		exp.ForwardToId, exp.ForwardToAddr, exp.ChangedOnly = me.ID, me.Addr, true
+		exp.ForwardToId, exp.ForwardToAddr, exp.ChangedOnly = me.ID, me.Addr, !req.Whole
 		s.owned.Receive(req.Partitions)
-		defer s.owned.Pulled(req.Partitions)
 	}
 	c, err := handoff.Pull(ctx, from, req.SourceId, exp, s.merge)
 	s.opts.Logger.Debug("hand-off: pulled partitions", "from", req.SourceId, "from_addr", req.SourceAddr, "partitions", len(req.Partitions),
 		"journal", req.Journal, "final", req.Final, "keys", c.Keys, "imported", c.Imported, "kept", c.Kept, "chunks", c.Chunks, "err", err)
 	resp := &shardlimitv1.PullResponse{Keys: c.Keys, Imported: c.Imported, Kept: c.Kept, Chunks: c.Chunks}
 	if err != nil {
+		if req.Final {
+			// Whether or not the source fenced: decide none of them, and
+			// once routers switch, take them over with a fence from the
+			// source (ownership.Apply), which is exact while it lives.
+			s.owned.Unreceive(req.Partitions)
+		}
 		// The source's or the import's own code, with the whole story.
 		return nil, status.Error(status.Code(err), err.Error())
 	}
-	// A hand-off brought the partitions here ahead of the switch: this
-	// shard decides them once routers send them here (a final copy's
-	// forwarded checks, at once).
-	s.owned.Pulled(req.Partitions)
+	if req.Final || req.Fence {
+		// The partitions' counters are all here, and the source decides
+		// them no more: this shard decides them once routers send them
+		// here (a final copy's forwarded checks, at once). A first copy
+		// is not enough: its source still decides them.
+		s.owned.Pulled(req.Partitions)
+	}
 	return resp, nil
 }
 

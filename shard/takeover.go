@@ -163,7 +163,8 @@ const healEvery = 5 * time.Second
 // than this shard's watch saw (a taker fenced a partition that came back
 // here unseen) would otherwise leave them answered by policy for good.
 // Not knowing who holds their counters, it pulls them with a fence from
-// every other serving member.
+// every other serving member, and from the shards they were forwarded to
+// (a planned hand-off fenced them here, and its switch never came).
 func (s *Server) heal() {
 	if !s.ready.Load() {
 		return
@@ -187,6 +188,14 @@ func (s *Server) heal() {
 	for _, m := range v.table.Members() {
 		if m.ID != s.opts.ID {
 			others = append(others, m)
+		}
+	}
+	// A partition a planned hand-off fenced here whose switch never came
+	// forwarded its checks to a shard that may not be in the table (a
+	// joining one): its counters are there too.
+	for _, to := range s.owned.ForwardTargets(again) {
+		if !slices.ContainsFunc(others, func(m member.Member) bool { return m.ID == to.ID }) {
+			others = append(others, to)
 		}
 	}
 	parts := s.owned.Reclaim(again, len(others))

@@ -20,8 +20,9 @@
 //     (ownership.Receiving); the source fences them (it decides them no
 //     more, and a batch in flight ends first) and from then on forwards
 //     their checks to the destination, then streams only the keys its
-//     journal recorded (the whole partitions if the journal overflowed);
-//     forwarded checks wait at the destination until the copy is merged;
+//     journal recorded for this hand-off (the whole partitions if the
+//     journal overflowed, or the pair's first copy failed); forwarded
+//     checks wait at the destination until the copy is merged;
 //  3. switches: the caller's step after which routers send the partitions
 //     to their new owners (the job publishes a map; a draining shard
 //     writes its member record as draining; a joining one as serving);
@@ -46,16 +47,24 @@
 // final copy travels, which takes as long as reading the keys changed
 // since the first copy (milliseconds at the rates measured in
 // BENCHMARKS.md); their checks wait for it, up to the router's deadline,
-// after which the router answers by policy. A forward adds one shard to
-// shard call to the checks of routers that have not switched yet, for at
-// most Settle. A forward that fails (the destination died meanwhile) is
-// answered not_decided, by policy.
+// after which the router answers by policy (the forward itself goes on
+// for up to 2s, so such a check may still be counted at the destination:
+// an error toward denying). A forward adds one shard to shard call to the
+// checks of routers that have not switched yet, for at most Settle. A
+// forward that fails (the destination died meanwhile) is answered
+// not_decided, by policy.
 //
 // Failures. A Strict hand-off (the job's, a join) whose first copy fails
 // stops before fencing anything: nothing switches. Once the final copy has
-// begun, the sources forward to the destinations, so the switch follows
-// whatever that copy brought: a pair whose final copy failed counts from
-// its first copy, and is reported as not handed over.
+// begun, the switch follows. A destination marks as its own only what a
+// final (or fenced) copy brought: where that copy failed, it decides none
+// of the pair's partitions, and once routers switch it takes them over
+// with a fence from the source like any partition gained without a
+// hand-off (package shard's takeover), exactly while the source lives;
+// the pair is reported as not handed over. A source whose fenced
+// partitions see no switch (it failed) takes them back, with a fence, from
+// every member and from the destinations it forwarded to (package shard's
+// heal).
 //
 // One hand-off runs at a time in a cluster: Lock takes an etcd lock at
 // <prefix>handoff/lock that the job's runs, drains and joins all hold while

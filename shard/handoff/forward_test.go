@@ -9,6 +9,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/metrictest"
+	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
 // A planned hand-off's final copy reads only the keys that changed since
@@ -148,5 +149,86 @@ func BenchmarkForwarded(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Only a fenced or final copy makes a shard decide what it pulled: after a
+// first copy the source still decides the partitions, so a shard that
+// gains them afterwards without a hand-off takes them over with a fence.
+// A final copy that fails leaves them undecided (not Receiving) too.
+func TestOnlyAFinalCopyMakesTheDestinationDecide(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sa, _ := startIn(t, prefix, "a", nil)
+	sb, b := startIn(t, prefix, "b", nil)
+	poll.Until(t, 10*time.Second, func() error {
+		if n := sa.Owners().Count()["b"]; n == 0 {
+			return fmt.Errorf("a sees b own nothing")
+		}
+		return nil
+	})
+	state := func(st string) float64 {
+		return metrictest.Value(t, sb.Registry(), "shardlimit_shard_partitions", map[string]string{"state": st})
+	}
+	own := state("owned")
+	aParts := sa.Owners().PartitionsOf("a")
+	if own == 0 || len(aParts) == 0 {
+		t.Fatalf("b owns %v partitions, a %d", own, len(aParts))
+	}
+	pull := func(req *shardlimitv1.PullRequest, addr string) error {
+		req.SourceId, req.SourceAddr, req.Partitions, req.PartitionCount = "a", addr, aParts, partitions
+		_, err := b.Pull(context.Background(), req)
+		return err
+	}
+	if err := pull(&shardlimitv1.PullRequest{Journal: true}, sa.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if got := state("owned"); got != own {
+		t.Fatalf("after a first copy b owns %v partitions, want its %v", got, own)
+	}
+	if err := pull(&shardlimitv1.PullRequest{Final: true}, "127.0.0.1:1"); err == nil {
+		t.Fatal("a final copy from a closed port succeeded")
+	}
+	if got, recv := state("owned"), state("receiving"); got != own || recv != 0 {
+		t.Fatalf("after a failed final copy b owns %v partitions (want %v), %v receiving (want 0)", got, own, recv)
+	}
+	if err := pull(&shardlimitv1.PullRequest{Final: true}, sa.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if got := state("owned"); got != own+float64(len(aParts)) {
+		t.Fatalf("after the final copy b owns %v partitions, want %v", got, own+float64(len(aParts)))
+	}
+}
+
+// A source whose forward-fenced partitions see no switch (here a and b
+// are clusters of their own, so a's owner table keeps giving a every
+// partition) takes them back from the shard it forwarded to, with what
+// that shard counted: the forwarded hits are not lost.
+func TestHealTakesBackWhatWasForwarded(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sa, a := startShard(t, prefix, "a")
+	_, b := startShard(t, prefix, "b")
+	fill(t, a, 10, 5)
+	pullAll(t, b, sa, &shardlimitv1.PullRequest{Final: true})
+	for range 2 {
+		if d := decideOne(t, a, "u0"); !d.Allowed || d.NotDecided {
+			t.Fatalf("a forwarded check: %v, want allowed by b", d)
+		}
+	}
+	// After two looks at the same table (5 s apart), a takes the
+	// partitions over from b, which holds u0's 7 hits.
+	poll.Until(t, 30*time.Second, func() error {
+		if n := metrictest.Value(t, sa.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "owned"}); n != partitions {
+			return fmt.Errorf("a owns %v partitions", n)
+		}
+		return nil
+	})
+	read := &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{fixedWindow},
+		Checks: []*shardlimitv1.ShardCheck{{Service: "s", User: "u0", Hits: 0, Partition: partitionOf("u0")}}}
+	resp, err := a.Decide(context.Background(), read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.Decisions[0]; d.NotDecided || d.Remaining != 3 {
+		t.Fatalf("a decides u0 as %v, want 3 remaining (5 filled at a + 2 forwarded to b)", d)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -157,7 +158,10 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	defer func() { rep.Took = time.Since(start) }()
 	o.step(StepCopy)
 	o.Logger.Debug("hand-off: copying", "pairs", len(pairs), "partitions", rep.Partitions)
-	failed := copyAll(ctx, &o, StepCopy, pairs, &rep)
+	// Both copies of a pair name this hand-off, so that the final one
+	// reads only the journal its own first copy started.
+	id := rand.Uint64() | 1
+	failed := copyAll(ctx, &o, copyStep{StepCopy, id, nil}, pairs, &rep)
 	o.Logger.Debug("hand-off: first copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(failed))
 	if switchOwners == nil {
 		rep.NotHandedOver = failed
@@ -169,7 +173,8 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	}
 	if len(pairs) > 0 {
 		o.step(StepCopyAgain)
-		rep.NotHandedOver = copyAll(ctx, &o, StepCopyAgain, pairs, &rep)
+		// A pair whose first copy failed reads its partitions whole.
+		rep.NotHandedOver = copyAll(ctx, &o, copyStep{StepCopyAgain, id, failed}, pairs, &rep)
 		o.Logger.Debug("hand-off: final copy done; sources forward to the destinations", "keys", rep.Keys, "imported", rep.Imported,
 			"chunks", rep.Chunks, "failed_pairs", len(rep.NotHandedOver))
 	}
@@ -208,9 +213,17 @@ func handedOver(pairs []Pair, failed []Failed) []Pair {
 	return out
 }
 
+// copyStep is one copy step of a hand-off: which, the hand-off's id, and
+// for the final copy the pairs whose first copy failed.
+type copyStep struct {
+	Step
+	id          uint64
+	firstFailed []Failed
+}
+
 // copyAll copies every pair, in parallel, adding what moved to rep and
 // telling OnCopied, and returns the pairs that failed.
-func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Report) []Failed {
+func copyAll(ctx context.Context, o *Options, step copyStep, pairs []Pair, rep *Report) []Failed {
 	var mu sync.Mutex
 	var failed []Failed
 	var wg sync.WaitGroup
@@ -229,7 +242,7 @@ func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Repo
 				failed = append(failed, Failed{Pair: p, Err: err})
 			}
 			if o.OnCopied != nil {
-				o.OnCopied(step, p, c, err)
+				o.OnCopied(step.Step, p, c, err)
 			}
 		})
 	}
@@ -237,17 +250,18 @@ func copyAll(ctx context.Context, o *Options, step Step, pairs []Pair, rep *Repo
 	return failed
 }
 
-func copyPair(ctx context.Context, o *Options, step Step, p Pair) (Copied, error) {
+func copyPair(ctx context.Context, o *Options, step copyStep, p Pair) (Copied, error) {
 	to, err := o.Clients(p.To)
 	if err != nil {
 		return Copied{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
 	defer cancel()
-	req := &shardlimitv1.PullRequest{Partitions: p.Partitions, PartitionCount: uint32(o.Partitions)}
+	req := &shardlimitv1.PullRequest{Partitions: p.Partitions, PartitionCount: uint32(o.Partitions), HandoffId: step.id}
 	switch {
-	case step == StepCopyAgain:
+	case step.Step == StepCopyAgain:
 		req.Final = true
+		req.Whole = slices.ContainsFunc(step.firstFailed, func(f Failed) bool { return f.From.ID == p.From.ID && f.To.ID == p.To.ID })
 	case o.Fence:
 		req.Fence = true
 	default:

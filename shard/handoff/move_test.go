@@ -29,10 +29,15 @@ func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...
 	defer f.mu.Unlock()
 	kind := "pull"
 	switch {
+	case req.Final && req.Whole && !req.Journal && !req.Fence:
+		kind = "final-whole"
 	case req.Final && !req.Journal && !req.Fence:
 		kind = "final"
 	case req.Journal && !req.Final && !req.Fence:
 		kind = "journal"
+	}
+	if req.HandoffId == 0 {
+		kind += "-without-id" // the final copy could read an abandoned journal
 	}
 	*f.log = append(*f.log, kind+":"+req.SourceId+">"+f.id)
 	if f.failFrom[req.SourceId] {
@@ -48,10 +53,11 @@ func (f *fakeShard) Drop(_ context.Context, _ *shardlimitv1.DropRequest, _ ...gr
 	return &shardlimitv1.DropResponse{}, nil
 }
 
-// Move copies (journaled), copies again (final: fenced and forwarding),
-// switches, settles and drops in that order; a strict hand-off whose first
-// copy failed never fences nor switches; a lenient one switches anyway and
-// reports the pair; only pairs handed over are dropped.
+// Move copies (journaled), copies again (final: fenced and forwarding;
+// whole for a pair whose first copy failed), switches, settles and drops
+// in that order; a strict hand-off whose first copy failed never fences
+// nor switches; a lenient one switches anyway and reports the pair; only
+// pairs handed over are dropped.
 func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 	ms := members(3)
 	pairs := []Pair{{From: ms[0], To: ms[1], Partitions: []uint32{1, 2}}, {From: ms[2], To: ms[1], Partitions: []uint32{3}}}
@@ -72,7 +78,7 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1", wantNotHanded: 1, wantPartitions: 3},
 		{name: "lenient, a source unreachable", failFrom: "shard-2", drop: true, wantSwitched: true,
 			wantErr: "after switching: counters not handed over: shard-2 → shard-1",
-			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch | drop:shard-0", wantNotHanded: 1, wantPartitions: 3},
+			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final-whole:shard-2>shard-1 final:shard-0>shard-1 | switch | drop:shard-0", wantNotHanded: 1, wantPartitions: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log []string

@@ -21,9 +21,12 @@
 //     the next owner (ForwardTo) until any other change of its state.
 //   - Receiving: a planned hand-off's final copy of it is arriving here.
 //     Not decided; the checks its previous owner forwards wait for it
-//     (WaitSettled), and it is Owned once pulled (Pulled).
+//     (WaitSettled). It is Owned once pulled (Pulled), and Unowned again
+//     if that copy failed (Unreceive), to be taken over with a fence once
+//     the owner table gives it here.
 //
-// A partition becomes Owned when a hand-off pulls it here (Pulled), when
+// A partition becomes Owned when a hand-off's final or fenced copy pulls it
+// here (Pulled; a first copy is not enough, its source still decides), when
 // the owner table gives it to this shard after such a pull or from no
 // owner at all, or when its takeover ends (Settle). Gained (pure) compares
 // two owner tables and says, per previous owner, which partitions this

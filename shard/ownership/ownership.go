@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -155,6 +156,38 @@ func (s *Set) Pulled(parts []uint32) {
 		s.broadcast()
 		s.mu.Unlock()
 	}
+}
+
+// ForwardTargets returns the next owners that those of parts fenced by a
+// planned hand-off forward to, each once.
+func (s *Set) ForwardTargets(parts []uint32) []member.Member {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []member.Member
+	for _, p := range parts {
+		if int(p) >= len(s.states) || s.states[p] != Fenced || s.forward[p] == nil {
+			continue
+		}
+		if to := *s.forward[p]; !slices.ContainsFunc(out, func(m member.Member) bool { return m.ID == to.ID }) {
+			out = append(out, to)
+		}
+	}
+	return out
+}
+
+// Unreceive records that a final copy of parts failed: those Receiving are
+// Unowned again, not pulled, so that the owner table giving them to this
+// shard makes them Pending, taken over with a fence (Apply).
+func (s *Set) Unreceive(parts []uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		if int(p) < len(s.states) && s.states[p] == Receiving {
+			s.set(int(p), Unowned)
+			s.pulled[p] = false
+		}
+	}
+	s.broadcast()
 }
 
 // Receive records that a planned hand-off's final copy of parts is under

@@ -281,6 +281,9 @@ func TestFenceForwardUntilStateChanges(t *testing.T) {
 	if got := forwards(); len(got) != 2 || got[1] != "b" || got[2] != "b" {
 		t.Fatalf("forwards %v, want 1 and 2 to b", got)
 	}
+	if got := s.ForwardTargets([]uint32{1, 2, 3}); len(got) != 1 || got[0] != to {
+		t.Fatalf("forward targets %v, want [b] once", got)
+	}
 	if got := decided(s); len(got) != 0 {
 		t.Fatalf("decides %v while fenced", got)
 	}
@@ -320,6 +323,14 @@ func TestReceivingUntilPulled(t *testing.T) {
 	}
 	if got := decided(s); !slices.Equal(got, []uint32{5, 6}) {
 		t.Fatalf("decides %v, want [5 6]", got)
+	}
+
+	// A final copy that failed: not decided, not pulled, so that the
+	// table giving it here takes it over.
+	s.Receive([]uint32{7})
+	s.Unreceive([]uint32{7})
+	if st := s.State(7); st != ownership.Unowned {
+		t.Fatalf("state %v after a failed final copy, want unowned", st)
 	}
 
 	tk := s.Apply("a", table(t, "a", "b"), table(t, "a"))

@@ -1689,8 +1689,12 @@ type ExportStreamRequest struct {
 	Journal bool `protobuf:"varint,8,opt,name=journal,proto3" json:"journal,omitempty"`
 	// Export only the keys recorded as changed since the journal of these
 	// partitions started, and end it; the whole partitions when none was
-	// started or it overflowed.
-	ChangedOnly   bool `protobuf:"varint,9,opt,name=changed_only,json=changedOnly,proto3" json:"changed_only,omitempty"`
+	// started for this handoff_id, or it overflowed.
+	ChangedOnly bool `protobuf:"varint,9,opt,name=changed_only,json=changedOnly,proto3" json:"changed_only,omitempty"`
+	// The hand-off a journal belongs to: changed_only reads only a journal
+	// that journal started under the same id, never one an earlier,
+	// abandoned hand-off left behind.
+	HandoffId     uint64 `protobuf:"varint,10,opt,name=handoff_id,json=handoffId,proto3" json:"handoff_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1788,6 +1792,13 @@ func (x *ExportStreamRequest) GetChangedOnly() bool {
 	return false
 }
 
+func (x *ExportStreamRequest) GetHandoffId() uint64 {
+	if x != nil {
+		return x.HandoffId
+	}
+	return 0
+}
+
 // ExportStreamResponse is one chunk of a streamed export.
 type ExportStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1852,8 +1863,15 @@ type PullRequest struct {
 	// A planned hand-off's final copy, before the switch: the source fences
 	// the partitions, forwards their checks to this shard and exports only
 	// what changed since the first copy; this shard holds the forwarded
-	// checks until that has been merged, then decides the partitions.
-	Final         bool `protobuf:"varint,9,opt,name=final,proto3" json:"final,omitempty"`
+	// checks until that has been merged, then decides the partitions. If it
+	// fails, this shard decides none of them until it takes them over (with
+	// a fence) once routers switch.
+	Final bool `protobuf:"varint,9,opt,name=final,proto3" json:"final,omitempty"`
+	// With final: read the whole partitions, not only what changed (the
+	// first copy of this pair failed).
+	Whole bool `protobuf:"varint,10,opt,name=whole,proto3" json:"whole,omitempty"`
+	// The hand-off both copies belong to (ExportStreamRequest.handoff_id).
+	HandoffId     uint64 `protobuf:"varint,11,opt,name=handoff_id,json=handoffId,proto3" json:"handoff_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1949,6 +1967,20 @@ func (x *PullRequest) GetFinal() bool {
 		return x.Final
 	}
 	return false
+}
+
+func (x *PullRequest) GetWhole() bool {
+	if x != nil {
+		return x.Whole
+	}
+	return false
+}
+
+func (x *PullRequest) GetHandoffId() uint64 {
+	if x != nil {
+		return x.HandoffId
+	}
+	return 0
 }
 
 type PullResponse struct {
@@ -2152,7 +2184,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
 	"\fDropResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"\xcb\x02\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\xea\x02\n" +
 	"\x13ExportStreamRequest\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
@@ -2164,9 +2196,12 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\rforward_to_id\x18\x06 \x01(\tR\vforwardToId\x12&\n" +
 	"\x0fforward_to_addr\x18\a \x01(\tR\rforwardToAddr\x12\x18\n" +
 	"\ajournal\x18\b \x01(\bR\ajournal\x12!\n" +
-	"\fchanged_only\x18\t \x01(\bR\vchangedOnly\"C\n" +
+	"\fchanged_only\x18\t \x01(\bR\vchangedOnly\x12\x1d\n" +
+	"\n" +
+	"handoff_id\x18\n" +
+	" \x01(\x04R\thandoffId\"C\n" +
 	"\x14ExportStreamResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xa8\x02\n" +
+	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xdd\x02\n" +
 	"\vPullRequest\x12\x1b\n" +
 	"\tsource_id\x18\x01 \x01(\tR\bsourceId\x12\x1f\n" +
 	"\vsource_addr\x18\x02 \x01(\tR\n" +
@@ -2179,7 +2214,11 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x0fmax_chunk_bytes\x18\x06 \x01(\rR\rmaxChunkBytes\x12\x14\n" +
 	"\x05fence\x18\a \x01(\bR\x05fence\x12\x18\n" +
 	"\ajournal\x18\b \x01(\bR\ajournal\x12\x14\n" +
-	"\x05final\x18\t \x01(\bR\x05final\"j\n" +
+	"\x05final\x18\t \x01(\bR\x05final\x12\x14\n" +
+	"\x05whole\x18\n" +
+	" \x01(\bR\x05whole\x12\x1d\n" +
+	"\n" +
+	"handoff_id\x18\v \x01(\x04R\thandoffId\"j\n" +
 	"\fPullResponse\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\x04R\x04keys\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x04R\bimported\x12\x12\n" +
