@@ -206,11 +206,16 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 func handedOver(pairs []Pair, failed []Failed) []Pair {
 	var out []Pair
 	for _, p := range pairs {
-		if !slices.ContainsFunc(failed, func(f Failed) bool { return f.From.ID == p.From.ID && f.To.ID == p.To.ID }) {
+		if !isFailed(failed, p) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// isFailed reports whether p is among failed.
+func isFailed(failed []Failed, p Pair) bool {
+	return slices.ContainsFunc(failed, func(f Failed) bool { return f.From.ID == p.From.ID && f.To.ID == p.To.ID })
 }
 
 // copyStep is one copy step of a hand-off: which, the hand-off's id, and
@@ -261,7 +266,7 @@ func copyPair(ctx context.Context, o *Options, step copyStep, p Pair) (Copied, e
 	switch {
 	case step.Step == StepCopyAgain:
 		req.Final = true
-		req.Whole = slices.ContainsFunc(step.firstFailed, func(f Failed) bool { return f.From.ID == p.From.ID && f.To.ID == p.To.ID })
+		req.Whole = isFailed(step.firstFailed, p)
 	case o.Fence:
 		req.Fence = true
 	default:
