@@ -212,6 +212,7 @@ func (s *Server) Import(_ context.Context, req *shardlimitv1.ImportRequest) (*sh
 		keys[i] = Exported{Key: key.Key{Hi: k.Hi, Lo: k.Lo}, Algo: limiter.Algorithm(k.Algorithm), State: limiter.State{A: k.A, B: k.B}, Times: k.Times, Fresh: k.FreshUnixNs}
 	}
 	imported, kept := s.store.Import(keys, now)
+	s.journal.recordImported(keys, s.opts.Partitions)
 	s.opts.Logger.Debug("hand-off: imported keys", "keys", len(keys), "imported", imported, "kept", kept)
 	return &shardlimitv1.ImportResponse{Imported: uint64(imported), Kept: uint64(kept)}, nil
 }

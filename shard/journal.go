@@ -55,8 +55,10 @@ func (j *journal) start(parts []uint32, id uint64) {
 	}
 	j.detach(parts)
 	for _, p := range parts {
+		if j.parts[p] == nil { // a partition listed twice counts once
+			j.on++
+		}
 		j.parts[p] = &partJournal{id: id}
-		j.on++
 	}
 	j.active.Store(j.on > 0)
 }
@@ -87,6 +89,32 @@ func (j *journal) record(checks []BatchCheck) {
 			return
 		}
 		pj.keys = append(pj.keys, c.stored)
+		j.n++
+	}
+}
+
+// recordImported notes the keys a merge changed in journaled partitions
+// (numbered among count): a takeover or a lost shard's give-back can
+// import into partitions a hand-off is moving.
+func (j *journal) recordImported(keys []Exported, count int) {
+	if !j.active.Load() {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.parts == nil {
+		return
+	}
+	for i := range keys {
+		pj := j.parts[keys[i].Key.Partition(count)]
+		if pj == nil {
+			continue
+		}
+		if j.n == maxJournalKeys {
+			j.overflow()
+			return
+		}
+		pj.keys = append(pj.keys, keys[i].Key)
 		j.n++
 	}
 }

@@ -102,3 +102,20 @@ func TestExportKeys(t *testing.T) {
 		t.Fatalf("exported %+v, want the states of %v", got, want)
 	}
 }
+
+// A partition listed twice is journaled once, so that taking it ends the
+// journal; keys merged into a journaled partition are recorded too.
+func TestJournalDuplicatesAndImports(t *testing.T) {
+	var j journal
+	c := journalCheck("a", 0, false)
+	p := uint32(c.stored.Partition(1024))
+	j.start([]uint32{p, p}, 3)
+	j.recordImported([]Exported{{Key: c.stored, Algo: limiter.FixedWindow}}, 1024)
+	keys, ok := j.take([]uint32{p}, 3)
+	if !ok || len(keys) != 1 || keys[0] != c.stored {
+		t.Fatalf("took %v %v, want the imported key", keys, ok)
+	}
+	if j.active.Load() || j.on != 0 {
+		t.Fatalf("active %v with %d partitions journaled after the take", j.active.Load(), j.on)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/ownership"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
@@ -98,17 +99,33 @@ func (s *Server) join(ctx context.Context) error {
 		return err
 	}
 	pairs := handoff.Pairs(before, after)
-	rep, err := handoff.Move(ctx, s.handoffOptions(true, true), pairs, func(ctx context.Context) error {
-		// The partitions gained from an owner came over in their final
-		// copies (or, where that failed, are taken over with a fence once
-		// routers switch); those that had no owner have no counters
-		// anywhere: decide them as soon as routers switch.
+	o := s.handoffOptions(true, true)
+	var arrived []uint32 // by the pairs' final copies (OnCopied is called one at a time)
+	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
+		if step == handoff.StepCopyAgain && err == nil {
+			arrived = append(arrived, p.Partitions...)
+		}
+	}
+	rep, err := handoff.Move(ctx, o, pairs, func(ctx context.Context) error {
+		// Decide as soon as routers switch the partitions whose final
+		// copies arrived (again: a watch that saw this shard's own record
+		// go, after a lost lease, forgot it) and those that had no owner,
+		// whose counters are nowhere.
+		s.owned.Received(arrived)
 		s.owned.Pulled(ownerless(before, after, me.ID))
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
 	if !rep.Switched {
 		return err
+	}
+	// A pair whose final copy failed: take its partitions over with a
+	// fence from their previous owner now, not when (or if) the owner
+	// table's change shows them moving here.
+	for _, f := range rep.NotHandedOver {
+		if parts := s.owned.Reclaim(f.Partitions, 1); len(parts) > 0 {
+			go s.takeOver(ownership.Takeover{From: f.From, Partitions: parts})
+		}
 	}
 	dropped := s.dropNotOwned(after)
 	log := s.opts.Logger.Info

@@ -202,7 +202,8 @@ func (s *Server) Addr() string { return s.srv.Addr() }
 func (s *Server) ID() string { return s.opts.ID }
 
 // Stop drains the shard (each partition's counters go to its next owner,
-// routers switch, the counters are copied again; see package handoff),
+// then again under a fence what changed, forwarding its checks there;
+// routers switch; see package handoff),
 // bounded by DrainTimeout, then deregisters, finishes in-flight calls and
 // stops.
 func (s *Server) Stop(ctx context.Context) error {

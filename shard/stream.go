@@ -79,8 +79,11 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 			s.owned.Fence(req.Partitions)
 		}
 		// Fenced: every change is in the journal, and no more come.
-		changed, onlyChanged = s.journal.take(req.Partitions, req.HandoffId)
-		onlyChanged = onlyChanged && req.ChangedOnly
+		if req.ChangedOnly {
+			changed, onlyChanged = s.journal.take(req.Partitions, req.HandoffId)
+		} else {
+			s.journal.end(req.Partitions)
+		}
 	}
 	c := exportChunks{s: s, stream: stream, maxKeys: int(req.MaxChunkKeys), maxBytes: int(req.MaxChunkBytes)}
 	if onlyChanged {
@@ -160,8 +163,10 @@ func (c *exportChunks) flush() error {
 
 // Pull implements the shard API: the shard reads the source's
 // ExportStream (package handoff's Pull) and merges each chunk as one
-// Import, validated as Import validates. Once the pull succeeded the
-// shard decides the partitions (ownership.Set.Pulled).
+// Import, validated as Import validates. Once a final or fenced pull
+// succeeded the shard decides the partitions (ownership.Set.Received,
+// Pulled); a first copy changes nothing of what it decides, and a final
+// copy that failed leaves them to a takeover (Unreceive).
 func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shardlimitv1.PullResponse, error) {
 	if req.SourceAddr == "" {
 		return nil, status.Error(codes.InvalidArgument, "source_addr: required")
@@ -201,11 +206,14 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 		// The source's or the import's own code, with the whole story.
 		return nil, status.Error(status.Code(err), err.Error())
 	}
-	if req.Final || req.Fence {
-		// The partitions' counters are all here, and the source decides
-		// them no more: this shard decides them once routers send them
-		// here (a final copy's forwarded checks, at once). A first copy
-		// is not enough: its source still decides them.
+	// The partitions' counters are all here, and the source decides them
+	// no more: this shard decides them once routers send them here (a
+	// final copy's forwarded checks, at once). A first copy is not
+	// enough: its source still decides them.
+	switch {
+	case req.Final:
+		s.owned.Received(req.Partitions)
+	case req.Fence:
 		s.owned.Pulled(req.Partitions)
 	}
 	return resp, nil

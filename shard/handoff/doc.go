@@ -21,8 +21,9 @@
 //     more, and a batch in flight ends first) and from then on forwards
 //     their checks to the destination, then streams only the keys its
 //     journal recorded for this hand-off (the whole partitions if the
-//     journal overflowed, or the pair's first copy failed); forwarded
-//     checks wait at the destination until the copy is merged;
+//     pair's first copy failed, or the journal ended meanwhile: it
+//     overflowed, or a fence, a drop or another hand-off ended it);
+//     forwarded checks wait at the destination until the copy is merged;
 //  3. switches: the caller's step after which routers send the partitions
 //     to their new owners (the job publishes a map; a draining shard
 //     writes its member record as draining; a joining one as serving);

@@ -120,8 +120,9 @@ type Report struct {
 	// Switched reports whether the switch step ran.
 	Switched bool
 	// NotHandedOver are the pairs whose last copy failed, each with why:
-	// their counters start over from what the first copy brought (after a
-	// failed second copy) or from zero.
+	// their destinations take them over with a fence once routers switch
+	// (exact while the source lives; from what arrived, or zero, if it
+	// died).
 	NotHandedOver []Failed
 	// Took is how long the hand-off took.
 	Took time.Duration

@@ -48,8 +48,9 @@ type Set struct {
 	// next owner, to which its checks are forwarded; nil otherwise.
 	forward []*member.Member
 	// settled is closed, and replaced, whenever a Pending or Receiving
-	// partition settles.
+	// partition settles; wake marks such a change under way.
 	settled chan struct{}
+	wake    bool
 }
 
 // New returns a Set of partitions partitions, all Unowned.
@@ -60,12 +61,24 @@ func New(partitions int) *Set {
 	}
 }
 
-// set changes partition p's state; a partition that is no longer Fenced
-// forwards nothing. The caller holds the write lock.
+// set changes partition p's state and forwards it nowhere (FenceForward
+// sets a forward after it); a partition that leaves Pending or Receiving
+// wakes WaitSettled when the change ends (changed). The caller holds the
+// write lock.
 func (s *Set) set(p int, st State) {
+	if was := s.states[p]; (was == Pending || was == Receiving) && st != was {
+		s.wake = true
+	}
 	s.states[p] = st
-	if st != Fenced {
-		s.forward[p] = nil
+	s.forward[p] = nil
+}
+
+// changed ends a change under the write lock: it wakes WaitSettled if a
+// partition settled.
+func (s *Set) changed() {
+	if s.wake {
+		s.broadcast()
+		s.wake = false
 	}
 }
 
@@ -132,6 +145,7 @@ func (s *Set) Count() [states]int {
 func (s *Set) each(parts []uint32, f func(p int)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.changed()
 	for _, p := range parts {
 		if int(p) < len(s.states) {
 			f(int(p))
@@ -139,23 +153,33 @@ func (s *Set) each(parts []uint32, f func(p int)) {
 	}
 }
 
-// Pulled records that a hand-off brought parts here, ahead of the owner
+// Pulled records that a fenced copy brought parts here, ahead of the owner
 // table giving them to this shard: they are decided from now on, except
-// those Pending (their takeover settles them). Those Receiving settle.
+// those Pending (their takeover settles them).
 func (s *Set) Pulled(parts []uint32) {
-	received := false
 	s.each(parts, func(p int) {
 		s.pulled[p] = true
-		received = received || s.states[p] == Receiving
 		if s.states[p] != Pending {
 			s.set(p, Owned)
 		}
 	})
-	if received {
-		s.mu.Lock()
-		s.broadcast()
-		s.mu.Unlock()
-	}
+}
+
+// Received records that a planned hand-off's final copy of parts arrived:
+// those still Receiving are decided from now on, and they and those
+// already Owned are pulled (the owner table giving them here later needs
+// no takeover). One fenced meanwhile (the shard lost its lease) or being
+// taken over stays as it is.
+func (s *Set) Received(parts []uint32) {
+	s.each(parts, func(p int) {
+		switch s.states[p] {
+		case Receiving:
+			s.set(p, Owned)
+			s.pulled[p] = true
+		case Owned:
+			s.pulled[p] = true
+		}
+	})
 }
 
 // ForwardTargets returns the next owners that those of parts fenced by a
@@ -179,15 +203,12 @@ func (s *Set) ForwardTargets(parts []uint32) []member.Member {
 // Unowned again, not pulled, so that the owner table giving them to this
 // shard makes them Pending, taken over with a fence (Apply).
 func (s *Set) Unreceive(parts []uint32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range parts {
-		if int(p) < len(s.states) && s.states[p] == Receiving {
-			s.set(int(p), Unowned)
+	s.each(parts, func(p int) {
+		if s.states[p] == Receiving {
+			s.set(p, Unowned)
 			s.pulled[p] = false
 		}
-	}
-	s.broadcast()
+	})
 }
 
 // Receive records that a planned hand-off's final copy of parts is under
@@ -223,8 +244,8 @@ func (s *Set) Fence(parts []uint32) {
 // FenceForward stops deciding parts, as Fence does, for a planned
 // hand-off to their next owner to: from then on their checks are
 // forwarded there (ForwardTo), so that routers that have not switched yet
-// are still answered exactly. Dropped, or any other change of state, ends
-// the forwarding.
+// are still answered exactly. Dropped, a plain Fence, or any other change
+// of state, ends the forwarding.
 func (s *Set) FenceForward(parts []uint32, to member.Member) {
 	s.each(parts, func(p int) {
 		s.set(p, Fenced)
@@ -250,7 +271,8 @@ func (s *Set) Settle(parts []uint32) {
 			s.set(int(p), Owned)
 		}
 	}
-	s.broadcast()
+	s.broadcast() // a takeover ended, whatever is left Pending
+	s.wake = false
 }
 
 // WaitSettled waits until none of parts is Pending or Receiving, or ctx
@@ -299,6 +321,7 @@ func (s *Set) Stuck(parts []uint32) []uint32 {
 func (s *Set) Reclaim(parts []uint32, takers int) []uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.changed()
 	var out []uint32
 	for _, p := range parts {
 		if int(p) < len(s.states) && (s.states[p] == Fenced || s.states[p] == Unowned) {

@@ -340,3 +340,57 @@ func TestReceivingUntilPulled(t *testing.T) {
 		t.Fatalf("a pending partition became %v on Receive, want pending", st)
 	}
 }
+
+// A plain Fence ends a forward; Received promotes only what is still
+// Receiving (not a partition fenced meanwhile); a partition leaving
+// Receiving by any change wakes WaitSettled.
+func TestFenceEndsForwardAndReceivedKeepsAFence(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Pulled([]uint32{1})
+	s.FenceForward([]uint32{1}, member.Member{ID: "b", Addr: "b:1"})
+	s.Fence([]uint32{1})
+	s.Begin()
+	_, fwd := s.ForwardTo(1)
+	s.End()
+	if fwd {
+		t.Fatal("a fenced partition still forwards after a plain Fence")
+	}
+
+	s.Receive([]uint32{2})
+	done := make(chan bool)
+	go func() { done <- s.WaitSettled(context.Background(), []uint32{2}) }()
+	s.Fence([]uint32{2}) // the shard lost its lease while the copy arrived
+	if !<-done {
+		t.Fatal("WaitSettled not woken when a receiving partition was fenced")
+	}
+	s.Received([]uint32{2})
+	if st := s.State(2); st != ownership.Fenced {
+		t.Fatalf("state %v after the copy arrived, want it still fenced", st)
+	}
+}
+
+// What a hand-off pulled here ahead of a switch that went elsewhere is
+// stale: the owner table giving the partition here later takes it over.
+func TestPulledForgottenWhenMovedElsewhere(t *testing.T) {
+	s := ownership.New(partitions)
+	ab, ac := table(t, "a", "b"), table(t, "a", "c")
+	p := -1
+	for q := range partitions {
+		o, _ := ab.Owner(q)
+		o2, _ := ac.Owner(q)
+		if o.ID == "b" && o2.ID == "c" {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition moves from b to c")
+	}
+	s.Receive([]uint32{uint32(p)})
+	s.Received([]uint32{uint32(p)}) // arrived from b; b's switch to "a" never came
+	s.Apply("a", ab, ac)            // b went, and its partition p to c, not here
+	s.Apply("a", ac, table(t, "a"))
+	if st := s.State(p); st != ownership.Pending {
+		t.Fatalf("state %v when the table gave p here from c, want pending (taken over from c)", st)
+	}
+}

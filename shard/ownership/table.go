@@ -23,7 +23,8 @@ type Takeover struct {
 //   - otherwise Pending, and part of its previous owner's Takeover.
 //
 // A partition prev gave me and next does not keeps its state (routers that
-// have not switched are still answered) and forgets that it was pulled.
+// have not switched are still answered). Any partition that moves to
+// another shard forgets that it was pulled here.
 // A nil prev (the first table this shard sees) changes nothing: the
 // shard's own join decides what it owns then.
 func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
@@ -32,15 +33,20 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.changed()
 	byOwner := map[int][]uint32{}
 	n := min(len(s.states), prev.Partitions(), next.Partitions())
 	for p := range n {
 		was, _ := prev.Owner(p)
 		is, _ := next.Owner(p)
 		switch {
-		case was.ID == me && is.ID != me:
-			s.pulled[p] = false
-		case is.ID != me || was.ID == me:
+		case is.ID != me:
+			if was.ID != is.ID {
+				// Moved, and not here: what a hand-off pulled here ahead
+				// of a switch that did not come is stale.
+				s.pulled[p] = false
+			}
+		case was.ID == me:
 		case s.pulled[p]:
 			s.set(p, Owned)
 			s.pulled[p] = false
