@@ -89,6 +89,17 @@ func startIn(tb testing.TB, prefix, id string, adjust func(*shard.Options)) (*sh
 
 func memberOf(s *shard.Server) member.Member { return member.Member{ID: s.ID(), Addr: s.Addr()} }
 
+// waitOwns waits until s's owner table gives id some partitions.
+func waitOwns(tb testing.TB, s *shard.Server, id string) {
+	tb.Helper()
+	poll.Until(tb, 10*time.Second, func() error {
+		if n := s.Owners().Count()[id]; n == 0 {
+			return fmt.Errorf("%s sees %s own nothing", s.ID(), id)
+		}
+		return nil
+	})
+}
+
 // pullAll has dst pull every partition from src, with req's flags, and
 // returns what it pulled.
 func pullAll(tb testing.TB, dst shardlimitv1.ShardClient, src *shard.Server, req *shardlimitv1.PullRequest) *shardlimitv1.PullResponse {

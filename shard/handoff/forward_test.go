@@ -160,12 +160,7 @@ func TestOnlyAFinalCopyMakesTheDestinationDecide(t *testing.T) {
 	prefix := "/test/" + t.Name() + "/"
 	sa, _ := startIn(t, prefix, "a", nil)
 	sb, b := startIn(t, prefix, "b", nil)
-	poll.Until(t, 10*time.Second, func() error {
-		if n := sa.Owners().Count()["b"]; n == 0 {
-			return fmt.Errorf("a sees b own nothing")
-		}
-		return nil
-	})
+	waitOwns(t, sa, "b")
 	state := func(st string) float64 {
 		return metrictest.Value(t, sb.Registry(), "shardlimit_shard_partitions", map[string]string{"state": st})
 	}

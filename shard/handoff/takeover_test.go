@@ -86,12 +86,7 @@ func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
 	prefix := "/test/" + t.Name() + "/"
 	sg, g := startIn(t, prefix, "g", nil)
 	sv, v := startIn(t, prefix, "v", nil)
-	poll.Until(t, 10*time.Second, func() error {
-		if n := sg.Owners().Count()["v"]; n == 0 {
-			return fmt.Errorf("g sees v own nothing")
-		}
-		return nil
-	})
+	waitOwns(t, sg, "v")
 	users := usersOf(t, sv, "v", 5)
 	for _, u := range users {
 		for range 10 {
@@ -198,12 +193,7 @@ func TestTakeoverFromAStalledShard(t *testing.T) {
 			prefix := fmt.Sprintf("/test/%s/", t.Name())
 			sg, g := startIn(t, prefix, "g", func(o *shard.Options) { o.TakeoverTimeout = tc.timeout })
 			x := registerStalled(t, prefix)
-			poll.Until(t, 10*time.Second, func() error {
-				if n := sg.Owners().Count()["x"]; n == 0 {
-					return fmt.Errorf("g sees x own nothing")
-				}
-				return nil
-			})
+			waitOwns(t, sg, "x")
 			users := usersOf(t, sg, "x", 3)
 			x.revoke(t)
 			if tc.result == "unreachable" {
