@@ -37,9 +37,10 @@ func addForward(fs *[]forwardTo, to member.Member, i int) {
 	*fs = append(*fs, forwardTo{to: to, idx: []int{i}})
 }
 
-// forwardTimeout bounds one forward when the caller set no deadline (a
-// router's stream carries none per batch): the next owner answers as soon
-// as the final copy has been merged, which takes milliseconds.
+// forwardTimeout bounds one forward, and a forwarded batch's wait at the
+// next owner (a router's stream carries no deadline per batch): the next
+// owner answers as soon as the final copy has been merged, which takes
+// milliseconds.
 const forwardTimeout = 2 * time.Second
 
 // Results of a forwarded check, the values of the result label.

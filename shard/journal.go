@@ -76,21 +76,27 @@ func (j *journal) record(checks []BatchCheck) {
 		return // overflowed meanwhile
 	}
 	for i := range checks {
-		c := &checks[i]
-		if c.Skip {
-			continue
-		}
-		pj := j.parts[c.Partition]
-		if pj == nil {
-			continue
-		}
-		if j.n == maxJournalKeys {
-			j.overflow()
+		if c := &checks[i]; !c.Skip && !j.add(c.Partition, c.stored) {
 			return
 		}
-		pj.keys = append(pj.keys, c.stored)
-		j.n++
 	}
+}
+
+// add records k in partition p if p is journaled, and reports whether the
+// journal goes on (it did not overflow). The caller holds mu, and the
+// journal has not overflowed.
+func (j *journal) add(p int, k key.Key) bool {
+	pj := j.parts[p]
+	if pj == nil {
+		return true
+	}
+	if j.n == maxJournalKeys {
+		j.overflow()
+		return false
+	}
+	pj.keys = append(pj.keys, k)
+	j.n++
+	return true
 }
 
 // recordImported notes the keys a merge changed in journaled partitions
@@ -106,16 +112,9 @@ func (j *journal) recordImported(keys []Exported, count int) {
 		return
 	}
 	for i := range keys {
-		pj := j.parts[keys[i].Key.Partition(count)]
-		if pj == nil {
-			continue
-		}
-		if j.n == maxJournalKeys {
-			j.overflow()
+		if !j.add(keys[i].Key.Partition(count), keys[i].Key) {
 			return
 		}
-		pj.keys = append(pj.keys, keys[i].Key)
-		j.n++
 	}
 }
 

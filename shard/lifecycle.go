@@ -14,7 +14,6 @@ import (
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
-	"github.com/shardlimit/shardlimit/shard/ownership"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
@@ -123,9 +122,7 @@ func (s *Server) join(ctx context.Context) error {
 	// fence from their previous owner now, not when (or if) the owner
 	// table's change shows them moving here.
 	for _, f := range rep.NotHandedOver {
-		if parts := s.owned.Reclaim(f.Partitions, 1); len(parts) > 0 {
-			go s.takeOver(ownership.Takeover{From: f.From, Partitions: parts})
-		}
+		s.takeBack(f.Partitions, []member.Member{f.From})
 	}
 	dropped := s.dropNotOwned(after)
 	log := s.opts.Logger.Info

@@ -198,19 +198,28 @@ func (s *Server) heal() {
 			others = append(others, to)
 		}
 	}
-	parts := s.owned.Reclaim(again, len(others))
+	if parts := s.takeBack(again, others); len(parts) > 0 {
+		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
+			"partitions", len(parts), "shards", len(others))
+	}
+}
+
+// takeBack makes those of parts that are neither decided nor being taken
+// over Pending, takes them over with a fence from each of from, and
+// returns them; with nobody to take them from, it decides them at once.
+func (s *Server) takeBack(parts []uint32, from []member.Member) []uint32 {
+	parts = s.owned.Reclaim(parts, len(from))
 	if len(parts) == 0 {
-		return
+		return nil
 	}
-	s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
-		"partitions", len(parts), "shards", len(others))
-	if len(others) == 0 {
+	if len(from) == 0 {
 		s.owned.Settle(parts) // nobody else can hold them
-		return
+		return parts
 	}
-	for _, m := range others {
+	for _, m := range from {
 		go s.takeOver(ownership.Takeover{From: m, Partitions: parts})
 	}
+	return parts
 }
 
 // fenceAll stops deciding every partition: the shard lost its lease, and
