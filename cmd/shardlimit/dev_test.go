@@ -151,8 +151,28 @@ type devCluster struct {
 
 // startDev runs `shardlimit dev` on free ports with a 2s lease and extra
 // args, and waits until it printed its ready line and every component's
-// pid. The output is drained into lines (dropped when nobody reads).
+// pid. The output is drained into lines (dropped when nobody reads). The
+// ports were free when picked, but another test can take one before dev
+// binds it: a dev that exits on "address already in use" is started again
+// on other ports, up to 3 times.
 func startDev(t *testing.T, bin string, args ...string) *devCluster {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		d, output, exited := startDevOnce(t, bin, args...)
+		switch {
+		case !exited:
+			return d
+		case attempt < 3 && strings.Contains(output, "address already in use"):
+			t.Logf("dev lost a port to another process; starting it again:\n%s", output)
+		default:
+			t.Fatalf("dev exited before it was ready:\n%s", output)
+		}
+	}
+}
+
+// startDevOnce is one attempt of startDev; exited reports that dev exited
+// before it was ready, with what it printed.
+func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, output string, exited bool) {
 	t.Helper()
 	// One run of free ports: etcd, router, and the metrics ports of the
 	// router, 3 shards and the rebalance instance, which dev takes in a row,
@@ -185,7 +205,7 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s+metrics (\S+)$`)
 	exportLine := regexp.MustCompile(`^export SHARDLIMIT_CONFIG=(\S+)`)
 	tokenLine := regexp.MustCompile(`SHARDLIMIT_TOKEN=\$\(cat (\S+)\)`)
-	var output strings.Builder
+	var printed strings.Builder
 	ready := false
 	config, tokenFile := "", ""
 	timeout := time.After(20 * time.Second)
@@ -194,9 +214,10 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatal("dev exited before it was ready")
+				_, _ = d.cmd.Process.Wait()
+				return nil, printed.String(), true
 			}
-			output.WriteString(l + "\n")
+			printed.WriteString(l + "\n")
 			if strings.HasPrefix(l, "shardlimit dev ready in ") {
 				ready = true
 			}
@@ -214,10 +235,10 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 				d.metrics[m[1]] = m[3]
 			}
 		case <-timeout:
-			t.Fatal("no ready line within 20s")
+			t.Fatalf("no ready line within 20s:\n%s", printed.String())
 		}
 	}
-	d.config, d.tokenFile, d.output = config, tokenFile, output.String()
+	d.config, d.tokenFile, d.output = config, tokenFile, printed.String()
 	go func() {
 		for l := range lines {
 			select {
@@ -227,7 +248,7 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 		}
 		close(d.lines)
 	}()
-	return d
+	return d, d.output, false
 }
 
 // TestDevClusterEndToEnd runs `shardlimit dev` as a user would, checks with
