@@ -15,6 +15,7 @@ import (
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
@@ -291,14 +292,31 @@ func (o outcome) assert(t *testing.T) {
 }
 
 // handoffCluster starts shards shards and 2 routers with the hand-off
-// rules; router, when set, adjusts the routers' options.
-func handoffCluster(t *testing.T, shards int, router func(*router.Options)) *clustertest.Cluster {
+// rules; routerOpts, when set, adjusts the routers' options.
+//
+// These tests count every answer by policy as a failure of the hand-off,
+// so load on the machine must not cause any: the shards' leases last
+// 10 s (a planned change revokes its own lease; a loaded machine must
+// not turn it into a lease loss, which is answered by policy while the
+// partitions are taken over), and the routers wait 5 s for a shard (a
+// healthy shard past a 1 s deadline on a machine at load 30 is the
+// deadline working, not a hand-off failing).
+func handoffCluster(t *testing.T, shards int, routerOpts func(*router.Options)) *clustertest.Cluster {
 	t.Helper()
 	rs, err := rules.Parse("handoff.yaml", []byte(handoffRules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: shards, Routers: 2, Rules: rs, Router: router})
+	return clustertest.New(t, etcdEndpoint, clustertest.Options{
+		Shards: shards, Routers: 2, Rules: rs,
+		Shard: func(o *shard.Options) { o.LeaseTTL = 10 * time.Second },
+		Router: func(o *router.Options) {
+			o.Deadline = 5 * time.Second
+			if routerOpts != nil {
+				routerOpts(o)
+			}
+		},
+	})
 }
 
 // waitServing waits until every router routes to n shards and s is
