@@ -224,7 +224,7 @@ func TestEachRoleAgainstEachAPI(t *testing.T) {
 			conn := cl.dial(comp.addr)
 			t.Cleanup(func() { _ = conn.Close() })
 			for _, call := range comp.calls {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				err := call.do(ctx, conn)
 				cancel()
 				code := status.Code(err)
