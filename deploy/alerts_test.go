@@ -90,7 +90,7 @@ func readAlerts(t *testing.T) ruleFile {
 var requiredAlerts = []string{
 	"ShardlimitHotShard", "ShardlimitHostSetupSlow", "ShardlimitShardDown", "ShardlimitFailOpenRateHigh",
 	"ShardlimitRebalanceStale", "ShardlimitRouterNoShards", "ShardlimitInvalidRules", "ShardlimitEtcdUnreachable",
-	"ShardlimitRoutersDown",
+	"ShardlimitRoutersDown", "ShardlimitRouterOverloaded", "ShardlimitCheckLatencyHigh", "ShardlimitCertificateExpiring",
 }
 
 const runbookURL = "https://github.com/shardlimit/shardlimit/blob/main/deploy/RUNBOOK.md#"

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -37,7 +39,39 @@ type dashboardPanel struct {
 		RefID        string `json:"refId"`
 		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+		Overrides []struct {
+			Matcher struct {
+				ID      string `json:"id"`
+				Options any    `json:"options"`
+			} `json:"matcher"`
+			Properties []struct {
+				ID    string `json:"id"`
+				Value any    `json:"value"`
+			} `json:"properties"`
+		} `json:"overrides"`
+	} `json:"fieldConfig"`
 	Panels []dashboardPanel `json:"panels"`
+}
+
+// unitOf returns the unit the panel shows the target refID's series in:
+// an override matched by the query's refId, else the panel's default.
+func (p dashboardPanel) unitOf(refID string) string {
+	unit := p.FieldConfig.Defaults.Unit
+	for _, o := range p.FieldConfig.Overrides {
+		if o.Matcher.ID != "byFrameRefID" || o.Matcher.Options != refID {
+			continue
+		}
+		for _, prop := range o.Properties {
+			if v, ok := prop.Value.(string); ok && prop.ID == "unit" {
+				unit = v
+			}
+		}
+	}
+	return unit
 }
 
 func readDashboard(t *testing.T) dashboard {
@@ -119,4 +153,32 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A query shown in percent is a share: a division, or a metric that is a
+// ratio (named _ratio). A count in a percent unit reads as nonsense (the
+// hot-key panel once showed its decisions covered as 1,000,000%).
+func TestDashboardPercentsAreShares(t *testing.T) {
+	var walk func([]dashboardPanel)
+	walk = func(ps []dashboardPanel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				if u := p.unitOf(tg.RefID); u != "percentunit" && u != "percent" {
+					continue
+				}
+				names, err := metricNames(tg.Expr)
+				if err != nil {
+					t.Errorf("panel %d %q %s: %v", p.ID, p.Title, tg.RefID, err)
+					continue
+				}
+				ratio := len(names) > 0 && !slices.ContainsFunc(names, func(n string) bool { return !strings.HasSuffix(n, "_ratio") })
+				if !ratio && !strings.Contains(tg.Expr, "/") {
+					t.Errorf("panel %d %q %s: in %s but neither a division nor a _ratio metric: %s (override its unit by refId, or plot a share)",
+						p.ID, p.Title, tg.RefID, p.unitOf(tg.RefID), tg.Expr)
+				}
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(readDashboard(t).Panels)
 }

@@ -69,6 +69,7 @@ type rendered struct {
 	statefulSets    []*appsv1.StatefulSet
 	pdbs            []*policyv1.PodDisruptionBudget
 	hpas            []*autoscalingv2.HorizontalPodAutoscaler
+	serviceAccounts []*corev1.ServiceAccount
 	serviceMonitors []*serviceMonitor
 	prometheusRules []*prometheusRule
 	objects         []metav1.Object
@@ -107,6 +108,9 @@ func (r *rendered) decodeStrict(b []byte) error {
 	case "v1 Service":
 		o := &corev1.Service{}
 		err, r.services, r.objects = into(o), append(r.services, o), append(r.objects, o)
+	case "v1 ServiceAccount":
+		o := &corev1.ServiceAccount{}
+		err, r.serviceAccounts, r.objects = into(o), append(r.serviceAccounts, o), append(r.objects, o)
 	case "v1 ConfigMap":
 		o := &corev1.ConfigMap{}
 		err, r.configMaps, r.objects = into(o), append(r.configMaps, o), append(r.objects, o)
@@ -269,6 +273,10 @@ func checkRendered(t *testing.T, r *rendered) {
 	checkPartitions(t, ws)
 	checkShardMemory(t, ws)
 	checkDrainFitsGrace(t, ws)
+	checkServiceAccounts(t, r, ws)
+	checkImages(t, ws)
+	checkRouterPreStop(t, ws)
+	checkGoMemLimit(t, ws)
 	checkEtcdEndpoints(t, r, configMaps)
 }
 

@@ -41,6 +41,11 @@ var Metrics = []string{
 	"shardlimit_router_insecure",                  // 1 when started with --insecure
 	"shardlimit_router_grants",                    // identities granted a role (grants file and etcd)
 	"shardlimit_router_grants_invalid",            // grants in etcd that are not valid (their identities are refused)
+	// {cert}: server, client, ca, etcd_client, etcd_ca: the notAfter of
+	// each certificate loaded, set whenever it (re)loads; no series with
+	// --insecure. The shardlimit command registers it, and the shard's and
+	// the rebalance job's (cmd/shardlimit/tls.go).
+	"shardlimit_router_certificate_expiry_timestamp_seconds",
 
 	// Shard (shardlimit shard --metrics-listen).
 	"shardlimit_shard_decisions_total",           // {algorithm,result}
@@ -63,6 +68,7 @@ var Metrics = []string{
 	"shardlimit_shard_insecure",
 	"shardlimit_shard_grants",
 	"shardlimit_shard_grants_invalid",
+	"shardlimit_shard_certificate_expiry_timestamp_seconds",
 	"shardlimit_shard_state",                // {state}: joining, serving, draining
 	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
 	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back, takeover
@@ -88,6 +94,7 @@ var Metrics = []string{
 	"shardlimit_rebalance_insecure",
 	"shardlimit_rebalance_grants",
 	"shardlimit_rebalance_grants_invalid",
+	"shardlimit_rebalance_certificate_expiry_timestamp_seconds",
 }
 
 // Histograms are the members of Metrics that are histograms: queries name

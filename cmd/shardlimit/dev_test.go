@@ -392,6 +392,9 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		{metrics["router"], "shardlimit_router_insecure 0"},
 		{metrics["shard-1"], "shardlimit_shard_insecure 0"},
 		{metrics["rebalance"], "shardlimit_rebalance_insecure 0"},
+		{metrics["router"], `shardlimit_router_certificate_expiry_timestamp_seconds{cert="server"}`},
+		{metrics["shard-1"], `shardlimit_shard_certificate_expiry_timestamp_seconds{cert="ca"}`},
+		{metrics["rebalance"], `shardlimit_rebalance_certificate_expiry_timestamp_seconds{cert="client"}`},
 		{metrics["router"], `shardlimit_router_auth_refusals_total{api="shardlimit.v1.RateLimiter",reason="service"} 1`},
 		{strings.Replace(metrics["shard-1"], "/metrics", "/readyz", 1), "ready"},
 	} {

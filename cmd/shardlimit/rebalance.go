@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +41,7 @@ func rebalanceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = registerBuildInfo(j.Registry())
+			err = errors.Join(registerBuildInfo(j.Registry()), tf.registerExpiry(j.Registry(), "rebalance"))
 			var ops *opsServer
 			if err == nil {
 				ops, err = serveOps(metricsListen, profiles, j.Registry(), func() error { return nil })

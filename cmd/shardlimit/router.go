@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,7 +44,7 @@ func routerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = registerBuildInfo(r.Registry())
+			err = errors.Join(registerBuildInfo(r.Registry()), tf.registerExpiry(r.Registry(), "router"))
 			var ops *opsServer
 			if err == nil {
 				ops, err = serveOps(metricsListen, profiles, r.Registry(), r.Ready)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/shardlimit/shardlimit/shard/creds"
@@ -18,6 +20,9 @@ import (
 type tlsFlags struct {
 	cert, key, ca, serverName string
 	etcdCert, etcdKey, etcdCA string
+
+	// expiry is what the configs loaded, for registerExpiry.
+	expiry certExpiry
 }
 
 func (t *tlsFlags) register(f *pflag.FlagSet, etcd bool) {
@@ -51,14 +56,6 @@ func (s *secureFlags) require(t *tlsFlags) error {
 		return nil
 	}
 	return usageErrorf("--tls-cert, --tls-key and --tls-ca are required: every hop is mutual TLS and every caller is authorized by the grants; --insecure runs without either (development only)")
-}
-
-func loadCA(flag, path string) (*x509.CertPool, error) {
-	pool, err := creds.LoadCA(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	return pool, nil
 }
 
 func loadPair(certFlag, cert, keyFlag, key string) ([]tls.Certificate, error) {
@@ -102,7 +99,7 @@ func (t *tlsFlags) server(clientAuth tls.ClientAuthType) (*tls.Config, error) {
 	case t.ca == "":
 		return nil, fmt.Errorf("--tls-ca: required to verify callers' certificates")
 	}
-	cfg, err := creds.ServerTLS(creds.Files{Cert: t.cert, Key: t.key, CA: t.ca}, clientAuth)
+	cfg, err := creds.ServerTLS(creds.Files{Cert: t.cert, Key: t.key, CA: t.ca, OnLoad: t.expiry.onLoad(certServer)}, clientAuth)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert, --tls-key, --tls-ca: %w", err)
 	}
@@ -118,7 +115,7 @@ func (t *tlsFlags) client() (*tls.Config, error) {
 	if (t.cert == "") != (t.key == "") {
 		return nil, fmt.Errorf("--tls-cert and --tls-key: both or neither are required")
 	}
-	cfg, err := creds.ClientTLS(creds.Files{Cert: t.cert, Key: t.key, CA: t.ca}, t.serverName)
+	cfg, err := creds.ClientTLS(creds.Files{Cert: t.cert, Key: t.key, CA: t.ca, OnLoad: t.expiry.onLoad(certClient)}, t.serverName)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert, --tls-key, --tls-ca: %w", err)
 	}
@@ -132,10 +129,87 @@ func (t *tlsFlags) etcd() (*tls.Config, error) {
 		return nil, err
 	}
 	cfg := &tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12}
+	if certs != nil {
+		notAfter, _ := creds.NotAfter(certs[0]) // it parsed
+		t.expiry.set(certEtcdClient, notAfter)
+	}
 	if t.etcdCA != "" {
-		if cfg.RootCAs, err = loadCA("--etcd-ca", t.etcdCA); err != nil {
-			return nil, err
+		pool, notAfter, err := creds.LoadCAExpiry(t.etcdCA)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-ca: %w", err)
 		}
+		cfg.RootCAs = pool
+		t.expiry.set(certEtcdCA, notAfter)
 	}
 	return cfg, nil
+}
+
+// The cert label's values of the certificate expiry metric: the
+// certificates a component loads, by the role each plays.
+const (
+	certServer     = "server"      // --tls-cert, served to callers
+	certClient     = "client"      // --tls-cert, presented to other components
+	certCA         = "ca"          // --tls-ca: its earliest certificate
+	certEtcdClient = "etcd_client" // --etcd-cert (read at start)
+	certEtcdCA     = "etcd_ca"     // --etcd-ca: its earliest certificate (read at start)
+)
+
+// certExpiry holds the expiry (notAfter) of each certificate a component
+// loaded, by role (cert* above), set whenever its files load: at start,
+// and for --tls-* whenever they change and parse again. A component's
+// registry exports it (registerExpiry).
+type certExpiry struct {
+	mu       sync.Mutex
+	notAfter map[string]time.Time
+}
+
+func (e *certExpiry) set(cert string, notAfter time.Time) {
+	if notAfter.IsZero() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.notAfter == nil {
+		e.notAfter = map[string]time.Time{}
+	}
+	e.notAfter[cert] = notAfter
+}
+
+// onLoad records what a TLS config of role cert (server or client) loaded.
+func (e *certExpiry) onLoad(cert string) func(creds.Loaded) {
+	return func(l creds.Loaded) {
+		e.set(cert, l.Cert)
+		e.set(certCA, l.CA)
+	}
+}
+
+// registerExpiry adds
+// shardlimit_<component>_certificate_expiry_timestamp_seconds{cert} to a
+// component's registry: the notAfter, in Unix seconds, of each certificate
+// it loaded, as last loaded. The ShardlimitCertificateExpiring alert reads
+// it. An --insecure component loads none and exports no series.
+func (t *tlsFlags) registerExpiry(reg prometheus.Registerer, component string) error {
+	c := expiryCollector{e: &t.expiry, desc: prometheus.NewDesc(
+		"shardlimit_"+component+"_certificate_expiry_timestamp_seconds",
+		"Expiry (notAfter) of each certificate the "+component+" loaded, in Unix seconds, by cert: server and client (--tls-cert), ca (the earliest of --tls-ca), etcd_client (--etcd-cert), etcd_ca (the earliest of --etcd-ca). Set whenever the files load; --tls-* files load again when they change.",
+		[]string{"cert"}, nil)}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("certificate expiry metric: %w", err)
+	}
+	return nil
+}
+
+type expiryCollector struct {
+	e    *certExpiry
+	desc *prometheus.Desc
+}
+
+func (c expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c expiryCollector) Collect(ch chan<- prometheus.Metric) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	for cert, notAfter := range c.e.notAfter {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(notAfter.Unix()), cert)
+	}
 }

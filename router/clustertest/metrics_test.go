@@ -74,8 +74,12 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 		// overridden descriptors (router/envoy's tests).
 		"shardlimit_router_envoy_descriptors_total": true}
 	// Families the shardlimit command adds to every component's registry;
-	// cmd/shardlimit's TestDevClusterEndToEnd sees them on the real binary.
-	byCommand := map[string]bool{"shardlimit_build_info": true}
+	// cmd/shardlimit's TestDevClusterEndToEnd sees them on the real binary
+	// (and TestCertificateExpiryMetric tests the certificate expiry's).
+	byCommand := map[string]bool{"shardlimit_build_info": true,
+		"shardlimit_router_certificate_expiry_timestamp_seconds":    true,
+		"shardlimit_shard_certificate_expiry_timestamp_seconds":     true,
+		"shardlimit_rebalance_certificate_expiry_timestamp_seconds": true}
 	for _, name := range deploy.Metrics {
 		if !got[name] && !eventOnly[name] && !byCommand[name] {
 			t.Errorf("contract metric %s is not exported", name)

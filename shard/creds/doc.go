@@ -12,7 +12,9 @@
 // certificate) leaves the last good one in use. Connections already open
 // keep the certificate they were made with. Files are written whole and
 // renamed into place (WriteFile), as Kubernetes does with secrets, so
-// readers never see half of one.
+// readers never see half of one. Files.OnLoad hears the expiry of what each
+// load read (the certificate, and the earliest of the CA bundle), for the
+// components' certificate expiry metric.
 //
 // The routers, shards, rebalance job, ctl, dev and router/client use it;
 // it must never log or print a token, and never import a component.

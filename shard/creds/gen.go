@@ -140,6 +140,20 @@ func (ca *CA) IssuePair(leaf Leaf) (tls.Certificate, error) {
 // the other side.
 type Files struct {
 	Cert, Key, CA string
+	// OnLoad, if set, is called by ServerTLS and ClientTLS with the expiry
+	// of what they loaded, each time they load the files: at start, and
+	// whenever the files changed and parse again. It must not block.
+	OnLoad func(Loaded)
+}
+
+// Loaded is the expiry (notAfter) of the certificates a set of Files
+// loaded: zero where the set names no such file.
+type Loaded struct {
+	// Cert is the certificate's (Files.Cert: the first in the file).
+	Cert time.Time
+	// CA is the earliest among the CA file's certificates: from then on,
+	// peers whose chain ends at that one fail to verify.
+	CA time.Time
 }
 
 // IssueFiles issues a certificate for leaf and writes it to dir as

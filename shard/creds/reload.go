@@ -3,6 +3,7 @@ package creds
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -111,15 +112,73 @@ func stat(paths []string) ([]os.FileInfo, error) {
 
 // LoadCA reads a PEM file of CA certificates into a pool.
 func LoadCA(path string) (*x509.CertPool, error) {
+	pool, _, err := loadCA(path)
+	return pool, err
+}
+
+// LoadCAExpiry is LoadCA, also returning the earliest notAfter among the
+// file's certificates (Loaded.CA).
+func LoadCAExpiry(path string) (*x509.CertPool, time.Time, error) {
+	return loadCA(path)
+}
+
+func loadCA(path string) (*x509.CertPool, time.Time, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	var earliest time.Time
+	for rest := b; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" || len(block.Headers) != 0 {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			continue // as AppendCertsFromPEM does
+		}
+		pool.AddCert(c)
+		if earliest.IsZero() || c.NotAfter.Before(earliest) {
+			earliest = c.NotAfter
+		}
 	}
-	return pool, nil
+	if earliest.IsZero() {
+		return nil, time.Time{}, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, earliest, nil
+}
+
+// NotAfter returns the expiry of pair's certificate (the first of its
+// chain): LoadX509KeyPair's Leaf, else the certificate parsed.
+func NotAfter(pair tls.Certificate) (time.Time, error) {
+	if pair.Leaf != nil {
+		return pair.Leaf.NotAfter, nil
+	}
+	if len(pair.Certificate) == 0 {
+		return time.Time{}, errors.New("no certificate")
+	}
+	c, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return time.Time{}, err
+	}
+	return c.NotAfter, nil
+}
+
+// report calls f.OnLoad, if set, with the expiry of pair (nil: none) and
+// caExpiry.
+func (f Files) report(pair *tls.Certificate, caExpiry time.Time) {
+	if f.OnLoad == nil {
+		return
+	}
+	l := Loaded{CA: caExpiry}
+	if pair != nil {
+		l.Cert, _ = NotAfter(*pair) // the pair parsed; its leaf does too
+	}
+	f.OnLoad(l)
 }
 
 // ServerTLS returns a server TLS config that serves f.Cert and verifies
@@ -141,10 +200,11 @@ func serverTLS(f Files, clientAuth tls.ClientAuthType) (*tls.Config, *watched[*t
 		if err != nil {
 			return nil, err
 		}
-		pool, err := LoadCA(f.CA)
+		pool, caExpiry, err := loadCA(f.CA)
 		if err != nil {
 			return nil, err
 		}
+		f.report(&pair, caExpiry)
 		// gRPC needs ALPN h2 on the config the handshake uses.
 		return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: clientAuth,
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}, nil
@@ -198,13 +258,15 @@ func ClientTLS(f Files, serverName string) (*tls.Config, error) {
 			}
 			cf.cert = &pair
 		}
+		var caExpiry time.Time
 		if f.CA != "" {
-			pool, err := LoadCA(f.CA)
+			pool, notAfter, err := loadCA(f.CA)
 			if err != nil {
 				return cf, err
 			}
-			cf.pool = pool
+			cf.pool, caExpiry = pool, notAfter
 		}
+		f.report(cf.cert, caExpiry)
 		return cf, nil
 	}, paths...)
 	if err != nil {
