@@ -17,8 +17,8 @@
 // "tracing error", each distinct one at most once per ErrorWindow (a
 // minute); an export gives up after ExportTimeout; Shutdown waits at most
 // ShutdownTimeout for the spans still buffered (not at all when the last
-// connection attempt to the collector failed) and logs how many spans were
-// never exported.
+// connection attempt to a collector dialed directly, not through a proxy,
+// failed) and logs how many spans were never exported.
 //
 // The router, the shards and the rebalance job call it; cmd/shardlimit
 // calls Start. It must never import a component (router, shard host,

@@ -3,12 +3,15 @@ package tracing
 import (
 	"context"
 	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/net/http/httpproxy"
 )
 
 // ShutdownTimeout bounds Provider.Shutdown: the spans still buffered are
@@ -73,7 +76,8 @@ func (e endCounter) ForceFlush(context.Context) error { return nil }
 
 // dialer connects the exporter to the collector and remembers whether the
 // last attempt failed: then Shutdown drops the buffered spans at once
-// instead of retrying against a collector that is not there.
+// instead of retrying against a collector that is not there. It is used
+// only when the collector is dialed directly (see direct).
 type dialer struct {
 	mu     sync.Mutex
 	err    error  // of the last attempt; nil after a success
@@ -92,6 +96,18 @@ func (d *dialer) dial(ctx context.Context, addr string) (net.Conn, error) {
 	return conn, err
 }
 
+// direct says whether gRPC would dial endpoint (host:port) itself over
+// TCP: not through an HTTPS_PROXY of the environment, and not a unix
+// socket. A dialer of our own would bypass those, so they go without it
+// (and Shutdown then waits its whole bound for an unreachable collector).
+func direct(endpoint string) bool {
+	if strings.HasPrefix(endpoint, "unix:") {
+		return false
+	}
+	proxy, err := httpproxy.FromEnvironment().ProxyFunc()(&url.URL{Scheme: "https", Host: endpoint})
+	return err == nil && proxy == nil
+}
+
 // last returns the failure of the last attempt, nil after a success.
 func (d *dialer) last() error {
 	d.mu.Lock()
@@ -99,17 +115,15 @@ func (d *dialer) last() error {
 	return d.err
 }
 
-// whenDown calls f now if the last attempt failed, else at the next
-// failure; it returns that last failure.
+// whenDown returns the failure of the last attempt, if it failed; else
+// it calls f at the next failure.
 func (d *dialer) whenDown(f func()) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.err != nil {
-		f()
-		return d.err
+	if d.err == nil {
+		d.onFail = f
 	}
-	d.onFail = f
-	return nil
+	return d.err
 }
 
 // Shutdown exports the spans still buffered and ends the exporter, within
@@ -124,7 +138,9 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	defer cancel()
 	var down error
 	if p.dial != nil {
-		down = p.dial.whenDown(func() { go p.drop() })
+		if down = p.dial.whenDown(func() { go p.drop() }); down != nil {
+			p.drop() // before the batcher flushes: it would retry until ctx ends
+		}
 	}
 	err := p.sdk.Shutdown(ctx)
 	if err != nil {

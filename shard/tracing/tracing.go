@@ -110,12 +110,15 @@ func Start(ctx context.Context, o Options) (*Provider, error) {
 	if o.Endpoint == "" {
 		return &Provider{}, nil
 	}
-	d := &dialer{}
 	opts := []otlptracegrpc.Option{
 		otlptracegrpc.WithEndpoint(o.Endpoint),
 		otlptracegrpc.WithTimeout(ExportTimeout),
 		otlptracegrpc.WithRetry(exportRetry),
-		otlptracegrpc.WithDialOption(grpc.WithContextDialer(d.dial)),
+	}
+	var d *dialer
+	if direct(o.Endpoint) {
+		d = &dialer{}
+		opts = append(opts, otlptracegrpc.WithDialOption(grpc.WithContextDialer(d.dial)))
 	}
 	if o.Insecure {
 		opts = append(opts, otlptracegrpc.WithInsecure())
