@@ -16,8 +16,8 @@ import (
 
 // ShutdownTimeout bounds Provider.Shutdown: the spans still buffered are
 // exported within it or dropped (and counted in the log line). When the
-// last connection attempt to the collector failed, Shutdown does not wait
-// at all.
+// last connection attempt to a collector dialed directly failed, Shutdown
+// does not wait at all.
 const ShutdownTimeout = 2 * time.Second
 
 // ExportTimeout bounds one export, its retries included; a collector that
