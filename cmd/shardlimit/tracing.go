@@ -16,7 +16,7 @@ type traceFlags struct{ o tracing.Options }
 func newTraceFlags() *traceFlags { return &traceFlags{o: tracing.DefaultOptions()} }
 
 func (t *traceFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&t.o.Endpoint, "otlp-endpoint", "", "host:port of an OTLP/gRPC trace collector (OpenTelemetry Collector, Jaeger or Tempo, usually port 4317); traces each check with W3C trace context (default: off, no spans made)")
+	f.StringVar(&t.o.Endpoint, "otlp-endpoint", "", "host:port of an OTLP/gRPC trace collector (OpenTelemetry Collector, Jaeger or Tempo, usually port 4317); traces each check with W3C trace context; a collector that is down costs spans (logged), not a slow stop (default: off, no spans made)")
 	f.Float64Var(&t.o.SampleRatio, "trace-sample-ratio", t.o.SampleRatio, "share of the traces starting here that are recorded, 0..1; a caller's sampled or unsampled trace context is followed whatever the ratio")
 	f.BoolVar(&t.o.Insecure, "otlp-insecure", false, "export spans in plain text (a collector on localhost or in the pod); default TLS, verified with --otlp-ca or the system's roots")
 	f.StringVar(&t.o.CAFile, "otlp-ca", "", "PEM CA that verifies the collector's certificate (default: the system's roots)")
@@ -28,7 +28,7 @@ func (t *traceFlags) register(f *pflag.FlagSet) {
 // service.name) and instance (its service.instance.id, "" for none).
 func (t *traceFlags) start(ctx context.Context, service, instance string) (*tracing.Provider, error) {
 	o := t.o
-	o.Service, o.Version, o.Instance = service, build().Version, instance
+	o.Service, o.Version, o.Instance, o.Logger = service, build().Version, instance, logger()
 	if err := o.Validate(); err != nil {
 		return nil, usageErrorf("--%v", err)
 	}

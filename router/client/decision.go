@@ -3,10 +3,12 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/ratelimitheader"
 )
 
 // Errors returned instead of a decision. Errors from a router keep their
@@ -53,8 +55,13 @@ type Decision struct {
 	// ResetAfter is the time until the key is back to a fresh state.
 	ResetAfter time.Duration
 	// RetryAfter, when denied, is the wait after which the same check is
-	// allowed if nothing else consumes in between. Zero when allowed.
+	// allowed if nothing else consumes in between. Zero when allowed;
+	// RetryNever when NeverAllowed.
 	RetryAfter time.Duration
+	// NeverAllowed: denied, and no wait lifts the denial (the check's hits
+	// are over what the rule ever allows); RetryAfter is RetryNever, and
+	// String and LogValue show it as retry_after=never.
+	NeverAllowed bool
 	// Rule names the rule that decided; empty when no rule applies.
 	Rule string
 	// FailurePolicy: the router could not reach the owner shard in time and
@@ -99,6 +106,7 @@ type Quota struct {
 	Remaining     int64
 	ResetAfter    time.Duration
 	RetryAfter    time.Duration
+	NeverAllowed  bool // as Decision.NeverAllowed: RetryAfter is RetryNever
 	NextAfter     time.Duration
 	FailurePolicy bool
 	Shadow        bool
@@ -115,11 +123,16 @@ func (d Decision) Policies() []Quota {
 	case d.Rule == "" || d.FromFailureMode:
 		return nil
 	}
-	return []Quota{{
+	return []Quota{d.quota()}
+}
+
+// quota is the decision's own rule's answer.
+func (d Decision) quota() Quota {
+	return Quota{
 		Rule: d.Rule, Limit: d.Limit, Window: d.Window, Allowed: d.Allowed, Remaining: d.Remaining,
-		ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, NextAfter: d.NextAfter,
+		ResetAfter: d.ResetAfter, RetryAfter: d.RetryAfter, NeverAllowed: d.NeverAllowed, NextAfter: d.NextAfter,
 		FailurePolicy: d.FailurePolicy, Shadow: d.Shadow, ShadowDenied: d.ShadowDenied,
-	}}
+	}
 }
 
 // validate checks what the client can check without knowing the routers'
@@ -154,15 +167,17 @@ func fromProto(d *shardlimitv1.Decision) Decision {
 	if qs := d.GetQuotas(); len(qs) > 0 {
 		quotas = make([]Quota, len(qs))
 		for i, q := range qs {
+			retry, never := retryAfter(q.GetAllowed(), q.GetRetryAfter().AsDuration())
 			quotas[i] = Quota{
 				Rule: q.GetRule(), Limit: q.GetLimit(), Window: q.GetWindow().AsDuration(),
 				Allowed: q.GetAllowed(), Remaining: q.GetRemaining(),
-				ResetAfter: q.GetResetAfter().AsDuration(), RetryAfter: q.GetRetryAfter().AsDuration(),
+				ResetAfter: q.GetResetAfter().AsDuration(), RetryAfter: retry, NeverAllowed: never,
 				NextAfter: q.GetNextAfter().AsDuration(), FailurePolicy: q.GetFailurePolicy(),
 				Shadow: q.GetShadow(), ShadowDenied: q.GetShadowDenied(),
 			}
 		}
 	}
+	retry, never := retryAfter(d.GetAllowed(), d.GetRetryAfter().AsDuration())
 	return Decision{
 		Window:            d.GetWindow().AsDuration(),
 		NextAfter:         d.GetNextAfter().AsDuration(),
@@ -171,7 +186,8 @@ func fromProto(d *shardlimitv1.Decision) Decision {
 		Limit:             d.GetLimit(),
 		Remaining:         d.GetRemaining(),
 		ResetAfter:        d.GetResetAfter().AsDuration(),
-		RetryAfter:        d.GetRetryAfter().AsDuration(),
+		RetryAfter:        retry,
+		NeverAllowed:      never,
 		Rule:              d.GetRule(),
 		FailurePolicy:     d.GetFailurePolicy(),
 		Overload:          d.GetOverload(),
@@ -180,4 +196,19 @@ func fromProto(d *shardlimitv1.Decision) Decision {
 		Shadow:            d.GetShadow(),
 		ShadowDenied:      d.GetShadowDenied(),
 	}
+}
+
+// RetryNever is the RetryAfter of a denial that no wait lifts (NeverAllowed):
+// the longest time.Duration, which prints as 2562047h47m16s; Decision's
+// String and LogValue say "never" instead.
+const RetryNever = time.Duration(math.MaxInt64)
+
+// retryAfter is a denial's RetryAfter as the client gives it: the
+// limiter's "never" (anything past ratelimitheader.Never, ~100 years) is
+// RetryNever, with never set.
+func retryAfter(allowed bool, d time.Duration) (_ time.Duration, never bool) {
+	if !allowed && d > ratelimitheader.Never {
+		return RetryNever, true
+	}
+	return d, false
 }

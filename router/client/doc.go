@@ -16,7 +16,13 @@
 // Wait is CheckOne for callers that would rather wait than be denied, like
 // rate.Limiter.Wait: it sleeps until the retry time and checks again,
 // bounded by its context, and returns at once (ErrWaitPastDeadline) when
-// the retry time is past the context's deadline.
+// the retry time is past the context's deadline, and ErrNeverAllowed for a
+// denial that no wait lifts.
+//
+// Such a denial (the check's hits are over what its rule ever allows) has
+// Decision.NeverAllowed set and RetryAfter RetryNever; a Decision's String
+// and LogValue (slog) show it as retry_after=never, not as the longest
+// time.Duration, 2562047h47m16s.
 //
 // Retries: a check consumes quota, so a call is retried freely only when
 // the request surely never reached a router: the RPC failed with

@@ -129,3 +129,26 @@ func ExampleClient_CheckBatch() {
 	// true 0
 	// false 0
 }
+
+// A check that costs more than its rule ever allows is denied for good:
+// NeverAllowed, RetryAfter is client.RetryNever, and the decision reads
+// retry_after=never (in fmt and in slog), not 2562047h47m16s. Wait returns
+// ErrNeverAllowed at once.
+func ExampleDecision_neverAllowed() {
+	c, stop := startCluster("ExampleDecision_neverAllowed", client.Options{})
+	defer stop()
+	ctx := context.Background()
+
+	d, err := c.CheckOne(ctx, client.Check{Service: "shop", Endpoint: "/checkout", User: "gina", Hits: 11})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d.NeverAllowed, d.RetryAfter == client.RetryNever)
+	fmt.Println(d)
+	_, err = c.Wait(ctx, client.Check{Service: "shop", Endpoint: "/checkout", User: "gina", Hits: 11})
+	fmt.Println(errors.Is(err, client.ErrNeverAllowed))
+	// Output:
+	// true true
+	// allowed=false rule=checkout limit=10 window=1m0s remaining=10 retry_after=never
+	// true
+}

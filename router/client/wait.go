@@ -19,10 +19,6 @@ var (
 	ErrNeverAllowed = errors.New("shardlimit client: the check can never be allowed")
 )
 
-// neverWait is the RetryAfter past which a denial is taken as permanent:
-// the limiter's "never" is ~292 years.
-const neverWait = 100 * 365 * 24 * time.Hour
-
 // minWait is the shortest sleep between two checks of Wait, so that a
 // denial with a zero RetryAfter (none is sent, but a router is not to be
 // trusted with a busy loop) cannot spin.
@@ -51,7 +47,7 @@ func (c *Client) Wait(ctx context.Context, chk Check) (Decision, error) {
 		}
 		wait := d.Delay
 		if !d.Allowed {
-			if d.RetryAfter >= neverWait {
+			if d.NeverAllowed {
 				return d, ErrNeverAllowed
 			}
 			wait = max(d.RetryAfter, minWait)

@@ -1,19 +1,22 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
-	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -48,6 +51,10 @@ type Options struct {
 	// Instance is the service.instance.id of the spans (a shard's id);
 	// default "".
 	Instance string
+	// Logger receives OpenTelemetry's errors (each distinct one at most
+	// once per ErrorWindow) and, at Shutdown, the count of spans dropped;
+	// default slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultOptions returns the defaults: tracing off, and every trace
@@ -81,12 +88,21 @@ type Provider struct {
 	// their Options.Tracer.
 	TracerProvider trace.TracerProvider
 	sdk            *sdktrace.TracerProvider
+	batcher        sdktrace.SpanProcessor // hands the spans to count
+	count          *counted
+	exp            sdktrace.SpanExporter // the OTLP exporter; nil with NewProvider
+	dial           *dialer               // its connections; nil with NewProvider
+	errs           *errorLog             // OpenTelemetry's error handler; nil with NewProvider
+	log            *slog.Logger
 }
 
 // Start returns the tracing that o describes: off (a nil TracerProvider,
 // no exporter) without an Endpoint. The exporter connects in the
 // background: a collector that is down costs dropped spans, never a
-// failed start.
+// failed start. With an Endpoint, Start makes o.Logger OpenTelemetry's
+// error handler (otel.SetErrorHandler, process-wide): its errors are WARN
+// lines "tracing error", each distinct one at most once per ErrorWindow,
+// instead of OpenTelemetry's default, a line on stderr per error.
 func Start(ctx context.Context, o Options) (*Provider, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -94,7 +110,16 @@ func Start(ctx context.Context, o Options) (*Provider, error) {
 	if o.Endpoint == "" {
 		return &Provider{}, nil
 	}
-	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(o.Endpoint)}
+	opts := []otlptracegrpc.Option{
+		otlptracegrpc.WithEndpoint(o.Endpoint),
+		otlptracegrpc.WithTimeout(ExportTimeout),
+		otlptracegrpc.WithRetry(exportRetry),
+	}
+	var d *dialer
+	if direct(o.Endpoint) {
+		d = &dialer{}
+		opts = append(opts, otlptracegrpc.WithDialOption(grpc.WithContextDialer(d.dial)))
+	}
 	if o.Insecure {
 		opts = append(opts, otlptracegrpc.WithInsecure())
 	} else {
@@ -108,7 +133,12 @@ func Start(ctx context.Context, o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp-endpoint: %w", err)
 	}
-	return newProvider(o, sdktrace.WithBatcher(exp)), nil
+	errs := newErrorLog(cmp.Or(o.Logger, slog.Default()))
+	otel.SetErrorHandler(errs)
+	c := newCounted(exp)
+	p := newProvider(o, sdktrace.NewBatchSpanProcessor(c, sdktrace.WithExportTimeout(ExportTimeout)), c)
+	p.exp, p.dial, p.errs = exp, d, errs
+	return p, nil
 }
 
 // NewProvider returns tracing that hands every span to exp as it ends
@@ -117,10 +147,12 @@ func NewProvider(o Options, exp sdktrace.SpanExporter) (*Provider, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return newProvider(o, sdktrace.WithSyncer(exp)), nil
+	c := newCounted(exp)
+	return newProvider(o, sdktrace.NewSimpleSpanProcessor(c), c), nil
 }
 
-func newProvider(o Options, export sdktrace.TracerProviderOption) *Provider {
+// newProvider returns the provider whose spans go through batcher to c.
+func newProvider(o Options, batcher sdktrace.SpanProcessor, c *counted) *Provider {
 	service := o.Service
 	if service == "" {
 		service = DefaultOptions().Service
@@ -132,10 +164,12 @@ func newProvider(o Options, export sdktrace.TracerProviderOption) *Provider {
 	if o.Instance != "" {
 		attrs = append(attrs, attribute.String("service.instance.id", o.Instance))
 	}
-	tp := sdktrace.NewTracerProvider(export,
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(endCounter{c}),
+		sdktrace.WithSpanProcessor(batcher),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))),
 		sdktrace.WithResource(resource.NewSchemaless(attrs...)))
-	return &Provider{TracerProvider: tp, sdk: tp}
+	return &Provider{TracerProvider: tp, sdk: tp, batcher: batcher, count: c, log: cmp.Or(o.Logger, slog.Default())}
 }
 
 // tlsConfig is the exporter's TLS: CAFile's roots or the system's, and
@@ -160,15 +194,4 @@ func (o *Options) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
-}
-
-// Shutdown exports the spans still buffered, waiting no longer than ctx,
-// and ends the exporter. It does nothing when tracing is off.
-func (p *Provider) Shutdown(ctx context.Context) error {
-	if p == nil || p.sdk == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return p.sdk.Shutdown(ctx)
 }

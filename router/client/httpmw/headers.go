@@ -59,10 +59,6 @@ func retryAfter(d client.Decision) string {
 	return strconv.FormatInt(max(ratelimitheader.Seconds(d.RetryAfter), 1), 10)
 }
 
-// never reports a denial that no wait can lift (hits over the rule's
-// capacity): its retry_after is the limiter's "never", ~292 years.
-func never(d client.Decision) bool { return d.RetryAfter > ratelimitheader.Never }
-
 // ProblemDenied is the default Options.Denied: 429 Too Many Requests with
 // the draft's quota-exceeded problem details (application/problem+json),
 // naming the rules that denied in violated-policies:
@@ -77,7 +73,7 @@ func never(d client.Decision) bool { return d.RetryAfter > ratelimitheader.Never
 func ProblemDenied(w http.ResponseWriter, _ *http.Request, d client.Decision) {
 	detail := "rate limit exceeded: retry in " + retryAfter(d) + " s"
 	switch {
-	case never(d):
+	case d.NeverAllowed:
 		detail = "rate limit exceeded: this request costs more than the limit allows"
 	case d.FromFailureMode || d.FailurePolicy:
 		detail = "rate limiter unavailable, failing closed: retry in " + retryAfter(d) + " s"

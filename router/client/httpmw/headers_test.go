@@ -84,7 +84,7 @@ func TestProblemDenied(t *testing.T) {
 		want string
 	}{
 		{"counter", client.Decision{Rule: "checkout", Limit: 1, RetryAfter: 5 * time.Second}, `"detail":"rate limit exceeded: retry in 5 s","violated-policies":["checkout"]}`},
-		{"never", client.Decision{Rule: "checkout", Limit: 1, RetryAfter: 1 << 62}, `"detail":"rate limit exceeded: this request costs more than the limit allows","violated-policies":["checkout"]}`},
+		{"never", client.Decision{Rule: "checkout", Limit: 1, RetryAfter: client.RetryNever, NeverAllowed: true}, `"detail":"rate limit exceeded: this request costs more than the limit allows","violated-policies":["checkout"]}`},
 		{"failure mode", client.Decision{FromFailureMode: true, RetryAfter: time.Second}, `"detail":"rate limiter unavailable, failing closed: retry in 1 s"}`},
 	} {
 		rec := httptest.NewRecorder()

@@ -86,7 +86,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if !d.Allowed {
 		setRateLimitFields(w.Header(), d)
-		if !never(d) { // else the request costs more than the rule ever allows
+		if !d.NeverAllowed { // else the request costs more than the rule ever allows
 			w.Header().Set("Retry-After", retryAfter(d))
 		}
 		m.o.Denied(w, r, d)
