@@ -397,6 +397,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 	}
 
+	killed := time.Now()
 	if err := syscall.Kill(pids["shard-2"], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -413,10 +414,14 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	// dev restarts the killed shard, which joins warm; then every user is
 	// decided by a shard again.
 	restarted := regexp.MustCompile(`(?m)^shard-2 +\| restarted by dev: pid (\d+)$`)
+	joined := regexp.MustCompile(`(?s)restarted by dev: pid \d+\n.*shard-2 +\| .*msg="joined: serving the partitions gained, with their counters"`)
 	poll.Until(t, 60*time.Second, func() error {
 		m := restarted.FindStringSubmatch(logs.String())
 		if m == nil {
 			return errors.New("dev did not say it restarted shard-2")
+		}
+		if !joined.MatchString(logs.String()) {
+			return errors.New("the restarted shard-2 did not log its warm join")
 		}
 		var pid int
 		fmt.Sscan(m[1], &pid)
@@ -424,22 +429,23 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		r := run(t, bin, "", routerEnv, "ctl", "members", "-o", "yaml")
 		var ms struct {
 			Members []struct {
-				ID         string `yaml:"id"`
-				Partitions int    `yaml:"partitions"`
+				ID            string `yaml:"id"`
+				Partitions    int    `yaml:"partitions"`
+				StartedUnixNs int64  `yaml:"started_unix_ns"`
 			} `yaml:"members"`
 		}
 		if err := yaml.Unmarshal([]byte(r.stdout), &ms); r.code != 0 || err != nil {
 			return fmt.Errorf("ctl members: exit %d, %v\n%s", r.code, err, r.stderr)
 		}
 		for _, m := range ms.Members {
-			if m.ID == "shard-2" && m.Partitions > 0 {
+			if m.ID == "shard-2" && m.Partitions > 0 && m.StartedUnixNs > killed.UnixNano() {
 				return nil
 			}
 		}
 		return fmt.Errorf("the router routes to no restarted shard-2: %+v", ms.Members)
 	})
-	if !strings.Contains(logs.String(), "dev restarts it in 1s (restart 1 of 5 in a row)") {
-		t.Errorf("dev did not say when it restarts shard-2:\n%s", logs.String())
+	if out := logs.String(); !strings.Contains(out, "shard-2  | exited (signal: killed); dev restarts it in 1s (restart 1 of 5 in a row)") {
+		t.Errorf("dev did not say when it restarts shard-2:\n%s", out)
 	}
 	poll.Until(t, 30*time.Second, func() error {
 		for i := range 30 {

@@ -54,7 +54,7 @@ func applyEnv(fs *pflag.FlagSet) (flagSources, error) {
 	var errs []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		v := os.Getenv(envName(f.Name))
-		if f.Changed || v == "" {
+		if f.Changed || v == "" || f.Name == "help" {
 			return
 		}
 		// As fs.Set, whose error would name the flag as if it were on the
