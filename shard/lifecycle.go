@@ -172,6 +172,12 @@ func (s *Server) drain(ctx context.Context) {
 	})
 	s.handoffMetrics.observe("drain", rep)
 	owned := before.Count()[me.ID]
+	if len(pairs) == 0 && err == nil {
+		// The last serving shard stops (the whole cluster, or a scale to
+		// zero): a planned end, not a fault.
+		log.Info("drained: no other serving shard, so this one was the last; the counters of its partitions end with it", "partitions", owned)
+		return
+	}
 	if owned > rep.Partitions {
 		log.Error("drain: no other serving shard to take some partitions; their counters are lost", "partitions", owned-rep.Partitions)
 	}

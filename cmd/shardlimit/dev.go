@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,14 +40,15 @@ type devOptions struct {
 	maxMemory         int64         // the shards' --max-memory; 0: their default
 	routerDeadline    time.Duration // the router's --deadline; 0: its default
 	pprof             bool          // the components' --pprof
+	restarts          int           // restarts in a row of a component that exits; 0: none
 	trace             *traceFlags   // the components' --otlp-* and --trace-sample-ratio
 }
 
 func devCmd() *cobra.Command {
 	o := devOptions{
-		etcdListen: "127.0.0.1:2379", routerListen: "127.0.0.1:8081", httpListen: "127.0.0.1:8082", metricsListen: "127.0.0.1:9091",
+		etcdListen: "127.0.0.1:2379", routerListen: defaultRouterListen, httpListen: "127.0.0.1:8082", metricsListen: "127.0.0.1:9091",
 		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second, rebalanceInterval: time.Minute,
-		trace: newTraceFlags(),
+		restarts: 5, trace: newTraceFlags(),
 	}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -63,11 +60,25 @@ It runs secure, as production does: it makes a CA, a certificate for each compon
 for an operator, a grants file (the router and rebalance internal, the operator operator) and
 a token for the demo service "shop", in --data-dir/credentials, and a client config file
 there that ctl, grpcurl's flags and the Go client read through SHARDLIMIT_CONFIG: the ready
-line says where, and the next line is the export to run.`,
+line says where, and the next line is the export to run.
+
+Every listen flag takes port 0 for a free port; the ready line prints the bound addresses.
+
+A component process that exits (killed, crashed, or stopped with SIGTERM) is started again,
+as Kubernetes restarts a pod's container: after 1s, doubling up to 30s for each restart in a
+row (a run of a minute ends a row), at most --restarts times in a row; dev says so in its
+output ("dev restarts it in 1s", "restarted by dev: pid N"). A restarted shard joins warm.
+
+Ctrl-C stops the rebalance instance and the router, then the shards one at a time: each
+drains to the shards still serving, and the last one, with nowhere to hand over, ends with
+its counters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.shards < 1 || o.shards > 32 {
-				return fmt.Errorf("shards: %d not in 1..32", o.shards)
+				return usageErrorf("shards: %d not in 1..32", o.shards)
+			}
+			if o.restarts < 0 || o.restarts > 100 {
+				return usageErrorf("restarts: %d not in 0..100", o.restarts)
 			}
 			if err := o.trace.o.Validate(); err != nil {
 				return usageErrorf("--%v", err)
@@ -76,10 +87,11 @@ line says where, and the next line is the export to run.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd")
-	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router")
-	f.StringVar(&o.httpListen, "http-listen", o.httpListen, "address of the router's HTTP/JSON API (\"\" turns it off)")
-	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports")
+	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd (port 0: a free one)")
+	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router (port 0: a free one)")
+	f.StringVar(&o.httpListen, "http-listen", o.httpListen, "address of the router's HTTP/JSON API (port 0: a free one; \"\" turns it off)")
+	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports (port 0: a free one for each)")
+	f.IntVar(&o.restarts, "restarts", o.restarts, "times in a row dev restarts a component process that exits, 0..100 (0: never)")
 	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
 	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file stored in etcd at start (default: the built-in sample rules)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data and the generated credentials (default: a temporary one, removed on exit)")
@@ -124,6 +136,21 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 	defer etcd.Close()
+	// A port 0 becomes a free port here, so that every component is told
+	// where to listen and the ready line says where they do.
+	var ports portPicker
+	defer ports.release()
+	if o.routerListen, err = ports.pick("router-listen", o.routerListen); err != nil {
+		return err
+	}
+	if o.httpListen, err = ports.pick("http-listen", o.httpListen); err != nil {
+		return err
+	}
+	metricsAddr, err := ports.metrics(o.metricsListen, o.shards+1)
+	if err != nil {
+		return err
+	}
+	ports.release()
 	if err := storeRules(ctx, etcd.Endpoint(), o.prefix, initial); err != nil {
 		return err
 	}
@@ -136,12 +163,8 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 
-	metricsAddr, err := metricsAddrs(o.metricsListen, o.shards+1)
-	if err != nil {
-		return err
-	}
 	var children []*child
-	defer func() { stopChildren(out, children) }()
+	defer func() { stopChildren(children) }()
 	for i := 1; i <= o.shards; i++ {
 		id := "shard-" + strconv.Itoa(i)
 		args := sec.args(sec.pki.Shard, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
@@ -155,7 +178,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		}
 		children = append(children, c)
 	}
-	routerArgs := sec.args(sec.pki.Router, "router", "--listen", o.routerListen, "--metrics-listen", o.metricsListen,
+	routerArgs := sec.args(sec.pki.Router, "router", "--listen", o.routerListen, "--metrics-listen", metricsAddr[0],
 		"--etcd", etcd.Endpoint(), "--prefix", o.prefix)
 	if o.routerDeadline != 0 {
 		routerArgs = append(routerArgs, "--deadline", o.routerDeadline.String())
@@ -178,8 +201,11 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err := waitReady(ctx, etcd.Endpoint(), o, sec, children); err != nil {
 		return err
 	}
+	for _, c := range children {
+		go c.supervise(devRestarts(o.restarts))
+	}
 	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules from %s stored in etcd, credentials in %s\n",
-		time.Since(start).Round(time.Millisecond), o.routerListen, o.metricsListen, etcd.Endpoint(), rulesFile, sec.pki.Dir)
+		time.Since(start).Round(time.Millisecond), o.routerListen, metricsAddr[0], etcd.Endpoint(), rulesFile, sec.pki.Dir)
 	for i, c := range children {
 		m := metricsAddr[0]
 		if i < o.shards {
@@ -187,7 +213,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		} else if c.name == "rebalance" {
 			m = metricsAddr[o.shards+1]
 		}
-		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", c.name, c.cmd.Process.Pid, m)
+		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", c.name, c.pid(), m)
 	}
 	fmt.Fprintf(out, "export %s=%s   # ctl, grpcurl's flags and the Go client: the router, its CA and the operator's certificate\n", creds.EnvConfig, sec.config)
 	fmt.Fprintf(out, "  service %q calls with its own token: SHARDLIMIT_TOKEN=$(cat %s) (CA %s, server name %s)\n", devService, sec.serviceToken, sec.pki.Router.CA, creds.LocalServerName)
@@ -202,21 +228,62 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 }
 
 // metricsAddrs returns the router's metrics address and n more on the
-// following ports, for the shards and the rebalance instance.
-func metricsAddrs(router string, n int) ([]string, error) {
+// following ports, for the shards and the rebalance instance; with port 0,
+// a free port for each.
+func (pp *portPicker) metrics(router string, n int) ([]string, error) {
 	host, port, err := net.SplitHostPort(router)
 	if err != nil {
-		return nil, fmt.Errorf("metrics-listen: %w", err)
+		return nil, usageErrorf("metrics-listen: %v", err)
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p+n > 65535 {
-		return nil, fmt.Errorf("metrics-listen: port %q must leave room for %d more ports after it", port, n)
+	if err != nil || p < 0 || p+n > 65535 {
+		return nil, usageErrorf("metrics-listen: port %q must be 0, or leave room for %d more ports after it", port, n)
 	}
 	out := make([]string, n+1)
 	for i := range out {
+		if p == 0 {
+			if out[i], err = pp.pick("metrics-listen", router); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		out[i] = net.JoinHostPort(host, strconv.Itoa(p+i))
 	}
 	return out, nil
+}
+
+// portPicker picks free ports for the addresses with port 0, each
+// different: it holds them until release. A port is free when dev picks
+// it, not reserved after: another process may take it before the
+// component binds it, and the component then exits on "address already
+// in use".
+type portPicker struct{ held []net.Listener }
+
+func (pp *portPicker) release() {
+	for _, l := range pp.held {
+		_ = l.Close()
+	}
+	pp.held = nil
+}
+
+// pick returns addr, or with port 0 addr with a free port ("" stays "").
+func (pp *portPicker) pick(flag, addr string) (string, error) {
+	if addr == "" {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", usageErrorf("%s: %v", flag, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	pp.held = append(pp.held, l)
+	return l.Addr().String(), nil
 }
 
 // storeRules writes the initial rules into etcd, where the router reads them
@@ -254,8 +321,8 @@ func waitReady(ctx context.Context, endpoint string, o devOptions, sec *devSecur
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		for _, c := range children {
-			if c.exited() {
-				return fmt.Errorf("%s exited during start-up: %v", c.name, c.err)
+			if exited, err := c.exited(); exited {
+				return fmt.Errorf("%s exited during start-up: %v", c.name, err)
 			}
 		}
 		members, err := cli.Get(ctx, etcdclient.Layout(o.prefix).Members(), clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -285,25 +352,6 @@ func waitReady(ctx context.Context, endpoint string, o devOptions, sec *devSecur
 	}
 }
 
-// child is a component process of the dev cluster.
-type child struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-}
-
-func (c *child) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// startChild starts a component, with dev's own --log-format and
-// --log-level.
 // passed returns the flags dev passes on to every component: --pprof if
 // asked, and the tracing flags.
 func (o devOptions) passed() []string {
@@ -312,59 +360,4 @@ func (o devOptions) passed() []string {
 		out = append(out, "--pprof")
 	}
 	return out
-}
-
-func startChild(out io.Writer, name, exe string, args ...string) (*child, error) {
-	cmd := exec.Command(exe, append(args, "--log-format", logFormat, "--log-level", logLevel)...)
-	// Own process group: Ctrl-C reaches dev only, which stops the children in
-	// order; and they die with dev if dev is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
-	go prefixLines(out, name, pr)
-	go func() {
-		c.err = cmd.Wait()
-		_ = pw.Close()
-		close(c.done)
-		if c.err != nil {
-			fmt.Fprintf(out, "%-8s | exited: %v\n", name, c.err)
-		}
-	}()
-	return c, nil
-}
-
-var outMu sync.Mutex
-
-func prefixLines(out io.Writer, name string, r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		outMu.Lock()
-		fmt.Fprintf(out, "%-8s | %s\n", name, sc.Text())
-		outMu.Unlock()
-	}
-}
-
-// stopChildren stops the rebalance job and the router first, then the
-// shards (which deregister),
-// each with SIGTERM and a 10s grace before SIGKILL.
-func stopChildren(out io.Writer, children []*child) {
-	for i := len(children) - 1; i >= 0; i-- {
-		c := children[i]
-		if c.exited() {
-			continue
-		}
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(10 * time.Second):
-			fmt.Fprintf(out, "%-8s | did not stop in 10s; killing\n", c.name)
-			_ = c.cmd.Process.Kill()
-			<-c.done
-		}
-	}
 }

@@ -16,13 +16,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/shardlimit/shardlimit/cmd/bench"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -40,16 +40,6 @@ func buildBinary(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// freePorts returns the first of n consecutive ports that are free now.
-func freePorts(t *testing.T, n int) int {
-	t.Helper()
-	base, err := bench.FreePorts(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base
 }
 
 func freePort(t *testing.T) int {
@@ -149,12 +139,13 @@ type devCluster struct {
 	config, tokenFile, output string
 }
 
-// startDev runs `shardlimit dev` on free ports with a 2s lease and extra
-// args, and waits until it printed its ready line and every component's
-// pid. The output is drained into lines (dropped when nobody reads). The
-// ports were free when picked, but another test can take one before dev
-// binds it: a dev that exits on "address already in use" is started again
-// on other ports, up to 3 times.
+// startDev runs `shardlimit dev` with port 0 for every address (dev
+// picks free ports and prints them) with a 2s lease and extra args, and
+// waits until it printed its ready line and every component's pid. The
+// output is drained into lines (dropped when nobody reads). The ports
+// were free when dev picked them, but another test can take one before a
+// component binds it: a dev that exits on "address already in use" is
+// started again, up to 3 times.
 func startDev(t *testing.T, bin string, args ...string) *devCluster {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
@@ -174,16 +165,9 @@ func startDev(t *testing.T, bin string, args ...string) *devCluster {
 // before it was ready, with what it printed.
 func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, output string, exited bool) {
 	t.Helper()
-	// One run of free ports: etcd, router, and the metrics ports of the
-	// router, 3 shards and the rebalance instance, which dev takes in a row,
-	// then the router's HTTP API.
-	base := freePorts(t, 8)
-	d := &devCluster{
-		router: fmt.Sprintf("127.0.0.1:%d", base+1), etcd: fmt.Sprintf("127.0.0.1:%d", base),
-		pids: map[string]int{}, metrics: map[string]string{}, lines: make(chan string, 10000),
-	}
-	d.cmd = exec.Command(bin, append([]string{"dev", "--etcd-listen", d.etcd, "--router-listen", d.router,
-		"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", base+2), "--http-listen", fmt.Sprintf("127.0.0.1:%d", base+7), "--lease-ttl", "2s"}, args...)...)
+	d := &devCluster{pids: map[string]int{}, metrics: map[string]string{}, lines: make(chan string, 10000)}
+	d.cmd = exec.Command(bin, append([]string{"dev", "--etcd-listen", "127.0.0.1:0", "--router-listen", "127.0.0.1:0",
+		"--metrics-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--lease-ttl", "2s"}, args...)...)
 	out, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +189,7 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 	pidLine := regexp.MustCompile(`^\s+(\S+)\s+pid (\d+)\s+metrics (\S+)$`)
 	exportLine := regexp.MustCompile(`^export SHARDLIMIT_CONFIG=(\S+)`)
 	tokenLine := regexp.MustCompile(`SHARDLIMIT_TOKEN=\$\(cat (\S+)\)`)
+	readyLine := regexp.MustCompile(`^shardlimit dev ready in \S+: router (127\.0\.0\.1:[1-9]\d*), metrics http://127\.0\.0\.1:[1-9]\d*/metrics, etcd (127\.0\.0\.1:[1-9]\d*),`)
 	var printed strings.Builder
 	ready := false
 	config, tokenFile := "", ""
@@ -219,7 +204,11 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 			}
 			printed.WriteString(l + "\n")
 			if strings.HasPrefix(l, "shardlimit dev ready in ") {
-				ready = true
+				m := readyLine.FindStringSubmatch(l)
+				if m == nil {
+					t.Fatalf("the ready line names no bound router, metrics and etcd address: %s", l)
+				}
+				ready, d.router, d.etcd = true, m[1], m[2]
 			}
 			tried = tried || strings.HasPrefix(l, "try: ")
 			if m := exportLine.FindStringSubmatch(l); m != nil {
@@ -253,13 +242,15 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 
 // TestDevClusterEndToEnd runs `shardlimit dev` as a user would, checks with
 // `shardlimit ctl check`, kills a shard process with SIGKILL and sees its
-// users answered by failure policy, then stops dev with SIGINT and expects
-// every child process gone.
+// users answered by failure policy, then dev restart it and its users
+// decided again; then stops dev with SIGINT and expects every child
+// process gone, and no ERROR logged while stopping.
 func TestDevClusterEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
 	d := startDev(t, bin)
 	dev, routerAddr, pids, metrics := d.cmd, d.router, d.pids, d.metrics
 	config, tokenFile := d.config, d.tokenFile
+	logs := collect(d.lines)
 
 	// ctl finds the router and the operator's credentials through the
 	// export line dev printed, and the router through SHARDLIMIT_ROUTER, as
@@ -409,6 +400,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		}
 	}
 
+	killed := time.Now()
 	if err := syscall.Kill(pids["shard-2"], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -422,6 +414,52 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		t.Fatalf("%d of 30 users answered by failure policy after one of 3 shards was killed", byPolicy)
 	}
 
+	// dev restarts the killed shard, which joins warm; then every user is
+	// decided by a shard again.
+	restarted := regexp.MustCompile(`(?m)^shard-2 +\| restarted by dev: pid (\d+)$`)
+	joined := regexp.MustCompile(`(?s)restarted by dev: pid \d+\n.*shard-2 +\| .*msg="joined: serving the partitions gained, with their counters"`)
+	poll.Until(t, 60*time.Second, func() error {
+		m := restarted.FindStringSubmatch(logs.String())
+		if m == nil {
+			return errors.New("dev did not say it restarted shard-2")
+		}
+		if !joined.MatchString(logs.String()) {
+			return errors.New("the restarted shard-2 did not log its warm join")
+		}
+		var pid int
+		fmt.Sscan(m[1], &pid)
+		pids["shard-2 (restarted)"] = pid
+		r := run(t, bin, "", routerEnv, "ctl", "members", "-o", "yaml")
+		var ms struct {
+			Members []struct {
+				ID            string `yaml:"id"`
+				Partitions    int    `yaml:"partitions"`
+				StartedUnixNs int64  `yaml:"started_unix_ns"`
+			} `yaml:"members"`
+		}
+		if err := yaml.Unmarshal([]byte(r.stdout), &ms); r.code != 0 || err != nil {
+			return fmt.Errorf("ctl members: exit %d, %v\n%s", r.code, err, r.stderr)
+		}
+		for _, m := range ms.Members {
+			if m.ID == "shard-2" && m.Partitions > 0 && m.StartedUnixNs > killed.UnixNano() {
+				return nil
+			}
+		}
+		return fmt.Errorf("the router routes to no restarted shard-2: %+v", ms.Members)
+	})
+	if out := logs.String(); !strings.Contains(out, "shard-2  | exited (signal: killed); dev restarts it in 1s (restart 1 of 5 in a row)") {
+		t.Errorf("dev did not say when it restarts shard-2:\n%s", out)
+	}
+	poll.Until(t, 30*time.Second, func() error {
+		for i := range 30 {
+			if got := ctl("--service", "shop", "--endpoint", "/checkout", "--user", fmt.Sprintf("user-%d", i)); strings.Contains(got, "by failure policy") {
+				return fmt.Errorf("after shard-2 was restarted: %s", got)
+			}
+		}
+		return nil
+	})
+
+	stopping := len(logs.String())
 	if err := dev.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +480,44 @@ func TestDevClusterEndToEnd(t *testing.T) {
 			t.Errorf("%s (pid %d) still running after dev stopped", name, pid)
 		}
 	}
+	// A normal stop is no error: the shards drain one at a time, the last
+	// with nowhere to hand over.
+	logs.wait()
+	stop := logs.String()[stopping:]
+	if strings.Contains(stop, "level=ERROR") || !strings.Contains(stop, "this one was the last") {
+		t.Errorf("dev's stop logged an error, or no last shard's drain:\n%s", stop)
+	}
 }
+
+// lines is what a process printed, collected as it prints it.
+type lines struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	done chan struct{}
+}
+
+// collect collects the lines of ch until it is closed.
+func collect(ch <-chan string) *lines {
+	l := &lines{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for s := range ch {
+			l.mu.Lock()
+			l.b.WriteString(s + "\n")
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// wait waits until the process's output ended.
+func (l *lines) wait() { <-l.done }
 
 // devSecure checks that dev runs secure: a caller without credentials is
 // refused, the demo service's token checks its own service and is refused

@@ -4,7 +4,8 @@
 //     component a process of its own, secure with the CA, certificates,
 //     grants file, demo token and client config file it makes
 //     (dev_creds.go), and the router's HTTP/JSON API on, with a curl line
-//     to try it;
+//     to try it; it picks free ports for listen flags with port 0, and
+//     restarts a component process that exits, with backoff (dev_proc.go);
 //   - `etcd`: a single-member etcd server (dev's embedded one) as a process
 //     of its own, which can be killed and restarted on the same data (the
 //     fault suite, cmd/faults, does);
@@ -19,7 +20,9 @@
 //     version.
 //
 // Flags map 1:1 onto each component's Options; the command only parses
-// them, starts the component and waits for SIGINT or SIGTERM. Components
+// them, starts the component and waits for SIGINT or SIGTERM. Every flag
+// of shard, router, rebalance and dev is read from its SHARDLIMIT_
+// variable too, the command line winning (env.go). Components
 // refuse to start without --tls-cert, --tls-key and --tls-ca unless
 // --insecure (tls.go). It links no
 // test code.

@@ -60,7 +60,8 @@ func TestShardProcessDrainsOnSIGTERM(t *testing.T) {
 	// Leases of 10s, not dev's 2s: a shard that misses its lease on a
 	// loaded machine is taken over, which is exact only if it answers
 	// within --takeover-timeout, and this test is about planned changes.
-	d := startDev(t, bin, "--rules", rulesFile, "--lease-ttl", "10s")
+	// --restarts 0: this test starts shard-2 again itself.
+	d := startDev(t, bin, "--rules", rulesFile, "--lease-ttl", "10s", "--restarts", "0")
 	var logs struct {
 		sync.Mutex
 		b strings.Builder

@@ -27,16 +27,8 @@ func main() {
 	root.SetVersionTemplate(build().text())
 	root.PersistentFlags().StringVar(&logFormat, "log-format", logFormat, "log format: text or json")
 	root.PersistentFlags().StringVar(&logLevel, "log-level", logLevel, "least severe log events written: "+strings.Join(logLevelNames, ", "))
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if logFormat != "text" && logFormat != "json" {
-			return usageErrorf("--log-format: %q is not text or json", logFormat)
-		}
-		if _, ok := logLevels[logLevel]; !ok {
-			return usageErrorf("--log-level: %q is not one of %s", logLevel, strings.Join(logLevelNames, ", "))
-		}
-		return nil
-	}
-	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), etcdCmd(), ctlCmd(), benchCmd(), versionCmd())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkLogFlags() }
+	root.AddCommand(withEnv(shardCmd()), withEnv(routerCmd()), withEnv(rebalanceCmd()), withEnv(devCmd()), etcdCmd(), ctlCmd(), benchCmd(), versionCmd())
 	ranCommand := markRun(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -94,6 +86,17 @@ var (
 	logLevels     = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
 	logLevelNames = []string{"debug", "info", "warn", "error"}
 )
+
+// checkLogFlags checks the values of --log-format and --log-level.
+func checkLogFlags() error {
+	if logFormat != "text" && logFormat != "json" {
+		return usageErrorf("--log-format: %q is not text or json", logFormat)
+	}
+	if _, ok := logLevels[logLevel]; !ok {
+		return usageErrorf("--log-level: %q is not one of %s", logLevel, strings.Join(logLevelNames, ", "))
+	}
+	return nil
+}
 
 // logger returns the components' logger: one line per event on stderr, at
 // --log-level and above.

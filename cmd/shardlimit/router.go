@@ -11,8 +11,14 @@ import (
 	"github.com/shardlimit/shardlimit/router"
 )
 
+// defaultRouterListen is the router's gRPC address without --listen: a
+// fixed port, ctl's default --router, the port of dev's router and of the
+// Kubernetes Service (deploy/k8s), where envoy ratelimit serves too.
+const defaultRouterListen = "127.0.0.1:8081"
+
 func routerCmd() *cobra.Command {
 	o := router.DefaultOptions()
+	o.Listen = defaultRouterListen // the package's default, any free port, is for tests
 	var metricsListen string
 	var profiles bool
 	var tf tlsFlags
@@ -62,7 +68,7 @@ func routerCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
+	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address, host:port (port 0: any free port)")
 	f.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "address of the HTTP/JSON API (POST /v1/check, Envoy's POST /json), with the gRPC server's TLS, credentials and --max-connections (default: off)")
 	f.Var(newSizeFlag(&o.HTTPMaxBody), "http-max-body", "maximum HTTP request body (bytes, or with a unit: 512KiB, 1MiB); a larger one is answered 413")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
