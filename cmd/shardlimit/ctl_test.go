@@ -214,3 +214,27 @@ func TestRulesValidateBounds(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A mistyped command of any group of the real binary exits 2 and names
+// the closest command, as the README promises; a group alone prints its
+// help and exits 0.
+func TestMistypedCommandExitsUsage(t *testing.T) {
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ctl", "chek"}, `shardlimit: unknown command "chek" for "shardlimit ctl"; did you mean "check"?` + "\nRun 'shardlimit ctl --help' for usage.\n"},
+		{[]string{"ctl", "rules", "gte"}, `shardlimit: unknown command "gte" for "shardlimit ctl rules"; did you mean "get"?` + "\nRun 'shardlimit ctl rules --help' for usage.\n"},
+		{[]string{"ctl", "grants", "lst"}, `shardlimit: unknown command "lst" for "shardlimit ctl grants"; did you mean "list"?` + "\nRun 'shardlimit ctl grants --help' for usage.\n"},
+		{[]string{"ctll"}, `shardlimit: unknown command "ctll" for "shardlimit"; did you mean "ctl"?` + "\nRun 'shardlimit --help' for usage.\n"},
+	} {
+		r := run(t, bin, "", nil, tc.args...)
+		if r.code != exitUsage || r.stderr != tc.want || r.stdout != "" {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s\nwant exit %d and %s", tc.args, r.code, r.stdout, r.stderr, exitUsage, tc.want)
+		}
+	}
+	if r := run(t, bin, "", nil, "ctl", "rules"); r.code != exitOK || !strings.Contains(r.stdout, "Available Commands:") {
+		t.Errorf("ctl rules: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

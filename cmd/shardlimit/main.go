@@ -37,6 +37,7 @@ func main() {
 		return nil
 	}
 	root.AddCommand(shardCmd(), routerCmd(), rebalanceCmd(), devCmd(), etcdCmd(), ctlCmd(), benchCmd(), versionCmd())
+	requireSubcommand(root)
 	ranCommand := markRun(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
