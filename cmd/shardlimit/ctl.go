@@ -51,7 +51,7 @@ func ctlCmd() *cobra.Command {
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address, host:port")
-	pf.DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call (rebalance apply and shardmap rollback: default 10m)")
+	pf.DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call to the router, its dial and TLS handshake included (rebalance apply and shardmap rollback: default 10m)")
 	pf.StringVarP(&cf.output, "output", "o", "text", outputUsage)
 	cf.tls.register(pf, false)
 	pf.StringVar(&cf.tokenFile, "token-file", "", "file holding the bearer token to call with (read again when it changes); "+envToken+" may hold the token itself")
