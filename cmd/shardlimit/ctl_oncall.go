@@ -179,7 +179,7 @@ func printTop(w io.Writer, resp *shardlimitv1.ListMembersResponse, keys int) {
 	if len(shards) > 0 {
 		mean = float64(total) / float64(len(shards))
 	}
-	fmt.Fprintf(w, "shardlimit top — %s — %d shards, %d decisions in the last minute\n\n", time.Now().Format(time.TimeOnly), len(shards), total)
+	fmt.Fprintf(w, "shardlimit top — %s — %s, %s in the last minute\n\n", time.Now().Format(time.TimeOnly), plural(len(shards), "shard"), plural(total, "decision"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tLOAD/MIN\tx MEAN\tPARTITIONS\tKEYS\tEVICTIONS")
 	for _, s := range shards {

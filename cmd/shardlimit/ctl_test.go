@@ -238,3 +238,34 @@ func TestMistypedCommandExitsUsage(t *testing.T) {
 		t.Errorf("ctl rules: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// ctl counts in words that agree with the number.
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{plural(0, "rule"), "0 rules"},
+		{plural(1, "rule"), "1 rule"},
+		{plural(uint64(4), "rule"), "4 rules"},
+		{plural(int64(1), "old → new owner pair"), "1 old → new owner pair"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.yaml")
+	if err := os.WriteFile(one, []byte("rules:\n  - {service: shop, endpoint: /e, limit: 1, period: 1m}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runCtl("rules", "validate", "-f", one); err != nil || out != "1 rule in 1 file is valid\n" {
+		t.Errorf("one rule: %q, %v", out, err)
+	}
+	if out, _, err := runCtl("rules", "validate", "-f", one, "-f", one); err != nil || out != "2 rules in 2 files are valid\n" {
+		t.Errorf("two files: %q, %v", out, err)
+	}
+	var b bytes.Buffer
+	if err := printChanges(&b, "text", &shardlimitv1.ApplyRulesResponse{Changes: []*shardlimitv1.RuleChange{{Op: shardlimitv1.RuleChange_OP_ADD, Service: "shop", Name: "n", After: "limit: 1\n"}}}); err != nil || !strings.HasSuffix(b.String(), "would change 1 rule\n") {
+		t.Errorf("one change: %q, %v", b.String(), err)
+	}
+}
