@@ -87,7 +87,8 @@ func ctlTopCmd(cf *ctlFlags) *cobra.Command {
 On a terminal each snapshot replaces the last; when standard output is not
 a terminal (a pipe, a file) no escape codes are written and the snapshots
 follow each other, separated by a blank line. --once, -o json and -o yaml
-print one snapshot.
+print one snapshot (as 'ctl members -o json|yaml' prints it, each shard's
+partition loads summarised).
 
 Hot-key counts cover one to two of the shards' --top-keys-period. They are
 exact (± 0) while each of those periods stayed under the shard's
@@ -114,7 +115,7 @@ three standard deviations (about 99.7%).`,
 					if err != nil {
 						return err
 					}
-					return printOutput(w, cf.output, resp, func() error {
+					return printOutput(w, cf.output, membersView(resp, false), func() error {
 						switch {
 						case tty && !once:
 							fmt.Fprint(w, "\x1b[H\x1b[2J") // clear the terminal

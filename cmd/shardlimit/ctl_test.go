@@ -269,3 +269,64 @@ func TestPlural(t *testing.T) {
 		t.Errorf("one change: %q, %v", b.String(), err)
 	}
 }
+
+// -o json and -o yaml summarise each shard's partition loads: how many
+// partitions had load, and the hottest few, hottest first (lower
+// partition first on a tie); --partitions prints them all.
+func TestMembersView(t *testing.T) {
+	loads := make([]uint64, 1024)
+	for p, l := range map[int]uint64{3: 7, 9: 40, 17: 40, 200: 1, 500: 2, 1000: 3} {
+		loads[p] = l
+	}
+	resp := &shardlimitv1.ListMembersResponse{Partitions: 1024, Members: []*shardlimitv1.Member{
+		{Id: "shard-1", Partitions: 512, Stats: &shardlimitv1.StatsResponse{PartitionLoad: loads, Load: 93}},
+		{Id: "shard-2", Error: "down"},
+	}}
+	var b bytes.Buffer
+	if err := printOutput(&b, "json", membersView(resp, false), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"partitions_loaded": 6`,
+		`"partition_load_top": [
+          {
+            "load": 40,
+            "partition": 9
+          },
+          {
+            "load": 40,
+            "partition": 17
+          },
+          {
+            "load": 7,
+            "partition": 3
+          },
+          {
+            "load": 3,
+            "partition": 1000
+          },
+          {
+            "load": 2,
+            "partition": 500
+          }
+        ]`,
+		`"stats": null`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %s:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "partition_load\"") {
+		t.Errorf("summary holds the partition loads:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printOutput(&b, "yaml", membersView(resp, true), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "\n"); n < 1024 || strings.Contains(b.String(), "partition_load_top") {
+		t.Errorf("--partitions: %d lines, want every partition's load and no summary", n)
+	}
+	if _, _, err := runCtl("members", "--partitions"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--partitions: only with -o json or -o yaml") {
+		t.Errorf("--partitions with -o text: %v", err)
+	}
+}

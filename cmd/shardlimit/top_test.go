@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+
 	"context"
 	"fmt"
+	"go.yaml.in/yaml/v3"
 	"strings"
 	"testing"
 
@@ -83,6 +85,53 @@ func TestTopIsExactAtLowVolume(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "every count is exact.") || strings.Contains(out.String(), "~") {
 		t.Errorf("ctl top does not say the counts are exact:\n%s", out.String())
+	}
+
+	// ctl members -o yaml summarises each shard's 1024 partition loads;
+	// --partitions prints them all.
+	tlsArgs := []string{"--router", c.Routers[0].Addr(), "--tls-ca", cf.CA, "--tls-cert", cf.Cert, "--tls-key", cf.Key}
+	summary, _, err := runCtl(append([]string{"members", "-o", "yaml"}, tlsArgs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _, err := runCtl(append([]string{"members", "-o", "yaml", "--partitions"}, tlsArgs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stats struct {
+		PartitionLoad    []uint64            `yaml:"partition_load"`
+		PartitionsLoaded int                 `yaml:"partitions_loaded"`
+		PartitionLoadTop []map[string]uint64 `yaml:"partition_load_top"`
+	}
+	parse := func(doc string) []stats {
+		var v struct {
+			Members []struct {
+				Stats stats `yaml:"stats"`
+			} `yaml:"members"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		var out []stats
+		for _, m := range v.Members {
+			out = append(out, m.Stats)
+		}
+		return out
+	}
+	s, f := parse(summary), parse(full)
+	if len(s) != 2 || len(f) != 2 {
+		t.Fatalf("members: %d summarised, %d full", len(s), len(f))
+	}
+	for i := range s {
+		if s[i].PartitionLoad != nil || s[i].PartitionsLoaded == 0 || len(s[i].PartitionLoadTop) == 0 || len(s[i].PartitionLoadTop) > topPartitions {
+			t.Errorf("summary of shard %d: %+v", i, s[i])
+		}
+		if n := len(f[i].PartitionLoad); n != 1024 {
+			t.Errorf("--partitions: shard %d has %d partition loads, want 1024", i, n)
+		}
+	}
+	if lines, fullLines := strings.Count(summary, "\n"), strings.Count(full, "\n"); lines >= 1024 || fullLines < 2*1024 {
+		t.Errorf("ctl members -o yaml printed %d lines, with --partitions %d", lines, fullLines)
 	}
 }
 
