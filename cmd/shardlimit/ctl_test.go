@@ -17,7 +17,9 @@ import (
 
 	"github.com/shardlimit/shardlimit/deploy"
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 // JSON and YAML print a stable view: proto field names, every field, 64-bit
@@ -329,4 +331,25 @@ func TestMembersView(t *testing.T) {
 	if _, _, err := runCtl("members", "--partitions"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--partitions: only with -o json or -o yaml") {
 		t.Errorf("--partitions with -o text: %v", err)
 	}
+}
+
+// ctlCluster starts a cluster with the rules of doc over an etcd of its
+// own, for ctl to talk to.
+func ctlCluster(t *testing.T, doc string, o clustertest.Options) *clustertest.Cluster {
+	t.Helper()
+	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if o.Rules, err = rules.Parse("test.yaml", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return clustertest.New(t, e.Endpoint(), o)
+}
+
+// operatorFlags are ctl's flags to call c's first router as the operator.
+func operatorFlags(c *clustertest.Cluster) []string {
+	op := c.PKI.Operator
+	return []string{"--router", c.Routers[0].Addr(), "--tls-ca", op.CA, "--tls-cert", op.Cert, "--tls-key", op.Key}
 }

@@ -2,18 +2,16 @@ package main
 
 import (
 	"bytes"
-
 	"context"
 	"fmt"
-	"go.yaml.in/yaml/v3"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
-	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 // 300 checks over 7 users through a real cluster (two shards with their
@@ -22,16 +20,7 @@ import (
 // none marked as an estimate. The shards' default is to sample one in 8,
 // but only past a million decisions a period.
 func TestTopIsExactAtLowVolume(t *testing.T) {
-	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	rs, err := rules.Parse("top.yaml", []byte("rules:\n  - {service: shop, endpoint: /cart, name: cart, limit: 1000, period: 1h}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := clustertest.New(t, e.Endpoint(), clustertest.Options{Shards: 2, Rules: rs, Router: func(o *router.Options) {
+	c := ctlCluster(t, "rules:\n  - {service: shop, endpoint: /cart, name: cart, limit: 1000, period: 1h}\n", clustertest.Options{Shards: 2, Router: func(o *router.Options) {
 		o.OverLimitCache = -1
 	}})
 	const users, checks = 7, 300
@@ -64,11 +53,10 @@ func TestTopIsExactAtLowVolume(t *testing.T) {
 		t.Errorf("Admin API: hot keys of %d users, want %d", len(seen), users)
 	}
 
-	cf := c.PKI.Operator
 	cmd := ctlCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"top", "--once", "--keys", "10", "--router", c.Routers[0].Addr(), "--tls-ca", cf.CA, "--tls-cert", cf.Cert, "--tls-key", cf.Key})
+	cmd.SetArgs(append([]string{"top", "--once", "--keys", "10"}, operatorFlags(c)...))
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		t.Fatalf("ctl top --once: %v\n%s", err, out.String())
 	}
@@ -89,7 +77,7 @@ func TestTopIsExactAtLowVolume(t *testing.T) {
 
 	// ctl members -o yaml summarises each shard's 1024 partition loads;
 	// --partitions prints them all.
-	tlsArgs := []string{"--router", c.Routers[0].Addr(), "--tls-ca", cf.CA, "--tls-cert", cf.Cert, "--tls-key", cf.Key}
+	tlsArgs := operatorFlags(c)
 	summary, _, err := runCtl(append([]string{"members", "-o", "yaml"}, tlsArgs...)...)
 	if err != nil {
 		t.Fatal(err)
