@@ -51,7 +51,7 @@ func ctlCmd() *cobra.Command {
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&cf.router, "router", "127.0.0.1:8081", "router gRPC address, host:port")
-	pf.DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call (rebalance apply and shardmap rollback: default 10m)")
+	pf.DurationVar(&cf.timeout, "timeout", 5*time.Second, "deadline of each call to the router, its dial and TLS handshake included (rebalance apply and shardmap rollback: default 10m)")
 	pf.StringVarP(&cf.output, "output", "o", "text", outputUsage)
 	cf.tls.register(pf, false)
 	pf.StringVar(&cf.tokenFile, "token-file", "", "file holding the bearer token to call with (read again when it changes); "+envToken+" may hold the token itself")
@@ -194,14 +194,21 @@ func ctlCheckCmd(cf *ctlFlags) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&c.Service, "service", "", "service (required)")
 	f.StringVar(&c.Endpoint, "endpoint", "", "endpoint (required)")
-	f.StringVar(&c.User, "user", "", "user (for rules keyed by user)")
-	f.StringVar(&c.ApiKey, "api-key", "", "API key (for rules keyed by api_key)")
-	f.StringVar(&c.Ip, "ip", "", "client IP (for rules keyed by ip)")
+	registerKeyFlags(f, &c.User, &c.ApiKey, &c.Ip)
 	f.Int64Var(&hits, "hits", 1, "cost of the call; 0 reads without consuming")
 	for _, name := range []string{"service", "endpoint"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// registerKeyFlags registers --user, --api-key and --ip: the request
+// attributes that rules key their counters by, as check and reset take
+// them.
+func registerKeyFlags(f *pflag.FlagSet, user, apiKey, ip *string) {
+	f.StringVar(user, "user", "", "user (for rules keyed by user)")
+	f.StringVar(apiKey, "api-key", "", "API key (for rules keyed by api_key)")
+	f.StringVar(ip, "ip", "", "client IP (for rules keyed by ip)")
 }
 
 func printDecision(w io.Writer, format string, c *shardlimitv1.Check, d *shardlimitv1.Decision) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/creds"
-	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // admin calls the router's Admin API with the call timeout.
@@ -28,10 +26,11 @@ func (cf *ctlFlags) admin(cmd *cobra.Command, f func(context.Context, shardlimit
 	})
 }
 
-// call dials the router and runs f within timeout. When the router cannot
-// be reached, or what answers is not a shardlimit router, the error says
-// what is wrong with the address and names the flag and variable that set
-// it.
+// call dials the router and runs f, the whole within timeout: the dial,
+// the handshake, the call and the explanation of a failure. When the
+// router cannot be reached, or what answers is not a shardlimit router,
+// the error says what is wrong, from what the connection did, naming the
+// flag and variable that set the address.
 func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(context.Context, *grpc.ClientConn) error) error {
 	if err := checkRouterAddr(cf.router); err != nil {
 		return usageErrorf("%s: %v", cf.source("router", cf.router), err)
@@ -40,7 +39,8 @@ func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(conte
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
-	opts := []grpc.DialOption{rpc.DialCreds(cfg)}
+	trace := &dialTrace{}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(trace.creds(cfg))}
 	token, err := cf.token()
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -62,7 +62,7 @@ func (cf *ctlFlags) call(cmd *cobra.Command, timeout time.Duration, f func(conte
 	if err == nil {
 		return nil
 	}
-	return cf.explain(cmd.Context(), conn, err)
+	return cf.explain(ctx, timeout, conn, trace.state(), err)
 }
 
 // token returns the bearer token to call with: from --token-file, else
@@ -81,10 +81,16 @@ func (cf *ctlFlags) token() (creds.TokenFunc, error) {
 	return nil, nil
 }
 
+// hasScheme reports whether addr names a gRPC scheme ("dns:///host:port",
+// "unix:///path") rather than being host:port.
+func hasScheme(addr string) bool {
+	return strings.Contains(addr, ":///") || strings.HasPrefix(addr, "unix:")
+}
+
 // checkRouterAddr accepts host:port, and any address with a gRPC scheme
 // ("dns:///host:port", "unix:///path").
 func checkRouterAddr(addr string) error {
-	if strings.Contains(addr, ":///") || strings.HasPrefix(addr, "unix:") {
+	if hasScheme(addr) {
 		return nil
 	}
 	host, port, err := net.SplitHostPort(addr)
@@ -101,8 +107,9 @@ func checkRouterAddr(addr string) error {
 
 // explain turns a failed call's error into one that says what is wrong
 // with --router, when the failure is the connection's and not an answer of
-// the router.
-func (cf *ctlFlags) explain(ctx context.Context, conn *grpc.ClientConn, err error) error {
+// the router. ctx is the command's: explain connects again only to find
+// why no connection was made, and only while ctx lasts.
+func (cf *ctlFlags) explain(ctx context.Context, timeout time.Duration, conn *grpc.ClientConn, s dialState, err error) error {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err
@@ -116,27 +123,64 @@ func (cf *ctlFlags) explain(ctx context.Context, conn *grpc.ClientConn, err erro
 	case conn.GetState() == connectivity.Ready:
 		return err // the router answered Unavailable (a shard, etcd) or was late
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	why := cf.diagnose(ctx)
-	if why == "" {
-		why = "no answer: " + st.Message()
-	}
 	code := exitUnavailable
 	if st.Code() == codes.DeadlineExceeded {
 		code = exitTimeout
 	}
+	if s.connected {
+		return withCode(code, errors.New(cf.dialFailure(s, timeout, st.Code() == codes.DeadlineExceeded)))
+	}
+	why := ""
+	if ctx.Err() == nil {
+		why = cf.unreachable(ctx)
+	} else {
+		why = fmt.Sprintf("no connection within %v (--timeout): is the host up, and the port open to this machine?", timeout)
+	}
+	if why == "" {
+		why = "no answer: " + st.Message()
+	}
 	return withCode(code, fmt.Errorf("%s: %s", where, why))
 }
 
-// diagnose finds out why the router address cannot be called: a host that
-// does not resolve, a port nothing listens on, or something that is not
-// gRPC (a metrics port answers HTTP/1). It returns "" when it finds
-// nothing wrong.
-func (cf *ctlFlags) diagnose(ctx context.Context) string {
+// dialFailure says why a call failed on a connection that was made, from
+// what the router sent on it (s); late is whether the deadline (timeout)
+// passed. Where the address may be wrong, the message names the flag and
+// variable that set it.
+func (cf *ctlFlags) dialFailure(s dialState, timeout time.Duration, late bool) string {
+	where := cf.source("router", cf.router)
+	tlsFlags := fmt.Sprintf("check --tls-ca, --tls-cert, --tls-key and --tls-server-name (or %s and the other SHARDLIMIT_TLS_ variables)", envName("tls-ca"))
+	switch {
+	case s.read == 0 && late:
+		return fmt.Sprintf("the router at %s accepted the connection but did not answer within %v (--timeout): is it stopped, hung or overloaded?", cf.router, timeout)
+	case looksLikeHTTP1(s.first):
+		return fmt.Sprintf("%s: it answers HTTP/1 (%q), not gRPC: is it a metrics port? Give the router's gRPC address (its --listen; dev: --router-listen, default 127.0.0.1:8081)", where, firstLine(s.first))
+	case cf.tls.ca == "" && cf.tls.cert == "":
+		return fmt.Sprintf("%s: it accepts connections but does not speak plain-text gRPC: if the router serves TLS, give its CA and your credentials with --tls-ca and --tls-cert/--tls-key or --token-file (or %s, or %s naming a client config file, as 'shardlimit dev' prints)", where, envName("tls-ca"), creds.EnvConfig)
+	case s.read == 0:
+		return fmt.Sprintf("%s: it accepted the connection and closed it without answering: is it at its connection limit, or not a gRPC server?", where)
+	case s.err != nil:
+		return fmt.Sprintf("the TLS handshake with the router at %s failed: %v: %s", cf.router, s.err, tlsFlags)
+	}
+	return fmt.Sprintf("the router at %s completed the TLS handshake, then closed the connection (did it refuse this client's certificate?): %s", cf.router, tlsFlags)
+}
+
+// firstLine is the first line of what a server sent first.
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}
+
+// looksLikeHTTP1 reports whether what a server sent first is an HTTP/1
+// status line.
+func looksLikeHTTP1(first []byte) bool { return strings.HasPrefix(string(first), "HTTP/1.") }
+
+// unreachable finds out why no connection to the router address was made:
+// a host that does not resolve, or a port nothing listens on. It returns
+// "" when it finds nothing wrong.
+func (cf *ctlFlags) unreachable(ctx context.Context) string {
 	host, _, err := net.SplitHostPort(cf.router)
-	if err != nil {
-		return "" // a scheme address: gRPC's own message says more
+	if err != nil || hasScheme(cf.router) {
+		return "" // gRPC's own message says more
 	}
 	if net.ParseIP(host) == nil {
 		if _, err := net.DefaultResolver.LookupHost(ctx, host); err != nil {
@@ -148,18 +192,6 @@ func (cf *ctlFlags) diagnose(ctx context.Context) string {
 	if err != nil {
 		return fmt.Sprintf("cannot connect: %v", err)
 	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	if _, err := fmt.Fprintf(c, "HEAD / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host); err == nil {
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		if strings.HasPrefix(line, "HTTP/1.") {
-			return fmt.Sprintf("it answers HTTP/1 (%q), not gRPC: is it a metrics port? Give the router's gRPC address (its --listen; dev: --router-listen, default 127.0.0.1:8081)", strings.TrimSpace(line))
-		}
-	}
-	if cf.tls.ca == "" && cf.tls.cert == "" {
-		return fmt.Sprintf("it accepts connections but does not speak plain-text gRPC: if the router serves TLS, give its CA and your credentials with --tls-ca and --tls-cert/--tls-key or --token-file (or %s, or %s naming a client config file, as 'shardlimit dev' prints)", envName("tls-ca"), creds.EnvConfig)
-	}
-	return "it accepts connections but the TLS handshake or gRPC failed: check --tls-ca, --tls-cert, --tls-key and --tls-server-name (or their SHARDLIMIT_ variables)"
+	c.Close()
+	return ""
 }

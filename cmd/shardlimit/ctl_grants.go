@@ -197,39 +197,3 @@ func printToken(w io.Writer, id string, resp *shardlimitv1.CreateTokenResponse, 
 	_, err := fmt.Fprintf(w, "token %s for %s, created %s; it is shown this once and stored only as a hash:\n%s\n", resp.Info.Id, id, created, resp.Token)
 	return err
 }
-
-func ctlResetCmd(cf *ctlFlags) *cobra.Command {
-	var req shardlimitv1.ResetKeyRequest
-	cmd := &cobra.Command{
-		Use:   "reset --service S --rule R --user U",
-		Short: "Forget one counter on its owner shard: the user's next check starts fresh (operator).",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var resp *shardlimitv1.ResetKeyResponse
-			err := cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
-				resp, err = c.ResetKey(ctx, &req)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			return printOutput(w, cf.output, resp, func() error {
-				what := "was reset"
-				if !resp.Existed {
-					what = "held no state (nothing to reset)"
-				}
-				_, err := fmt.Fprintf(w, "%s/%s user=%s on %s %s\n", req.Service, req.Rule, req.User, resp.Shard, what)
-				return err
-			})
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&req.Service, "service", "", "service (required)")
-	f.StringVar(&req.Rule, "rule", "", "rule name (required)")
-	f.StringVar(&req.User, "user", "", "the counter's name under the rule, as hot keys show it (required)")
-	for _, n := range []string{"service", "rule", "user"} {
-		_ = cmd.MarkFlagRequired(n)
-	}
-	return cmd
-}

@@ -87,7 +87,8 @@ func ctlTopCmd(cf *ctlFlags) *cobra.Command {
 On a terminal each snapshot replaces the last; when standard output is not
 a terminal (a pipe, a file) no escape codes are written and the snapshots
 follow each other, separated by a blank line. --once, -o json and -o yaml
-print one snapshot.
+print one snapshot (as 'ctl members -o json|yaml' prints it, each shard's
+partition loads summarised).
 
 Hot-key counts cover one to two of the shards' --top-keys-period. They are
 exact (± 0) while each of those periods stayed under the shard's
@@ -114,7 +115,7 @@ three standard deviations (about 99.7%).`,
 					if err != nil {
 						return err
 					}
-					return printOutput(w, cf.output, resp, func() error {
+					return printOutput(w, cf.output, membersView(resp, false), func() error {
 						switch {
 						case tty && !once:
 							fmt.Fprint(w, "\x1b[H\x1b[2J") // clear the terminal
@@ -179,7 +180,7 @@ func printTop(w io.Writer, resp *shardlimitv1.ListMembersResponse, keys int) {
 	if len(shards) > 0 {
 		mean = float64(total) / float64(len(shards))
 	}
-	fmt.Fprintf(w, "shardlimit top — %s — %d shards, %d decisions in the last minute\n\n", time.Now().Format(time.TimeOnly), len(shards), total)
+	fmt.Fprintf(w, "shardlimit top — %s — %s, %s in the last minute\n\n", time.Now().Format(time.TimeOnly), plural(len(shards), "shard"), plural(total, "decision"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tLOAD/MIN\tx MEAN\tPARTITIONS\tKEYS\tEVICTIONS")
 	for _, s := range shards {

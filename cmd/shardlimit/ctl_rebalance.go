@@ -241,14 +241,14 @@ func printPlan(w io.Writer, p *shardlimitv1.PlanResponse) {
 		}
 		_ = tw.Flush()
 	}
-	fmt.Fprintf(w, "%d moves: %s\n", len(p.Moves), p.Reason)
+	fmt.Fprintf(w, "%s: %s\n", plural(len(p.Moves), "move"), p.Reason)
 }
 
 func printRun(w io.Writer, format string, r *shardlimitv1.RunRecord) error {
 	if format != "text" {
 		return printOutput(w, format, r, nil)
 	}
-	fmt.Fprintf(w, "%s by %s: %d moves, max/mean %.2f → %.2f, %d counter keys handed over", r.Outcome, r.Leader, len(r.Moves), r.RatioBefore, r.RatioAfter, r.KeysMoved)
+	fmt.Fprintf(w, "%s by %s: %s, max/mean %.2f → %.2f, %s handed over", r.Outcome, r.Leader, plural(len(r.Moves), "move"), r.RatioBefore, r.RatioAfter, plural(r.KeysMoved, "counter key"))
 	if r.MapVersion > 0 {
 		fmt.Fprintf(w, ", shard map version %d", r.MapVersion)
 	}

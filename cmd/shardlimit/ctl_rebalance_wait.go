@@ -113,8 +113,8 @@ func (p *runPrinter) print(ev *shardlimitv1.RebalanceRunEvent) error {
 		_, err = fmt.Fprintf(p.w, "%s %s started\n", at, ev.Phase.Name)
 	case runstore.EventPairCopied:
 		pc := ev.Pair
-		_, err = fmt.Fprintf(p.w, "             %s: %s → %s, %d partitions, %d keys (%d imported)%s\n",
-			ev.Phase.Name, pc.From, pc.To, pc.Partitions, pc.Keys, pc.Imported, failedSuffix(pc.Error))
+		_, err = fmt.Fprintf(p.w, "             %s: %s → %s, %s, %s (%d imported)%s\n",
+			ev.Phase.Name, pc.From, pc.To, plural(pc.Partitions, "partition"), plural(pc.Keys, "key"), pc.Imported, failedSuffix(pc.Error))
 	case runstore.EventPhaseEnded:
 		_, err = fmt.Fprintf(p.w, "%s %s\n", at, phaseSummary(ev.Phase))
 	case runstore.EventFinished:
@@ -161,7 +161,7 @@ func phaseSummary(ph *shardlimitv1.RunPhase) string {
 	}
 	fmt.Fprintf(&b, "%s %s (%v)", ph.Name, verb, took)
 	if ph.Name == "copy" || ph.Name == "copy again" {
-		fmt.Fprintf(&b, ": %d keys (%d imported) over %d old → new owner pairs", ph.Keys, ph.Imported, len(ph.Pairs))
+		fmt.Fprintf(&b, ": %s (%d imported) over %s", plural(ph.Keys, "key"), ph.Imported, plural(len(ph.Pairs), "old → new owner pair"))
 	}
 	if ph.Detail != "" {
 		fmt.Fprintf(&b, ": %s", ph.Detail)
@@ -194,7 +194,7 @@ func (p *runPrinter) where() string {
 	if ph := p.current; ph != nil {
 		fmt.Fprintf(&b, "was in phase %s (since %s", ph.Name, time.Unix(0, ph.StartedUnixNs).Format(time.TimeOnly))
 		if ph.Name == "copy" || ph.Name == "copy again" {
-			fmt.Fprintf(&b, "; %d keys so far, from the %d old → new owner pairs copied", ph.Keys, len(ph.Pairs))
+			fmt.Fprintf(&b, "; %s so far, from the %s copied", plural(ph.Keys, "key"), plural(len(ph.Pairs), "old → new owner pair"))
 		}
 		b.WriteString(")")
 	} else {

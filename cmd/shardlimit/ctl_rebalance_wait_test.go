@@ -38,15 +38,15 @@ func TestRunPrinter(t *testing.T) {
 		"plan started\n",
 		"plan ended (12ms): 2 partitions move\n",
 		"copy: shard-1 → shard-2, 2 partitions, 40 keys (39 imported)\n",
-		"copy ended (1s): 40 keys (39 imported) over 1 old → new owner pairs\n",
-		"copy again: shard-1 → shard-3, 1 partitions, 7 keys (0 imported), failed: unavailable\n",
+		"copy ended (1s): 40 keys (39 imported) over 1 old → new owner pair\n",
+		"copy again: shard-1 → shard-3, 1 partition, 7 keys (0 imported), failed: unavailable\n",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("no %q in\n%s", want, text.String())
 		}
 	}
 	where := p.where()
-	for _, want := range []string{"was in phase copy again", "7 keys so far, from the 1 old → new owner pairs copied", "done before: plan ended", "copy ended (1s): 40 keys", "ctl rebalance watch --run 1000000000"} {
+	for _, want := range []string{"was in phase copy again", "7 keys so far, from the 1 old → new owner pair copied", "done before: plan ended", "copy ended (1s): 40 keys", "ctl rebalance watch --run 1000000000"} {
 		if !strings.Contains(where, want) {
 			t.Errorf("where: no %q in %q", want, where)
 		}

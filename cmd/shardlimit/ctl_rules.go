@@ -111,7 +111,11 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 			w := cmd.OutOrStdout()
 			view := map[string]any{"valid": true, "files": len(files), "rules": total}
 			return printOutput(w, cf.output, view, func() error {
-				_, err := fmt.Fprintf(w, "%d rules in %d files are valid\n", total, len(files))
+				verb := "are"
+				if total == 1 {
+					verb = "is"
+				}
+				_, err := fmt.Fprintf(w, "%s in %s %s valid\n", plural(total, "rule"), plural(len(files), "file"), verb)
 				return err
 			})
 		},
@@ -189,7 +193,7 @@ func printChanges(w io.Writer, format string, resp *shardlimitv1.ApplyRulesRespo
 		if resp.Applied {
 			verb = fmt.Sprintf("applied at revision %d:", resp.Revision)
 		}
-		_, err := fmt.Fprintf(w, "%s %d rules\n", verb, len(resp.Changes))
+		_, err := fmt.Fprintf(w, "%s %s\n", verb, plural(len(resp.Changes), "rule"))
 		return err
 	})
 }

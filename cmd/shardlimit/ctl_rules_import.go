@@ -51,7 +51,7 @@ limit ("note"). --strict exits 4 when anything cannot be expressed, printing not
 				}
 			}
 			if strict && lossy > 0 {
-				return withCode(exitFailed, fmt.Errorf("--strict: %d items cannot be expressed, nothing converted", lossy))
+				return withCode(exitFailed, fmt.Errorf("--strict: %s cannot be expressed, nothing converted", plural(lossy, "item")))
 			}
 			rs, err := res.Parsed()
 			if err != nil {

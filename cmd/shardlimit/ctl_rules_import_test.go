@@ -85,7 +85,7 @@ func TestRulesImportFromEnvoy(t *testing.T) {
 	}
 
 	out, _, err = runCtl("rules", "import", "--from-envoy", filepath.Join(dir, "messaging.yaml"), "--strict")
-	if exitCode(err) != exitFailed || out != "" || !strings.Contains(err.Error(), "1 items cannot be expressed") {
+	if exitCode(err) != exitFailed || out != "" || !strings.Contains(err.Error(), "1 item cannot be expressed") {
 		t.Errorf("--strict: exit %d, %v, output %q", exitCode(err), err, out)
 	}
 	out, _, err = runCtl("rules", "import", "--from-envoy", filepath.Join(dir, "edge.yml"), "--strict", "--algorithm", "sliding_window")

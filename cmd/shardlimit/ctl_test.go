@@ -17,7 +17,9 @@ import (
 
 	"github.com/shardlimit/shardlimit/deploy"
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 // JSON and YAML print a stable view: proto field names, every field, 64-bit
@@ -213,4 +215,141 @@ func TestRulesValidateBounds(t *testing.T) {
 	if r.code != exitFailed || !strings.Contains(r.stderr, `service "shop" would have 101 rules, over the maximum of 100 per service (--max-rules-per-service)`) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// A mistyped command of any group of the real binary exits 2 and names
+// the closest command, as the README promises; a group alone prints its
+// help and exits 0.
+func TestMistypedCommandExitsUsage(t *testing.T) {
+	bin := buildBinary(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ctl", "chek"}, `shardlimit: unknown command "chek" for "shardlimit ctl"; did you mean "check"?` + "\nRun 'shardlimit ctl --help' for usage.\n"},
+		{[]string{"ctl", "rules", "gte"}, `shardlimit: unknown command "gte" for "shardlimit ctl rules"; did you mean "get"?` + "\nRun 'shardlimit ctl rules --help' for usage.\n"},
+		{[]string{"ctl", "grants", "lst"}, `shardlimit: unknown command "lst" for "shardlimit ctl grants"; did you mean "list"?` + "\nRun 'shardlimit ctl grants --help' for usage.\n"},
+		{[]string{"ctll"}, `shardlimit: unknown command "ctll" for "shardlimit"; did you mean "ctl"?` + "\nRun 'shardlimit --help' for usage.\n"},
+	} {
+		r := run(t, bin, "", nil, tc.args...)
+		if r.code != exitUsage || r.stderr != tc.want || r.stdout != "" {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s\nwant exit %d and %s", tc.args, r.code, r.stdout, r.stderr, exitUsage, tc.want)
+		}
+	}
+	if r := run(t, bin, "", nil, "ctl", "rules"); r.code != exitOK || !strings.Contains(r.stdout, "Available Commands:") {
+		t.Errorf("ctl rules: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// ctl counts in words that agree with the number.
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{plural(0, "rule"), "0 rules"},
+		{plural(1, "rule"), "1 rule"},
+		{plural(uint64(4), "rule"), "4 rules"},
+		{plural(int64(1), "old → new owner pair"), "1 old → new owner pair"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.yaml")
+	if err := os.WriteFile(one, []byte("rules:\n  - {service: shop, endpoint: /e, limit: 1, period: 1m}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runCtl("rules", "validate", "-f", one); err != nil || out != "1 rule in 1 file is valid\n" {
+		t.Errorf("one rule: %q, %v", out, err)
+	}
+	if out, _, err := runCtl("rules", "validate", "-f", one, "-f", one); err != nil || out != "2 rules in 2 files are valid\n" {
+		t.Errorf("two files: %q, %v", out, err)
+	}
+	var b bytes.Buffer
+	if err := printChanges(&b, "text", &shardlimitv1.ApplyRulesResponse{Changes: []*shardlimitv1.RuleChange{{Op: shardlimitv1.RuleChange_OP_ADD, Service: "shop", Name: "n", After: "limit: 1\n"}}}); err != nil || !strings.HasSuffix(b.String(), "would change 1 rule\n") {
+		t.Errorf("one change: %q, %v", b.String(), err)
+	}
+}
+
+// -o json and -o yaml summarise each shard's partition loads: how many
+// partitions had load, and the hottest few, hottest first (lower
+// partition first on a tie); --partitions prints them all.
+func TestMembersView(t *testing.T) {
+	loads := make([]uint64, 1024)
+	for p, l := range map[int]uint64{3: 7, 9: 40, 17: 40, 200: 1, 500: 2, 1000: 3} {
+		loads[p] = l
+	}
+	resp := &shardlimitv1.ListMembersResponse{Partitions: 1024, Members: []*shardlimitv1.Member{
+		{Id: "shard-1", Partitions: 512, Stats: &shardlimitv1.StatsResponse{PartitionLoad: loads, Load: 93}},
+		{Id: "shard-2", Error: "down"},
+	}}
+	var b bytes.Buffer
+	if err := printOutput(&b, "json", membersView(resp, false), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"partitions_loaded": 6`,
+		`"partition_load_top": [
+          {
+            "load": 40,
+            "partition": 9
+          },
+          {
+            "load": 40,
+            "partition": 17
+          },
+          {
+            "load": 7,
+            "partition": 3
+          },
+          {
+            "load": 3,
+            "partition": 1000
+          },
+          {
+            "load": 2,
+            "partition": 500
+          }
+        ]`,
+		`"stats": null`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %s:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "partition_load\"") {
+		t.Errorf("summary holds the partition loads:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printOutput(&b, "yaml", membersView(resp, true), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "\n"); n < 1024 || strings.Contains(b.String(), "partition_load_top") {
+		t.Errorf("--partitions: %d lines, want every partition's load and no summary", n)
+	}
+	if _, _, err := runCtl("members", "--partitions"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--partitions: only with -o json or -o yaml") {
+		t.Errorf("--partitions with -o text: %v", err)
+	}
+}
+
+// ctlCluster starts a cluster with the rules of doc over an etcd of its
+// own, for ctl to talk to.
+func ctlCluster(t *testing.T, doc string, o clustertest.Options) *clustertest.Cluster {
+	t.Helper()
+	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if o.Rules, err = rules.Parse("test.yaml", []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return clustertest.New(t, e.Endpoint(), o)
+}
+
+// operatorFlags are ctl's flags to call c's first router as the operator.
+func operatorFlags(c *clustertest.Cluster) []string {
+	op := c.PKI.Operator
+	return []string{"--router", c.Routers[0].Addr(), "--tls-ca", op.CA, "--tls-cert", op.Cert, "--tls-key", op.Key}
 }

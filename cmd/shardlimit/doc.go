@@ -19,6 +19,10 @@
 //   - `version` (also `--version`): the module version, commit and Go
 //     version.
 //
+// Every command group (the top level, ctl, ctl rules, ...) refuses a word
+// that is not one of its commands as a usage error (exit 2) naming the
+// closest command (subcommands.go).
+//
 // Flags map 1:1 onto each component's Options; the command only parses
 // them, starts the component and waits for SIGINT or SIGTERM. Every flag
 // of shard, router, rebalance and dev is read from its SHARDLIMIT_

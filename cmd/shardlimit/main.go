@@ -29,6 +29,7 @@ func main() {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", logLevel, "least severe log events written: "+strings.Join(logLevelNames, ", "))
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkLogFlags() }
 	root.AddCommand(withEnv(shardCmd()), withEnv(routerCmd()), withEnv(rebalanceCmd()), withEnv(devCmd()), etcdCmd(), ctlCmd(), benchCmd(), versionCmd())
+	requireSubcommand(root)
 	ranCommand := markRun(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -33,6 +33,15 @@ func checkOutput(format string) error {
 	return nil
 }
 
+// plural counts n of a noun that takes an s for more than one: "1 rule",
+// "4 rules", "0 rules". ctl's text output counts with it.
+func plural[N ~int | ~int32 | ~int64 | ~uint32 | ~uint64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // printOutput writes v as JSON or YAML when format asks for it, else calls
 // text. JSON and YAML hold the same stable view of v (see stableView).
 func printOutput(w io.Writer, format string, v any, text func() error) error {

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
-	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 // 300 checks over 7 users through a real cluster (two shards with their
@@ -20,16 +20,7 @@ import (
 // none marked as an estimate. The shards' default is to sample one in 8,
 // but only past a million decisions a period.
 func TestTopIsExactAtLowVolume(t *testing.T) {
-	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	rs, err := rules.Parse("top.yaml", []byte("rules:\n  - {service: shop, endpoint: /cart, name: cart, limit: 1000, period: 1h}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := clustertest.New(t, e.Endpoint(), clustertest.Options{Shards: 2, Rules: rs, Router: func(o *router.Options) {
+	c := ctlCluster(t, "rules:\n  - {service: shop, endpoint: /cart, name: cart, limit: 1000, period: 1h}\n", clustertest.Options{Shards: 2, Router: func(o *router.Options) {
 		o.OverLimitCache = -1
 	}})
 	const users, checks = 7, 300
@@ -62,11 +53,10 @@ func TestTopIsExactAtLowVolume(t *testing.T) {
 		t.Errorf("Admin API: hot keys of %d users, want %d", len(seen), users)
 	}
 
-	cf := c.PKI.Operator
 	cmd := ctlCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"top", "--once", "--keys", "10", "--router", c.Routers[0].Addr(), "--tls-ca", cf.CA, "--tls-cert", cf.Cert, "--tls-key", cf.Key})
+	cmd.SetArgs(append([]string{"top", "--once", "--keys", "10"}, operatorFlags(c)...))
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		t.Fatalf("ctl top --once: %v\n%s", err, out.String())
 	}
@@ -83,6 +73,53 @@ func TestTopIsExactAtLowVolume(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "every count is exact.") || strings.Contains(out.String(), "~") {
 		t.Errorf("ctl top does not say the counts are exact:\n%s", out.String())
+	}
+
+	// ctl members -o yaml summarises each shard's 1024 partition loads;
+	// --partitions prints them all.
+	tlsArgs := operatorFlags(c)
+	summary, _, err := runCtl(append([]string{"members", "-o", "yaml"}, tlsArgs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _, err := runCtl(append([]string{"members", "-o", "yaml", "--partitions"}, tlsArgs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type stats struct {
+		PartitionLoad    []uint64            `yaml:"partition_load"`
+		PartitionsLoaded int                 `yaml:"partitions_loaded"`
+		PartitionLoadTop []map[string]uint64 `yaml:"partition_load_top"`
+	}
+	parse := func(doc string) []stats {
+		var v struct {
+			Members []struct {
+				Stats stats `yaml:"stats"`
+			} `yaml:"members"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		var out []stats
+		for _, m := range v.Members {
+			out = append(out, m.Stats)
+		}
+		return out
+	}
+	s, f := parse(summary), parse(full)
+	if len(s) != 2 || len(f) != 2 {
+		t.Fatalf("members: %d summarised, %d full", len(s), len(f))
+	}
+	for i := range s {
+		if s[i].PartitionLoad != nil || s[i].PartitionsLoaded == 0 || len(s[i].PartitionLoadTop) == 0 || len(s[i].PartitionLoadTop) > topPartitions {
+			t.Errorf("summary of shard %d: %+v", i, s[i])
+		}
+		if n := len(f[i].PartitionLoad); n != 1024 {
+			t.Errorf("--partitions: shard %d has %d partition loads, want 1024", i, n)
+		}
+	}
+	if lines, fullLines := strings.Count(summary, "\n"), strings.Count(full, "\n"); lines >= 1024 || fullLines < 2*1024 {
+		t.Errorf("ctl members -o yaml printed %d lines, with --partitions %d", lines, fullLines)
 	}
 }
 
