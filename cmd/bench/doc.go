@@ -1,8 +1,9 @@
 // Package bench is shardlimit's load generator: `shardlimit bench` loads
 // routers through the public API (shardlimit.v1.RateLimiter/Check) or
 // Envoy's rate limit API v3 (ShouldRateLimit) and reports throughput,
-// latency quantiles, allowed, denied and failure-policy answers, errors by
-// gRPC code, and its own CPU per request. With Options.Baseline it first
+// latency quantiles, allowed, denied and failure-policy answers (on Envoy's
+// API, the descriptors the response's dynamic metadata marks:
+// envoy.FailurePolicyOf), errors by gRPC code, and its own CPU per request. With Options.Baseline it first
 // runs the same load against BaselineServer, an in-process no-op server
 // with the same message shapes, so that every figure can be read as a
 // ratio of what this client, gRPC and this machine allow in the same run.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/envoy"
 )
 
 // request is one worker's request message, built once and reused: each
@@ -107,16 +108,21 @@ func (r *envoyRequest) send(ctx context.Context, conn *grpc.ClientConn) error {
 	return conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, r.req, r.resp)
 }
 
-// tally counts OVER_LIMIT as denied and OK as allowed. Envoy's API has no
-// failure-policy flag: a descriptor answered by policy looks like one no
-// rule matched (OK, or OVER_LIMIT for a deny policy, without a limit), so
-// OK answers without a current limit are counted in noRule too.
+// tally counts the descriptors that the answer's dynamic metadata marks as
+// answered by failure policy (envoy.FailurePolicyOf) as policy, whatever
+// their code; of the others, OVER_LIMIT as denied and OK as allowed, and
+// OK without a current limit (no rule matched) in noRule too.
 func (r *envoyRequest) tally(s *stats) bool {
 	sts := r.resp.Statuses
 	if len(sts) != len(r.req.Descriptors) {
 		return false
 	}
-	for _, st := range sts {
+	byPolicy, _ := envoy.FailurePolicyOf(r.resp)
+	for i, st := range sts {
+		if byPolicy != nil && byPolicy[i] {
+			s.policy++
+			continue
+		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			s.denied++
 			continue

@@ -166,9 +166,7 @@ func merge(name, target string, ws []*worker, elapsed time.Duration, o *Options)
 			ph.ErrorsByCode["bad_answer"] += st.badAnswers
 		}
 	}
-	if o.API == APIPublic {
-		ph.FailurePolicy = &policy
-	}
+	ph.FailurePolicy = &policy
 	ph.AllowedWithoutRule = noRule
 	if elapsed > 0 {
 		ph.RequestsPerS = float64(ph.Requests) / elapsed.Seconds()
