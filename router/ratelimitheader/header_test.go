@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,7 +64,10 @@ func TestSeconds(t *testing.T) {
 
 func TestProblem(t *testing.T) {
 	rec := httptest.NewRecorder()
-	QuotaExceeded(http.StatusTooManyRequests, "retry in 6 s", []string{"checkout", "daily"}).Write(rec)
+	QuotaExceeded(http.StatusTooManyRequests, "retry in <6> s", []string{"checkout", "daily"}).Write(rec)
+	if !strings.Contains(rec.Body.String(), `"retry in <6> s"`) {
+		t.Fatalf("body %s: the detail is escaped for HTML", rec.Body.String())
+	}
 	if rec.Code != 429 || rec.Header().Get("Content-Type") != ProblemContentType {
 		t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -72,7 +76,7 @@ func TestProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"type": ProblemType, "title": ProblemTitle, "status": float64(429), "detail": "retry in 6 s",
+		"type": ProblemType, "title": ProblemTitle, "status": float64(429), "detail": "retry in <6> s",
 		"violated-policies": []any{"checkout", "daily"},
 	}
 	if !reflect.DeepEqual(got, want) {
