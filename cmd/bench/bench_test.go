@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -144,7 +148,7 @@ func TestErrorsByCode(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	for _, api := range []string{APIPublic, APIEnvoy} {
+	for _, api := range []string{APIPublic, APIEnvoy, APIHTTP} {
 		o := testOptions(api, false)
 		o.Requests = 20
 		o.Routers = []string{addr}
@@ -227,12 +231,28 @@ func TestTallyMixedAnswers(t *testing.T) {
 	}
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
+	// The same answers as the router's HTTP/JSON API gives them.
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := &shardlimitv1.CheckRequest{}
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/check" || protojson.Unmarshal(body, req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		resp, _ := m.Check(r.Context(), req)
+		b, _ := protojson.Marshal(resp)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(web.Close)
 
-	for _, api := range []string{APIPublic, APIEnvoy} {
+	for _, api := range []string{APIPublic, APIEnvoy, APIHTTP} {
 		m.n.Store(0)
 		o := testOptions(api, false)
 		o.Checks = 4
 		o.Routers = []string{l.Addr().String()}
+		if api == APIHTTP {
+			o.Routers = []string{strings.TrimPrefix(web.URL, "http://")}
+		}
 		rep, err := Run(context.Background(), o, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -243,7 +263,7 @@ func TestTallyMixedAnswers(t *testing.T) {
 		if p.Errors != 0 || p.Checks != checks {
 			t.Fatalf("%s: %d errors, %d checks; want 0 and %d", api, p.Errors, p.Checks, checks)
 		}
-		// 1200 checks numbered 1..1200: 300 of each kind, on both APIs.
+		// 1200 checks numbered 1..1200: 300 of each kind, on every API.
 		if *p.FailurePolicy != checks/4 || p.Denied != checks/4 || p.Allowed != checks/2 || p.AllowedWithoutRule != checks/4 {
 			t.Errorf("%s: allowed %d (without rule %d), denied %d, policy %d; want %d (%d), %d, %d",
 				api, p.Allowed, p.AllowedWithoutRule, p.Denied, *p.FailurePolicy, checks/2, checks/4, checks/4, checks/4)
@@ -381,7 +401,8 @@ func TestInterruptedRunStops(t *testing.T) {
 
 func TestValidateNamesTheField(t *testing.T) {
 	for field, mutate := range map[string]func(*Options){
-		"api":          func(o *Options) { o.API = "http" },
+		"api":          func(o *Options) { o.API = "rest" },
+		"baseline":     func(o *Options) { o.API, o.Baseline = APIHTTP, true },
 		"concurrency":  func(o *Options) { o.Concurrency = -1 },
 		"users":        func(o *Options) { o.Users = -5 },
 		"dist":         func(o *Options) { o.Dist = "normal" },
