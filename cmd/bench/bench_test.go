@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,8 +15,11 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/envoy"
 )
 
 // testOptions is a short run by request count: no assertion in this file
@@ -46,13 +52,10 @@ func startBaseline(t *testing.T) string {
 // checkCounts asserts the invariants every phase keeps.
 func checkCounts(t *testing.T, p *Phase, o *Options) {
 	t.Helper()
-	var policy uint64
-	if p.FailurePolicy != nil {
-		policy = *p.FailurePolicy
+	if p.FailurePolicy == nil {
+		t.Fatalf("%s: failure_policy is null; want a number on every API", p.Name)
 	}
-	if (p.FailurePolicy == nil) != (o.API == APIEnvoy) {
-		t.Errorf("%s: failure_policy is %v; want null exactly for Envoy's API", p.Name, p.FailurePolicy)
-	}
+	policy := *p.FailurePolicy
 	answered := p.Requests - p.Errors
 	if p.Checks != answered*uint64(o.Checks) {
 		t.Errorf("%s: %d checks in %d answered requests of %d checks", p.Name, p.Checks, answered, o.Checks)
@@ -145,7 +148,7 @@ func TestErrorsByCode(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	for _, api := range []string{APIPublic, APIEnvoy} {
+	for _, api := range []string{APIPublic, APIEnvoy, APIHTTP} {
 		o := testOptions(api, false)
 		o.Requests = 20
 		o.Routers = []string{addr}
@@ -162,8 +165,9 @@ func TestErrorsByCode(t *testing.T) {
 }
 
 // mixedServer answers in turn allowed, denied, by failure policy and
-// allowed without a rule (public API); OK, OVER_LIMIT and OK without a
-// limit (Envoy).
+// allowed without a rule: on the public API with its flags, on Envoy's
+// with OK, OVER_LIMIT, OK without a limit marked by the dynamic metadata
+// (as the router marks a policy answer) and OK without a limit unmarked.
 type mixedServer struct {
 	shardlimitv1.UnimplementedRateLimiterServer
 	rlsv3.UnimplementedRateLimitServiceServer
@@ -190,15 +194,28 @@ func (m *mixedServer) Check(_ context.Context, req *shardlimitv1.CheckRequest) (
 
 func (m *mixedServer) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp := &rlsv3.RateLimitResponse{}
-	for range req.Descriptors {
+	var byPolicy []any
+	for i := range req.Descriptors {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 10}}
-		switch m.n.Add(1) % 3 {
+		switch m.n.Add(1) % 4 {
 		case 1:
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		case 2:
 			st.CurrentLimit = nil
+			byPolicy = append(byPolicy, float64(i))
+		case 3:
+			st.CurrentLimit = nil
 		}
 		resp.Statuses = append(resp.Statuses, st)
+	}
+	if byPolicy != nil {
+		md, err := structpb.NewStruct(map[string]any{envoy.MetadataNamespace: map[string]any{
+			envoy.MetadataFailurePolicy: true, envoy.MetadataReason: envoy.ReasonShardUnreachable, envoy.MetadataDescriptors: byPolicy,
+		}})
+		if err != nil {
+			return nil, err
+		}
+		resp.DynamicMetadata = md
 	}
 	return resp, nil
 }
@@ -214,12 +231,28 @@ func TestTallyMixedAnswers(t *testing.T) {
 	}
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
+	// The same answers as the router's HTTP/JSON API gives them.
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := &shardlimitv1.CheckRequest{}
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/check" || protojson.Unmarshal(body, req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		resp, _ := m.Check(r.Context(), req)
+		b, _ := protojson.Marshal(resp)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(web.Close)
 
-	for _, api := range []string{APIPublic, APIEnvoy} {
+	for _, api := range []string{APIPublic, APIEnvoy, APIHTTP} {
 		m.n.Store(0)
 		o := testOptions(api, false)
 		o.Checks = 4
 		o.Routers = []string{l.Addr().String()}
+		if api == APIHTTP {
+			o.Routers = []string{strings.TrimPrefix(web.URL, "http://")}
+		}
 		rep, err := Run(context.Background(), o, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -230,17 +263,10 @@ func TestTallyMixedAnswers(t *testing.T) {
 		if p.Errors != 0 || p.Checks != checks {
 			t.Fatalf("%s: %d errors, %d checks; want 0 and %d", api, p.Errors, p.Checks, checks)
 		}
-		if api == APIPublic {
-			if *p.FailurePolicy != checks/4 || p.Denied != checks/4 || p.Allowed != checks/2 || p.AllowedWithoutRule != checks/4 {
-				t.Errorf("public: allowed %d (without rule %d), denied %d, policy %d; want %d (%d), %d, %d",
-					p.Allowed, p.AllowedWithoutRule, p.Denied, *p.FailurePolicy, checks/2, checks/4, checks/4, checks/4)
-			}
-		} else {
-			// 1200 descriptors numbered 1..1200: 400 of each kind.
-			if p.Denied != checks/3 || p.Allowed != 2*checks/3 || p.AllowedWithoutRule != checks/3 {
-				t.Errorf("envoy: allowed %d (without limit %d), denied %d; want %d (%d), %d",
-					p.Allowed, p.AllowedWithoutRule, p.Denied, 2*checks/3, checks/3, checks/3)
-			}
+		// 1200 checks numbered 1..1200: 300 of each kind, on every API.
+		if *p.FailurePolicy != checks/4 || p.Denied != checks/4 || p.Allowed != checks/2 || p.AllowedWithoutRule != checks/4 {
+			t.Errorf("%s: allowed %d (without rule %d), denied %d, policy %d; want %d (%d), %d, %d",
+				api, p.Allowed, p.AllowedWithoutRule, p.Denied, *p.FailurePolicy, checks/2, checks/4, checks/4, checks/4)
 		}
 	}
 }
@@ -334,8 +360,8 @@ func TestReportOutputs(t *testing.T) {
 				t.Errorf("%s: json phase lacks %q", api, key)
 			}
 		}
-		if fp, present := ph["failure_policy"]; !present || (api == APIEnvoy) != (fp == nil) {
-			t.Errorf("%s: failure_policy = %v (present %v); want null for envoy, a number otherwise", api, fp, present)
+		if fp, ok := ph["failure_policy"].(float64); !ok || fp != 0 {
+			t.Errorf("%s: failure_policy = %v; want the number 0", api, ph["failure_policy"])
 		}
 
 		var text bytes.Buffer
@@ -347,8 +373,8 @@ func TestReportOutputs(t *testing.T) {
 				t.Errorf("%s: text lacks %q:\n%s", api, want, text.String())
 			}
 		}
-		if api == APIEnvoy && !strings.Contains(text.String(), "n/a") {
-			t.Errorf("envoy: text does not say failure policy is not available:\n%s", text.String())
+		if strings.Contains(text.String(), "n/a") {
+			t.Errorf("%s: text says n/a:\n%s", api, text.String())
 		}
 	}
 }
@@ -375,7 +401,8 @@ func TestInterruptedRunStops(t *testing.T) {
 
 func TestValidateNamesTheField(t *testing.T) {
 	for field, mutate := range map[string]func(*Options){
-		"api":          func(o *Options) { o.API = "http" },
+		"api":          func(o *Options) { o.API = "rest" },
+		"baseline":     func(o *Options) { o.API, o.Baseline = APIHTTP, true },
 		"concurrency":  func(o *Options) { o.Concurrency = -1 },
 		"users":        func(o *Options) { o.Users = -5 },
 		"dist":         func(o *Options) { o.Dist = "normal" },

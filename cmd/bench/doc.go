@@ -1,8 +1,10 @@
 // Package bench is shardlimit's load generator: `shardlimit bench` loads
-// routers through the public API (shardlimit.v1.RateLimiter/Check) or
+// routers through the public API (shardlimit.v1.RateLimiter/Check, over
+// gRPC or, APIHTTP, as JSON through the router's HTTP/JSON API) or
 // Envoy's rate limit API v3 (ShouldRateLimit) and reports throughput,
-// latency quantiles, allowed, denied and failure-policy answers, errors by
-// gRPC code, and its own CPU per request. With Options.Baseline it first
+// latency quantiles, allowed, denied and failure-policy answers (on Envoy's
+// API, the descriptors the response's dynamic metadata marks:
+// envoy.FailurePolicyOf), errors by gRPC code, and its own CPU per request. With Options.Baseline it first
 // runs the same load against BaselineServer, an in-process no-op server
 // with the same message shapes, so that every figure can be read as a
 // ratio of what this client, gRPC and this machine allow in the same run.
@@ -25,7 +27,7 @@
 // The bench must never be the bottleneck it measures, so on the request
 // path it must never start a goroutine, build a message, format a user
 // name, take a lock shared between workers, or allocate beyond what gRPC
-// itself does: each worker owns its message (only the users change), its
+// (or, for APIHTTP, net/http and JSON) itself does: each worker owns its message (only the users change), its
 // random generator, its connection share and its stats (an atomic
 // log-linear histogram, see QuantileErrorBound), and they are merged after
 // the run. It must never write the live line except to a terminal the

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -53,7 +52,7 @@ type worker struct {
 	// conns are every connection, Options.Connections per address in
 	// address order; the worker sends on conns[at], and moves on by step
 	// (the next address's) when its router is gone.
-	conns    []*grpc.ClientConn
+	conns    []endpoint
 	at, step int
 	names    []string
 	st       *stats

@@ -13,6 +13,9 @@ const (
 	APIPublic = "public"
 	// APIEnvoy is envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit.
 	APIEnvoy = "envoy"
+	// APIHTTP is the public API through the router's HTTP/JSON API, POST
+	// /v1/check (router --http-listen): Routers are its addresses.
+	APIHTTP = "http"
 )
 
 // User distributions.
@@ -23,9 +26,10 @@ const (
 
 // Options configure a run. Flags of `shardlimit bench` map 1:1 onto them.
 type Options struct {
-	// API is APIPublic (default) or APIEnvoy.
+	// API is APIPublic (default), APIEnvoy or APIHTTP.
 	API string
-	// Routers are the gRPC addresses to load, round robin over their
+	// Routers are the gRPC addresses to load (for APIHTTP, the HTTP/JSON
+	// API's, as shardlimit dev's 127.0.0.1:8082), round robin over their
 	// connections; default 127.0.0.1:8081 (shardlimit dev's router).
 	// Unused with BaselineOnly.
 	Routers []string
@@ -147,8 +151,10 @@ func (o *Options) fill() {
 
 func (o *Options) validate() error {
 	switch {
-	case o.API != APIPublic && o.API != APIEnvoy:
-		return fmt.Errorf("api: %q is not %s or %s", o.API, APIPublic, APIEnvoy)
+	case o.API != APIPublic && o.API != APIEnvoy && o.API != APIHTTP:
+		return fmt.Errorf("api: %q is not %s, %s or %s", o.API, APIPublic, APIEnvoy, APIHTTP)
+	case o.API == APIHTTP && (o.Baseline || o.BaselineOnly):
+		return fmt.Errorf("baseline: the no-op server serves gRPC only, not the %s API", APIHTTP)
 	case o.Concurrency < 1 || o.Concurrency > 100_000:
 		return fmt.Errorf("concurrency: %d not in 1..100000", o.Concurrency)
 	case o.Rate < 0:

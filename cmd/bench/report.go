@@ -72,12 +72,14 @@ type Phase struct {
 	Allowed uint64 `json:"allowed"`
 	Denied  uint64 `json:"denied"`
 	// FailurePolicy counts checks the router answered by a rule's failure
-	// policy; null for Envoy's API, which has no such flag.
+	// policy: the public API's failure_policy flag, Envoy's dynamic
+	// metadata mark (envoy.FailurePolicyOf). Always set; a pointer because
+	// earlier reports had it null for Envoy's API.
 	FailurePolicy *uint64 `json:"failure_policy"`
 	// AllowedWithoutRule counts, among Allowed, checks no rule applied to
-	// (public API: no rule; Envoy: OK without a current limit, which is
-	// also how an answer by failure policy looks). Above 0, the bench's
-	// service, endpoint or descriptor may not match the rules.
+	// (public API: no rule; Envoy: OK without a current limit and not
+	// marked as a policy answer). Above 0, the bench's service, endpoint
+	// or descriptor may not match the rules.
 	AllowedWithoutRule uint64 `json:"allowed_without_rule"`
 	// Errors counts failed requests; ErrorsByCode by gRPC code name, with
 	// "bad_answer" for an answer without one decision per check.
@@ -234,12 +236,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	row("allowed", func(p *Phase) string { return group(float64(p.Allowed)) })
 	row("denied", func(p *Phase) string { return group(float64(p.Denied)) })
-	row("failure policy", func(p *Phase) string {
-		if p.FailurePolicy == nil {
-			return "n/a"
-		}
-		return group(float64(*p.FailurePolicy))
-	})
+	row("failure policy", func(p *Phase) string { return group(float64(policyOf(p))) })
 	row("errors", func(p *Phase) string { return group(float64(p.Errors)) })
 	row("bench CPU/request", func(p *Phase) string {
 		s := fmt.Sprintf("%.1f µs", p.BenchCPU.UsPerRequest)
@@ -270,7 +267,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if p.AllowedWithoutRule > 0 {
 			if c.API == APIEnvoy {
-				fmt.Fprintf(w, "  %s descriptors were OK without a limit: no rule matched the domain and descriptor, or a failure policy answered\n", group(float64(p.AllowedWithoutRule)))
+				fmt.Fprintf(w, "  %s descriptors were OK without a limit: no rule matches the domain and descriptor\n", group(float64(p.AllowedWithoutRule)))
 			} else {
 				fmt.Fprintf(w, "  %s checks were allowed without a rule: no rule matches the service and endpoint\n", group(float64(p.AllowedWithoutRule)))
 			}
@@ -288,9 +285,6 @@ func (r *Report) WriteText(w io.Writer) error {
 		if p.Interrupted {
 			fmt.Fprintln(w, "  interrupted before its end")
 		}
-	}
-	if c.API == APIEnvoy {
-		fmt.Fprintln(w, "failure policy: not available through Envoy's API, which has no such flag")
 	}
 	for i := range r.Phases {
 		if r.Phases[i].CPUIncludesServer {

@@ -5,9 +5,9 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/envoy"
 )
 
 // request is one worker's request message, built once and reused: each
@@ -15,24 +15,30 @@ import (
 type request interface {
 	// draw puts freshly drawn users into the message.
 	draw(p *picker, names []string)
-	// send sends the message on conn and waits for the answer.
-	send(ctx context.Context, conn *grpc.ClientConn) error
+	// send sends the message to t and waits for the answer.
+	send(ctx context.Context, t endpoint) error
 	// tally counts the last answer's decisions into s; false when the
 	// answer does not have one decision per check.
 	tally(s *stats) bool
 }
 
 func newRequest(o *Options) request {
-	if o.API == APIEnvoy {
+	switch o.API {
+	case APIEnvoy:
 		return newEnvoyRequest(o)
+	case APIHTTP:
+		return &httpRequest{publicRequest: *newPublicRequest(o)}
 	}
 	return newPublicRequest(o)
 }
 
-// methodOf names the gRPC method an API calls.
+// methodOf names the gRPC method an API calls, or the HTTP route.
 func methodOf(api string) string {
-	if api == APIEnvoy {
+	switch api {
+	case APIEnvoy:
 		return rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
+	case APIHTTP:
+		return "POST /v1/check"
 	}
 	return shardlimitv1.RateLimiter_Check_FullMethodName
 }
@@ -56,8 +62,8 @@ func (r *publicRequest) draw(p *picker, names []string) {
 	}
 }
 
-func (r *publicRequest) send(ctx context.Context, conn *grpc.ClientConn) error {
-	return conn.Invoke(ctx, shardlimitv1.RateLimiter_Check_FullMethodName, r.req, r.resp)
+func (r *publicRequest) send(ctx context.Context, t endpoint) error {
+	return t.conn.Invoke(ctx, shardlimitv1.RateLimiter_Check_FullMethodName, r.req, r.resp)
 }
 
 func (r *publicRequest) tally(s *stats) bool {
@@ -103,20 +109,25 @@ func (r *envoyRequest) draw(p *picker, names []string) {
 	}
 }
 
-func (r *envoyRequest) send(ctx context.Context, conn *grpc.ClientConn) error {
-	return conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, r.req, r.resp)
+func (r *envoyRequest) send(ctx context.Context, t endpoint) error {
+	return t.conn.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, r.req, r.resp)
 }
 
-// tally counts OVER_LIMIT as denied and OK as allowed. Envoy's API has no
-// failure-policy flag: a descriptor answered by policy looks like one no
-// rule matched (OK, or OVER_LIMIT for a deny policy, without a limit), so
-// OK answers without a current limit are counted in noRule too.
+// tally counts the descriptors that the answer's dynamic metadata marks as
+// answered by failure policy (envoy.FailurePolicyOf) as policy, whatever
+// their code; of the others, OVER_LIMIT as denied and OK as allowed, and
+// OK without a current limit (no rule matched) in noRule too.
 func (r *envoyRequest) tally(s *stats) bool {
 	sts := r.resp.Statuses
 	if len(sts) != len(r.req.Descriptors) {
 		return false
 	}
-	for _, st := range sts {
+	byPolicy, _ := envoy.FailurePolicyOf(r.resp)
+	for i, st := range sts {
+		if byPolicy != nil && byPolicy[i] {
+			s.policy++
+			continue
+		}
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			s.denied++
 			continue

@@ -72,20 +72,24 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	if o.TLS != nil { // the baseline's is nil unless it serves TLS (Run)
 		creds = credentials.NewTLS(o.TLS)
 	}
-	var conns []*grpc.ClientConn
+	var conns []endpoint
 	defer func() {
 		for _, c := range conns {
-			_ = c.Close()
+			c.close()
 		}
 	}()
 	for _, addr := range addrs {
 		for range o.Connections {
+			if o.API == APIHTTP {
+				conns = append(conns, httpEndpoint(addr, o.TLS, o.workers()))
+				continue
+			}
 			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				return nil, fmt.Errorf("%s: dial %s: %w", name, addr, err)
 			}
 			c.Connect()
-			conns = append(conns, c)
+			conns = append(conns, endpoint{conn: c})
 		}
 	}
 	n := o.workers()
@@ -118,7 +122,7 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 	}
 	var legit *legitRun
 	if name == PhaseTarget && o.Legit > 0 {
-		legit = startLegit(ctx, o, conns[0], span)
+		legit = startLegit(ctx, o, conns[0].conn, span)
 	}
 	before, floodBefore := rusage(), floodSeq.Load()
 	elapsed := l.run(ctx)
@@ -166,9 +170,7 @@ func merge(name, target string, ws []*worker, elapsed time.Duration, o *Options)
 			ph.ErrorsByCode["bad_answer"] += st.badAnswers
 		}
 	}
-	if o.API == APIPublic {
-		ph.FailurePolicy = &policy
-	}
+	ph.FailurePolicy = &policy
 	ph.AllowedWithoutRule = noRule
 	if elapsed > 0 {
 		ph.RequestsPerS = float64(ph.Requests) / elapsed.Seconds()

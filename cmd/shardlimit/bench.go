@@ -28,7 +28,10 @@ func benchCmd() *cobra.Command {
 API (ShouldRateLimit): a closed loop of --concurrency requests in flight, or an open loop of
 --rate requests per second. --baseline first runs the same load against an in-process no-op
 server with the same message shapes and reports the ratio; --baseline-only measures only that
-ceiling, without a cluster. The defaults load the sample rules of 'shardlimit dev'.`,
+ceiling, without a cluster. The defaults load the sample rules of 'shardlimit dev'.
+--api http sends the public API's checks as JSON to the routers' HTTP/JSON API (POST /v1/check;
+give its addresses with --router, as dev's 127.0.0.1:8082); it has no baseline. On every API,
+answers made by a rule's failure policy are counted as such ("failure policy").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -79,7 +82,7 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 	}
 	f := cmd.Flags()
 	registerLoadFlags(f, &o)
-	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses, comma-separated; connections are taken round robin, and a worker whose router is gone sends once more to the next one and stays there")
+	f.StringSliceVar(&o.Routers, "router", o.Routers, "router gRPC addresses (--api http: HTTP/JSON API addresses), comma-separated; connections are taken round robin, and a worker whose router is gone sends once more to the next one and stays there")
 	f.BoolVar(&o.Baseline, "baseline", o.Baseline, "first run the same load against an in-process no-op server and report the ratio")
 	f.BoolVar(&o.BaselineOnly, "baseline-only", o.BaselineOnly, "run against the in-process no-op server only: this client's ceiling on this machine")
 	f.BoolVar(&plain, "insecure", false, "plain text to routers run with --insecure (default: TLS with --tls-* or the client config file of $"+creds.EnvConfig+")")
@@ -96,7 +99,7 @@ ceiling, without a cluster. The defaults load the sample rules of 'shardlimit de
 // registerLoadFlags registers the flags that shape the load, shared by
 // `bench` and `bench table`.
 func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
-	f.StringVar(&o.API, "api", o.API, "API to call: public (RateLimiter/Check) or envoy (RateLimitService/ShouldRateLimit)")
+	f.StringVar(&o.API, "api", o.API, "API to call: public (RateLimiter/Check), envoy (RateLimitService/ShouldRateLimit) or http (the public API as JSON: POST /v1/check)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "closed loop: workers, each with one request in flight")
 	f.Float64Var(&o.Rate, "rate", o.Rate, "open loop: requests per second in all, issued on schedule whatever the answers (0: closed loop)")
 	f.IntVar(&o.MaxOutstanding, "max-outstanding", o.MaxOutstanding, "open loop: cap on requests in flight")

@@ -3,6 +3,7 @@ package envoy_test
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
@@ -216,4 +218,53 @@ func TestEnvoyRateLimitService(t *testing.T) {
 			t.Fatalf("after rejected requests: %v", resp)
 		}
 	})
+}
+
+// A descriptor whose shard is dead is answered by failure policy, and the
+// answer says so in its dynamic metadata, which Envoy's access log and
+// bench read: unlike an unmatched descriptor, which is OK without a limit
+// too, and unlike the descriptors the live shard decided.
+func TestFailurePolicyIsMarked(t *testing.T) {
+	rs, err := rules.Parse("envoy.yaml", []byte(clusterRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs, Shard: func(o *shard.Options) {
+		o.LeaseTTL = time.Minute // the dead shard keeps its partitions for the whole test
+	}})
+	cl := serve(t, c, envoy.Options{})
+	victim := c.Shards[0]
+	// Addresses whose counters the victim owns and one a live shard owns,
+	// and a descriptor no rule matches.
+	var dead, live []string
+	for i := 1; len(dead) < 2 || len(live) < 1; i++ {
+		ip := "10.2.0." + strconv.Itoa(i)
+		if c.Owner("edge", "ip-checkout", ip).ID == victim.ID() {
+			dead = append(dead, ip)
+		} else {
+			live = append(live, ip)
+		}
+	}
+	unmatched := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "path", Value: "/none"}}}
+	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{checkout(dead[0]), checkout(live[0]), unmatched, checkout(dead[1])}}
+	if resp := ask(t, cl, req); resp.DynamicMetadata != nil {
+		t.Fatalf("every shard up, yet marked: %v", resp.DynamicMetadata)
+	}
+	victim.Kill()
+
+	resp := ask(t, cl, req)
+	byPolicy, reason := envoy.FailurePolicyOf(resp)
+	if want := []bool{true, false, false, true}; !slices.Equal(byPolicy, want) || reason != envoy.ReasonShardUnreachable {
+		t.Fatalf("marked %v (%q), want %v (%s): %v", byPolicy, reason, want, envoy.ReasonShardUnreachable, resp)
+	}
+	for i, st := range resp.Statuses {
+		// Allowed by the rule's policy (allow), with no limit: the mark is
+		// what tells descriptor 0 from descriptor 2.
+		if st.Code != rlsv3.RateLimitResponse_OK || (st.CurrentLimit != nil) != (i == 1) {
+			t.Errorf("descriptor %d: %v", i, st)
+		}
+	}
+	if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Errorf("overall %v, want OK (fail open)", resp.OverallCode)
+	}
 }

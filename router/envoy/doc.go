@@ -18,7 +18,11 @@
 // current_limit (see CurrentLimit for how a period becomes Envoy's unit),
 // limit_remaining and duration_until_reset, plus, when Options.Headers is
 // set, the RateLimit-Policy, RateLimit and Retry-After response headers of
-// draft-ietf-httpapi-ratelimit-headers-10.
+// draft-ietf-httpapi-ratelimit-headers-10. A descriptor the Decider
+// answered by failure policy has its code but no limit, and the response's
+// dynamic_metadata marks it under the key "shardlimit" (policy.go: the
+// keys, and FailurePolicyOf, which reads them back), so that Envoy's access
+// log and the bench can tell it from a descriptor no rule matches.
 //
 // Unknown domains and descriptors that match no rule are answered OK
 // without a limit, as Envoy expects of a rate limit service. Malformed

@@ -145,6 +145,7 @@ func (s *service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if s.opts.Headers {
 		resp.ResponseHeadersToAdd = headers(states)
 	}
+	resp.DynamicMetadata = policyMetadata(idx, decisions)
 	s.traceCode(ctx, resp)
 	return resp, nil
 }
@@ -162,7 +163,8 @@ func (s *service) traceCode(ctx context.Context, resp *rlsv3.RateLimitResponse) 
 // allowed), the soft allowance, and a leaky_bucket's queueing delay, which
 // Envoy cannot wait out. A descriptor decided by failure policy has its
 // code but no current_limit, remaining or reset: no counter was read, and
-// Envoy's own headers would otherwise advertise a quota nobody measured.
+// Envoy's own headers would otherwise advertise a quota nobody measured;
+// the response's dynamic_metadata marks it (policyMetadata).
 func descriptorStatus(rule *rules.Rule, d *shardlimitv1.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	if !d.Allowed {

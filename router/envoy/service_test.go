@@ -3,6 +3,8 @@ package envoy
 import (
 	"context"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +147,45 @@ func TestShouldRateLimitStatuses(t *testing.T) {
 	h := headerMap(resp.ResponseHeadersToAdd)
 	if h[HeaderPolicy] != `"per-ip-path";q=10;w=60` || h[HeaderRateLimit] != `"per-ip-path";r=9;t=6` || h[HeaderRetryAfter] != "1" {
 		t.Errorf("headers %v", h)
+	}
+	// Only the descriptor answered by policy is marked, by its index.
+	if byPolicy, reason := FailurePolicyOf(resp); !slices.Equal(byPolicy, []bool{false, false, false, true, false}) || reason != ReasonShardUnreachable {
+		t.Errorf("marked %v (%q), want descriptor 3 only, %s; metadata %v", byPolicy, reason, ReasonShardUnreachable, resp.DynamicMetadata)
+	}
+}
+
+// The dynamic metadata marks answers by failure policy, and only them:
+// an answer decided by counters carries none.
+func TestFailurePolicyMetadata(t *testing.T) {
+	counter := &shardlimitv1.Decision{Allowed: true, Rule: "r"}
+	down := &shardlimitv1.Decision{Allowed: true, FailurePolicy: true, Rule: "r"}
+	shed := &shardlimitv1.Decision{Allowed: true, FailurePolicy: true, Overload: true, Rule: "r"}
+	for _, tc := range []struct {
+		name      string
+		idx       []int
+		decisions []*shardlimitv1.Decision
+		statuses  int
+		want      []bool
+		reason    string
+	}{
+		{"counters only", []int{0, 1}, []*shardlimitv1.Decision{counter, counter}, 2, nil, ""},
+		{"a shard down", []int{0, 2}, []*shardlimitv1.Decision{counter, down}, 3, []bool{false, false, true}, ReasonShardUnreachable},
+		{"shed", []int{1}, []*shardlimitv1.Decision{shed}, 2, []bool{false, true}, ReasonOverload},
+		{"shed and down", []int{0, 1}, []*shardlimitv1.Decision{shed, down}, 2, []bool{true, true}, ReasonShardUnreachable},
+	} {
+		resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, tc.statuses), DynamicMetadata: policyMetadata(tc.idx, tc.decisions)}
+		if tc.want == nil && resp.DynamicMetadata != nil {
+			t.Errorf("%s: metadata %v, want none", tc.name, resp.DynamicMetadata)
+		}
+		if got, reason := FailurePolicyOf(resp); !slices.Equal(got, tc.want) || reason != tc.reason {
+			t.Errorf("%s: marked %v (%q), want %v (%q)", tc.name, got, reason, tc.want, tc.reason)
+		}
+	}
+	// The keys are the documented ones.
+	m := policyMetadata([]int{4}, []*shardlimitv1.Decision{down}).AsMap()
+	want := map[string]any{"shardlimit": map[string]any{"failure_policy": true, "reason": "shard_unreachable", "descriptors": []any{float64(4)}}}
+	if !reflect.DeepEqual(m, want) {
+		t.Errorf("metadata %v, want %v", m, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
@@ -116,19 +119,37 @@ func (ans answer) decision(t *testing.T, i int) map[string]any {
 	return ds[i].(map[string]any)
 }
 
-// want fails unless the answer has status code and, for an error, a
-// message that contains every part.
+// want fails unless the answer has status code and, for an error, is
+// RFC 9457 problem details whose detail contains every part.
 func (ans answer) want(t *testing.T, code int, parts ...string) {
 	t.Helper()
 	if ans.code != code {
 		t.Fatalf("status %d, want %d: %s", ans.code, code, ans.raw)
 	}
-	msg, _ := ans.body["message"].(string)
+	if code < 400 || ans.body["decisions"] != nil || ans.body["overallCode"] != nil {
+		return // an answer, 429 included
+	}
+	if ct := ans.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("an error with Content-Type %q, want application/problem+json: %s", ct, ans.raw)
+	}
+	typ, _ := ans.body["type"].(string)
+	title, _ := ans.body["title"].(string)
+	if !strings.HasPrefix(typ, httpapi.ProblemBase) || title == "" || ans.body["status"] != float64(code) {
+		t.Fatalf("problem details without a type under %s, a title or status %d: %s", httpapi.ProblemBase, code, ans.raw)
+	}
+	detail, _ := ans.body["detail"].(string)
 	for _, p := range parts {
-		if !strings.Contains(msg, p) {
-			t.Fatalf("message %q does not name %q", msg, p)
+		if !strings.Contains(detail, p) {
+			t.Fatalf("detail %q does not name %q", detail, p)
 		}
 	}
+}
+
+// problemType is the kind of an error answer: its type after
+// httpapi.ProblemBase.
+func (ans answer) problemType() string {
+	typ, _ := ans.body["type"].(string)
+	return strings.TrimPrefix(typ, httpapi.ProblemBase)
 }
 
 func check(service, endpoint, user string) string {
@@ -183,7 +204,7 @@ func TestHTTPAPI(t *testing.T) {
 		return nil
 	})
 
-	t.Run("allowed, then denied with 200 by default", func(t *testing.T) {
+	t.Run("allowed, then denied with 200 by default, with RateLimit fields", func(t *testing.T) {
 		for i := range 2 {
 			ans := shop.post("/v1/check", check("shop", "/buy", "alice"))
 			ans.want(t, http.StatusOK)
@@ -191,14 +212,39 @@ func TestHTTPAPI(t *testing.T) {
 			if d["allowed"] != true || d["limit"] != "2" || d["remaining"] != strconv.Itoa(1-i) || d["rule"] != "buy" {
 				t.Fatalf("check %d: %s", i, ans.raw)
 			}
+			// Token bucket 2/min: one more hit every 30 s.
+			if p, l := ans.header.Get("RateLimit-Policy"), ans.header.Get("RateLimit"); p != `"buy";q=2;w=60` || !strings.HasPrefix(l, `"buy";r=`+strconv.Itoa(1-i)+";t=") {
+				t.Fatalf("check %d: RateLimit-Policy %q, RateLimit %q", i, p, l)
+			}
+			if ra := ans.header.Get("Retry-After"); ra != "" {
+				t.Fatalf("check %d: Retry-After %q while allowed", i, ra)
+			}
 		}
 		ans := shop.post("/v1/check", check("shop", "/buy", "alice"))
 		ans.want(t, http.StatusOK)
 		if d := ans.decision(t, 0); d["allowed"] != false || d["remaining"] != "0" || d["retryAfter"] == nil {
 			t.Fatalf("over the limit: %s", ans.raw)
 		}
-		if ra := ans.header.Get("Retry-After"); ra != "" {
-			t.Fatalf("Retry-After %q on a 200", ra)
+		// Denied: Retry-After, and t is the same wait (it never points earlier).
+		ra, err := strconv.Atoi(ans.header.Get("Retry-After"))
+		if err != nil || ra < 1 || ra > 60 {
+			t.Fatalf("denied: Retry-After %q, want 1..60", ans.header.Get("Retry-After"))
+		}
+		if p, l := ans.header.Get("RateLimit-Policy"), ans.header.Get("RateLimit"); p != `"buy";q=2;w=60` || l != `"buy";r=0;t=`+strconv.Itoa(ra) {
+			t.Fatalf("denied: RateLimit-Policy %q, RateLimit %q, want t=%d", p, l, ra)
+		}
+		// A batch of several checks gets no fields: they would mix users.
+		ans = shop.post("/v1/check", `{"checks":[{"service":"shop","endpoint":"/buy","user":"alice"},{"service":"shop","endpoint":"/buy","user":"zed"}]}`)
+		ans.want(t, http.StatusOK)
+		for _, f := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+			if v := ans.header.Get(f); v != "" {
+				t.Fatalf("a batch of 2 with %s %q", f, v)
+			}
+		}
+		// A check no rule applies to gets none either.
+		ans = shop.post("/v1/check", check("shop", "/none", "alice"))
+		if ans.header.Get("RateLimit-Policy") != "" || ans.header.Get("RateLimit") != "" {
+			t.Fatalf("no rule, yet fields: %v", ans.header)
 		}
 	})
 
@@ -229,6 +275,26 @@ func TestHTTPAPI(t *testing.T) {
 		ans.want(t, http.StatusOK)
 		if ans.decision(t, 0)["allowed"] != true {
 			t.Fatalf("%s", ans.raw)
+		}
+	})
+
+	t.Run("errors are problem details, one type per kind", func(t *testing.T) {
+		for _, tc := range []struct {
+			ans  answer
+			kind string
+		}{
+			{shop.post("/v1/check", `{"checks":[]}`), "invalid-argument"},
+			{shop.post("/v1/check", `{"checks":[{"service":"shop","user":"`+strings.Repeat("x", 5000)+`"}]}`), "body-too-large"},
+			{anonymous.post("/v1/check", check("shop", "/buy", "u")), "unauthenticated"},
+			{other.post("/v1/check", check("shop", "/buy", "u")), "permission-denied"},
+			{api{t: t, base: base, client: httpClient(c.TLS(creds.OperatorID), false)}.post("/v1/check", check("nobody", "/x", "u")), "unknown-service"},
+			{shop.post("/v2/check", check("shop", "/buy", "u")), "not-found"},
+			{shop.do(http.MethodGet, "/json", ""), "method-not-allowed"},
+		} {
+			if got := tc.ans.problemType(); got != tc.kind {
+				t.Errorf("type %q, want %q: %d %s", got, tc.kind, tc.ans.code, tc.ans.raw)
+			}
+			tc.ans.want(t, tc.ans.code)
 		}
 	})
 
@@ -392,4 +458,50 @@ func TestHTTPAPISharesTheConnectionBound(t *testing.T) {
 	}
 	held[0].Close()
 	poll.Until(t, 30*time.Second, req)
+}
+
+// With a shard dead, its users' answers are made by failure policy and
+// say so: /v1/check's decision has failurePolicy and no RateLimit fields
+// (no counter was read), and /json's answer carries the dynamic metadata
+// that marks the descriptor, as on gRPC.
+func TestHTTPAPIFailurePolicy(t *testing.T) {
+	c := start(t, clustertest.Options{Insecure: true, Shard: func(o *shard.Options) {
+		o.LeaseTTL = time.Minute // the dead shard keeps its partitions for the whole test
+	}})
+	a := api{t: t, base: "http://" + c.Routers[0].HTTPAddr(), client: http.DefaultClient}
+	// The edge rule has no wildcard: its one counter is "*".
+	victim := c.Shards[0]
+	if c.Owner("edge", "checkout", "*").ID != victim.ID() {
+		victim = c.Shards[1]
+	}
+	var user string
+	for i := 0; user == ""; i++ {
+		if u := "u" + strconv.Itoa(i); c.Owner("shop", "buy", u).ID == victim.ID() {
+			user = u
+		}
+	}
+	const envoyReq = `{"domain":"edge","descriptors":[{"entries":[{"key":"path","value":"/other"}]},{"entries":[{"key":"path","value":"/checkout"}]}]}`
+	if ans := a.post("/json", envoyReq); ans.body["dynamicMetadata"] != nil {
+		t.Fatalf("every shard up, yet marked: %s", ans.raw)
+	}
+	victim.Kill()
+
+	ans := a.post("/v1/check", check("shop", "/buy", user))
+	ans.want(t, http.StatusOK)
+	if d := ans.decision(t, 0); d["allowed"] != true || d["failurePolicy"] != true {
+		t.Fatalf("user of the dead shard: %s", ans.raw)
+	}
+	for _, f := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+		if v := ans.header.Get(f); v != "" {
+			t.Fatalf("an answer by failure policy with %s %q", f, v)
+		}
+	}
+
+	ans = a.post("/json", envoyReq)
+	ans.want(t, http.StatusOK)
+	md, _ := ans.body["dynamicMetadata"].(map[string]any)
+	want := map[string]any{"shardlimit": map[string]any{"failure_policy": true, "reason": "shard_unreachable", "descriptors": []any{float64(1)}}}
+	if !reflect.DeepEqual(md, want) {
+		t.Fatalf("dynamicMetadata %v, want %v: %s", md, want, ans.raw)
+	}
 }

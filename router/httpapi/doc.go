@@ -18,16 +18,23 @@
 // are counted in the same metric. Validation, decisions and their metrics
 // are the services', so they are the same too.
 //
-// Statuses are the gRPC codes' HTTP statuses (400 InvalidArgument naming
-// the field, 401 Unauthenticated, 403 PermissionDenied, 404 NotFound for a
-// service with no rules, 503 Unavailable when no answer is possible), with
-// a google.rpc.Status as the JSON body; a body over Options.MaxBody is
-// 413, a method other than POST 405, and a query parameter other than
-// /v1/check's deny_status 400, so that a misspelt one is not ignored. A
-// denial is an answer, not an error: /v1/check answers it 200 with
-// allowed false, or 429 with a Retry-After header when the request asks
-// with ?deny_status=429 (status.go); /json answers 429 whenever
-// overall_code is OVER_LIMIT, as envoy ratelimit does. Each request is
+// Errors are RFC 9457 problem details (application/problem+json: type,
+// title, status, detail), one problem type per kind of error, mapped from
+// the services' gRPC codes in one table (problem.go): 400 invalid-argument
+// (the detail names the field and the bound), 401 unauthenticated, 403
+// permission-denied, 404 unknown-service (a service with no rules), 503
+// unavailable when no answer is possible; a body over Options.MaxBody is
+// 413 body-too-large, a method other than POST 405, a path the API does
+// not serve 404 not-found, and a query parameter other than /v1/check's
+// deny_status 400, so that a misspelt one is not ignored. A denial is an
+// answer, not an error: /v1/check answers it 200 with allowed false, or
+// 429 when the request asks with ?deny_status=429 (status.go). An answer
+// to a single check carries the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-10 for its rules' counters and,
+// when denied, Retry-After, from the same code as the Go middleware's
+// (router/ratelimitheader); /json answers 429 whenever overall_code is
+// OVER_LIMIT, as envoy ratelimit does, and carries the dynamic metadata
+// that marks answers by failure policy (router/envoy). Each request is
 // counted in shardlimit_router_http_requests_total{api,code}.
 //
 // The package is glue: it reads only the body's size and the query, and

@@ -79,7 +79,7 @@ func Start(o Options, s Services) (*Server, error) {
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithErrorHandler(errorHandler),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
-		runtime.WithForwardResponseOption(denyStatus),
+		runtime.WithForwardResponseOption(answerHeaders),
 	)
 	ctx := context.Background()
 	if err := shardlimitgw.RegisterRateLimiterHandlerServer(ctx, mux, rateLimiter{next: s.RateLimiter, authorize: s.Authorize}); err != nil {

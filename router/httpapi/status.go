@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -90,59 +89,56 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// errorHandler is grpc-gateway's, but for a body over the bound, answered
-// 413 naming the bound, and 401s, whose WWW-Authenticate header (which
-// HTTP requires of them) is a challenge, not grpc-gateway's copy of the
-// message.
-func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+// errorHandler answers every error of the API as RFC 9457 problem
+// details, of the kind its gRPC code says (problem.go), but for a body
+// over the bound: 413, naming the bound. A 401 carries WWW-Authenticate,
+// which HTTP requires of it: a Bearer challenge.
+func errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if st := requestOf(r.Context()); st != nil && st.tooLarge {
-		writeStatus(w, m, http.StatusRequestEntityTooLarge, status.New(codes.InvalidArgument, fmt.Sprintf("body: larger than the maximum of %d bytes (--http-max-body)", st.maxBody)))
+		problem(w, bodyTooLarge, fmt.Sprintf("body: larger than the maximum of %d bytes (--http-max-body)", st.maxBody))
 		return
 	}
-	if status.Code(err) == codes.Unauthenticated {
-		w = challenge{w}
+	st := status.Convert(err)
+	k := kindOf(st)
+	if k == unauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="shardlimit"`)
 	}
-	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+	problem(w, k, st.Message())
 }
 
-// routingErrorHandler is grpc-gateway's, but answers a route called with
-// another method than POST 405 with an Allow header, where grpc-gateway
-// answers 501.
-func routingErrorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
-	if code == http.StatusMethodNotAllowed {
+// routingErrorHandler answers a request no route serves: a path the API
+// does not serve 404, a route called with another method than POST 405
+// with an Allow header (grpc-gateway answers 501), anything else by its
+// status, with the problem type about:blank (RFC 9457: no more to say
+// than the status).
+func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, code int) {
+	switch code {
+	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", http.MethodPost)
-		writeStatus(w, m, code, status.New(codes.Unimplemented, r.URL.Path+": only POST is served"))
-		return
+		problem(w, methodNotAllowed, r.URL.Path+": only POST is served")
+	case http.StatusNotFound:
+		problem(w, noRoute, r.URL.Path+": not served (the API serves POST /v1/check and POST /json)")
+	default:
+		ratelimitheader.Problem{Type: "about:blank", Title: http.StatusText(code), Status: code}.Write(w)
 	}
-	runtime.DefaultRoutingErrorHandler(ctx, mux, m, w, r, code)
 }
 
-// writeStatus answers st as JSON with HTTP status code.
-func writeStatus(w http.ResponseWriter, m runtime.Marshaler, code int, st *status.Status) {
-	body, _ := m.Marshal(st.Proto())
-	w.Header().Set("Content-Type", m.ContentType(nil))
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
-}
-
-// challenge sets WWW-Authenticate as the status is written.
-type challenge struct{ http.ResponseWriter }
-
-func (c challenge) WriteHeader(code int) {
-	c.Header().Set("WWW-Authenticate", `Bearer realm="shardlimit"`)
-	c.ResponseWriter.WriteHeader(code)
-}
-
-// denyStatus answers a denial 429 where asked: a CheckResponse with a
-// denied check when the request said deny_status=429, with Retry-After
-// the longest retry_after of its denied checks in whole seconds (rounded
-// up; absent when zero); Envoy's RateLimitResponse whenever its
-// overall_code is OVER_LIMIT, as envoy ratelimit's /json does.
-func denyStatus(ctx context.Context, w http.ResponseWriter, m proto.Message) error {
+// answerHeaders sets the headers of an answer. A CheckResponse of one
+// check gets the RateLimit-Policy and RateLimit fields of its rules'
+// counters (ratelimitheader.Advertised: none for an answer by failure
+// policy or a shadow rule) and, when denied, Retry-After; one of several
+// checks gets none (its rules' fields would mix users). Asked with
+// deny_status=429, an answer with any check denied is a 429, with
+// Retry-After the longest retry_after of its denied checks. Retry-After
+// is whole seconds rounded up, at least 1, and absent for a denial never
+// lifted (more hits than the rule ever allows). Envoy's RateLimitResponse
+// is a 429 whenever its overall_code is OVER_LIMIT, as envoy ratelimit's
+// /json does.
+func answerHeaders(ctx context.Context, w http.ResponseWriter, m proto.Message) error {
 	switch resp := m.(type) {
 	case *shardlimitv1.CheckResponse:
-		if st := requestOf(ctx); st == nil || !st.want429 {
-			return nil
+		if len(resp.Decisions) == 1 {
+			ratelimitheader.SetFields(w.Header(), ratelimitheader.Advertised(answersOf(resp.Decisions[0])))
 		}
 		denied, retry := false, time.Duration(0)
 		for _, d := range resp.Decisions {
@@ -150,19 +146,40 @@ func denyStatus(ctx context.Context, w http.ResponseWriter, m proto.Message) err
 				denied, retry = true, max(retry, d.GetRetryAfter().AsDuration())
 			}
 		}
-		if !denied {
-			return nil
+		want429 := denied && requestOf(ctx) != nil && requestOf(ctx).want429
+		if denied && (len(resp.Decisions) == 1 || want429) {
+			if s, ok := ratelimitheader.RetryAfter(retry); ok {
+				w.Header().Set(ratelimitheader.RetryAfterField, s)
+			}
 		}
-		// A denial never lifted (more hits than the rule ever allows)
-		// advertises no time.
-		if s := ratelimitheader.Seconds(retry); s > 0 && retry <= ratelimitheader.Never {
-			w.Header().Set("Retry-After", strconv.FormatInt(s, 10))
+		if want429 {
+			w.WriteHeader(http.StatusTooManyRequests)
 		}
-		w.WriteHeader(http.StatusTooManyRequests)
 	case *rlsv3.RateLimitResponse:
 		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	}
 	return nil
+}
+
+// answersOf is every rule's answer in d: its quotas when several rules
+// applied, else its own.
+func answersOf(d *shardlimitv1.Decision) []ratelimitheader.Answer {
+	if qs := d.GetQuotas(); len(qs) > 0 {
+		as := make([]ratelimitheader.Answer, len(qs))
+		for i, q := range qs {
+			as[i] = ratelimitheader.Answer{
+				Rule: q.GetRule(), Limit: q.GetLimit(), Window: q.GetWindow().AsDuration(), Allowed: q.GetAllowed(),
+				Remaining: q.GetRemaining(), RetryAfter: q.GetRetryAfter().AsDuration(), NextAfter: q.GetNextAfter().AsDuration(),
+				FailurePolicy: q.GetFailurePolicy(), Shadow: q.GetShadow(),
+			}
+		}
+		return as
+	}
+	return []ratelimitheader.Answer{{
+		Rule: d.GetRule(), Limit: d.GetLimit(), Window: d.GetWindow().AsDuration(), Allowed: d.GetAllowed(),
+		Remaining: d.GetRemaining(), RetryAfter: d.GetRetryAfter().AsDuration(), NextAfter: d.GetNextAfter().AsDuration(),
+		FailurePolicy: d.GetFailurePolicy(), Shadow: d.GetShadow(),
+	}}
 }

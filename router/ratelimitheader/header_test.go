@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,7 +64,10 @@ func TestSeconds(t *testing.T) {
 
 func TestProblem(t *testing.T) {
 	rec := httptest.NewRecorder()
-	QuotaExceeded(http.StatusTooManyRequests, "retry in 6 s", []string{"checkout", "daily"}).Write(rec)
+	QuotaExceeded(http.StatusTooManyRequests, "retry in <6> s", []string{"checkout", "daily"}).Write(rec)
+	if !strings.Contains(rec.Body.String(), `"retry in <6> s"`) {
+		t.Fatalf("body %s: the detail is escaped for HTML", rec.Body.String())
+	}
 	if rec.Code != 429 || rec.Header().Get("Content-Type") != ProblemContentType {
 		t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -72,10 +76,50 @@ func TestProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"type": ProblemType, "title": ProblemTitle, "status": float64(429), "detail": "retry in 6 s",
+		"type": ProblemType, "title": ProblemTitle, "status": float64(429), "detail": "retry in <6> s",
 		"violated-policies": []any{"checkout", "daily"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("body %v, want %v", got, want)
+	}
+}
+
+func TestAdvertised(t *testing.T) {
+	counted := Answer{Rule: "checkout", Limit: 10, Window: time.Minute, Allowed: false, Remaining: 0, RetryAfter: 6 * time.Second, NextAfter: time.Second}
+	got := Advertised([]Answer{
+		counted,
+		{Rule: "daily", Limit: 1000, Window: 24 * time.Hour, Allowed: true, Remaining: 875, NextAfter: time.Hour},
+		{Rule: "down", Limit: 5, FailurePolicy: true},
+		{Rule: "shadow", Limit: 5, Shadow: true},
+		{Limit: 5},          // no rule
+		{Rule: "unlimited"}, // no limit
+	})
+	want := []Quota{
+		{Name: "checkout", Quota: 10, Window: time.Minute, Remaining: 0, Reset: 6 * time.Second},
+		{Name: "daily", Quota: 1000, Window: 24 * time.Hour, Remaining: 875, Reset: time.Hour},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Advertised = %+v, want %+v", got, want)
+	}
+	h := http.Header{}
+	SetFields(h, got)
+	if h.Get(PolicyField) != `"checkout";q=10;w=60, "daily";q=1000;w=86400` || h.Get(LimitField) != `"checkout";r=0;t=6, "daily";r=875;t=3600` {
+		t.Fatalf("fields %v", h)
+	}
+	h = http.Header{}
+	SetFields(h, nil)
+	if len(h) != 0 {
+		t.Fatalf("no quotas: %v", h)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "1", time.Millisecond: "1", 5800 * time.Millisecond: "6", Never: "3153600000"} {
+		if got, ok := RetryAfter(d); !ok || got != want {
+			t.Errorf("RetryAfter(%v) = %q, %v; want %q", d, got, ok, want)
+		}
+	}
+	if got, ok := RetryAfter(Never + 1); ok {
+		t.Errorf("RetryAfter past Never = %q, want none", got)
 	}
 }

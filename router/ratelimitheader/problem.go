@@ -1,6 +1,7 @@
 package ratelimitheader
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -34,12 +35,16 @@ func QuotaExceeded(status int, detail string, violated []string) Problem {
 // Write answers p: its status, Content-Type application/problem+json and
 // the JSON body. Headers set before stay.
 func (p Problem) Write(w http.ResponseWriter) {
-	body, err := json.Marshal(p)
-	if err != nil { // a Problem always marshals
+	// Not escaped for HTML (a detail's "<token>" stays readable): the
+	// body is served as application/problem+json with nosniff.
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil { // a Problem always marshals
 		panic("ratelimitheader: " + err.Error())
 	}
 	w.Header().Set("Content-Type", ProblemContentType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body.Bytes())
 }

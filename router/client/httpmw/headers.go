@@ -9,25 +9,21 @@ import (
 )
 
 // advertised returns the quota policies of d that RateLimit fields may
-// describe: those decided by a counter. Not when no rule applies, not when
-// a failure policy or the client's failure mode decided (no counter was
-// read, so there is nothing true to say), not for shadow rules (which
-// never limit, so advertising them would mislead clients).
+// describe (ratelimitheader.Advertised: those decided by a counter), none
+// when the client's failure mode decided.
 func advertised(d client.Decision) []ratelimitheader.Quota {
 	if d.FromFailureMode {
 		return nil
 	}
-	var qs []ratelimitheader.Quota
-	for _, q := range d.Policies() {
-		if q.Limit <= 0 || q.Rule == "" || q.FailurePolicy || q.Shadow {
-			continue
+	ps := d.Policies()
+	as := make([]ratelimitheader.Answer, len(ps))
+	for i, q := range ps {
+		as[i] = ratelimitheader.Answer{
+			Rule: q.Rule, Limit: q.Limit, Window: q.Window, Allowed: q.Allowed, Remaining: q.Remaining,
+			RetryAfter: q.RetryAfter, NextAfter: q.NextAfter, FailurePolicy: q.FailurePolicy, Shadow: q.Shadow,
 		}
-		qs = append(qs, ratelimitheader.Quota{
-			Name: q.Rule, Quota: q.Limit, Window: q.Window, Remaining: q.Remaining,
-			Reset: ratelimitheader.Reset(q.Allowed, q.RetryAfter, q.NextAfter),
-		})
 	}
-	return qs
+	return ratelimitheader.Advertised(as)
 }
 
 // setRateLimitFields sets the RateLimit-Policy and RateLimit fields of
@@ -44,13 +40,7 @@ func advertised(d client.Decision) []ratelimitheader.Quota {
 // allowed, its NextAfter (when remaining grows), not the time until the
 // quota is whole. It sets nothing when no counter decided.
 func setRateLimitFields(h http.Header, d client.Decision) {
-	qs := advertised(d)
-	if len(qs) == 0 {
-		return
-	}
-	policy, limit := ratelimitheader.Fields(qs)
-	h.Set(ratelimitheader.PolicyField, policy)
-	h.Set(ratelimitheader.LimitField, limit)
+	ratelimitheader.SetFields(h, advertised(d))
 }
 
 // retryAfter is the Retry-After value of a denied decision: whole seconds,
