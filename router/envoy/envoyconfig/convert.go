@@ -263,10 +263,17 @@ func (cv *converter) add(d *Descriptor, p []rules.DescriptorEntry, r rules.Rule)
 
 func (cv *converter) addOrigin(d *Descriptor, p []rules.DescriptorEntry, r rules.Rule, added bool) {
 	name := cmp.Or(r.Name, rules.FormatDescriptor(p))
-	if len(name) > rules.MaxNameLength {
+	switch {
+	case len(name) > rules.MaxNameLength:
 		short := shorten(name)
 		cv.note(d, d.Line, false, "name %q is longer than the %d bytes of a rule name: named %q", name, rules.MaxNameLength, short)
 		name = short
+	case name == "*":
+		// A top-level key "*" without a value: envoy ratelimit's key is
+		// literal, and so is a rule's descriptor key, but "*" as a rule
+		// name means every endpoint.
+		cv.note(d, d.Line, false, "name %q is only allowed as an endpoint, not as a rule name: named %q", name, fit(name))
+		name = fit(name)
 	}
 	if prev, taken := cv.names[name]; taken {
 		unique := name
