@@ -7,7 +7,7 @@
 //
 // Parse reads one file into a Config, rejecting what envoy ratelimit
 // rejects (unknown keys, a missing key or unit, a unit with unlimited,
-// duplicate descriptors). Convert turns configs into rules: each
+// duplicate descriptors, share_threshold without a '*' value). Convert turns configs into rules: each
 // descriptor with a rate_limit becomes a rule whose descriptor is the path
 // from the top of its domain; a value ending in '*' stays a prefix
 // wildcard; unlimited becomes unlimited, requests_per_unit: 0 deny_all,
@@ -16,9 +16,10 @@
 // descriptor without a rate_limit that envoy ratelimit would match (a leaf,
 // or a placeholder another rule would otherwise decide) becomes an
 // unlimited rule, since envoy ratelimit answers it without a limit.
-// detailed_metric, value_to_metric (per-value metrics) and share_threshold
-// (one counter for a wildcard's values) are noted and left out; a key
-// envoy ratelimit does not know is an error, as there.
+// detailed_metric and value_to_metric (per-value metrics) are noted and
+// left out, and so is share_threshold (one counter for a wildcard's
+// values: the rule counts each value on its own); a key envoy ratelimit
+// does not know is an error, as there.
 //
 // envoy ratelimit walks its tree greedily, never backtracking, while
 // router/envoy's Match picks the most specific rule; Convert probes every
