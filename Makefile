@@ -66,7 +66,8 @@ test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race 
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
-	@missing=$$(comm -13 <($(GO) list $(RACE_PKGS) | sort) <($(GO) list $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t))))) | sort)); \
+	@race=$$($(GO) list $(RACE_PKGS)) && fuzz=$$($(GO) list $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))) || exit 1; \
+	  missing=$$(comm -13 <(sort <<<"$$race") <(sort <<<"$$fuzz")); \
 	  if [ -n "$$missing" ]; then echo "fuzz targets whose seed corpora make test would not run (add them to RACE_PKGS):"; echo "$$missing"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 5m ./cmd/faults
