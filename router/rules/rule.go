@@ -60,11 +60,16 @@ type Rule struct {
 	// Period of the limit, like "1s", "1m", "1h" or "1d". Required, but
 	// for unlimited and deny_all rules.
 	Period Duration `yaml:"period,omitempty" json:"period,omitempty"`
-	// Burst is the bucket capacity for bucket algorithms; default Limit.
+	// Burst is the capacity of the bucket algorithms: the hits a
+	// token_bucket or gcra allows back to back, the size of a
+	// leaky_bucket's queue. Default Limit. The window algorithms ignore it.
 	Burst int64 `yaml:"burst,omitempty" json:"burst,omitempty"`
-	// MaxDelay, for leaky_bucket only, lets a request wait in the queue up
-	// to this long instead of being denied; the answer's delay says how
-	// long to wait. Default 0: deny rather than queue.
+	// MaxDelay, for leaky_bucket only, is the longest a request may wait in
+	// the queue: a request that fits in the queue is allowed, and the
+	// answer's delay says how long it waits before it is served. Default:
+	// the queue's whole drain time, Burst·Period/Limit, so every request
+	// that fits is allowed. A shorter MaxDelay denies the requests that
+	// would wait longer.
 	MaxDelay Duration `yaml:"max_delay,omitempty" json:"max_delay,omitempty"`
 	// SoftPercent makes the limit soft: this many percent over the limit are
 	// allowed, and such answers say the allowance was used. Default 0: hard.

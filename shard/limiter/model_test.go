@@ -79,9 +79,14 @@ func (m *model) allows(t, n int64) bool {
 		}
 		return true
 	case LeakyBucket:
-		// The request fits in the queue and waits at most MaxDelay.
+		// The request fits in the queue and waits at most MaxDelay, or
+		// when that is 0, at most the whole queue's drain time.
 		b := m.backlog(t)
-		return b+n*p <= m.capacity*p && b <= l*m.maxDelay
+		wait := l * m.maxDelay // the longest wait, times Limit
+		if m.maxDelay == 0 {
+			wait = m.capacity * p
+		}
+		return b+n*p <= m.capacity*p && b <= wait
 	case FixedWindow:
 		ws := m.window(t)
 		return m.sum(ws, ws+p)+n <= l
@@ -224,8 +229,10 @@ func randomRule(rng *rand.Rand, alg Algorithm) Rule {
 	}
 	if alg == LeakyBucket {
 		span := r.Capacity() * r.Period / r.Limit
-		switch rng.IntN(4) {
-		case 0: // queue nothing
+		switch rng.IntN(5) {
+		case 0: // the default: the whole queue's drain time
+		case 4: // queue nothing
+			r.MaxDelay = 1
 		case 1:
 			r.MaxDelay = rng.Int64N(span + 1)
 		case 2:

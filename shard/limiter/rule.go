@@ -112,10 +112,13 @@ type Rule struct {
 	// admitted request may have in the queue before it is served: a request
 	// that fits in the queue and would wait at most MaxDelay is allowed
 	// with Decision.Delay set, and the caller sleeps that long before going
-	// ahead. Zero (the default) queues nothing: only a request that need not
-	// wait is allowed, so the output is smooth at Limit per Period with no
-	// burst. From (Capacity()-1)·Period/Limit on, the queue size alone
-	// decides. 0..MaxPeriod.
+	// ahead. Zero (the default) means the queue's whole drain time,
+	// Capacity()·Period/Limit: every request that fits in the queue is
+	// admitted: Capacity() requests of 1 hit at once on an empty queue are
+	// all allowed, with delays 0, T, 2T, … (T = Period/Limit). A MaxDelay under
+	// (Capacity()-1)·Period/Limit caps the wait below what the queue
+	// holds; from there on the queue size alone decides. For a smooth
+	// output that never waits, use Burst 1. 0..MaxPeriod.
 	MaxDelay int64
 
 	// SoftPercent is an allowance over the limit, in percent: Limit and
