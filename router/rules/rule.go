@@ -62,7 +62,9 @@ type Rule struct {
 	Period Duration `yaml:"period,omitempty" json:"period,omitempty"`
 	// Burst is the capacity of the bucket algorithms: the hits a
 	// token_bucket or gcra allows back to back, the size of a
-	// leaky_bucket's queue. Default Limit. The window algorithms ignore it.
+	// leaky_bucket's queue. Default Limit. The window algorithms have none:
+	// a rule of theirs that sets it is refused (ParseStored drops it from
+	// rules stored before that).
 	Burst int64 `yaml:"burst,omitempty" json:"burst,omitempty"`
 	// MaxDelay, for leaky_bucket only, is the longest a request may wait in
 	// the queue: a request that fits in the queue is allowed, and the
@@ -218,6 +220,15 @@ func (r *Rule) algorithm() string {
 	return r.Algorithm
 }
 
+// dropIgnored clears the fields that the rule's algorithm ignores and
+// that older versions stored without complaint: burst on the window
+// algorithms.
+func (r *Rule) dropIgnored() {
+	if a, err := limiter.ParseAlgorithm(r.algorithm()); err == nil && !a.UsesBurst() {
+		r.Burst = 0
+	}
+}
+
 // normalize fills defaults in place.
 func (r *Rule) normalize() {
 	if len(r.Descriptor) > 0 && r.Endpoint == legacyEndpoint(r.Descriptor) {
@@ -308,7 +319,12 @@ func (r *Rule) Validate() []error {
 		r.validateUncounted(bad)
 		return errs
 	}
-	for _, err := range boundErrors(r.Limiter(), a != limiter.Unspecified) {
+	lr := r.Limiter()
+	if a != limiter.Unspecified && r.Burst != 0 && !a.UsesBurst() {
+		bad("burst", "%v: only token_bucket, leaky_bucket and gcra have a burst, not %v", limiter.ErrNotApplicable, a)
+		lr.Burst = 0 // reported: its bounds say nothing more
+	}
+	for _, err := range boundErrors(lr, a != limiter.Unspecified) {
 		field, detail, _ := strings.Cut(err.Error(), ": ")
 		bad(field, "%s", detail)
 	}

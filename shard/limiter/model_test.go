@@ -25,7 +25,7 @@ func newModel(r *Rule) *model {
 
 // most is the largest request that can ever be allowed.
 func (m *model) most() int64 {
-	if m.alg.usesBurst() {
+	if m.alg.UsesBurst() {
 		return m.capacity
 	}
 	return m.limit
@@ -224,7 +224,7 @@ func randomRule(rng *rand.Rand, alg Algorithm) Rule {
 		Limit:     1 + rng.Int64N(12),
 		Period:    int64(time.Millisecond) + rng.Int64N(int64(2*time.Second)),
 	}
-	if alg.usesBurst() && rng.IntN(2) == 0 {
+	if alg.UsesBurst() && rng.IntN(2) == 0 {
 		r.Burst = 1 + rng.Int64N(20)
 	}
 	if alg == LeakyBucket {
@@ -250,7 +250,7 @@ func randomRule(rng *rand.Rand, alg Algorithm) Rule {
 // for long, so the key stays under pressure and its history grows.
 func step(rng *rand.Rand, r *Rule, now, lastHits, lastRetry int64, busy bool) (dt, hits int64) {
 	most := r.Limit
-	if r.Algorithm.usesBurst() {
+	if r.Algorithm.UsesBurst() {
 		most = r.Capacity()
 	}
 	switch rng.IntN(10) {

@@ -42,9 +42,9 @@ func (a Algorithm) String() string {
 // (decided by DecideLog) instead of a State (decided by Decide).
 func (a Algorithm) UsesLog() bool { return a == SlidingLog }
 
-// usesBurst reports whether the algorithm is a bucket whose capacity is
+// UsesBurst reports whether the algorithm is a bucket whose capacity is
 // Rule.Capacity(); the window algorithms ignore Burst.
-func (a Algorithm) usesBurst() bool {
+func (a Algorithm) UsesBurst() bool {
 	return a == TokenBucket || a == LeakyBucket || a == GCRA
 }
 
@@ -196,7 +196,7 @@ func (r *Rule) Validate() error {
 		return fmt.Errorf("%s: %w: limit %d grows to %d, over %d", field, ErrOutOfRange, r.Limit, grown, int64(MaxEffectiveLimit))
 	case r.Algorithm == SlidingLog && grown > MaxLogSize:
 		return fmt.Errorf("limit: %w: sliding_log keeps one timestamp per hit: limit %d (%d with allowances) over %d", ErrOutOfRange, r.Limit, grown, MaxLogSize)
-	case r.Algorithm.usesBurst() && mulCmp(r.Capacity(), r.Period, int64(MaxSpan), r.Limit) > 0:
+	case r.Algorithm.UsesBurst() && mulCmp(r.Capacity(), r.Period, int64(MaxSpan), r.Limit) > 0:
 		return fmt.Errorf("burst: %w: refilling %d at %d per %v takes over %v", ErrOutOfRange, r.Capacity(), r.Limit, time.Duration(r.Period), MaxSpan)
 	}
 	return nil
