@@ -92,6 +92,9 @@ func parse(file string, b []byte, stored bool) ([]Rule, error) {
 			case !given && meant[f]:
 				// Missing because its name was mistyped: the unknown field
 				// that names it was reported, with this name.
+			case meant["algorithm"] && lines["algorithm"] == 0 && errors.Is(err, limiter.ErrNotApplicable):
+				// A field refused for the default algorithm, when the
+				// algorithm's own name was mistyped.
 			case !given && required[f] != "":
 				fail(n.Line, fmt.Errorf("%w: %s: required: %s", ErrInvalid, f, required[f]))
 			default:

@@ -462,6 +462,10 @@ func TestUnknownFieldNamesItAndNothingElse(t *testing.T) {
 			"f.yaml:6: invalid rule: unknown field `frobnicate`",
 		},
 	}, {
+		name: "a mistyped algorithm hides what the default algorithm refuses",
+		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n    algoritm: leaky_bucket\n    limit: 10\n    period: 1m\n    max_delay: 1s\n",
+		want: []string{"f.yaml:4: invalid rule: unknown field `algoritm`; did you mean `algorithm`?"},
+	}, {
 		name: "left out, no typo",
 		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n",
 		want: []string{

@@ -321,12 +321,11 @@ func (r *Rule) Validate() []error {
 	}
 	lr := r.Limiter()
 	if a != limiter.Unspecified && r.Burst != 0 && !a.UsesBurst() {
-		bad("burst", "%v: only token_bucket, leaky_bucket and gcra have a burst, not %v", limiter.ErrNotApplicable, a)
+		errs = append(errs, fmt.Errorf("%w: burst: %w: only token_bucket, leaky_bucket and gcra have a burst, not %v", ErrInvalid, limiter.ErrNotApplicable, a))
 		lr.Burst = 0 // reported: its bounds say nothing more
 	}
 	for _, err := range boundErrors(lr, a != limiter.Unspecified) {
-		field, detail, _ := strings.Cut(err.Error(), ": ")
-		bad(field, "%s", detail)
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, err)) // "field: ...", limiter's sentinel kept
 	}
 	return errs
 }
