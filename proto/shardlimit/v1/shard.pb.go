@@ -94,7 +94,8 @@ type RuleParams struct {
 	PeriodNs int64 `protobuf:"varint,4,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
 	// Bucket capacity for bucket algorithms; 0 means limit.
 	Burst int64 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
-	// leaky_bucket: longest queueing delay an allowed request may get, ns.
+	// leaky_bucket: longest queueing delay an allowed request may get, ns;
+	// 0 means the queue's whole drain time, burst·period/limit.
 	MaxDelayNs int64 `protobuf:"varint,6,opt,name=max_delay_ns,json=maxDelayNs,proto3" json:"max_delay_ns,omitempty"`
 	// Soft allowance over the limit, percent.
 	SoftPercent int64 `protobuf:"varint,7,opt,name=soft_percent,json=softPercent,proto3" json:"soft_percent,omitempty"`
