@@ -3,8 +3,6 @@ package shard
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/shardlimit/shardlimit/shard/key"
 )
 
 // journal records which keys of the partitions being handed over change
@@ -38,10 +36,11 @@ type journal struct {
 // the keys recorded, as stored, oldest first.
 type partJournal struct {
 	id   uint64
-	keys []key.Key
+	keys []string // stored keys
 }
 
-// maxJournalKeys bounds the records a journal holds (16 MiB): at the 1M keys
+// maxJournalKeys bounds the records a journal holds (16 MiB and the keys'
+// bytes): at the 1M keys
 // per second a hand-off streams (BENCHMARKS.md), reading as many keys whole
 // costs about a second.
 const maxJournalKeys = 1 << 20
@@ -76,7 +75,11 @@ func (j *journal) record(checks []BatchCheck) {
 		return // overflowed meanwhile
 	}
 	for i := range checks {
-		if c := &checks[i]; !c.Skip && !j.add(c.Partition, c.stored) {
+		c := &checks[i]
+		if c.Skip || j.parts[c.Partition] == nil {
+			continue
+		}
+		if !j.add(c.Partition, string(storedKey(nil, c.Limiter.Algorithm, c.Service, c.Rule, c.User))) {
 			return
 		}
 	}
@@ -85,7 +88,7 @@ func (j *journal) record(checks []BatchCheck) {
 // add records k in partition p if p is journaled, and reports whether the
 // journal goes on (it did not overflow). The caller holds mu, and the
 // journal has not overflowed.
-func (j *journal) add(p int, k key.Key) bool {
+func (j *journal) add(p int, k string) bool {
 	pj := j.parts[p]
 	if pj == nil {
 		return true
@@ -112,7 +115,7 @@ func (j *journal) recordImported(keys []Exported, count int) {
 		return
 	}
 	for i := range keys {
-		if !j.add(keys[i].Key.Partition(count), keys[i].Key) {
+		if !j.add(keys[i].partition(count), string(keys[i].Key)) {
 			return
 		}
 	}
@@ -128,7 +131,7 @@ func (j *journal) overflow() {
 // take ends the journals of parts and returns the keys they recorded, each
 // once, and whether every one of parts was journaled for hand-off id
 // (otherwise the caller reads the whole partitions).
-func (j *journal) take(parts []uint32, id uint64) (keys []key.Key, ok bool) {
+func (j *journal) take(parts []uint32, id uint64) (keys []string, ok bool) {
 	j.mu.Lock()
 	detached := j.detach(parts)
 	j.mu.Unlock()
@@ -139,7 +142,7 @@ func (j *journal) take(parts []uint32, id uint64) (keys []key.Key, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	seen := map[key.Key]bool{}
+	seen := map[string]bool{}
 	for _, pj := range detached {
 		for _, k := range pj.keys {
 			if !seen[k] {

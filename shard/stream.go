@@ -9,7 +9,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/handoff"
-	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
@@ -70,7 +69,7 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	if req.Journal {
 		s.journal.start(req.Partitions, req.HandoffId) // before reading: no change is missed
 	}
-	var changed []key.Key
+	var changed []string
 	onlyChanged := false
 	if req.Fence {
 		if req.ForwardToAddr != "" {
