@@ -6,7 +6,8 @@
 // handoff.go) keeps one fixed-size state per counter key in 256 stripes,
 // each an open-addressing table (sliding_log keys: a map of rings that
 // grow with use) under its own mutex, so no single key serialises the host
-// and a decision allocates nothing but a growing ring. Its memory, every
+// and a decision allocates nothing but a growing ring or key arena (and a
+// new sliding_log key its key). Its memory, every
 // key of every algorithm, is bounded in bytes (StoreBytes, half of
 // Options.MaxMemoryBytes, the process's bound; a 1/256 share per stripe):
 // past the bound a stripe drops its own keys, those fresh again first,

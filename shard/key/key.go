@@ -18,9 +18,9 @@ const (
 )
 
 // Key is the 128-bit hash of a counter key: two xxhash64 sums with
-// different seeds. Hi places the key (partition, and a shard's stripe);
-// both halves are the same in every process, so a key's state can move
-// between shards in a hand-off.
+// different seeds. Hi places the key on its partition; both halves are the
+// same in every process. Neither identifies a counter: users that share
+// either, or both, can be made at will (see package doc).
 type Key struct{ Hi, Lo uint64 }
 
 // loSeed is the seed of the second hash; any constant other than zero.
