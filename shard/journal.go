@@ -13,14 +13,15 @@ import (
 //
 // The decision path appends a batch's keys before the batch ends (before
 // ownership's End), so once a fence returns, every change decided before it
-// is in the journal. Appending is all it does per check (a key decided
-// twice is recorded twice; take removes the repeats, outside the lock).
+// is in the journal. Appending the check's stored key (one allocation) is
+// all it does per check (a key decided twice is recorded twice; take
+// removes the repeats, outside the lock).
 // Each journal belongs to one hand-off (its id): a final copy reads only
 // the journal its own first copy started. A journal left behind by a
 // hand-off that never made its final copy ends when its partitions are
 // fenced, dropped or journaled again, or when the journal overflows: past
-// maxJournalKeys records it forgets them all and records nothing more, and
-// final copies read whole partitions.
+// maxJournalKeys records or maxJournalBytes of keys it forgets them all and
+// records nothing more, and final copies read whole partitions.
 type journal struct {
 	active atomic.Bool // any partition journaled: the decision path looks
 	mu     sync.Mutex
@@ -29,6 +30,7 @@ type journal struct {
 	// journaled.
 	parts []*partJournal
 	n     int // records held, over every partition
+	bytes int // their keys' bytes
 	on    int // partitions journaled
 }
 
@@ -39,11 +41,14 @@ type partJournal struct {
 	keys []string // stored keys
 }
 
-// maxJournalKeys bounds the records a journal holds (16 MiB and the keys'
-// bytes): at the 1M keys
-// per second a hand-off streams (BENCHMARKS.md), reading as many keys whole
-// costs about a second.
-const maxJournalKeys = 1 << 20
+// maxJournalKeys bounds the records a journal holds (16 MiB of string
+// headers), and maxJournalBytes their keys' bytes (however long the users
+// a flood sends): at the 1M keys per second a hand-off streams
+// (BENCHMARKS.md), reading as many keys whole costs about a second.
+const (
+	maxJournalKeys  = 1 << 20
+	maxJournalBytes = 64 << 20
+)
 
 // start journals parts afresh for hand-off id.
 func (j *journal) start(parts []uint32, id uint64) {
@@ -93,12 +98,13 @@ func (j *journal) add(p int, k string) bool {
 	if pj == nil {
 		return true
 	}
-	if j.n == maxJournalKeys {
+	if j.n == maxJournalKeys || j.bytes+len(k) > maxJournalBytes {
 		j.overflow()
 		return false
 	}
 	pj.keys = append(pj.keys, k)
 	j.n++
+	j.bytes += len(k)
 	return true
 }
 
@@ -124,7 +130,7 @@ func (j *journal) recordImported(keys []Exported, count int) {
 // overflow forgets every journal: their final copies read the whole
 // partitions. The caller holds mu.
 func (j *journal) overflow() {
-	j.parts, j.n, j.on = nil, 0, 0
+	j.parts, j.n, j.bytes, j.on = nil, 0, 0, 0
 	j.active.Store(false)
 }
 
@@ -171,6 +177,9 @@ func (j *journal) detach(parts []uint32) []*partJournal {
 		if pj := j.parts[p]; pj != nil {
 			out = append(out, pj)
 			j.n -= len(pj.keys)
+			for _, k := range pj.keys {
+				j.bytes -= len(k)
+			}
 			j.on--
 			j.parts[p] = nil
 		}

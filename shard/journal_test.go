@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,24 +68,36 @@ func TestJournalOfAnotherHandoffIsNotRead(t *testing.T) {
 	}
 }
 
-// Past maxJournalKeys records the journal forgets everything and stops:
-// the final copy then reads whole partitions.
+// Past maxJournalKeys records, or maxJournalBytes of keys (long users),
+// the journal forgets everything and stops: the final copy then reads
+// whole partitions.
 func TestJournalOverflowReadsWholePartitions(t *testing.T) {
-	var j journal
-	j.start([]uint32{0}, 1)
-	batch := make([]BatchCheck, 0, 4096)
-	for i := 0; i <= maxJournalKeys; i++ {
-		batch = append(batch, journalCheck(fmt.Sprint(i), 0, false))
-		if len(batch) == cap(batch) || i == maxJournalKeys {
-			j.record(batch)
-			batch = batch[:0]
-		}
-	}
-	if j.active.Load() || j.n != 0 || j.on != 0 {
-		t.Fatalf("active %v with %d records after overflowing", j.active.Load(), j.n)
-	}
-	if keys, ok := j.take([]uint32{0}, 1); ok || len(keys) != 0 {
-		t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)
+	for _, tc := range []struct {
+		name string
+		pad  string
+		n    int
+	}{
+		{"records", "", maxJournalKeys},
+		{"bytes", strings.Repeat("u", 4000), maxJournalBytes / 4000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var j journal
+			j.start([]uint32{0}, 1)
+			batch := make([]BatchCheck, 0, 4096)
+			for i := 0; i <= tc.n; i++ {
+				batch = append(batch, journalCheck(tc.pad+fmt.Sprint(i), 0, false))
+				if len(batch) == cap(batch) || i == tc.n {
+					j.record(batch)
+					batch = batch[:0]
+				}
+			}
+			if j.active.Load() || j.n != 0 || j.bytes != 0 || j.on != 0 {
+				t.Fatalf("active %v with %d records of %d bytes after overflowing", j.active.Load(), j.n, j.bytes)
+			}
+			if keys, ok := j.take([]uint32{0}, 1); ok || len(keys) != 0 {
+				t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)
+			}
+		})
 	}
 }
 
