@@ -147,7 +147,7 @@ func (s *Store) Import(keys []Exported, now int64) (imported, kept int) {
 			sl.setState(merged.A, merged.B)
 			sl.setMeta(max(sl.fresh(), fresh), sl.flags())
 		} else {
-			s.makeRoom(st, now, addition{key: true, counter: true, bytes: int64(len(e.Key))})
+			s.makeRoom(st, now, addition{key: true, counter: true, bytes: st.t.arenaGrowth(len(e.Key))})
 			sl = st.t.insert(h, e.Key)
 			sl.setState(e.State.A, e.State.B)
 			sl.setMeta(fresh, flagReused) // an established key where it came from

@@ -209,7 +209,7 @@ func (s *Store) decide(h uint64, k []byte, c *Check, now int64, r *limiter.Rule,
 		sl = &st.t.slots[i]
 		flags = touched(flags)
 	case c.Hits > 0:
-		s.makeRoom(st, now, addition{key: true, counter: true, bytes: int64(len(k))})
+		s.makeRoom(st, now, addition{key: true, counter: true, bytes: st.t.arenaGrowth(len(k))})
 		sl = st.t.insert(h, k)
 	default:
 		return d

@@ -24,8 +24,9 @@ import "hash/maphash"
 // compute, could make it so.
 //
 // Deleted keys leave their bytes in the arena until the dead bytes pass
-// the live ones (and minDeadBytes), when the arena is compacted; so a key
-// costs its slot (32 / load) and one to two times its bytes. Not safe for
+// the live ones (and minDeadBytes), when the arena is compacted; the arena
+// grows by a quarter; so a key costs its slot (32 / load) and one to two
+// and a half times its bytes. Not safe for
 // concurrent use: the stripe's mutex guards it.
 type table struct {
 	slots []slot
@@ -150,9 +151,23 @@ func (t *table) insert(h uint64, k []byte) *slot {
 	t.sinceRehash++
 	s := &t.slots[i]
 	*s = slot{tag: t.tagOf(h), off: uint32(len(t.keys)), n: uint32(len(k))}
+	if g := t.arenaGrowth(len(k)); g > 0 {
+		t.keys = append(make([]byte, 0, int64(cap(t.keys))+g), t.keys...)
+	}
 	t.keys = append(t.keys, k...)
 	t.n++
 	return s
+}
+
+// arenaGrowth returns the bytes by which inserting a key of n bytes grows
+// the arena: none while it has room, else a quarter of it and the key, so
+// that growth stays amortized and a stripe's memory share is overrun by at
+// most a quarter of its arena.
+func (t *table) arenaGrowth(n int) int64 {
+	if len(t.keys)+n <= cap(t.keys) {
+		return 0
+	}
+	return int64(cap(t.keys)/4 + n)
 }
 
 // full reports whether the next insert doubles the table.
