@@ -143,3 +143,15 @@ func TestImportOfStoredKeys(t *testing.T) {
 		t.Fatalf("alice after the import: %+v, want 1 left", d)
 	}
 }
+
+// A chunk's size estimate counts the stored key, so that chunks of states
+// of long users stay under the bound (and gRPC's message limit).
+func TestKeyStateBytesCountsTheKey(t *testing.T) {
+	for _, user := range []string{"alice", strings.Repeat("u", key.MaxUserLength)} {
+		e := Exported{Key: storedKey(nil, limiter.SlidingLog, "svc", "r", user), Algo: limiter.SlidingLog, Times: []int64{t0, t0 + 1}, Fresh: t0 + sec}
+		ks := e.keyState()
+		if est, n := keyStateBytes(ks), proto.Size(ks); est < n {
+			t.Fatalf("user of %d bytes: estimated %d bytes, encoded %d", len(user), est, n)
+		}
+	}
+}

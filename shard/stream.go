@@ -34,8 +34,9 @@ func checkChunks(keys, bytes uint32) error {
 }
 
 // keyStateBytes estimates the encoded size of one key's state: the fixed
-// fields and up to 10 bytes per sliding-log time.
-func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + 10*len(k.Times) }
+// fields, the stored key (up to 4 KiB with a long user) and up to 10 bytes
+// per sliding-log time.
+func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + len(k.Key) + 10*len(k.Times) }
 
 // ExportStream implements the shard API: the state of every key in the
 // partitions, one stripe of the store at a time (each under its own lock
