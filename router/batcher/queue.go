@@ -72,7 +72,8 @@ var linger = time.Second
 
 // New returns a Queue that calls send with each batch, and shed with each
 // item it accepted and then displaced to make room for a class under its
-// share (see Add); send must not keep the slice after it returns. It
+// share (see Add; shed may be nil when Add is given one class only, which
+// displaces nothing); send must not keep the slice after it returns. It
 // panics on options that fail validation (a programmer's error: the router
 // validates its own first).
 func New[T any](opts Options, send func(batch []T), shed func(item T)) *Queue[T] {
