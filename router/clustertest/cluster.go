@@ -122,7 +122,12 @@ func Logger() *slog.Logger {
 func (c *Cluster) ShardOptions(id string) shard.Options {
 	o := shard.DefaultOptions()
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
-	o.LeaseTTL = 2 * time.Second
+	// A lease outlives any stall of a loaded machine (at load 36 a 2 s
+	// lease expired under -race): a shard loses its lease in a test only
+	// when the test says so. A test of a dead shard kills it and then
+	// revokes its lease (RevokeLease), as etcd would expire it, at the
+	// point where the test wants it gone.
+	o.LeaseTTL = 10 * time.Second
 	// Routers in a test follow etcd within milliseconds.
 	o.HandoffSettle = 200 * time.Millisecond
 	if c.PKI == nil {
@@ -212,8 +217,10 @@ func (c *Cluster) StartRouter() *router.Router {
 	o.Etcd, o.Prefix, o.Rules, o.Logger = []string{c.Etcd}, c.Prefix, c.opts.Rules, Logger()
 	// Cluster tests check decisions, not latency; a generous deadline and
 	// queue wait keep them from failing open, or shedding, on a loaded
-	// machine. Tests of failing open or of shedding set their own.
-	o.Deadline, o.MaxQueueWait = time.Second, 10*time.Second
+	// machine (at load 36 a healthy shard took more than 1 s). A dead
+	// shard's calls fail at once, not at the deadline. Tests of failing
+	// open or of shedding set their own.
+	o.Deadline, o.MaxQueueWait = 5*time.Second, 10*time.Second
 	if c.PKI == nil {
 		o.Insecure = true
 	} else {
@@ -248,7 +255,10 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 	o := rebalance.DefaultOptions()
 	o.ID = fmt.Sprintf("rebalance-%d", len(c.Rebalancers))
 	o.Etcd, o.Prefix, o.Logger = []string{c.Etcd}, c.Prefix, Logger()
-	o.Interval, o.SessionTTL, o.Settle = time.Hour, 1*time.Second, 200*time.Millisecond
+	// The election session (and the hand-off lock a run takes with it)
+	// outlives any stall of a loaded machine; a test of a leader's death
+	// sets its own.
+	o.Interval, o.SessionTTL, o.Settle = time.Hour, 10*time.Second, 200*time.Millisecond
 	if c.PKI == nil {
 		o.Insecure = true
 	} else {
