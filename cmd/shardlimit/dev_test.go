@@ -250,8 +250,11 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
 	// The router waits 5 s for a shard, not its default 20ms: at load 40 a
 	// healthy shard misses 20ms, and the test tells its killed shard's users
-	// from the others by the policy answers.
-	d := startDev(t, bin, "--router-deadline", "5s")
+	// from the others by the policy answers. Leases of 10 s, not 2 s: no
+	// shard loses one to a loaded machine, and the killed shard's users are
+	// answered by policy until its lease expires (its restart waits for
+	// that), however slowly the ctl checks below run.
+	d := startDev(t, bin, "--router-deadline", "5s", "--lease-ttl", "10s")
 	dev, routerAddr, pids, metrics := d.cmd, d.router, d.pids, d.metrics
 	config, tokenFile := d.config, d.tokenFile
 	logs := collect(d.lines)
