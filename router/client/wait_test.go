@@ -14,20 +14,21 @@ import (
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
-// shortRules are one rule per algorithm, 2 per 300ms, a check that two
-// rules apply to (per user and per IP), one of 1 per hour, and one of 2
-// per 3s for waits (slow enough that three checks come within one refill
-// on a loaded machine).
+// shortRules are one rule per algorithm, 2 per 2s (a hit every second:
+// the tests below need two checks to come within a refill, which a loaded
+// machine does in far less; the leaky bucket's 600ms max_delay leaves
+// 400ms), a check that two rules apply to (per user and per IP), one of 1
+// per hour, and one of 2 per 3s for waits.
 func shortRules(t *testing.T) []rules.Rule {
 	t.Helper()
 	return parseRules(t, `
 rules:
-  - {service: w, endpoint: /token_bucket, algorithm: token_bucket, limit: 2, period: 300ms}
-  - {service: w, endpoint: /leaky_bucket, algorithm: leaky_bucket, limit: 2, period: 300ms, burst: 3, max_delay: 100ms}
-  - {service: w, endpoint: /fixed_window, algorithm: fixed_window, limit: 2, period: 300ms}
-  - {service: w, endpoint: /sliding_log, algorithm: sliding_log, limit: 2, period: 300ms}
-  - {service: w, endpoint: /sliding_window, algorithm: sliding_window, limit: 2, period: 300ms}
-  - {service: w, endpoint: /gcra, algorithm: gcra, limit: 2, period: 300ms}
+  - {service: w, endpoint: /token_bucket, algorithm: token_bucket, limit: 2, period: 2s}
+  - {service: w, endpoint: /leaky_bucket, algorithm: leaky_bucket, limit: 2, period: 2s, burst: 3, max_delay: 600ms}
+  - {service: w, endpoint: /fixed_window, algorithm: fixed_window, limit: 2, period: 2s}
+  - {service: w, endpoint: /sliding_log, algorithm: sliding_log, limit: 2, period: 2s}
+  - {service: w, endpoint: /sliding_window, algorithm: sliding_window, limit: 2, period: 2s}
+  - {service: w, endpoint: /gcra, algorithm: gcra, limit: 2, period: 2s}
   - {service: w, endpoint: /two, name: per-user, limit: 2, period: 300ms}
   - {service: w, endpoint: /two, name: per-ip, key: [ip], algorithm: fixed_window, limit: 5, period: 1h}
   - {service: w, endpoint: /hour, limit: 1, period: 1h}
@@ -52,7 +53,7 @@ func TestWaitingTheAdvertisedTimeIsEnough(t *testing.T) {
 			if err != nil || d.FromFailureMode || d.FailurePolicy {
 				t.Fatalf("%s: %+v, %v", endpoint, d, err)
 			}
-			if d.Window != 300*time.Millisecond || d.Limit < 2 || d.Rule != endpoint {
+			if d.Window != 2*time.Second || d.Limit < 2 || d.Rule != endpoint {
 				t.Fatalf("%s: quota policy %q %d per %v", endpoint, d.Rule, d.Limit, d.Window)
 			}
 			return d
