@@ -77,6 +77,11 @@ type Cluster struct {
 
 var prefixes atomic.Int64
 
+// hangGuard bounds the harness's own calls and waits (starting a
+// component, reading etcd, waiting for routers to agree): they take
+// milliseconds, and seconds on a loaded machine; only a hang reaches it.
+const hangGuard = 30 * time.Second
+
 // New starts a cluster over the etcd at endpoint, under a key prefix of its
 // own, and waits until every router sees every shard.
 func New(tb testing.TB, endpoint string, o Options) *Cluster {
@@ -152,7 +157,7 @@ func (c *Cluster) StartShard(id ...string) *shard.Server {
 	} else {
 		c.nextID++
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	s, err := shard.Start(ctx, c.ShardOptions(sid))
 	if err != nil {
@@ -181,7 +186,7 @@ func (c *Cluster) StopShard(s *shard.Server) {
 // routers move its partitions at once, while the shard runs on.
 func (c *Cluster) RevokeLease(s *shard.Server) {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	cli := c.etcdClient()
 	resp, err := cli.Get(ctx, etcd.Layout(c.Prefix).Member(s.ID()))
@@ -196,7 +201,7 @@ func (c *Cluster) RevokeLease(s *shard.Server) {
 // Member reads the member record of id from etcd; false when there is none.
 func (c *Cluster) Member(id string) (member.Member, bool) {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	members, _, err := membership.Read(ctx, c.etcdClient(), etcd.Layout(c.Prefix))
 	if err != nil {
@@ -233,7 +238,7 @@ func (c *Cluster) StartRouter() *router.Router {
 	if c.opts.Router != nil {
 		c.opts.Router(&o)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	r, err := router.Start(ctx, o)
 	if err != nil {
@@ -310,7 +315,7 @@ func (c *Cluster) dial(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 // serving ones: a joining or draining shard owns nothing).
 func (c *Cluster) WaitMembers(n int) {
 	c.tb.Helper()
-	poll.Until(c.tb, 10*time.Second, func() error {
+	poll.Until(c.tb, hangGuard, func() error {
 		for i, r := range c.Routers {
 			if got := len(r.Members()); got != n {
 				return fmt.Errorf("router %d sees %d shards, want %d", i, got, n)
@@ -330,7 +335,7 @@ func (c *Cluster) Partition(service, rule, user string) int {
 // (members and shard map) by the owner function every router uses.
 func (c *Cluster) Owners() *shardmap.Table {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	cli := c.etcdClient()
 	layout := etcd.Layout(c.Prefix)
