@@ -62,6 +62,9 @@ run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router
 	$(BIN)/shardlimit dev
 
 .PHONY: test
+# The -timeout values are hang guards, not expectations: a package of
+# cluster tests takes 1-4 min on a quiet machine and must still pass at
+# load 30-40 (other suites, a dev cluster under bench, a CPU hog).
 test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's short form, alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
@@ -69,8 +72,8 @@ test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race 
 	@race=$$($(GO) list $(RACE_PKGS)) && fuzz=$$($(GO) list $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))) || exit 1; \
 	  missing=$$(comm -13 <(sort <<<"$$race") <(sort <<<"$$fuzz")); \
 	  if [ -n "$$missing" ]; then echo "fuzz targets whose seed corpora make test would not run (add them to RACE_PKGS):"; echo "$$missing"; exit 1; fi
-	$(GO) test -race -count=1 -timeout 8m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 5m ./cmd/faults
+	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 10m ./cmd/faults
 	$(MAKE) --no-print-directory deploy-test
 
 .PHONY: fuzz
