@@ -35,12 +35,15 @@ var Metrics = []string{
 	"shardlimit_router_overlimit_cache_entries",
 	"shardlimit_router_overlimit_cache_evictions_total",
 	"shardlimit_router_http_requests_total",       // {api,code}: the HTTP/JSON API (--http-listen)
-	"shardlimit_router_connections",               // open gRPC (and HTTP API) connections
-	"shardlimit_router_connections_refused_total", // past --max-connections
+	"shardlimit_router_connections",               // open gRPC connections
+	"shardlimit_router_connections_refused_total", // {reason}: global, per_peer, handshake_timeout
 	"shardlimit_router_auth_refusals_total",       // {api,reason}
 	"shardlimit_router_insecure",                  // 1 when started with --insecure
 	"shardlimit_router_grants",                    // identities granted a role (grants file and etcd)
 	"shardlimit_router_grants_invalid",            // grants in etcd that are not valid (their identities are refused)
+	// The HTTP API's own connection bound (--http-listen, --http-max-connections).
+	"shardlimit_router_http_connections",
+	"shardlimit_router_http_connections_refused_total", // {reason}
 	// {cert}: server, client, ca, etcd_client, etcd_ca: the notAfter of
 	// each certificate loaded, set whenever it (re)loads; no series with
 	// --insecure. The shardlimit command registers it, and the shard's and

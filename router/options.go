@@ -28,6 +28,12 @@ type Options struct {
 	// HTTPMaxBody bounds an HTTP request body in bytes; default 1 MiB
 	// (httpapi.DefaultMaxBody), 1 KiB..64 MiB.
 	HTTPMaxBody int64
+	// HTTPMaxConnections bounds the HTTP/JSON API's open connections,
+	// apart from the gRPC server's Limits.MaxConnections, so that neither
+	// API can take the other's places (Limits.MaxConnectionsPerPeer and
+	// Limits.HandshakeTimeout apply to it too); default 2000
+	// (httpapi.DefaultMaxConnections), 1..1000000.
+	HTTPMaxConnections int
 	// Etcd lists the etcd endpoints. Required.
 	Etcd []string
 	// Prefix is the etcd key prefix; default "/shardlimit/".
@@ -145,6 +151,8 @@ func DefaultOptions() Options {
 		Ring:            shardmap.DefaultConfig(),
 		Limits:          rpc.DefaultLimits(),
 		RuleBounds:      rules.DefaultBounds(),
+
+		HTTPMaxConnections: httpapi.DefaultMaxConnections,
 	}
 }
 
@@ -161,6 +169,9 @@ func (o *Options) fill() {
 	}
 	if o.HTTPMaxBody == 0 {
 		o.HTTPMaxBody = d.HTTPMaxBody
+	}
+	if o.HTTPMaxConnections == 0 {
+		o.HTTPMaxConnections = d.HTTPMaxConnections
 	}
 	if o.Deadline == 0 {
 		o.Deadline = d.Deadline
@@ -233,7 +244,7 @@ func (o *Options) validate() error {
 		return err
 	}
 	if o.HTTPListen != "" {
-		if err := (httpapi.Options{Listen: o.HTTPListen, MaxBody: o.HTTPMaxBody}).Validate(); err != nil {
+		if err := (httpapi.Options{Listen: o.HTTPListen, MaxBody: o.HTTPMaxBody, MaxConnections: o.HTTPMaxConnections}).Validate(); err != nil {
 			return err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,13 +140,12 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	envoySvc := envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry, Traced: r.tracer != nil})
 	if opts.HTTPListen != "" {
 		// The HTTP/JSON API calls the same services through the same
-		// authorizer, on the same TLS config and connection bound. It
-		// serves before gRPC does, so that a router whose health answers
-		// serves HTTP too.
+		// authorizer, on the same TLS config, with a connection bound of
+		// its own. It serves before gRPC does, so that a router whose
+		// health answers serves HTTP too.
 		r.http, err = httpapi.Start(httpapi.Options{
 			Listen: opts.HTTPListen, TLS: opts.TLS, MaxBody: opts.HTTPMaxBody, Limits: opts.Limits,
-			Bound:    func(lis net.Listener) net.Listener { return rpc.Bound(lis, srvOpts) },
-			Registry: r.registry, Logger: r.log, Tracer: opts.Tracer,
+			MaxConnections: opts.HTTPMaxConnections, Registry: r.registry, Logger: r.log, Tracer: opts.Tracer,
 		}, httpapi.Services{RateLimiter: r, Envoy: envoySvc, Authorize: r.auth.Unary})
 		if err != nil {
 			r.Stop(context.Background())

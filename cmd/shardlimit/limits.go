@@ -9,7 +9,9 @@ import (
 // registerLimits adds the flags of a gRPC server's limits (rpc.Limits),
 // the same for the router, the shard and the rebalance job.
 func registerLimits(f *pflag.FlagSet, l *rpc.Limits) {
-	f.IntVar(&l.MaxConnections, "max-connections", l.MaxConnections, "open gRPC connections; past it new ones are closed at once (counted in shardlimit_<component>_connections_refused_total)")
+	f.IntVar(&l.MaxConnections, "max-connections", l.MaxConnections, "open gRPC connections, counted from accept (before TLS); past it new ones are closed at once (counted in shardlimit_<component>_connections_refused_total{reason=\"global\"})")
+	f.IntVar(&l.MaxConnectionsPerPeer, "max-connections-per-peer", l.MaxConnectionsPerPeer, "open connections from one client IP; past it its new ones are closed at once (reason=\"per_peer\"); 0: 5% of --max-connections, at least 1 (100 of 2000); set it to --max-connections behind a proxy that hides callers' addresses")
+	f.DurationVar(&l.HandshakeTimeout, "handshake-timeout", l.HandshakeTimeout, "close a connection whose TLS handshake and HTTP/2 preface are not done this long after accept (reason=\"handshake_timeout\"); also the HTTP API's TLS handshake and request header timeout")
 	f.Uint32Var(&l.MaxConcurrentStreams, "max-concurrent-streams", l.MaxConcurrentStreams, "calls in flight on one connection; clients wait past it")
 	f.Var(newSizeFlag(&l.MaxRecvMsgSize), "max-recv-msg-size", "largest request message (like 4MiB); larger ones fail with RESOURCE_EXHAUSTED")
 	f.Var(newSizeFlag(&l.MaxSendMsgSize), "max-send-msg-size", "largest answer message (like 16MiB); larger ones fail with RESOURCE_EXHAUSTED")

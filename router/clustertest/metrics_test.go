@@ -58,7 +58,8 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 	eventOnly := map[string]bool{"shardlimit_router_shard_errors_total": true, "shardlimit_router_auth_refusals_total": true,
 		"shardlimit_shard_auth_refusals_total": true, "shardlimit_rebalance_auth_refusals_total": true,
 		// Only with --http-listen, on a request (router/httpapi's tests).
-		"shardlimit_router_http_requests_total": true,
+		"shardlimit_router_http_requests_total": true, "shardlimit_router_http_connections": true,
+		"shardlimit_router_http_connections_refused_total": true,
 		// Only for envoy ratelimit's unlimited, deny_all, replaced and
 		// overridden descriptors (router/envoy's tests).
 		"shardlimit_router_envoy_descriptors_total": true}

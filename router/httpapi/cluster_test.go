@@ -409,35 +409,45 @@ func mustClientTLS(t *testing.T, f creds.Files) *tls.Config {
 	return cfg
 }
 
-// --max-connections bounds the gRPC and HTTP connections together: with
-// the gRPC port's connections holding every place, an HTTP connection is
-// closed on accept and counted, and served again once one is free.
-func TestHTTPAPISharesTheConnectionBound(t *testing.T) {
-	const bound = 2
+// The HTTP API has a connection bound of its own (--http-max-connections),
+// apart from gRPC's --max-connections: with the gRPC port's places all
+// held, HTTP is still served; past the HTTP bound an HTTP connection is
+// closed on accept and counted in the HTTP API's metric, not gRPC's, and
+// served again once one is free.
+func TestHTTPAPIHasItsOwnConnectionBound(t *testing.T) {
+	const grpcBound, httpBound = 2, 1
 	rs, err := rules.Parse("http.yaml", []byte(clusterRules))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Rules: rs, Shards: 1, Router: func(ro *router.Options) {
 		ro.HTTPListen = "127.0.0.1:0"
-		ro.Limits.MaxConnections = bound
+		ro.Limits.MaxConnections, ro.Limits.MaxConnectionsPerPeer = grpcBound, grpcBound
+		ro.Limits.HandshakeTimeout = time.Minute // the held connections stay for the whole test
+		ro.HTTPMaxConnections = httpBound
 	}})
 	r := c.Routers[0]
-	var held []net.Conn
-	for range bound {
-		conn, err := net.Dial("tcp", r.Addr())
+	hold := func(addr string) net.Conn {
+		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		held = append(held, conn)
+		t.Cleanup(func() { conn.Close() })
+		return conn
 	}
-	poll.Until(t, 10*time.Second, func() error {
-		if got := clustertest.Metric(t, r.Registry(), "shardlimit_router_connections", nil); got != bound {
-			return fmt.Errorf("%v connections open, want %d", got, bound)
-		}
-		return nil
-	})
+	for range grpcBound {
+		hold(r.Addr())
+	}
+	gauge := func(name string, want float64) {
+		t.Helper()
+		poll.Until(t, 10*time.Second, func() error {
+			if got := clustertest.Metric(t, r.Registry(), name, nil); got != want {
+				return fmt.Errorf("%s = %v, want %v", name, got, want)
+			}
+			return nil
+		})
+	}
+	gauge("shardlimit_router_connections", grpcBound)
 	op := httpClient(c.TLS(creds.OperatorID), false)
 	req := func() error {
 		resp, err := op.Post("https://"+r.HTTPAddr()+"/v1/check", "application/json", strings.NewReader(check("shop", "/buy", "u")))
@@ -450,13 +460,24 @@ func TestHTTPAPISharesTheConnectionBound(t *testing.T) {
 		}
 		return nil
 	}
+	if err := req(); err != nil {
+		t.Fatalf("an HTTP request while gRPC's places are all held: %v", err)
+	}
+	op.CloseIdleConnections()
+	gauge("shardlimit_router_http_connections", 0)
+	held := hold(r.HTTPAddr())
+	gauge("shardlimit_router_http_connections", httpBound)
 	if err := req(); err == nil {
-		t.Fatal("an HTTP request was served while the gRPC connections held every place")
+		t.Fatal("an HTTP request was served past --http-max-connections")
 	}
-	if got := clustertest.Metric(t, r.Registry(), "shardlimit_router_connections_refused_total", nil); got < 1 {
-		t.Fatalf("%v connections refused, want at least 1", got)
+	global := map[string]string{"reason": "global"}
+	if got := clustertest.Metric(t, r.Registry(), "shardlimit_router_http_connections_refused_total", global); got < 1 {
+		t.Fatalf("%v HTTP connections refused, want at least 1", got)
 	}
-	held[0].Close()
+	if got := clustertest.Metric(t, r.Registry(), "shardlimit_router_connections_refused_total", global); got != 0 {
+		t.Fatalf("%v gRPC connections refused for HTTP's bound, want 0", got)
+	}
+	held.Close()
 	poll.Until(t, 30*time.Second, req)
 }
 

@@ -8,7 +8,11 @@
 //
 // The router starts it when --http-listen is set (Start), on a listener of
 // its own, with the gRPC server's TLS config (client certificates are
-// verified when given) and connection bound. The gateway calls the
+// verified when given) and a connection bound of its own (rpc.ConnBound:
+// Options.MaxConnections, --http-max-connections, apart from gRPC's; the
+// per-address bound and the handshake deadline of the router's Limits,
+// the latter as ReadHeaderTimeout, which bounds the TLS handshake too).
+// The gateway calls the
 // router's gRPC service implementations in process, through the same
 // authorization as the gRPC server: the interceptor given in
 // Services.Authorize (the router's auth.Authorizer) sees the call's full

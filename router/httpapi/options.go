@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +22,9 @@ const (
 	MaxBody        = 64 << 20
 )
 
+// DefaultMaxConnections is Options.MaxConnections' default.
+const DefaultMaxConnections = 2000
+
 // Options configure the HTTP/JSON API's server. The router fills them
 // from its own (--http-listen, --http-max-body, its TLS and Limits).
 type Options struct {
@@ -38,14 +40,22 @@ type Options struct {
 	// checks with 256-byte users is about 400 KB of JSON); 1 KiB..64 MiB.
 	MaxBody int64
 	// Limits are the router's: MaxConcurrentStreams bounds the requests in
-	// flight on one HTTP/2 connection and MaxConnectionIdle closes idle
-	// connections; each zero field its default (rpc.DefaultLimits).
+	// flight on one HTTP/2 connection, MaxConnectionIdle closes idle
+	// connections, HandshakeTimeout bounds a connection's TLS handshake and
+	// each request's header (ReadHeaderTimeout), and MaxConnectionsPerPeer
+	// (at most MaxConnections below) bounds one address's connections;
+	// each zero field its default (rpc.DefaultLimits). Its MaxConnections
+	// is the gRPC server's and is not used here.
 	Limits rpc.Limits
-	// Bound, when set, wraps the listener: the router passes its gRPC
-	// server's connection bound (rpc.Bound), so --max-connections bounds
-	// both servers' connections together. Default nil: unbounded.
-	Bound func(net.Listener) net.Listener
-	// Registry receives shardlimit_router_http_requests_total. Required.
+	// MaxConnections bounds the API's open connections, apart from the
+	// gRPC server's: neither can take the other's places. Past it a new
+	// connection is closed at once, counted in
+	// shardlimit_router_http_connections_refused_total{reason="global"}.
+	// Default 2000 (DefaultMaxConnections), 1..1000000.
+	MaxConnections int
+	// Registry receives shardlimit_router_http_requests_total and the
+	// connection bound's shardlimit_router_http_connections and
+	// shardlimit_router_http_connections_refused_total. Required.
 	Registry prometheus.Registerer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
@@ -75,6 +85,18 @@ func (o *Options) fill() {
 		o.Logger = slog.Default()
 	}
 	o.Limits.Fill()
+	if o.MaxConnections == 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+}
+
+// limits returns the connection bound's limits: the router's, with the
+// API's own MaxConnections, and at most as many per address.
+func (o Options) limits() rpc.Limits {
+	l := o.Limits
+	l.MaxConnectionsPerPeer = min(l.PerPeer(), o.MaxConnections)
+	l.MaxConnections = o.MaxConnections
+	return l
 }
 
 // Validate reports the first field out of bounds, after defaults are
@@ -86,6 +108,8 @@ func (o Options) Validate() error {
 		return errors.New("http listen: an address is required")
 	case o.MaxBody < MinBody || o.MaxBody > MaxBody:
 		return fmt.Errorf("http max body: %d bytes not in %d..%d", o.MaxBody, MinBody, MaxBody)
+	case o.MaxConnections < 1 || o.MaxConnections > 1_000_000:
+		return fmt.Errorf("http max connections: %d not in 1..1000000", o.MaxConnections)
 	}
 	return o.Limits.Validate()
 }

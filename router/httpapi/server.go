@@ -23,16 +23,18 @@ import (
 	rlsgw "github.com/shardlimit/shardlimit/proto/gateway/envoy/service/ratelimit/v3"
 	shardlimitgw "github.com/shardlimit/shardlimit/proto/gateway/shardlimit/v1"
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
 // Timeouts of every connection, against clients that hold one open
-// without finishing a request.
+// without finishing a request; the TLS handshake and each request's
+// header are bounded by Limits.HandshakeTimeout (ReadHeaderTimeout, which
+// net/http applies to the handshake too, being the shortest).
 const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 30 * time.Second
-	writeTimeout      = 30 * time.Second
-	maxHeaderBytes    = 64 << 10
+	readTimeout    = 30 * time.Second
+	writeTimeout   = 30 * time.Second
+	maxHeaderBytes = 64 << 10
 )
 
 // The api label of shardlimit_router_http_requests_total: one per route,
@@ -93,9 +95,7 @@ func Start(o Options, s Services) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Bound != nil {
-		lis = o.Bound(lis)
-	}
+	lis = rpc.NewConnBound(o.limits(), o.Registry, "router_http").Wrap(lis)
 	if o.TLS != nil {
 		// The router's config offers h2 only in ALPN, as gRPC needs; Go's
 		// TLS lets clients that offer http/1.1 only connect as if they had
@@ -109,13 +109,20 @@ func Start(o Options, s Services) (*Server, error) {
 	}
 	srv := &http.Server{
 		Handler:           counted(requests, h),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: o.Limits.HandshakeTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       o.Limits.MaxConnectionIdle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: int(o.Limits.MaxConcurrentStreams)},
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+		// A connection that carries a request is past its handshake: its
+		// idle and read timeouts from then on are not handshake timeouts.
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateActive {
+				rpc.Established(c)
+			}
+		},
 	}
 	hs := &Server{srv: srv, lis: lis, done: make(chan struct{})}
 	go func() {

@@ -137,6 +137,8 @@ func TestEveryMethodIsInTheTable(t *testing.T) {
 		"/shardlimit.v1.RateLimiter/Check":                          "service, operator",
 		"/shardlimit.v1.Rebalancer/Run":                             "operator, internal",
 		"/grpc.health.v1.Health/Check":                              "anyone",
+		"/grpc.health.v1.Health/Watch":                              "service, operator, internal", // a stream held open: known callers only
+		"/grpc.health.v1.Health/List":                               "service, operator, internal",
 		"/shardlimit.v1.Admin/SomethingNew":                         "",
 		"/evil.Service/Method":                                      "",
 		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": "service, operator, internal",
@@ -207,6 +209,9 @@ func TestInterceptorDecides(t *testing.T) {
 	}{
 		{"no credentials", callCtx(nil), "/shardlimit.v1.RateLimiter/Check", codes.Unauthenticated, ""},
 		{"no credentials, health", callCtx(nil), "/grpc.health.v1.Health/Check", codes.OK, ""},
+		{"no credentials, health watch", callCtx(nil), "/grpc.health.v1.Health/Watch", codes.Unauthenticated, ""},
+		{"no credentials, health list", callCtx(nil), "/grpc.health.v1.Health/List", codes.Unauthenticated, ""},
+		{"service, health watch", callCtx(shop), "/grpc.health.v1.Health/Watch", codes.OK, "spiffe://x/shop"},
 		{"unknown certificate", callCtx(stranger), "/shardlimit.v1.RateLimiter/Check", codes.Unauthenticated, ""},
 		{"SAN URI", callCtx(shop), "/shardlimit.v1.RateLimiter/Check", codes.OK, "spiffe://x/shop"},
 		{"DNS name", callCtx(ops), "/shardlimit.v1.Admin/ApplyRules", codes.OK, "ops.example"},

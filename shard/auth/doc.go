@@ -43,9 +43,39 @@
 // methods.go is the one table of who may call each gRPC method: by full
 // method, else by gRPC service (the whole shard API is internal-only, so a
 // method added to it is too). A method in neither is refused to everyone.
-// Health is open to anyone, credentials or not: it says SERVING and nothing
-// else, and probes carry no credentials. Reflection (for grpcurl) is open to
-// every known caller, never to an unknown one.
+// Health's unary Check is open to anyone, credentials or not: it says
+// SERVING and nothing else, and probes carry no credentials. Health's Watch
+// and List, and reflection (for grpcurl), are open to every known caller,
+// never to an unknown one.
+//
+// # What an anonymous caller reaches
+//
+// The review of everything a caller without credentials can make a server
+// do (issue 23), on every server (router, shard, rebalance job):
+//
+//   - A TCP connection, counted from accept by package rpc's connection
+//     bound: at most --max-connections in all and --max-connections-per-peer
+//     from one IP, each closed unless its TLS handshake and HTTP/2 preface
+//     are done within --handshake-timeout (5s; gRPC's own is 120s). The
+//     router's HTTP API has a bound of its own (--http-max-connections).
+//   - A TLS handshake: the server's certificate, and verification of a
+//     client certificate if one is sent (VerifyClientCertIfGiven).
+//   - Streams on an HTTP/2 connection: at most --max-concurrent-streams (1000)
+//     per connection, so at most 1000 × 100 = 100,000 calls in flight from
+//     one IP with the defaults. Every such call is refused by the
+//     interceptor before its handler runs (Unauthenticated, one counter
+//     increment and at most one log line per 10 s), except:
+//   - /grpc.health.v1.Health/Check, unary: a map lookup and a small answer.
+//     Watch (a goroutine and a stream held until the caller leaves: 50,000
+//     anonymous Watch streams took a router from 76 MB to 640 MB) and List
+//     are refused to it. A known caller's Watch streams count against the
+//     same per-connection stream bound.
+//   - On the router's HTTP API, a request body of at most --http-max-body is
+//     read and decoded before the authorizer refuses the call, within its
+//     30 s read timeout.
+//
+// Nothing else (the public API, Envoy's API, admin, the shard API,
+// rebalancing, reflection) runs a handler for it.
 //
 // An interceptor cannot see which service a request names. For the methods
 // the table opens to the service role (the public API, Envoy's API, limited

@@ -64,15 +64,23 @@ var (
 		// The rebalance leader's API: routers forward operators' Admin
 		// calls to it; operators may call it directly.
 		"shardlimit.v1.Rebalancer": Internal | Operator,
-		// Health answers SERVING or not and nothing else: load balancers
-		// and probes call it without credentials.
-		"grpc.health.v1.Health": Anyone,
+		// Health's streams and listings (Watch, List) hold a goroutine and
+		// a stream per call, or answer every service's status: only known
+		// callers (gRPC clients' own health checking of a server they call
+		// uses Watch, and they hold credentials). Check is open: see
+		// methods.
+		"grpc.health.v1.Health": Service | Operator | Internal,
 		// Reflection describes the API (grpcurl needs it); only to known
 		// callers.
 		"grpc.reflection.v1.ServerReflection":      Service | Operator | Internal,
 		"grpc.reflection.v1alpha.ServerReflection": Service | Operator | Internal,
 	}
 	methods = map[string]Permission{
+		// The one method open to anyone: a unary Check answers SERVING or
+		// not and nothing else, and load balancers and probes (Kubernetes'
+		// grpc probes call Check) carry no credentials. See "What an
+		// anonymous caller reaches" in doc.go.
+		"/grpc.health.v1.Health/Check": Anyone,
 		// The public API and Envoy's: a service for its own services; an
 		// operator for any.
 		"/shardlimit.v1.RateLimiter/Check":                             Service | Operator,

@@ -6,11 +6,16 @@
 // as server options, so that every call, health and reflection included,
 // is decided by the one method table.
 //
-// Every server is bounded by Limits (limits.go): connections (a listener
-// that closes the ones past --max-connections and counts them), calls in
-// flight per connection, message sizes, idle and maximum connection age,
-// and keepalive enforcement; the components turn their Limits into server
-// options for Listen. Every server answers invalid UTF-8 in a request's
+// Every server is bounded by Limits (limits.go): connections (ConnBound,
+// bound.go: a listener that closes the ones past --max-connections, or past
+// --max-connections-per-peer from one client IP, and counts them by
+// reason), the handshake deadline (--handshake-timeout: a connection that
+// has not finished TLS and the HTTP/2 preface by then is closed and
+// counted), calls in flight per connection, message sizes, idle and maximum
+// connection age, and keepalive enforcement; the components turn their
+// Limits into server options for Listen. These bounds hold before any
+// caller is authenticated: they are what an anonymous client can take
+// (see package auth's review of what it reaches). Every server answers invalid UTF-8 in a request's
 // strings InvalidArgument naming the field (codec.go), for every service
 // registered through Server.RegisterService — the generated Register
 // functions take the Server itself, never its GRPC field.

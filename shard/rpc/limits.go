@@ -3,9 +3,6 @@ package rpc
 import (
 	"cmp"
 	"fmt"
-	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +18,25 @@ import (
 type Limits struct {
 	// MaxConnections bounds the open connections; default 2000. Past it a
 	// new connection is closed as soon as it is accepted, and counted in
-	// shardlimit_<component>_connections_refused_total.
+	// shardlimit_<component>_connections_refused_total{reason="global"}.
+	// Connections count from accept, before TLS, so HandshakeTimeout and
+	// MaxConnectionsPerPeer are what keep unauthenticated clients from
+	// holding them all.
 	MaxConnections int
+	// MaxConnectionsPerPeer bounds the open connections from one client
+	// address (IP, port ignored); past it a new connection from that
+	// address is closed as soon as it is accepted, and counted under
+	// reason="per_peer". Default 0: 5% of MaxConnections, at least 1 (100
+	// of the default 2000), so that one address cannot take every place:
+	// it takes 20 addresses to fill the server. 1..MaxConnections. Set it
+	// to MaxConnections behind a proxy that hides callers' addresses.
+	MaxConnectionsPerPeer int
+	// HandshakeTimeout closes a connection that has not finished its TLS
+	// handshake and HTTP/2 preface this long after it was accepted
+	// (grpc.ConnectionTimeout; the HTTP API's ReadHeaderTimeout, which
+	// bounds its TLS handshake too), counted under
+	// reason="handshake_timeout"; default 5s (gRPC's own is 120s), 100ms..2m.
+	HandshakeTimeout time.Duration
 	// MaxConcurrentStreams bounds the calls in flight on one connection;
 	// default 1000. gRPC clients wait for a free slot past it (HTTP/2
 	// flow control), so it shows as client latency; a client that ignores
@@ -66,7 +80,7 @@ type Limits struct {
 // DefaultLimits returns the defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxConnections: 2000, MaxConcurrentStreams: 1000,
+		MaxConnections: 2000, MaxConcurrentStreams: 1000, HandshakeTimeout: 5 * time.Second,
 		MaxRecvMsgSize: 4 << 20, MaxSendMsgSize: 16 << 20,
 		MaxConnectionIdle: 5 * time.Minute, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second,
 		KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 10 * time.Second,
@@ -78,6 +92,7 @@ func (l *Limits) Fill() {
 	d := DefaultLimits()
 	l.MaxConnections = cmp.Or(l.MaxConnections, d.MaxConnections)
 	l.MaxConcurrentStreams = cmp.Or(l.MaxConcurrentStreams, d.MaxConcurrentStreams)
+	l.HandshakeTimeout = cmp.Or(l.HandshakeTimeout, d.HandshakeTimeout)
 	l.MaxRecvMsgSize = cmp.Or(l.MaxRecvMsgSize, d.MaxRecvMsgSize)
 	l.MaxSendMsgSize = cmp.Or(l.MaxSendMsgSize, d.MaxSendMsgSize)
 	l.MaxConnectionIdle = cmp.Or(l.MaxConnectionIdle, d.MaxConnectionIdle)
@@ -101,6 +116,10 @@ func (l *Limits) Validate() error {
 	switch {
 	case l.MaxConnections < 1 || l.MaxConnections > 1_000_000:
 		return fmt.Errorf("max-connections: %d not in 1..1000000", l.MaxConnections)
+	case l.MaxConnectionsPerPeer < 0 || l.MaxConnectionsPerPeer > l.MaxConnections:
+		return fmt.Errorf("max-connections-per-peer: %d not in 1..%d (max-connections), or 0 for 5%% of max-connections", l.MaxConnectionsPerPeer, l.MaxConnections)
+	case l.HandshakeTimeout < 100*time.Millisecond || l.HandshakeTimeout > 2*time.Minute:
+		return fmt.Errorf("handshake-timeout: %v not in 100ms..2m", l.HandshakeTimeout)
 	case l.MaxConcurrentStreams < 1:
 		return fmt.Errorf("max-concurrent-streams: %d is under the minimum of 1", l.MaxConcurrentStreams)
 	case l.MaxRecvMsgSize < minMsg || l.MaxRecvMsgSize > maxMsg:
@@ -120,23 +139,26 @@ func (l *Limits) Validate() error {
 	return nil
 }
 
+// PerPeer returns the connection bound of one client address:
+// MaxConnectionsPerPeer, or when zero 5% of MaxConnections, at least 1.
+func (l Limits) PerPeer() int {
+	if l.MaxConnectionsPerPeer > 0 {
+		return l.MaxConnectionsPerPeer
+	}
+	return max(1, l.MaxConnections/20)
+}
+
 // ServerOptions returns the gRPC server options that enforce l (filled
-// with defaults), for Listen. The connection bound is counted in metrics
-// registered on reg: shardlimit_<component>_connections (open now) and
-// shardlimit_<component>_connections_refused_total. It panics if those
-// are registered twice: a programmer's mistake at start-up.
+// with defaults), for Listen: the connection bound (a ConnBound, which
+// Listen applies to its listener), the handshake deadline, and the bounds
+// of streams, messages and connection lifetime. The bound is counted in
+// metrics registered on reg (see NewConnBound), named for component. It
+// panics if those are registered twice: a programmer's mistake at start-up.
 func (l Limits) ServerOptions(reg prometheus.Registerer, component string) []grpc.ServerOption {
 	l.Fill()
-	b := &connBound{max: int64(l.MaxConnections), refused: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "shardlimit_" + component + "_connections_refused_total",
-		Help: "Connections closed as soon as accepted because --max-connections were open.",
-	})}
-	reg.MustRegister(b.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "shardlimit_" + component + "_connections",
-		Help: "Open connections (gRPC, and the router's HTTP API when served); at most --max-connections.",
-	}, func() float64 { return float64(b.open.Load()) }))
 	return []grpc.ServerOption{
-		b,
+		NewConnBound(l, reg, component),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
 		grpc.MaxSendMsgSize(l.MaxSendMsgSize),
@@ -148,60 +170,4 @@ func (l Limits) ServerOptions(reg prometheus.Registerer, component string) []grp
 			MinTime: l.KeepaliveMinTime, PermitWithoutStream: l.KeepalivePermitWithoutStream,
 		}),
 	}
-}
-
-// connBound is the connection bound: a server option that Listen applies
-// to its listener (gRPC has no option of its own for it).
-type connBound struct {
-	grpc.EmptyServerOption
-	max     int64
-	open    atomic.Int64
-	refused prometheus.Counter
-}
-
-// Bound wraps lis with the connection bound among opts, if any: Listen
-// applies it, and a component that serves HTTP beside gRPC (the router's
-// --http-listen) applies it to that listener too, so that both count
-// against one --max-connections.
-func Bound(lis net.Listener, opts []grpc.ServerOption) net.Listener {
-	for _, o := range opts {
-		if b, ok := o.(*connBound); ok {
-			return &boundListener{Listener: lis, b: b}
-		}
-	}
-	return lis
-}
-
-// boundListener closes the connections it accepts past the bound.
-type boundListener struct {
-	net.Listener
-	b *connBound
-}
-
-func (l *boundListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.b.open.Add(1) <= l.b.max {
-			return &boundConn{Conn: c, b: l.b}, nil
-		}
-		l.b.open.Add(-1)
-		l.b.refused.Inc()
-		_ = c.Close()
-	}
-}
-
-// boundConn gives its place back once closed.
-type boundConn struct {
-	net.Conn
-	b    *connBound
-	once sync.Once
-}
-
-func (c *boundConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.b.open.Add(-1) })
-	return err
 }

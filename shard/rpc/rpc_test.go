@@ -76,7 +76,7 @@ func check(hc healthpb.HealthClient) error {
 // accepted, counts it, and takes new ones again once one closes.
 func TestMaxConnectionsRefusesAndCounts(t *testing.T) {
 	const n = 3
-	s, reg := serve(t, Limits{MaxConnections: n})
+	s, reg := serve(t, Limits{MaxConnections: n, MaxConnectionsPerPeer: n})
 	var held []net.Conn
 	for range n {
 		c, err := net.Dial("tcp", s.Addr())
@@ -101,7 +101,7 @@ func TestMaxConnectionsRefusesAndCounts(t *testing.T) {
 	if _, err := extra.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("connection %d: read %v, want it closed by the server", n+1, err)
 	}
-	if got := metric(t, reg, "shardlimit_test_connections_refused_total"); got != 1 {
+	if got := refused(t, reg, RefusedGlobal); got != 1 {
 		t.Fatalf("%v refusals counted, want 1", got)
 	}
 	full, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
