@@ -3,9 +3,9 @@ package auth
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"log/slog"
 	"net"
 	"net/url"

@@ -16,9 +16,9 @@ type refusals struct {
 	// The other metrics of authentication: whether the server runs
 	// without it, and the grants in force.
 	insecure, grants, invalid, synced prometheus.Gauge
-	log                       *slog.Logger
-	every                     time.Duration
-	now                       func() time.Time
+	log                               *slog.Logger
+	every                             time.Duration
+	now                               func() time.Time
 
 	mu         sync.Mutex
 	last       [len(reasonsArray)]time.Time
