@@ -131,9 +131,9 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 	var file string
 	var dryRun, prune bool
-	use, short := "apply -f FILE", "Store every rule of a YAML (or JSON) file, all or nothing; --dry-run shows the changes only."
+	use, short := "apply -f FILE", "Store every rule of a YAML (or JSON) file, all or nothing; --dry-run shows the changes only. Warns of each endpoint the change leaves to shadow rules alone."
 	if diff {
-		use, short = "diff -f FILE", fmt.Sprintf("Show how the stored rules differ from a file, changing nothing; exits %d when they differ, %d when not.", exitChanges, exitOK)
+		use, short = "diff -f FILE", fmt.Sprintf("Show how the stored rules differ from a file, changing nothing; exits %d when they differ, %d when not. Warns of each endpoint the change leaves to shadow rules alone.", exitChanges, exitOK)
 	}
 	cmd := &cobra.Command{
 		Use:   use,
