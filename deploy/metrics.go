@@ -34,13 +34,14 @@ var Metrics = []string{
 	"shardlimit_router_overlimit_cache_hits_total", // {service}
 	"shardlimit_router_overlimit_cache_entries",
 	"shardlimit_router_overlimit_cache_evictions_total",
-	"shardlimit_router_http_requests_total",       // {api,code}: the HTTP/JSON API (--http-listen)
-	"shardlimit_router_connections",               // open gRPC connections
-	"shardlimit_router_connections_refused_total", // {reason}: global, per_peer, handshake_timeout
-	"shardlimit_router_auth_refusals_total",       // {api,reason}
-	"shardlimit_router_insecure",                  // 1 when started with --insecure
-	"shardlimit_router_grants",                    // identities granted a role (grants file and etcd)
-	"shardlimit_router_grants_invalid",            // grants in etcd that are not valid (their identities are refused)
+	"shardlimit_router_http_requests_total",                // {api,code}: the HTTP/JSON API (--http-listen)
+	"shardlimit_router_connections",                        // open gRPC connections
+	"shardlimit_router_connections_refused_total",          // {reason}: global, per_peer, handshake_timeout
+	"shardlimit_router_auth_refusals_total",                // {api,reason}
+	"shardlimit_router_insecure",                           // 1 when started with --insecure
+	"shardlimit_router_grants",                             // identities granted a role (grants file and etcd)
+	"shardlimit_router_grants_invalid",                     // grants in etcd that are not valid (their identities are refused)
+	"shardlimit_router_grants_last_sync_timestamp_seconds", // when the grants in force last matched etcd
 	// The HTTP API's own connection bound (--http-listen, --http-max-connections).
 	"shardlimit_router_http_connections",
 	"shardlimit_router_http_connections_refused_total", // {reason}
@@ -71,6 +72,7 @@ var Metrics = []string{
 	"shardlimit_shard_insecure",
 	"shardlimit_shard_grants",
 	"shardlimit_shard_grants_invalid",
+	"shardlimit_shard_grants_last_sync_timestamp_seconds",
 	"shardlimit_shard_certificate_expiry_timestamp_seconds",
 	"shardlimit_shard_state",                // {state}: joining, serving, draining
 	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
@@ -97,6 +99,7 @@ var Metrics = []string{
 	"shardlimit_rebalance_insecure",
 	"shardlimit_rebalance_grants",
 	"shardlimit_rebalance_grants_invalid",
+	"shardlimit_rebalance_grants_last_sync_timestamp_seconds",
 	"shardlimit_rebalance_certificate_expiry_timestamp_seconds",
 }
 

@@ -125,7 +125,8 @@ func (a *admin) DeleteRule(ctx context.Context, req *shardlimitv1.DeleteRuleRequ
 }
 
 // ListMembers lists the live shards this router routes to, each with its
-// Stats, asked in parallel.
+// Stats, asked in parallel: all of it to an operator, to a service caller
+// only what concerns its services (membersFor).
 func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequest) (*shardlimitv1.ListMembersResponse, error) {
 	rt := a.r.routing.Load()
 	counts := rt.table.Count()
@@ -155,7 +156,7 @@ func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequ
 		})
 	}
 	wg.Wait()
-	ownHotKeys(ctx, resp)
+	membersFor(ctx, resp)
 	return resp, nil
 }
 

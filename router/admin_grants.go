@@ -15,19 +15,29 @@ import (
 	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
-// grantInfo is a grant as the Admin API lists it: tokens by id only.
+// grantInfo is a grant as the Admin API lists it: its id naming its kind,
+// tokens by id only.
 func grantInfo(g *auth.Grant, source string) *shardlimitv1.GrantInfo {
-	out := &shardlimitv1.GrantInfo{Id: g.ID, Role: string(g.Role), Services: g.Services, Source: source}
-	for _, t := range g.Tokens {
-		out.Tokens = append(out.Tokens, &shardlimitv1.TokenInfo{Id: t.ID, CreatedUnixNs: t.Created.UnixNano()})
+	out := &shardlimitv1.GrantInfo{Id: auth.CanonicalID(g.ID), Role: string(g.Role), Services: g.Services, Source: source}
+	for i := range g.Tokens {
+		out.Tokens = append(out.Tokens, tokenInfo(&g.Tokens[i]))
 	}
 	return out
+}
+
+func tokenInfo(t *auth.Token) *shardlimitv1.TokenInfo {
+	info := &shardlimitv1.TokenInfo{Id: t.ID, CreatedUnixNs: t.Created.UnixNano()}
+	if !t.Expires.IsZero() {
+		info.ExpiresUnixNs = t.Expires.UnixNano()
+	}
+	return info
 }
 
 // inFile reports whether this router's grants file grants id: such a grant
 // wins over a stored one, so storing one would change nothing.
 func (a *admin) inFile(id string) error {
-	if slices.ContainsFunc(a.r.opts.Grants, func(g auth.Grant) bool { return g.ID == id }) {
+	cid := auth.CanonicalID(id)
+	if slices.ContainsFunc(a.r.opts.Grants, func(g auth.Grant) bool { return auth.CanonicalID(g.ID) == cid }) {
 		return status.Error(codes.FailedPrecondition, "id: granted by the routers' grants file, which wins over etcd: edit the file instead")
 	}
 	return nil
@@ -60,7 +70,7 @@ func (a *admin) ListGrants(ctx context.Context, _ *shardlimitv1.ListGrantsReques
 		resp.Grants = append(resp.Grants, grantInfo(&a.r.opts.Grants[i], "file"))
 	}
 	for _, e := range entries {
-		if a.inFile(e.Grant.ID) == nil {
+		if a.inFile(e.Grant.ID) == nil { // the file's grant wins
 			resp.Grants = append(resp.Grants, grantInfo(&e.Grant, "etcd"))
 		}
 	}
@@ -79,7 +89,16 @@ func (a *admin) ListGrants(ctx context.Context, _ *shardlimitv1.ListGrantsReques
 	return resp, nil
 }
 
+// Grant stores a grant. Its id must name its kind (uri:, dns:, token:), and
+// its role may not be internal: only the components' grants files grant
+// that (grantstore.ErrInternalInEtcd).
 func (a *admin) Grant(ctx context.Context, req *shardlimitv1.GrantRequest) (*shardlimitv1.GrantResponse, error) {
+	if err := auth.CheckExplicitID(req.Id); err != nil {
+		return nil, grantStatus(err)
+	}
+	if auth.Role(req.Role) == auth.RoleInternal {
+		return nil, grantStatus(grantstore.ErrInternalInEtcd)
+	}
 	if err := a.inFile(req.Id); err != nil {
 		return nil, err
 	}
@@ -87,7 +106,7 @@ func (a *admin) Grant(ctx context.Context, req *shardlimitv1.GrantRequest) (*sha
 	defer cancel()
 	var stored auth.Grant
 	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
-		stored = auth.Grant{ID: req.Id, Role: auth.Role(req.Role), Services: req.Services}
+		stored = auth.Grant{ID: auth.CanonicalID(req.Id), Role: auth.Role(req.Role), Services: req.Services}
 		if cur != nil {
 			stored.Tokens = cur.Tokens
 		}
@@ -96,7 +115,7 @@ func (a *admin) Grant(ctx context.Context, req *shardlimitv1.GrantRequest) (*sha
 	if err != nil {
 		return nil, grantStatus(err)
 	}
-	a.r.log.Info("grant stored", "id", req.Id, "role", req.Role, "services", len(req.Services), "caller", auth.FromContext(ctx).Name())
+	a.r.log.Info("grant stored", "id", stored.ID, "role", req.Role, "services", len(req.Services), "caller", auth.FromContext(ctx).Name())
 	return &shardlimitv1.GrantResponse{Grant: grantInfo(&stored, "etcd"), Revision: rev}, nil
 }
 
@@ -145,8 +164,14 @@ func (a *admin) CreateToken(ctx context.Context, req *shardlimitv1.CreateTokenRe
 	if err := a.inFile(req.Id); err != nil {
 		return nil, err
 	}
-	token, stored, err := auth.NewToken(time.Now())
-	if err != nil {
+	// Clamped so that no number of seconds overflows a Duration: out of
+	// bounds stays out of bounds.
+	ttl := time.Duration(min(max(req.TtlSeconds, -1), int64(auth.MaxTokenTTL/time.Second)+1)) * time.Second
+	token, stored, err := auth.NewTokenTTL(time.Now(), ttl)
+	switch {
+	case errors.Is(err, auth.ErrInvalidGrant):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case err != nil:
 		return nil, status.Errorf(codes.Internal, "random: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
@@ -163,6 +188,6 @@ func (a *admin) CreateToken(ctx context.Context, req *shardlimitv1.CreateTokenRe
 		return nil, grantStatus(err)
 	}
 	// The token itself is never logged.
-	a.r.log.Info("token created", "id", req.Id, "token_id", stored.ID, "caller", auth.FromContext(ctx).Name())
-	return &shardlimitv1.CreateTokenResponse{Token: token, Info: &shardlimitv1.TokenInfo{Id: stored.ID, CreatedUnixNs: stored.Created.UnixNano()}, Revision: rev}, nil
+	a.r.log.Info("token created", "id", auth.CanonicalID(req.Id), "token_id", stored.ID, "expires", stored.Expires, "caller", auth.FromContext(ctx).Name())
+	return &shardlimitv1.CreateTokenResponse{Token: token, Info: tokenInfo(&stored), Revision: rev}, nil
 }

@@ -25,23 +25,30 @@ func mayUseAll(ctx context.Context, checks []*shardlimitv1.Check) error {
 	return nil
 }
 
-// ownHotKeys leaves in resp only the hot keys of services the caller may
-// act for: a service reads its own hot keys, an operator every one.
-func ownHotKeys(ctx context.Context, resp *shardlimitv1.ListMembersResponse) {
+// membersFor leaves in resp what the caller may read: an operator reads
+// everything; a service caller reads each member's id, zone, version,
+// start and partition count, and the hot keys of its own services only,
+// never a shard's address, its load, its keys, its memory or another
+// service's hot keys, nor an error message (which may name an address).
+func membersFor(ctx context.Context, resp *shardlimitv1.ListMembersResponse) {
 	c := auth.FromContext(ctx)
 	if c.IsOperator() {
 		return
 	}
 	for _, m := range resp.Members {
+		m.Addr = ""
+		if m.Error != "" {
+			m.Error = "unreachable"
+		}
 		if m.Stats == nil {
 			continue
 		}
-		kept := m.Stats.HotKeys[:0]
+		var own []*shardlimitv1.HotKey
 		for _, k := range m.Stats.HotKeys {
 			if c.Allows(k.Service) {
-				kept = append(kept, k)
+				own = append(own, k)
 			}
 		}
-		m.Stats.HotKeys = kept
+		m.Stats = &shardlimitv1.StatsResponse{Id: m.Stats.Id, HotKeys: own}
 	}
 }

@@ -341,12 +341,22 @@ func TestServiceCannotTouchAnotherServicesKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ownHot := 0
 	for _, m := range members.Members {
 		for _, k := range m.GetStats().GetHotKeys() {
 			if k.Service != "shop" {
 				t.Errorf("shop reads a hot key of %s: %v", k.Service, k)
 			}
+			ownHot++
 		}
+		// Nothing of the shards themselves: no address, load, keys or
+		// memory.
+		if st := m.GetStats(); m.Addr != "" || st.GetKeys() != 0 || st.GetMemoryBytes() != 0 || st.GetLoad() != 0 || len(st.GetPartitionLoad()) != 0 || st.GetDecisions() != 0 {
+			t.Errorf("shop reads a shard's internals: %v", m)
+		}
+	}
+	if ownHot == 0 {
+		t.Error("shop does not see its own hot keys")
 	}
 	_, err = shopAdmin.ResetKey(ctx, &shardlimitv1.ResetKeyRequest{Service: "bank", Rule: "/transfer", User: "victim"})
 	refused("reset bank's key through the router", err)
@@ -368,6 +378,16 @@ func TestServiceCannotTouchAnotherServicesKeys(t *testing.T) {
 		return slices.ContainsFunc(m.GetStats().GetHotKeys(), func(k *shardlimitv1.HotKey) bool { return k.Service == "bank" })
 	}) {
 		t.Error("the operator does not see bank's hot keys")
+	}
+	keys := uint64(0)
+	for _, m := range all.Members {
+		if m.Addr == "" {
+			t.Errorf("the operator does not see a shard's address: %v", m)
+		}
+		keys += m.GetStats().GetKeys()
+	}
+	if keys == 0 {
+		t.Error("the operator does not see the shards' keys")
 	}
 	if r, err := c.Admin(0).ResetKey(ctx, &shardlimitv1.ResetKeyRequest{Service: "bank", Rule: "/transfer", User: "victim"}); err != nil || !r.Existed || r.Shard != owner.ID {
 		t.Fatalf("operator reset: %v %v", r, err)

@@ -3,16 +3,20 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/clustertest"
+	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/poll"
@@ -45,7 +49,8 @@ func waitCode(t *testing.T, what string, want codes.Code, cls ...shardlimitv1.Ra
 // it; tokens are made once and revoked one by one.
 func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: testRules(t)})
-	const late = "spiffe://test/late"
+	const late = "spiffe://test/late" // the SAN URI of the certificate
+	const lateID = "uri:" + late      // the identity that grants name
 	asLate := []shardlimitv1.RateLimiterClient{
 		shardlimitv1.NewRateLimiterClient(c.As(c.Routers[0].Addr(), late)),
 		shardlimitv1.NewRateLimiterClient(c.As(c.Routers[1].Addr(), late)),
@@ -56,11 +61,14 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 
 	// Invalid grants store nothing and name the field.
 	for _, req := range []*shardlimitv1.GrantRequest{
-		{Id: late, Role: "admin"},
-		{Id: late, Role: "service"},
-		{Id: late, Role: "operator", Services: []string{"shop"}},
+		{Id: lateID, Role: "admin"},
+		{Id: lateID, Role: "service"},
+		{Id: lateID, Role: "operator", Services: []string{"shop"}},
 		{Id: "has space", Role: "operator"},
-		{Id: late, Role: "service", Services: []string{"a/b"}},
+		{Id: lateID, Role: "service", Services: []string{"a/b"}},
+		{Id: late, Role: "operator"},           // no kind
+		{Id: "dns:a/b", Role: "operator"},      // not a DNS name
+		{Id: "token:router", Role: "internal"}, // only the grants file grants internal
 	} {
 		_, err := adm.Grant(ctx, req)
 		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), ": ") {
@@ -71,17 +79,17 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 		t.Fatalf("after invalid grants: %v %v, want the %d of the grants file only", l, err, len(c.PKI.Grants()))
 	}
 
-	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: late, Role: "service", Services: []string{"bank"}}); err != nil {
+	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: lateID, Role: "service", Services: []string{"bank"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitCode(t, "granted bank only", codes.PermissionDenied, asLate...)
-	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: late, Role: "service", Services: []string{"bank", "shop"}}); err != nil {
+	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: lateID, Role: "service", Services: []string{"bank", "shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitCode(t, "granted shop", codes.OK, asLate...)
 
 	// A token, shown once; listed by id only.
-	tok, err := adm.CreateToken(ctx, &shardlimitv1.CreateTokenRequest{Id: late})
+	tok, err := adm.CreateToken(ctx, &shardlimitv1.CreateTokenRequest{Id: lateID})
 	if err != nil || !strings.HasPrefix(tok.Token, "slt_") {
 		t.Fatalf("create token: %v %v", tok, err)
 	}
@@ -98,11 +106,11 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 		t.Fatalf("list shows a token or its hash, or not the token's id and the file's grants: %s", s)
 	}
 	// Services revoked one by one, then the token, then the grant.
-	if _, err := adm.Revoke(ctx, &shardlimitv1.RevokeRequest{Id: late, Services: []string{"shop"}}); err != nil {
+	if _, err := adm.Revoke(ctx, &shardlimitv1.RevokeRequest{Id: lateID, Services: []string{"shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitCode(t, "shop revoked", codes.PermissionDenied, asLate...)
-	if _, err := adm.Revoke(ctx, &shardlimitv1.RevokeRequest{Id: late, TokenId: tok.Info.Id}); err != nil {
+	if _, err := adm.Revoke(ctx, &shardlimitv1.RevokeRequest{Id: lateID, TokenId: tok.Info.Id}); err != nil {
 		t.Fatal(err)
 	}
 	waitCode(t, "token revoked", codes.Unauthenticated, byToken...)
@@ -115,7 +123,7 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 	// An invalid value written into etcd: every router refuses the
 	// identity, and counts the grant as invalid; a router started after
 	// does the same.
-	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: late, Role: "service", Services: []string{"shop"}}); err != nil {
+	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: lateID, Role: "service", Services: []string{"shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitCode(t, "granted again", codes.OK, asLate...)
@@ -124,7 +132,7 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if _, err := cli.Put(ctx, etcd.Layout(c.Prefix).Grant(late), "id: "+late+"\nrole: admin\n"); err != nil {
+	if _, err := cli.Put(ctx, etcd.Layout(c.Prefix).Grant(lateID), "id: "+lateID+"\nrole: admin\n"); err != nil {
 		t.Fatal(err)
 	}
 	waitCode(t, "invalid in etcd", codes.Unauthenticated, asLate...)
@@ -142,7 +150,97 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 	if l, err := adm.ListGrants(ctx, &shardlimitv1.ListGrantsRequest{}); err != nil || len(l.Invalid) != 1 {
 		t.Fatalf("list with an invalid grant: %v %v", l, err)
 	}
-	if r, err := adm.Revoke(ctx, &shardlimitv1.RevokeRequest{Id: late}); err != nil || r.Existed {
+	if r, err := adm.Revoke(ctx, &shardlimitv1.RevokeRequest{Id: lateID}); err != nil || r.Existed {
 		t.Fatalf("revoke an invalid grant: %v %v, want it deleted, reported as not existing", r, err)
+	}
+}
+
+// The internal role comes only from the components' grants files: the
+// Admin API refuses to grant it, and a grant of it written straight into
+// etcd is ignored (counted invalid), so its token cannot call the shard
+// API. Tokens may expire: refused Unauthenticated once past their expiry.
+func TestInternalOnlyFromTheFileAndTokensExpire(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: testRules(t)})
+	adm := c.Admin(0)
+	ctx := context.Background()
+	_, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: "token:backdoor", Role: "internal"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "role: internal is granted only by the components' grants file") {
+		t.Fatalf("grant internal through the Admin API: %v, want InvalidArgument naming role", err)
+	}
+	// Written straight into etcd, with a token.
+	token, stored, err := auth.NewToken(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := auth.Encode(auth.Grant{ID: "token:backdoor", Role: auth.RoleInternal, Tokens: []auth.Token{stored}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := etcd.Dial([]string{c.Etcd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, etcd.Layout(c.Prefix).Grant("token:backdoor"), string(b)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, func() error {
+		if v := metricValue(t, c.Routers[0].Registry(), "shardlimit_router_grants_invalid"); v != 1 {
+			return fmt.Errorf("grants_invalid %v, want 1", v)
+		}
+		return nil
+	})
+	// Shards want a certificate of the cluster's CA in the handshake: any
+	// will do, since the token wins over it.
+	conn, err := grpc.NewClient(c.Shards[0].Addr(), grpc.WithTransportCredentials(credentials.NewTLS(c.TLS(strangerID))),
+		grpc.WithPerRPCCredentials(creds.PerRPC(creds.StaticToken(token))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = shardlimitv1.NewShardClient(conn).Drop(ctx, &shardlimitv1.DropRequest{})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("the stored internal token on a shard's API: %v, want Unauthenticated", err)
+	}
+
+	// Expiry: bounds named, stored and shown; an expired token refused.
+	if _, err := adm.Grant(ctx, &shardlimitv1.GrantRequest{Id: "token:edge", Role: "service", Services: []string{"shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateToken(ctx, &shardlimitv1.CreateTokenRequest{Id: "token:edge", TtlSeconds: 5}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "ttl: 5s is outside") {
+		t.Errorf("ttl 5s: %v, want InvalidArgument naming ttl", err)
+	}
+	tok, err := adm.CreateToken(ctx, &shardlimitv1.CreateTokenRequest{Id: "token:edge", TtlSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := tok.Info.ExpiresUnixNs - tok.Info.CreatedUnixNs; d != int64(time.Hour) {
+		t.Errorf("expires %v after creation, want 1h", time.Duration(d))
+	}
+	waitCode(t, "token with a ttl", codes.OK, shardlimitv1.NewRateLimiterClient(c.WithToken(c.Routers[0].Addr(), tok.Token)))
+	old, oldStored, err := auth.NewTokenTTL(time.Now().Add(-2*time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Grant(auth.Grant{ID: "token:edge", Role: auth.RoleService, Services: []string{"shop"}, Tokens: []auth.Token{oldStored}})
+	// The grant holds the expired token once the router has the grant
+	// that holds both; the expired one is refused, saying so.
+	poll.Until(t, 10*time.Second, func() error {
+		_, err := shardlimitv1.NewRateLimiterClient(c.WithToken(c.Routers[0].Addr(), old)).Check(ctx, &shardlimitv1.CheckRequest{})
+		if status.Code(err) != codes.Unauthenticated || status.Convert(err).Message() != auth.ErrTokenExpired.Error() {
+			return fmt.Errorf("expired token: %v", err)
+		}
+		return nil
+	})
+	list, err := adm.ListGrants(ctx, &shardlimitv1.ListGrantsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(list.Grants, func(g *shardlimitv1.GrantInfo) bool { return g.Id == "token:edge" })
+	if i < 0 {
+		t.Fatalf("token:edge is not listed: %v", list.Grants)
+	}
+	if g := list.Grants[i]; len(g.Tokens) != 2 || g.Tokens[0].ExpiresUnixNs == 0 || g.Tokens[1].ExpiresUnixNs == 0 {
+		t.Errorf("listed tokens without their expiry: %v", g)
 	}
 }

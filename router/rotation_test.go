@@ -179,7 +179,7 @@ func TestRotationUnderLoadDropsNoRequest(t *testing.T) {
 	waitCalls(5)
 	var oldID string
 	for _, g := range listGrants(t, c) {
-		if g.Id == "envoy-edge" {
+		if g.Id == "token:envoy-edge" { // listed with its kind
 			for _, tk := range g.Tokens {
 				if tk.Id != tok.Info.Id {
 					oldID = tk.Id

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -130,9 +131,9 @@ func ctlRulesValidateCmd(cf *ctlFlags) *cobra.Command {
 func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 	var file string
 	var dryRun, prune bool
-	use, short := "apply -f FILE", "Store every rule of a YAML (or JSON) file, all or nothing; --dry-run shows the changes only."
+	use, short := "apply -f FILE", "Store every rule of a YAML (or JSON) file, all or nothing; --dry-run shows the changes only. Warns of each endpoint the change leaves to shadow rules alone."
 	if diff {
-		use, short = "diff -f FILE", fmt.Sprintf("Show how the stored rules differ from a file, changing nothing; exits %d when they differ, %d when not.", exitChanges, exitOK)
+		use, short = "diff -f FILE", fmt.Sprintf("Show how the stored rules differ from a file, changing nothing; exits %d when they differ, %d when not. Warns of each endpoint the change leaves to shadow rules alone.", exitChanges, exitOK)
 	}
 	cmd := &cobra.Command{
 		Use:   use,
@@ -147,7 +148,13 @@ func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 				return fmt.Errorf("invalid rules, nothing applied:\n%w", err)
 			}
 			var resp *shardlimitv1.ApplyRulesResponse
+			var stored *shardlimitv1.GetRulesResponse
 			err = cf.admin(cmd, func(ctx context.Context, c shardlimitv1.AdminClient) (err error) {
+				// The stored rules, to tell which endpoints the change
+				// leaves to shadow rules alone.
+				if stored, err = c.GetRules(ctx, &shardlimitv1.GetRulesRequest{}); err != nil {
+					return err
+				}
 				resp, err = c.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: file, Yaml: b, DryRun: dryRun || diff, Prune: prune})
 				return err
 			})
@@ -157,6 +164,7 @@ func ctlRulesApplyCmd(cf *ctlFlags, diff bool) *cobra.Command {
 			if err := printChanges(cmd.OutOrStdout(), cf.output, resp); err != nil {
 				return err
 			}
+			warnUnenforced(cmd.ErrOrStderr(), stored, resp)
 			if diff && len(resp.Changes) > 0 {
 				return withCode(exitChanges, nil)
 			}
@@ -196,6 +204,31 @@ func printChanges(w io.Writer, format string, resp *shardlimitv1.ApplyRulesRespo
 		_, err := fmt.Fprintf(w, "%s %s\n", verb, plural(len(resp.Changes), "rule"))
 		return err
 	})
+}
+
+// warnUnenforced prints a warning line for each endpoint that the change
+// resp leaves to shadow rules alone (rules.Unenforce), from the stored
+// rules before it.
+func warnUnenforced(w io.Writer, stored *shardlimitv1.GetRulesResponse, resp *shardlimitv1.ApplyRulesResponse) {
+	var f rules.File
+	if yaml.Unmarshal(stored.Yaml, &f) != nil {
+		return
+	}
+	before := f.Rules
+	after := slices.Clone(before)
+	for _, c := range resp.Changes {
+		after = slices.DeleteFunc(after, func(r rules.Rule) bool { return r.Service == c.Service && r.Name == c.Name })
+		var r rules.Rule
+		if c.Op == shardlimitv1.RuleChange_OP_DELETE || yaml.Unmarshal([]byte(c.After), &r) != nil {
+			continue
+		}
+		r.Service, r.Name = c.Service, c.Name
+		after = append(after, r)
+	}
+	for _, u := range rules.Unenforce(before, after) {
+		fmt.Fprintf(w, "warning: %s %s: no enforcing rule decides it any more, only shadow rule %s, which never denies; enforcing rule %s no longer applies to it\n",
+			u.Service, u.Endpoint, strings.Join(u.By, ", "), strings.Join(u.Lost, ", "))
+	}
 }
 
 // descriptorOf shows what a changed descriptor rule applies to, after its

@@ -56,7 +56,7 @@ func devCredentials(ctx context.Context, dir, endpoint string, o devOptions) (*d
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	g := auth.Grant{ID: devService, Role: auth.RoleService, Services: []string{devService}, Tokens: []auth.Token{stored}}
+	g := auth.Grant{ID: auth.TokenID(devService), Role: auth.RoleService, Services: []string{devService}, Tokens: []auth.Token{stored}}
 	if _, err := grantstore.Modify(ctx, cli, etcdclient.Layout(o.prefix), g.ID, func(*auth.Grant) (grantstore.Change, error) {
 		return grantstore.Change{Grant: g}, nil
 	}); err != nil {

@@ -579,18 +579,18 @@ func devSecure(t *testing.T, bin, routerAddr, config, tokenFile, printed string)
 		}
 		return r.stdout
 	}
-	if out := ctl("grants", "grant", "--id", "bank-svc", "--role", "service", "--service", "bank"); !strings.HasPrefix(out, "granted bank-svc role service for bank") {
+	if out := ctl("grants", "grant", "--id", "token:bank-svc", "--role", "service", "--service", "bank"); !strings.HasPrefix(out, "granted token:bank-svc role service for bank") {
 		t.Fatalf("grants grant: %s", out)
 	}
 	var created struct {
 		Token   string `json:"token"`
 		TokenID string `json:"token_id"`
 	}
-	if err := json.Unmarshal([]byte(ctl("grants", "token", "create", "--id", "bank-svc", "-o", "json")), &created); err != nil || !strings.HasPrefix(created.Token, "slt_") {
+	if err := json.Unmarshal([]byte(ctl("grants", "token", "create", "--id", "token:bank-svc", "-o", "json")), &created); err != nil || !strings.HasPrefix(created.Token, "slt_") {
 		t.Fatalf("token create -o json: %+v %v", created, err)
 	}
 	tokenOut := filepath.Join(t.TempDir(), "bank.token")
-	if out := ctl("grants", "token", "create", "--id", "bank-svc", "--out", tokenOut); strings.Contains(out, "slt_") || !strings.Contains(out, tokenOut) {
+	if out := ctl("grants", "token", "create", "--id", "token:bank-svc", "--out", tokenOut); strings.Contains(out, "slt_") || !strings.Contains(out, tokenOut) {
 		t.Fatalf("token create --out printed the token or not the file: %s", out)
 	}
 	asBank := []string{"SHARDLIMIT_TLS_CA=" + ca[1], "SHARDLIMIT_TLS_SERVER_NAME=localhost", "SHARDLIMIT_TOKEN=" + created.Token}
@@ -607,13 +607,13 @@ func devSecure(t *testing.T, bin, routerAddr, config, tokenFile, printed string)
 			t.Errorf("grants list -o %s shows a token or a hash, or misses bank-svc's token id:\n%s", format, out)
 		}
 	}
-	if out := ctl("grants", "revoke", "--id", "bank-svc", "--token", created.TokenID); !strings.Contains(out, "revoked from bank-svc") {
+	if out := ctl("grants", "revoke", "--id", "token:bank-svc", "--token", created.TokenID); !strings.Contains(out, "revoked from token:bank-svc") {
 		t.Fatalf("revoke a token: %s", out)
 	}
 	if r := run(t, bin, "", asBank, append(check, "bank")...); r.code != exitRefused {
 		t.Errorf("a revoked token: exit %d, want %d\n%s", r.code, exitRefused, r.stderr)
 	}
-	if out := ctl("grants", "revoke", "--id", "bank-svc"); !strings.Contains(out, "its grant and tokens are gone") {
+	if out := ctl("grants", "revoke", "--id", "token:bank-svc"); !strings.Contains(out, "its grant and tokens are gone") {
 		t.Fatalf("revoke the grant: %s", out)
 	}
 	if r := run(t, bin, "", asBankFile, append(check, "bank")...); r.code != exitRefused {

@@ -15,7 +15,7 @@
 # rebalance job internal, the operator operator); the DNS names are what
 # callers verify. The shard's certificate is granted nothing: shards call
 # nobody. Envoy's is a service identity: grant it its domains with
-# `shardlimit ctl grants grant --id spiffe://shardlimit/envoy --role service --service DOMAIN`.
+# `shardlimit ctl grants grant --id uri:spiffe://shardlimit/envoy --role service --service DOMAIN`.
 set -euo pipefail
 ns=${1:-shardlimit}
 out=${2:-./shardlimit-certs}

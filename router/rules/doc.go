@@ -17,5 +17,9 @@
 // allow_request_override), which router/envoy applies. It is immutable; the router
 // swaps whole sets.
 //
+// Unenforce compares two rule sets and lists the endpoints that a change
+// leaves to shadow rules alone (an endpoint's own shadow rule hides the
+// service's enforcing "*" rule, say); ctl rules apply and diff warn of each.
+//
 // It never talks to etcd or the network.
 package rules

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"log/slog"
 	"net"
 	"net/url"
@@ -85,11 +86,11 @@ func TestTokensAreStoredAsHashesOnly(t *testing.T) {
 		t.Fatalf("stored form %s holds the token (%v)", b, err)
 	}
 	s := NewSet([]Grant{g})
-	if id := s.Token(token); id == nil || id.ID != "envoy" {
-		t.Fatalf("token lookup: %v", id)
+	if id, err := s.Token(token, time.Now()); err != nil || id.ID != "token:envoy" {
+		t.Fatalf("token lookup: %v %v", id, err)
 	}
-	if id := s.Token(token + "x"); id != nil {
-		t.Fatal("a wrong token matched")
+	if id, err := s.Token(token+"x", time.Now()); id != nil || !errors.Is(err, ErrTokenUnknown) {
+		t.Fatalf("a wrong token matched: %v %v", id, err)
 	}
 }
 
@@ -108,7 +109,7 @@ func TestSetEarlierGrantsWin(t *testing.T) {
 	}
 	h := tok.SHA256
 	for _, e := range s.byHash {
-		if e.id.ID != "router" {
+		if e.id.ID != "token:router" {
 			t.Fatalf("token %s belongs to %s", h, e.id.ID)
 		}
 	}
@@ -193,7 +194,7 @@ func TestInterceptorDecides(t *testing.T) {
 	token, stored, _ := NewToken(time.Now())
 	a.SetGrants(NewSet([]Grant{
 		{ID: "spiffe://x/shop", Role: RoleService, Services: []string{"shop"}},
-		{ID: "ops.example", Role: RoleOperator},
+		{ID: "dns:ops.example", Role: RoleOperator},
 		{ID: "spiffe://x/router", Role: RoleInternal},
 		{ID: "envoy", Role: RoleService, Services: []string{"bank"}, Tokens: []Token{stored}},
 	}), 0)
@@ -213,13 +214,15 @@ func TestInterceptorDecides(t *testing.T) {
 		{"no credentials, health list", callCtx(nil), "/grpc.health.v1.Health/List", codes.Unauthenticated, ""},
 		{"service, health watch", callCtx(shop), "/grpc.health.v1.Health/Watch", codes.OK, "spiffe://x/shop"},
 		{"unknown certificate", callCtx(stranger), "/shardlimit.v1.RateLimiter/Check", codes.Unauthenticated, ""},
-		{"SAN URI", callCtx(shop), "/shardlimit.v1.RateLimiter/Check", codes.OK, "spiffe://x/shop"},
-		{"DNS name", callCtx(ops), "/shardlimit.v1.Admin/ApplyRules", codes.OK, "ops.example"},
+		{"SAN URI", callCtx(shop), "/shardlimit.v1.RateLimiter/Check", codes.OK, "uri:spiffe://x/shop"},
+		{"DNS name", callCtx(ops), "/shardlimit.v1.Admin/ApplyRules", codes.OK, "dns:ops.example"},
+		{"DNS name of a token grant", callCtx(testCert(t, nil, []string{"envoy"})), "/shardlimit.v1.RateLimiter/Check", codes.Unauthenticated, ""},
+		{"DNS name of a URI grant", callCtx(testCert(t, nil, []string{"spiffe://x/router"})), "/shardlimit.v1.Shard/Drop", codes.Unauthenticated, ""},
 		{"service on an operator method", callCtx(shop), "/shardlimit.v1.Admin/ApplyRules", codes.PermissionDenied, ""},
 		{"operator on the shard API", callCtx(ops), "/shardlimit.v1.Shard/Drop", codes.PermissionDenied, ""},
-		{"internal on a new shard method", callCtx(testCert(t, []string{"spiffe://x/router"}, nil)), "/shardlimit.v1.Shard/DecideStream", codes.OK, "spiffe://x/router"},
+		{"internal on a new shard method", callCtx(testCert(t, []string{"spiffe://x/router"}, nil)), "/shardlimit.v1.Shard/DecideStream", codes.OK, "uri:spiffe://x/router"},
 		{"unknown method", callCtx(ops), "/shardlimit.v1.Admin/Nope", codes.PermissionDenied, ""},
-		{"token", callCtx(nil, "Bearer "+token), "/shardlimit.v1.RateLimiter/Check", codes.OK, "envoy"},
+		{"token", callCtx(nil, "Bearer "+token), "/shardlimit.v1.RateLimiter/Check", codes.OK, "token:envoy"},
 		{"token wins over the certificate", callCtx(ops, "bearer "+token), "/shardlimit.v1.Admin/ApplyRules", codes.PermissionDenied, ""},
 		{"unknown token with a good certificate", callCtx(ops, "Bearer slt_nope"), "/shardlimit.v1.Admin/ApplyRules", codes.Unauthenticated, ""},
 		{"not a bearer", callCtx(nil, "Basic abc"), "/shardlimit.v1.RateLimiter/Check", codes.Unauthenticated, ""},
@@ -250,7 +253,7 @@ func TestInterceptorDecides(t *testing.T) {
 	}
 	var streamCaller string
 	if err := a.Stream(nil, &fakeStream{ctx: callCtx(testCert(t, []string{"spiffe://x/router"}, nil))}, &grpc.StreamServerInfo{FullMethod: "/shardlimit.v1.Shard/DecideStream"},
-		func(_ any, ss grpc.ServerStream) error { streamCaller = FromContext(ss.Context()).Name(); return nil }); err != nil || streamCaller != "spiffe://x/router" {
+		func(_ any, ss grpc.ServerStream) error { streamCaller = FromContext(ss.Context()).Name(); return nil }); err != nil || streamCaller != "uri:spiffe://x/router" {
 		t.Errorf("internal stream: %v, caller %q", err, streamCaller)
 	}
 	if logs.Len() == 0 || strings.Contains(logs.String(), token) || strings.Contains(logs.String(), "slt_nope") {
@@ -352,4 +355,43 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 		m[labels[i]] = labels[i+1]
 	}
 	return metrictest.Value(t, reg, name, m)
+}
+
+// Ids name their kind; an id written before kinds is a URI grant if it
+// parses as an absolute URI, else a token grant; a DNS grant says dns:.
+func TestIDKinds(t *testing.T) {
+	for _, tc := range []struct {
+		id, canonical string
+		explicit      bool
+		err           string
+	}{
+		{"uri:spiffe://shardlimit/operator", "uri:spiffe://shardlimit/operator", true, ""},
+		{"dns:Envoy.Example.COM", "dns:envoy.example.com", true, ""},
+		{"token:shop", "token:shop", true, ""},
+		{"spiffe://shardlimit/router", "uri:spiffe://shardlimit/router", false, ""},
+		{"urn:x:y", "uri:urn:x:y", false, ""},
+		{"shop", "token:shop", false, ""},
+		{"envoy.example.com", "token:envoy.example.com", false, ""},
+		{"uri:shop", "", true, `uri: "shop" is not an absolute URI`},
+		{"dns:a/b", "", true, `dns: "a/b" is not a DNS name`},
+		{"token:", "", true, "token: a name is required"},
+	} {
+		err := CheckID(tc.id)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.id, err, tc.err)
+			}
+			continue
+		}
+		_, _, explicit := ParseID(tc.id)
+		if err != nil || CanonicalID(tc.id) != tc.canonical || explicit != tc.explicit {
+			t.Errorf("%s: %v, canonical %q explicit %v, want %q %v", tc.id, err, CanonicalID(tc.id), explicit, tc.canonical, tc.explicit)
+		}
+		if err := CheckExplicitID(tc.id); (err == nil) != tc.explicit || (err != nil && !strings.Contains(err.Error(), "id: the id must name its kind")) {
+			t.Errorf("CheckExplicitID(%s): %v", tc.id, err)
+		}
+	}
+	if _, _, err := NewTokenTTL(time.Now(), time.Second); err == nil || !strings.Contains(err.Error(), "ttl: 1s is outside [1m0s, 87600h0m0s]") {
+		t.Errorf("a 1s ttl: %v", err)
+	}
 }

@@ -33,6 +33,8 @@ type Options struct {
 	// LogEvery is the least time between two log lines of one reason; the
 	// next line counts those suppressed in between. Default 10s.
 	LogEvery time.Duration
+	// Now is the clock that token expiry is judged by; default time.Now.
+	Now func() time.Time
 	// Insecure lets every call through without credentials, as a caller
 	// that may do anything (--insecure); default false. The servers log a
 	// warning and set shardlimit_<component>_insecure to 1.
@@ -62,6 +64,9 @@ func New(o Options) (*Authorizer, error) {
 	if o.LogEvery == 0 {
 		o.LogEvery = 10 * time.Second
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	a := &Authorizer{opts: o}
 	a.grants.Store(NewSet())
 	var err error
@@ -83,6 +88,12 @@ func (a *Authorizer) SetGrants(s *Set, invalid int) {
 	a.grants.Store(s)
 	a.refusals.grants.Set(float64(s.Len()))
 	a.refusals.invalid.Set(float64(invalid))
+}
+
+// GrantsSynced records that the grants in force matched etcd at t: the
+// metric shardlimit_<component>_grants_last_sync_timestamp_seconds.
+func (a *Authorizer) GrantsSynced(t time.Time) {
+	a.refusals.synced.Set(float64(t.UnixNano()) / 1e9)
 }
 
 // Grants returns the grants in force.
@@ -169,9 +180,10 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 }
 
 // identify returns the caller's identity: the bearer token's, when the
-// call carries one (it must then be known, whatever the certificate), else
-// the verified client certificate's, by its SAN URIs first and its DNS
-// names next.
+// call carries one (it must then be known and unexpired, whatever the
+// certificate), else the verified client certificate's, by its SAN URIs
+// among URI grants first and its DNS names among DNS grants next
+// (Set.Certificate).
 func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 	set := a.grants.Load()
 	if vals := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vals) > 0 {
@@ -179,10 +191,11 @@ func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 		if !ok || len(vals) > 1 {
 			return nil, ReasonUnknownCredentials, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
 		}
-		if id := set.Token(token); id != nil {
-			return id, "", nil
+		id, err := set.Token(token, a.opts.Now())
+		if err != nil {
+			return nil, ReasonUnknownCredentials, err
 		}
-		return nil, ReasonUnknownCredentials, fmt.Errorf("the bearer token is not recognised")
+		return id, "", nil
 	}
 	p, ok := peer.FromContext(ctx)
 	var chains [][]*x509.Certificate
@@ -195,15 +208,8 @@ func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 		return nil, ReasonNoCredentials, fmt.Errorf("no credentials: present a client certificate or an \"authorization: Bearer <token>\" header")
 	}
 	leaf := chains[0][0]
-	for _, u := range leaf.URIs {
-		if id := set.Lookup(u.String()); id != nil {
-			return id, "", nil
-		}
-	}
-	for _, name := range leaf.DNSNames {
-		if id := set.Lookup(name); id != nil {
-			return id, "", nil
-		}
+	if id := set.Certificate(leaf.URIs, leaf.DNSNames); id != nil {
+		return id, "", nil
 	}
 	return nil, ReasonUnknownCredentials, fmt.Errorf("no grant names this client certificate")
 }

@@ -5,10 +5,17 @@
 // # Identities
 //
 // A caller is identified by a bearer token ("authorization: Bearer <token>"
-// metadata), else by its client certificate, verified by the TLS handshake:
-// the certificate's SAN URIs first, then its DNS names, the first one that a
-// grant names. A call that carries a token is the token's caller whatever
-// its certificate, and an unknown token is refused even with a good
+// metadata), else by its client certificate, verified by the TLS handshake.
+// Identities come in three kinds, and a grant's id names its kind (Kind,
+// ParseID): uri:<SAN URI>, dns:<SAN DNS name> and token:<name>. A
+// certificate's SAN URIs are looked up among uri: grants first, then its
+// DNS names among dns: grants (without case), the first match winning
+// (Set.Certificate); a DNS name never matches a uri: or token: grant, and no
+// certificate matches a token: grant. An id written without a kind (before
+// kinds existed) is read as uri: if it parses as an absolute URI, else as
+// token:; dns: grants are explicit only. A call that carries a token is the
+// token's caller whatever its certificate, and an unknown or expired token
+// (Token.Expires, judged by Options.Now) is refused even with a good
 // certificate. Tokens are for callers that cannot hold a certificate of
 // their own, such as an Envoy that calls for several services.
 //
@@ -35,8 +42,10 @@
 // followed by every router and shard, and given in a grants file
 // (--grants-file) for the identities a cluster needs before anything is
 // stored: the internal ones and a first operator. The file's grants win
-// over stored ones of the same id, so a stored grant cannot take a router's
-// role away. Grants are validated like rules, each error naming its field.
+// over stored ones of the same identity, so a stored grant cannot take a
+// router's role away, and only the file grants the internal role:
+// grantstore neither stores nor reads one from etcd. Grants are validated
+// like rules, each error naming its field.
 //
 // # The method table
 //
@@ -93,7 +102,12 @@
 // refusal is counted in shardlimit_<component>_auth_refusals_total{api,
 // reason} (api: the gRPC service, or "unknown"; reason: no_credentials,
 // unknown_credentials, role, service, method) and logged at most once per
-// reason per 10 s, with the count of lines left out.
+// reason per 10 s, with the count of lines left out. An expired token is
+// unknown_credentials, its message saying it expired.
+//
+// shardlimit_<component>_grants_last_sync_timestamp_seconds is when the
+// grants in force last matched etcd (Authorizer.GrantsSynced, called by
+// grantstore.Follow).
 //
 // Package auth is pure but for its metrics and logs: it reads no file and
 // talks to no etcd (grantstore does), and it must never log, count or

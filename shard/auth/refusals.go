@@ -15,10 +15,10 @@ type refusals struct {
 	total *prometheus.CounterVec
 	// The other metrics of authentication: whether the server runs
 	// without it, and the grants in force.
-	insecure, grants, invalid prometheus.Gauge
-	log                       *slog.Logger
-	every                     time.Duration
-	now                       func() time.Time
+	insecure, grants, invalid, synced prometheus.Gauge
+	log                               *slog.Logger
+	every                             time.Duration
+	now                               func() time.Time
 
 	mu         sync.Mutex
 	last       [len(reasonsArray)]time.Time
@@ -46,10 +46,14 @@ func newRefusals(o Options) (*refusals, error) {
 			Namespace: "shardlimit", Subsystem: o.Component, Name: "grants_invalid",
 			Help: "Grants stored in etcd that are not valid: their identities are refused until fixed.",
 		}),
+		synced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "shardlimit", Subsystem: o.Component, Name: "grants_last_sync_timestamp_seconds",
+			Help: "When the grants in force were last known to match etcd (Unix seconds): set by every list and watch event of grants and every successful check against etcd (every few seconds); 0 before the first. A cut-off component keeps its last grants: alert on time() minus this.",
+		}),
 		log: o.Logger, every: o.LogEvery, now: time.Now,
 	}
 	if o.Registry != nil {
-		for _, c := range []prometheus.Collector{r.total, r.insecure, r.grants, r.invalid} {
+		for _, c := range []prometheus.Collector{r.total, r.insecure, r.grants, r.invalid, r.synced} {
 			if err := o.Registry.Register(c); err != nil {
 				return nil, err
 			}

@@ -4,12 +4,17 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
+	"net/url"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Identity is an authenticated caller: its id, role and services.
 type Identity struct {
+	// ID names the identity's kind: uri:..., dns:... or token:...
+	// (CanonicalID).
 	ID   string
 	Role Role
 	// services is the set of the service role's services.
@@ -37,8 +42,9 @@ func (id *Identity) Allows(service string) bool {
 // authentication (--insecure): it may do anything.
 const roleUnchecked Role = "unchecked"
 
-// Set is an immutable collection of grants, indexed by identity id and by
-// token hash. Build one with NewSet; swap whole sets.
+// Set is an immutable collection of grants, indexed by identity id (each
+// id naming its kind, CanonicalID) and by token hash. Build one with
+// NewSet; swap whole sets.
 type Set struct {
 	byID   map[string]*Identity
 	byHash map[[sha256.Size]byte]tokenEntry
@@ -46,37 +52,40 @@ type Set struct {
 }
 
 type tokenEntry struct {
-	id   *Identity
-	hash [sha256.Size]byte
+	id      *Identity
+	hash    [sha256.Size]byte
+	expires time.Time
 }
 
-// NewSet indexes grants, which must be valid. Earlier grants win: a later
-// grant of an id already seen is skipped, and so is a token hash already
-// seen (tokens are random, so that happens only when one is copied). The
-// caller puts the grants that must not be overridden (a grants file)
-// first.
+// NewSet indexes grants, which must be valid. Ids are read by CanonicalID,
+// so that "spiffe://x" written before kinds and "uri:spiffe://x" are the
+// same identity. Earlier grants win: a later grant of an identity already
+// seen is skipped, and so is a token hash already seen (tokens are random,
+// so that happens only when one is copied). The caller puts the grants
+// that must not be overridden (a grants file) first.
 func NewSet(grants ...[]Grant) *Set {
 	s := &Set{byID: map[string]*Identity{}, byHash: map[[sha256.Size]byte]tokenEntry{}}
 	for _, gs := range grants {
 		for _, g := range gs {
-			if _, dup := s.byID[g.ID]; dup {
+			cid := CanonicalID(g.ID)
+			if _, dup := s.byID[cid]; dup {
 				continue
 			}
-			id := &Identity{ID: g.ID, Role: g.Role}
+			id := &Identity{ID: cid, Role: g.Role}
 			if g.Role == RoleService {
 				id.services = make(map[string]struct{}, len(g.Services))
 				for _, svc := range g.Services {
 					id.services[svc] = struct{}{}
 				}
 			}
-			s.byID[g.ID] = id
+			s.byID[cid] = id
 			s.grants = append(s.grants, g)
 			for _, t := range g.Tokens {
 				var h [sha256.Size]byte
 				if b, err := hex.DecodeString(t.SHA256); err == nil && len(b) == len(h) {
 					copy(h[:], b)
 					if _, dup := s.byHash[h]; !dup {
-						s.byHash[h] = tokenEntry{id: id, hash: h}
+						s.byHash[h] = tokenEntry{id: id, hash: h, expires: t.Expires}
 					}
 				}
 			}
@@ -93,18 +102,46 @@ func (s *Set) Len() int { return len(s.byID) }
 // change them.
 func (s *Set) Grants() []Grant { return s.grants }
 
-// Lookup returns the identity with id, or nil.
-func (s *Set) Lookup(id string) *Identity { return s.byID[id] }
+// Lookup returns the identity with id (read by CanonicalID), or nil.
+func (s *Set) Lookup(id string) *Identity { return s.byID[CanonicalID(id)] }
 
-// Token returns the identity that token authenticates, or nil. The token
-// is hashed and the hash looked up: a lookup's timing can only tell a
-// caller about the hash of its own guess, never about a stored token; the
-// final comparison is constant time all the same.
-func (s *Set) Token(token string) *Identity {
+// Certificate returns the identity of a verified client certificate with
+// SAN URIs uris and DNS names dnsNames, or nil: the first URI that a URI
+// grant names, else the first DNS name that a DNS grant names. A URI never
+// matches a DNS or token grant, nor a DNS name a URI or token grant.
+func (s *Set) Certificate(uris []*url.URL, dnsNames []string) *Identity {
+	for _, u := range uris {
+		if id := s.byID[URIID(u.String())]; id != nil {
+			return id
+		}
+	}
+	for _, name := range dnsNames {
+		if id := s.byID[DNSID(name)]; id != nil {
+			return id
+		}
+	}
+	return nil
+}
+
+// ErrTokenExpired is returned by Token for a known token past its expiry.
+var ErrTokenExpired = errors.New("the bearer token has expired")
+
+// ErrTokenUnknown is returned by Token for a token no grant holds.
+var ErrTokenUnknown = errors.New("the bearer token is not recognised")
+
+// Token returns the identity that token authenticates at now, or
+// ErrTokenUnknown, or ErrTokenExpired. The token is hashed and the hash
+// looked up: a lookup's timing can only tell a caller about the hash of
+// its own guess, never about a stored token; the final comparison is
+// constant time all the same.
+func (s *Set) Token(token string, now time.Time) (*Identity, error) {
 	h := HashToken(token)
 	e, ok := s.byHash[h]
 	if !ok || subtle.ConstantTimeCompare(e.hash[:], h[:]) != 1 {
-		return nil
+		return nil, ErrTokenUnknown
 	}
-	return e.id
+	if !e.expires.IsZero() && !now.Before(e.expires) {
+		return nil, ErrTokenExpired
+	}
+	return e.id, nil
 }

@@ -192,7 +192,9 @@ func (x *ResetKeyResponse) GetShard() string {
 // GrantInfo is a grant as listed: tokens by id, never their hashes.
 type GrantInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The identity, naming its kind: uri:<certificate SAN URI>,
+	// dns:<certificate DNS name> or token:<name of a token holder>.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// service, operator or internal.
 	Role     string       `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	Services []string     `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
@@ -273,6 +275,8 @@ type TokenInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	CreatedUnixNs int64                  `protobuf:"varint,2,opt,name=created_unix_ns,json=createdUnixNs,proto3" json:"created_unix_ns,omitempty"`
+	// When the token stops authenticating; 0: never.
+	ExpiresUnixNs int64 `protobuf:"varint,3,opt,name=expires_unix_ns,json=expiresUnixNs,proto3" json:"expires_unix_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -317,6 +321,13 @@ func (x *TokenInfo) GetId() string {
 func (x *TokenInfo) GetCreatedUnixNs() int64 {
 	if x != nil {
 		return x.CreatedUnixNs
+	}
+	return 0
+}
+
+func (x *TokenInfo) GetExpiresUnixNs() int64 {
+	if x != nil {
+		return x.ExpiresUnixNs
 	}
 	return 0
 }
@@ -421,10 +432,12 @@ func (x *ListGrantsResponse) GetRevision() int64 {
 }
 
 type GrantRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	Services      []string               `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity, naming its kind: uri:<certificate SAN URI>,
+	// dns:<certificate DNS name> or token:<name of a token holder>.
+	Id            string   `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Role          string   `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Services      []string `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,8 +670,11 @@ func (x *RevokeResponse) GetRevision() int64 {
 }
 
 type CreateTokenRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// How long the token authenticates, in seconds from its creation; 0:
+	// until revoked. At least 60, at most 10 years.
+	TtlSeconds    int64 `protobuf:"varint,2,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -698,6 +714,13 @@ func (x *CreateTokenRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *CreateTokenRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
 }
 
 type CreateTokenResponse struct {
@@ -1973,10 +1996,11 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1a\n" +
 	"\bservices\x18\x03 \x03(\tR\bservices\x120\n" +
 	"\x06tokens\x18\x04 \x03(\v2\x18.shardlimit.v1.TokenInfoR\x06tokens\x12\x16\n" +
-	"\x06source\x18\x05 \x01(\tR\x06source\"C\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\"k\n" +
 	"\tTokenInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12&\n" +
-	"\x0fcreated_unix_ns\x18\x02 \x01(\x03R\rcreatedUnixNs\"\x13\n" +
+	"\x0fcreated_unix_ns\x18\x02 \x01(\x03R\rcreatedUnixNs\x12&\n" +
+	"\x0fexpires_unix_ns\x18\x03 \x01(\x03R\rexpiresUnixNs\"\x13\n" +
 	"\x11ListGrantsRequest\"|\n" +
 	"\x12ListGrantsResponse\x120\n" +
 	"\x06grants\x18\x01 \x03(\v2\x18.shardlimit.v1.GrantInfoR\x06grants\x12\x18\n" +
@@ -1996,9 +2020,11 @@ const file_shardlimit_v1_admin_proto_rawDesc = "" +
 	"\x0eRevokeResponse\x12\x18\n" +
 	"\aexisted\x18\x01 \x01(\bR\aexisted\x12.\n" +
 	"\x05grant\x18\x02 \x01(\v2\x18.shardlimit.v1.GrantInfoR\x05grant\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"$\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"E\n" +
 	"\x12CreateTokenRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"u\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vttl_seconds\x18\x02 \x01(\x03R\n" +
+	"ttlSeconds\"u\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12,\n" +
 	"\x04info\x18\x02 \x01(\v2\x18.shardlimit.v1.TokenInfoR\x04info\x12\x1a\n" +

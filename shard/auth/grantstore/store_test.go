@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -54,7 +57,7 @@ func TestStoreAndFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, invalid, _, err := List(ctx, cli, l)
-	if err != nil || len(entries) != 1 || entries[0].Grant.ID != "shop" || len(invalid) != 2 {
+	if err != nil || len(entries) != 1 || entries[0].Grant.ID != "token:shop" || len(invalid) != 2 {
 		t.Fatalf("list: %v %v %v", entries, invalid, err)
 	}
 	var got Update
@@ -67,7 +70,7 @@ func TestStoreAndFollow(t *testing.T) {
 		t.Fatalf("first update: %+v", got)
 	}
 	// A grant that turns invalid is gone at once: no last valid value.
-	if _, err := cli.Put(ctx, l.Grant("shop"), "id: shop\nrole: service\n"); err != nil {
+	if _, err := cli.Put(ctx, l.Grant("token:shop"), "id: token:shop\nrole: service\n"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, func() error {
@@ -80,4 +83,141 @@ func TestStoreAndFollow(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Grants stored before kinds are read by the migration rule and moved to
+// their canonical key by the next change; a legacy key whose identity also
+// has a canonical one is left out. The internal role is never read from
+// etcd nor stored there.
+func TestKindsMigrationAndInternal(t *testing.T) {
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	l := etcd.Layout("/test/grantstore-kinds/")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for key, value := range map[string]string{
+		"spiffe://x/shop":      "id: spiffe://x/shop\nrole: service\nservices: [shop]\n",
+		"envoy":                "id: envoy\nrole: service\nservices: [shop]\n",
+		"uri:spiffe://x/envoy": "id: uri:spiffe://x/envoy\nrole: service\nservices: [bank]\n",
+		"spiffe://x/envoy":     "id: spiffe://x/envoy\nrole: operator\n", // shadowed by the canonical key
+		"token:thief":          "id: token:thief\nrole: internal\n",
+	} {
+		if _, err := cli.Put(ctx, l.Grant(key), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, invalid, _, err := List(ctx, cli, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, bad []string
+	for _, e := range entries {
+		ids = append(ids, e.Grant.ID)
+	}
+	for _, in := range invalid {
+		bad = append(bad, in.Key)
+	}
+	if want := []string{"token:envoy", "uri:spiffe://x/shop", "uri:spiffe://x/envoy"}; strings.Join(ids, " ") != strings.Join(want, " ") {
+		t.Errorf("grants %v, want %v", ids, want)
+	}
+	if want := []string{l.Grant("spiffe://x/envoy"), l.Grant("token:thief")}; strings.Join(bad, " ") != strings.Join(want, " ") {
+		t.Errorf("invalid %v, want %v", bad, want)
+	}
+	if !errors.Is(invalid[1].Err, ErrInternalInEtcd) {
+		t.Errorf("internal in etcd: %v", invalid[1].Err)
+	}
+
+	// A change through the legacy or the canonical id moves the grant to
+	// its canonical key.
+	if _, err := Modify(ctx, cli, l, "uri:spiffe://x/shop", func(cur *auth.Grant) (Change, error) {
+		if cur == nil || cur.ID != "uri:spiffe://x/shop" {
+			t.Errorf("current %v, want the legacy grant", cur)
+		}
+		g := *cur
+		g.Services = append(g.Services, "bank")
+		return Change{Grant: g}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int64{l.Grant("spiffe://x/shop"): 0, l.Grant("uri:spiffe://x/shop"): 1} {
+		if r, err := cli.Get(ctx, key); err != nil || r.Count != want {
+			t.Errorf("%s: %v keys (%v), want %d", key, r.Count, err, want)
+		}
+	}
+	// Nothing stores the internal role.
+	if _, err := Modify(ctx, cli, l, "token:thief", func(*auth.Grant) (Change, error) {
+		return Change{Grant: auth.Grant{ID: "token:thief", Role: auth.RoleInternal}}, nil
+	}); !errors.Is(err, ErrInternalInEtcd) {
+		t.Errorf("store internal: %v", err)
+	}
+}
+
+func TestSyncedMatches(t *testing.T) {
+	s := synced{rev: 10, keys: 3}
+	for _, tc := range []struct {
+		keys      int
+		maxModRev int64
+		want      bool
+	}{
+		{3, 10, true},
+		{3, 7, true},
+		{3, 11, false}, // a write the follower missed
+		{2, 9, false},  // a delete it missed
+		{4, 9, false},
+	} {
+		if got := s.matches(tc.keys, tc.maxModRev); got != tc.want {
+			t.Errorf("%+v", tc)
+		}
+	}
+}
+
+// Follow marks the grants synced at the first list and, with etcd
+// answering, again at every probe; once etcd cannot be read the mark stops.
+func TestFollowMarksSync(t *testing.T) {
+	probeEvery = 20 * time.Millisecond
+	t.Cleanup(func() { probeEvery = 5 * time.Second })
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	a, err := auth.New(auth.Options{Component: "test", Registry: reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := Follow(ctx, ctx, cli, etcd.Layout("/test/grantstore-sync/"), slog.New(slog.DiscardHandler), a, nil); err != nil {
+		t.Fatal(err)
+	}
+	synced := func() float64 {
+		return metrictest.Value(t, reg, "shardlimit_test_grants_last_sync_timestamp_seconds", nil)
+	}
+	first := synced()
+	if first == 0 {
+		t.Fatal("not synced after the first list")
+	}
+	poll.Until(t, 10*time.Second, func() error {
+		if synced() <= first {
+			return errors.New("no probe marked the grants synced")
+		}
+		return nil
+	})
+	cli.Close()
+	last := synced()
+	// Probes go on failing: the mark stays where it was (twenty probe
+	// periods, polled until they pass on the clock, not slept).
+	until := time.Now().Add(20 * probeEvery)
+	poll.Until(t, 10*time.Second, func() error {
+		if time.Now().Before(until) {
+			return errors.New("waiting")
+		}
+		return nil
+	})
+	if got := synced(); got > last+probeEvery.Seconds() {
+		t.Errorf("marked synced at %v after etcd was closed at %v", got, last)
+	}
 }
