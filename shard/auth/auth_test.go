@@ -212,7 +212,7 @@ func TestInterceptorDecides(t *testing.T) {
 		{"no credentials, health", callCtx(nil), "/grpc.health.v1.Health/Check", codes.OK, ""},
 		{"no credentials, health watch", callCtx(nil), "/grpc.health.v1.Health/Watch", codes.Unauthenticated, ""},
 		{"no credentials, health list", callCtx(nil), "/grpc.health.v1.Health/List", codes.Unauthenticated, ""},
-		{"service, health watch", callCtx(shop), "/grpc.health.v1.Health/Watch", codes.OK, "spiffe://x/shop"},
+		{"service, health watch", callCtx(shop), "/grpc.health.v1.Health/Watch", codes.OK, "uri:spiffe://x/shop"},
 		{"unknown certificate", callCtx(stranger), "/shardlimit.v1.RateLimiter/Check", codes.Unauthenticated, ""},
 		{"SAN URI", callCtx(shop), "/shardlimit.v1.RateLimiter/Check", codes.OK, "uri:spiffe://x/shop"},
 		{"DNS name", callCtx(ops), "/shardlimit.v1.Admin/ApplyRules", codes.OK, "dns:ops.example"},
