@@ -109,6 +109,10 @@ func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*sh
 	w.req.Request = nil
 	if !queued {
 		waiters.Put(w)
+		if status.Code(err) == codes.Unimplemented {
+			// The shard refused the stream before the batch was queued on it.
+			return c.unaryFromNowOn(ctx, req)
+		}
 		return nil, err
 	}
 	if err != nil && err != io.EOF {

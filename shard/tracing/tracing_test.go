@@ -246,7 +246,9 @@ func TestExportErrorsLogged(t *testing.T) {
 	p, logs := startLost(t, closedPort(t), 1)
 	defer shutdownWithin(t, p)
 	poll.Until(t, 30*time.Second, func() error {
-		if out := logs.String(); !strings.Contains(out, `level=WARN msg="tracing error" err="traces export:`) || !strings.Contains(out, "connection refused") {
+		// The error is "connection refused", or on a loaded machine the
+		// export's own deadline passing first: either way a WARN line.
+		if out := logs.String(); !strings.Contains(out, `level=WARN msg="tracing error" err="traces export:`) {
 			return fmt.Errorf("the failed export is not in the structured log:\n%s", out)
 		}
 		return nil
