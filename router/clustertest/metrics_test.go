@@ -79,7 +79,9 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 	byCommand := map[string]bool{"shardlimit_build_info": true,
 		"shardlimit_router_certificate_expiry_timestamp_seconds":    true,
 		"shardlimit_shard_certificate_expiry_timestamp_seconds":     true,
-		"shardlimit_rebalance_certificate_expiry_timestamp_seconds": true}
+		"shardlimit_rebalance_certificate_expiry_timestamp_seconds": true,
+		// cmd/shardlimit's TestEtcdInsecureMetric.
+		"shardlimit_router_etcd_insecure": true, "shardlimit_shard_etcd_insecure": true, "shardlimit_rebalance_etcd_insecure": true}
 	for _, name := range deploy.Metrics {
 		if !got[name] && !eventOnly[name] && !byCommand[name] {
 			t.Errorf("contract metric %s is not exported", name)
