@@ -248,6 +248,8 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 func TestDevClusterEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
 	d := startDev(t, bin)
+	// The audit's attack on dev's etcd fails.
+	checkDevEtcd(t, d)
 	dev, routerAddr, pids, metrics := d.cmd, d.router, d.pids, d.metrics
 	config, tokenFile := d.config, d.tokenFile
 	logs := collect(d.lines)
@@ -383,6 +385,9 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		{metrics["router"], "shardlimit_router_insecure 0"},
 		{metrics["shard-1"], "shardlimit_shard_insecure 0"},
 		{metrics["rebalance"], "shardlimit_rebalance_insecure 0"},
+		{metrics["router"], "shardlimit_router_etcd_insecure 0"},
+		{metrics["shard-1"], "shardlimit_shard_etcd_insecure 0"},
+		{metrics["rebalance"], "shardlimit_rebalance_etcd_insecure 0"},
 		{metrics["router"], `shardlimit_router_certificate_expiry_timestamp_seconds{cert="server"}`},
 		{metrics["shard-1"], `shardlimit_shard_certificate_expiry_timestamp_seconds{cert="ca"}`},
 		{metrics["rebalance"], `shardlimit_rebalance_certificate_expiry_timestamp_seconds{cert="client"}`},
