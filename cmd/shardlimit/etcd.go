@@ -64,6 +64,7 @@ certificates and a role per component.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(etcdAuthCmd())
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", "", "directory for etcd data, kept on exit (default: a temporary one, removed on exit)")
 	f.StringVar(&listen, "listen", listen, "client address, host:port, a loopback one unless --listen-any (port 0: a free one, printed in the ready line)")
