@@ -23,9 +23,8 @@ import (
 // a dev cluster: the etcd client certificate dev made for user (one of
 // creds.Etcd*User).
 func (d *devCluster) etcdFlags(user string) []string {
-	dir := filepath.Join(filepath.Dir(d.config), "etcd")
-	return []string{"--etcd-cert", filepath.Join(dir, user+".pem"), "--etcd-key", filepath.Join(dir, user+"-key.pem"),
-		"--etcd-ca", filepath.Join(dir, "ca.pem")}
+	e := creds.LocalEtcdClient(filepath.Join(filepath.Dir(d.config), "etcd"), user)
+	return []string{"--etcd-cert", e.Cert, "--etcd-key", e.Key, "--etcd-ca", e.CA}
 }
 
 // checkDevEtcd is the audit's attack on a running dev's etcd: a plain-HTTP
@@ -55,7 +54,7 @@ func checkDevEtcd(t *testing.T, d *devCluster) {
 	}
 	dial := func(user string) *clientv3.Client {
 		t.Helper()
-		cfg, err := creds.ClientTLS(creds.Files{Cert: filepath.Join(dir, user+".pem"), Key: filepath.Join(dir, user+"-key.pem"), CA: filepath.Join(dir, "ca.pem")}, "")
+		cfg, err := creds.ClientTLS(creds.LocalEtcdClient(dir, user), "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -101,6 +102,13 @@ const (
 type LocalEtcd struct {
 	Dir                                    string
 	Server, Root, Router, Shard, Rebalance Files
+}
+
+// LocalEtcdClient returns the files of user's client certificate in the
+// directory of a LocalEtcd PKI (dev's: its credentials directory's etcd/),
+// for a process of one's own beside dev's components.
+func LocalEtcdClient(dir, user string) Files {
+	return Files{Cert: filepath.Join(dir, user+".pem"), Key: filepath.Join(dir, user+"-key.pem"), CA: filepath.Join(dir, "ca.pem")}
 }
 
 // NewLocalEtcd makes a LocalEtcd PKI in dir, which it creates. The
