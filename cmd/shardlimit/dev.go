@@ -143,12 +143,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err != nil {
 		return err
 	}
-	host, _, _ := net.SplitHostPort(o.etcdListen) // requireLoopback parsed it
-	etcdPKI, err := creds.NewLocalEtcd(filepath.Join(dir, "credentials", "etcd"), host)
-	if err != nil {
-		return fmt.Errorf("etcd credentials: %w", err)
-	}
-	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), o.etcdListen, embedded.ClientCertAuth(etcdPKI.Server.Cert, etcdPKI.Server.Key, etcdPKI.Server.CA))
+	etcd, etcdPKI, err := embedded.StartSecure(filepath.Join(dir, "etcd"), filepath.Join(dir, "credentials", "etcd"), o.etcdListen)
 	if err != nil {
 		return err
 	}

@@ -22,11 +22,7 @@ import (
 func TestEtcdAuthCommand(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	pki, err := creds.NewLocalEtcd(filepath.Join(dir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := embedded.Start(filepath.Join(dir, "etcd"), "127.0.0.1:0", embedded.ClientCertAuth(pki.Server.Cert, pki.Server.Key, pki.Server.CA))
+	e, pki, err := embedded.StartSecure(filepath.Join(dir, "etcd"), filepath.Join(dir, "pki"), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,7 @@ var users = map[string]string{etcd.Router: creds.EtcdRouterUser, etcd.Shard: cre
 // nothing outside it.
 func TestEnableAuthGivesEachComponentItsOwnKeys(t *testing.T) {
 	dir := t.TempDir()
-	pki, err := creds.NewLocalEtcd(filepath.Join(dir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := embedded.Start(filepath.Join(dir, "etcd"), "127.0.0.1:0", embedded.ClientCertAuth(pki.Server.Cert, pki.Server.Key, pki.Server.CA))
+	e, pki, err := embedded.StartSecure(filepath.Join(dir, "etcd"), filepath.Join(dir, "pki"), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // Etcd is an embedded single-member etcd server.
@@ -75,6 +78,23 @@ func ClientCertAuth(certFile, keyFile, caFile string) func(*embed.Config) {
 			}
 		}
 	}
+}
+
+// StartSecure makes a creds.LocalEtcd PKI in pkiDir, for 127.0.0.1,
+// localhost and clientAddr's host, and starts an etcd with its data in dir
+// that serves clients on clientAddr with its server certificate and
+// accepts only its client certificates (ClientCertAuth): dev's etcd.
+func StartSecure(dir, pkiDir, clientAddr string) (*Etcd, *creds.LocalEtcd, error) {
+	host, _, err := net.SplitHostPort(clientAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcd client address: %w", err)
+	}
+	pki, err := creds.NewLocalEtcd(pkiDir, host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcd credentials: %w", err)
+	}
+	e, err := Start(dir, clientAddr, ClientCertAuth(pki.Server.Cert, pki.Server.Key, pki.Server.CA))
+	return e, pki, err
 }
 
 // Endpoint returns the client address, host:port.
