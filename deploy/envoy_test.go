@@ -13,6 +13,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	routerfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -156,6 +157,7 @@ type example struct {
 	httpRL    *ratelimitfilterv3.RateLimit
 	routes    *routev3.RouteConfiguration // of the connection manager with the rate limit filter
 	clusters  map[string]*clusterv3.Cluster
+	accessLog []string // the stdout access logs' formats of that connection manager
 }
 
 func readExample(t *testing.T, file string) []byte {
@@ -199,6 +201,13 @@ func loadExample(t *testing.T, file string) *example {
 					t.Fatalf("%s: two rate limit filters", file)
 				}
 				ex.httpRL, ex.routes = rl, m.GetRouteConfig()
+				for _, al := range m.GetAccessLog() {
+					stdout, err := unpack[*streamv3.StdoutAccessLog](al.GetTypedConfig())
+					if err != nil {
+						t.Fatalf("%s: listener %s: access log %s: %v", file, l.Name, al.Name, err)
+					}
+					ex.accessLog = append(ex.accessLog, stdout.GetLogFormat().GetTextFormatSource().GetInlineString())
+				}
 				if ex.routes == nil {
 					t.Fatalf("%s: listener %s: the example's routes are inline (route_config)", file, l.Name)
 				}
@@ -521,4 +530,17 @@ func TestEnvoyExamples(t *testing.T) {
 	if !proto.Equal(stripped, plain.bootstrap) {
 		t.Errorf("%s differs from %s by more than the %s cluster's transport_socket", withTLS.file, plain.file, routerCluster)
 	}
+}
+
+// The plain example's access log shows which answers shardlimit made by a
+// rule's failure policy, from the mark the router sets.
+func TestEnvoyExampleLogsFailurePolicy(t *testing.T) {
+	ex := loadExample(t, "envoy/envoy.yaml")
+	want := "%DYNAMIC_METADATA(envoy.filters.http.ratelimit:" + envoy.MetadataNamespace + ":" + envoy.MetadataFailurePolicy + ")%"
+	for _, f := range ex.accessLog {
+		if strings.Contains(f, want) {
+			return
+		}
+	}
+	t.Errorf("%s: no access log prints %s: %q", ex.file, want, ex.accessLog)
 }

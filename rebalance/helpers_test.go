@@ -30,3 +30,17 @@ func mapstoreFenceOfDeadLeader(t *testing.T, cli *clientv3.Client, prefix string
 	// is not there now, with the revision it was created at.
 	return clientv3.Compare(clientv3.CreateRevision(etcd.Layout(prefix).Election()+"/dead-leader"), "=", rev)
 }
+
+// revokeLeaderSession revokes the session lease of the leader under prefix
+// (the oldest key under the election prefix), as etcd expires the lease of
+// a leader that died.
+func revokeLeaderSession(t *testing.T, cli *clientv3.Client, prefix string) {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), etcd.Layout(prefix).Election()+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("the leader's election key: %v (%d keys)", err, len(resp.Kvs))
+	}
+	if _, err := cli.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatalf("revoke the leader's session: %v", err)
+	}
+}

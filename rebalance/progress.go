@@ -176,11 +176,11 @@ func (p *progress) handoff(o *handoff.Options) {
 	dropped, failed := 0, []string(nil)
 	o.OnDropped = func(pair handoff.Pair, err error) {
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s did not drop %d partitions (they expire on their own): %v", pair.From.ID, len(pair.Partitions), err))
+			failed = append(failed, fmt.Sprintf("%s did not drop %s (they expire on their own): %v", pair.From.ID, count(len(pair.Partitions), "partition", "partitions"), err))
 		} else {
 			dropped += len(pair.Partitions)
 		}
-		p.detail(strings.Join(append([]string{fmt.Sprintf("%d partitions dropped at their old owners", dropped)}, failed...), "; "))
+		p.detail(strings.Join(append([]string{count(dropped, "partition", "partitions") + " dropped at their old owners"}, failed...), "; "))
 	}
 }
 
@@ -190,4 +190,13 @@ func (p *progress) finish(err error) {
 	p.end("", err)
 	close(p.stop)
 	<-p.done
+}
+
+// count says n of a noun in the form its number takes ("1 partition",
+// "2 partitions"), for the lines ctl shows an operator.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -270,7 +270,7 @@ func TestLimitedUserStaysLimitedAcrossMove(t *testing.T) {
 }
 
 // Two instances: one leads; a write fenced by a deposed leader's key fails;
-// killing the leader hands over within a few seconds.
+// killing the leader hands over once its session lease is gone.
 func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
 	a, b := c.StartRebalance(), c.StartRebalance()
@@ -309,8 +309,16 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 			}
 		}
 	})
+	cli, err := etcd.Dial([]string{c.Etcd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
 	killed := time.Now()
 	leader.Kill()
+	// Its session lease expires (revoked here: the sessions last 10 s so
+	// that none is lost to a loaded machine before this point).
+	revokeLeaderSession(t, cli, c.Prefix)
 	poll.Until(t, 10*time.Second, func() error {
 		if !follower.Leading() {
 			return fmt.Errorf("the follower does not lead yet")
@@ -328,11 +336,6 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	if err != nil || run.Run.Leader != follower.ID() {
 		t.Fatalf("run by the new leader: %v %v", run, err)
 	}
-	cli, err := etcd.Dial([]string{c.Etcd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	m, rev, _ := mapstore.Load(context.Background(), cli, etcd.Layout(c.Prefix))
 	stale := mapstoreFenceOfDeadLeader(t, cli, c.Prefix)
 	err = mapstore.Publish(context.Background(), cli, etcd.Layout(c.Prefix), emptyMap(), m, rev, stale)
@@ -359,6 +362,7 @@ func TestRunSkipsWhenAShardCannotBeRead(t *testing.T) {
 		t.Fatalf("run with an unreadable shard: %v", run.Run)
 	}
 	t.Logf("skipped run says: %s", run.Run.Error)
+	c.RevokeLease(victim) // its lease expires, after the run above
 	c.WaitMembers(2)
 	cl := c.Client(0)
 	for _, u := range usersOn(t, c, "browse", c.Shards[0].ID(), 20) {

@@ -233,7 +233,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 				moves = append(moves, shardmap.Move{Partition: p, From: from.ID, To: to.ID, Load: s.load[p]})
 			}
 		}
-		detail = fmt.Sprintf("rollback to version %d: %d partitions move", req.RollbackTo, len(moves))
+		detail = fmt.Sprintf("rollback to version %d: %s", req.RollbackTo, count(len(moves), "partition moves", "partitions move"))
 	} else {
 		plan, err := j.planFor(s)
 		if err != nil {
@@ -245,7 +245,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 			next.Owners[mv.Partition] = mv.To
 		}
 		next.Reason = fmt.Sprintf("%s: max/mean load %.2f > %.2f; %s", req.Trigger, plan.RatioBefore, plan.Options.Threshold, plan.Reason)
-		detail = fmt.Sprintf("%d partitions move, max/mean load %.2f → %.2f; %s", len(moves), plan.RatioBefore, plan.RatioAfter, plan.Reason)
+		detail = fmt.Sprintf("%s, max/mean load %.2f → %.2f; %s", count(len(moves), "partition moves", "partitions move"), plan.RatioBefore, plan.RatioAfter, plan.Reason)
 	}
 	next.Moves = moves
 	p.update(func(r *shardlimitv1.RunRecord) {
@@ -263,7 +263,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 	// publish (routers switch), settle, then drop the old copies. Each
 	// step is a phase of the record.
 	pairs := handoff.Pairs(s.table, shardmap.Resolve(s.ring, next))
-	p.end(fmt.Sprintf("%s; %d old → new owner pairs", detail, len(pairs)), nil)
+	p.end(fmt.Sprintf("%s; %s", detail, count(len(pairs), "old → new owner pair", "old → new owner pairs")), nil)
 	o := handoff.Options{
 		Partitions: j.opts.Ring.Partitions, Clients: s.client, Settle: j.opts.Settle,
 		Strict: true, Drop: true, Logger: j.log,

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -22,7 +23,7 @@ rules:
   - {service: alg, endpoint: /log, algorithm: sliding_log, limit: 3, period: 1h}
   - {service: alg, endpoint: /window, algorithm: sliding_window, limit: 3, period: 1h}
   - {service: alg, endpoint: /leaky, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3}
-  - {service: kinds, endpoint: /queue, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3, max_delay: 1h}
+  - {service: kinds, endpoint: /queue, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3, max_delay: 20m}
   - {service: kinds, endpoint: /soft, algorithm: fixed_window, limit: 10, period: 1h, soft_percent: 20}
   - {service: kinds, endpoint: /shadow, algorithm: fixed_window, limit: 3, period: 1h, shadow: true}
 `))
@@ -42,17 +43,24 @@ rules:
 			t.Fatalf("%s hit 4: %v, want denied by the shard with a retry time", ep, d)
 		}
 	}
-	// Leaky bucket without max_delay: smooth output, one at a time.
-	if d := check(t, cl, "alg", "/leaky", "u"); !d.Allowed {
-		t.Fatalf("/leaky first: %v", d)
+	// Leaky bucket: a queue of 3 draining one every 20 minutes; each
+	// request that fits is allowed with its wait in the queue.
+	for i := range 3 {
+		if d := check(t, cl, "alg", "/leaky", "u"); !d.Allowed || d.Delay.AsDuration() > time.Duration(i)*20*time.Minute || d.Delay.AsDuration() <= time.Duration(i)*20*time.Minute-time.Minute {
+			t.Fatalf("/leaky request %d: %v, want allowed with a delay of %d×20m", i+1, d, i)
+		}
 	}
-	if d := check(t, cl, "alg", "/leaky", "u"); d.Allowed || d.Delay.AsDuration() <= 0 {
-		t.Fatalf("/leaky second: %v, want denied with the wait it would have had", d)
+	if d := check(t, cl, "alg", "/leaky", "u"); d.Allowed || d.RetryAfter.AsDuration() <= 0 || d.FailurePolicy {
+		t.Fatalf("/leaky request 4: %v, want denied by the shard: the queue is full", d)
 	}
-	// Leaky bucket with max_delay: queued requests are allowed with a delay.
-	check(t, cl, "kinds", "/queue", "u")
-	if d := check(t, cl, "kinds", "/queue", "u"); !d.Allowed || d.Delay.AsDuration() <= 0 {
-		t.Fatalf("/queue second: %v, want allowed with a delay", d)
+	// Leaky bucket with max_delay 20m: the third would wait 40 minutes.
+	for i := range 2 {
+		if d := check(t, cl, "kinds", "/queue", "u"); !d.Allowed {
+			t.Fatalf("/queue request %d: %v, want allowed", i+1, d)
+		}
+	}
+	if d := check(t, cl, "kinds", "/queue", "u"); d.Allowed || d.Delay.AsDuration() <= 20*time.Minute {
+		t.Fatalf("/queue request 3: %v, want denied with the wait it would have had", d)
 	}
 	// Soft: 20% over 10 is allowed and says so.
 	resp, err := cl.Check(context.Background(), &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{

@@ -117,8 +117,11 @@ func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund boo
 
 // enqueue hands pt to its shard's queue, or answers it at once: by policy
 // when the shard has no connection or its circuit refuses calls, as
-// overload when the queue is full. inline lets the queue make the call
-// from this goroutine.
+// overload when the queue is full and its service holds its share of it.
+// The queue's class is the service (of pt's first check: a request's
+// checks are of the services its caller was granted), so one service's
+// flood displaces its own checks, not another's (package batcher). inline
+// lets the queue make the call from this goroutine.
 func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
 	p := pt.peer
 	switch {
@@ -126,10 +129,16 @@ func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
 		r.answerByPolicy(rs, pt.pd, pt.idx, false)
 		pt.done(outcomeCircuitOpen)
-	case !p.queue.Add(pt, len(pt.idx), inline):
-		r.answerByPolicy(rs, pt.pd, pt.idx, true)
-		pt.done(outcomeOverload)
+	case !p.queue.Add(pt, rs.class(pt.pd.checks[pt.idx[0]].Rule), len(pt.idx), inline):
+		r.shed(pt)
 	}
+}
+
+// shed answers pt as overload: its shard's queue had no room for it, or
+// displaced it for a service under its share.
+func (r *Router) shed(pt *part) {
+	r.answerByPolicy(r.rules.Load(), pt.pd, pt.idx, true)
+	pt.done(outcomeOverload)
 }
 
 // answerByPolicy answers the entries idx of pd by their rules' failure

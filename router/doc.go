@@ -13,7 +13,10 @@
 // until a probe succeeds, so a dead shard costs no latency. When the router
 // itself is overloaded (too many checks waiting for a shard, or one waiting
 // too long), it sheds checks the same way but flagged overload and counted
-// under its own result, and the shard's circuit never hears of it.
+// under its own result, and the shard's circuit never hears of it. A
+// shard's queue is shared fairly among services (the queue's classes,
+// numbered per rule set in router.go): a flooding service's checks are
+// shed before another service's wait.
 //
 // Before any shard is called, the over-limit cache (package overlimit,
 // wired by overlimit.go) answers the checks of keys known to be over their

@@ -130,11 +130,15 @@ func TestGrantsInEtcdApplyOnEveryRouter(t *testing.T) {
 	waitCode(t, "invalid in etcd", codes.Unauthenticated, asLate...)
 	r := c.StartRouter()
 	waitCode(t, "invalid in etcd, new router", codes.Unauthenticated, shardlimitv1.NewRateLimiterClient(c.As(r.Addr(), late)))
-	for i, rt := range c.Routers {
-		if v := metricValue(t, rt.Registry(), "shardlimit_router_grants_invalid"); v != 1 {
-			t.Errorf("router %d: shardlimit_router_grants_invalid %v, want 1", i, v)
+	// The gauge is set just after the grants are put in force: wait for it.
+	poll.Until(t, 10*time.Second, func() error {
+		for i, rt := range c.Routers {
+			if v := metricValue(t, rt.Registry(), "shardlimit_router_grants_invalid"); v != 1 {
+				return fmt.Errorf("router %d: shardlimit_router_grants_invalid %v, want 1", i, v)
+			}
 		}
-	}
+		return nil
+	})
 	if l, err := adm.ListGrants(ctx, &shardlimitv1.ListGrantsRequest{}); err != nil || len(l.Invalid) != 1 {
 		t.Fatalf("list with an invalid grant: %v %v", l, err)
 	}

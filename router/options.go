@@ -58,8 +58,13 @@ type Options struct {
 	// MaxQueued bounds the checks waiting for calls to one shard. Past it
 	// the router is overloaded and sheds a new check at once: its rule's
 	// failure policy answers, flagged overload, counted under the result
-	// overload, and never held against the shard or its circuit; default
-	// 10000.
+	// overload, and never held against the shard or its circuit. The
+	// bound is shared fairly among services (package batcher): past it, a
+	// service holding less than its share (MaxQueued divided among the
+	// services waiting) displaces the newest checks of the service holding
+	// the most, which are shed instead, and calls take the services'
+	// checks in turn, so one service's flood sheds its own checks first;
+	// default 10000.
 	MaxQueued int
 	// MaxQueueWait bounds how long a check waits for a call to its shard.
 	// A check that waited longer is shed as MaxQueued's are, unless the

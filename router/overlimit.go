@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // overLimit is the router's over-limit cache (package overlimit) with what
 // it needs of each rule of the set in force.
 type overLimit struct {
-	cache    *overlimit.Cache // nil: disabled
+	cache *overlimit.Cache // nil: disabled
+	// seeds name a counter in the cache (cacheKey), drawn at start.
+	seeds    [2]maphash.Seed
 	epoch    time.Time
 	versions overlimit.Versions // used by setRules only, one set at a time
 	rules    atomic.Pointer[cachedRules]
@@ -39,11 +42,22 @@ type cachedRule struct {
 // newOverLimit returns the cache of Options.OverLimitCache entries (filled
 // and validated): disabled when negative.
 func newOverLimit(entries int) *overLimit {
-	o := &overLimit{epoch: time.Now()}
+	o := &overLimit{epoch: time.Now(), seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	if entries > 0 {
 		o.cache = overlimit.New(entries)
 	}
 	return o
+}
+
+// cacheKey names the counter of (service, rule, user) in the cache: 128
+// bits of hash/maphash under seeds that this router drew at start and
+// never tells. Not key.Make: every process computes that alike, and users
+// whose key.Make collide can be made at will (issue 23); one of them over
+// its limit would have its held denial answer another's checks.
+func (o *overLimit) cacheKey(service, rule, user string) key.Key {
+	var buf [256]byte
+	b := key.Append(buf[:0], service, rule, user)
+	return key.Key{Hi: maphash.Bytes(o.seeds[0], b), Lo: maphash.Bytes(o.seeds[1], b)}
 }
 
 // now is the cache's clock: monotonic ns since the router started (from
@@ -93,7 +107,7 @@ func (o *overLimit) answer(c *rules.Resolved, now int64) *shardlimitv1.Decision 
 	if cr == nil {
 		return nil
 	}
-	d, ok := o.cache.Lookup(key.Make(c.Service, c.Rule.Name, c.User), cr.version, c.Hits, now)
+	d, ok := o.cache.Lookup(o.cacheKey(c.Service, c.Rule.Name, c.User), cr.version, c.Hits, now)
 	if !ok {
 		return nil
 	}
@@ -123,7 +137,7 @@ func (o *overLimit) record(c *rules.Resolved, d *shardlimitv1.Decision, now int6
 	den, ok := overlimit.Denied(now, d.Limit, d.Remaining,
 		int64(d.RetryAfter.AsDuration()), int64(d.ResetAfter.AsDuration()), int64(d.Delay.AsDuration()))
 	if ok {
-		o.cache.Add(key.Make(c.Service, c.Rule.Name, c.User), cr.version, c.Hits, den, now)
+		o.cache.Add(o.cacheKey(c.Service, c.Rule.Name, c.User), cr.version, c.Hits, den, now)
 	}
 }
 
@@ -136,7 +150,7 @@ func (o *overLimit) forget(c *rules.Resolved) { o.forgetKey(c.Service, c.Rule.Na
 // cache may hold the user's denial until its retry time).
 func (o *overLimit) forgetKey(service, rule, user string) {
 	if o.cache.Len() > 0 {
-		o.cache.Forget(key.Make(service, rule, user))
+		o.cache.Forget(o.cacheKey(service, rule, user))
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/request"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/key/keytest"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
@@ -217,4 +219,22 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// Two users whose key.Make collide (issue 23) keep denials of their own:
+// the cache names counters by a hash under the router's secret seeds.
+func TestCollidingUsersShareNoDenial(t *testing.T) {
+	r, set := cacheRouter(t, cacheRules)
+	victim, attacker := keytest.SameMake("s", "tb")
+	if key.Make("s", "tb", victim) != key.Make("s", "tb", attacker) {
+		t.Fatal("not a collision")
+	}
+	a, v := resolved(set, "/tb", attacker, 1), resolved(set, "/tb", victim, 1)
+	r.overLimit.record(&a, denial(3, 0, 1000, 1000), 1)
+	if r.overLimit.answer(&a, 2) == nil {
+		t.Fatal("the attacker's denial is not held")
+	}
+	if got := r.overLimit.answer(&v, 2); got != nil {
+		t.Fatalf("the victim was answered with the attacker's denial: %v", got)
+	}
 }

@@ -157,6 +157,16 @@ func TestRotationUnderLoadDropsNoRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The token reaches the routers through etcd: the client gets it once
+	// every router recognises it, as an operator would wait.
+	poll.Until(t, 10*time.Second, func() error {
+		for i, r := range c.Routers {
+			if code := readShop(context.Background(), shardlimitv1.NewRateLimiterClient(c.WithToken(r.Addr(), tok.Token))); code != 0 {
+				return fmt.Errorf("router %d answers the new token with %v", i, code)
+			}
+		}
+		return nil
+	})
 	if err := creds.WriteFile(tokenPath, []byte(tok.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

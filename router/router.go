@@ -215,7 +215,7 @@ func (r *Router) setRules(u rulestore.Update) {
 	for i := range set.Rules() {
 		params[i] = ruleParams(&set.Rules()[i])
 	}
-	r.rules.Store(&ruleSet{Set: set, params: params, counters: make([]ruleCounters, set.Len())})
+	r.rules.Store(&ruleSet{Set: set, params: params, counters: make([]ruleCounters, set.Len()), classes: serviceClasses(set)})
 	r.metrics.rules.Set(float64(len(u.Rules)))
 	r.metrics.invalidRules.Set(float64(len(u.Invalid)))
 	r.metrics.overBound.Set(float64(len(u.OverBound)))
@@ -272,6 +272,34 @@ type ruleSet struct {
 	*rules.Set
 	params   []*shardlimitv1.RuleParams
 	counters []ruleCounters
+	classes  []int // the queue class of each rule's service (serviceClasses)
+}
+
+// serviceClasses numbers the services of set's rules 0, 1, ... in order
+// of their first rule, and returns each rule's service's number, at the
+// rule's Index: the classes among which a shard's queue is shared.
+func serviceClasses(set *rules.Set) []int {
+	classes := make([]int, set.Len())
+	seen := map[string]int{}
+	for i := range set.Rules() {
+		svc := set.Rules()[i].Service
+		c, ok := seen[svc]
+		if !ok {
+			c = len(seen)
+			seen[svc] = c
+		}
+		classes[i] = c
+	}
+	return classes
+}
+
+// class returns the queue class of rule's service: 0 for a rule of an
+// older set, still in flight (a moment's sharing of class 0).
+func (rs *ruleSet) class(rule *rules.Rule) int {
+	if i := rule.Index(); i >= 0 && i < len(rs.classes) && &rs.Rules()[i] == rule {
+		return rs.classes[i]
+	}
+	return 0
 }
 
 // ruleParams is the inline form of a rule that shards decide with.

@@ -129,7 +129,7 @@ func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer
 		p.calls = shardcall.New(r.ctx, client, r.opts.Deadline, p.log)
 	}
 	p.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
-		func(batch []*part) { r.send(p, batch) })
+		func(batch []*part) { r.send(p, batch) }, r.shed)
 	return p
 }
 

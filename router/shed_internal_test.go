@@ -179,7 +179,9 @@ func TestQueueWaitIsJudgedApartFromTheShard(t *testing.T) {
 		}
 		return allowAll(req), nil
 	}}
-	r, p := shedRouter(t, Options{MaxQueueWait: 50 * time.Millisecond, BreakerFailures: 2}, f)
+	// Stale checks were queued an hour ago; a fresh one must stay fresh
+	// however long a loaded machine pauses this goroutine before the send.
+	r, p := shedRouter(t, Options{MaxQueueWait: 10 * time.Second, BreakerFailures: 2}, f)
 	// sendQueued sends one check as the queue would hand it over, queued
 	// at the given time.
 	sendQueued := func(user string, queued time.Time) *shardlimitv1.Decision {

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
-	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
 )
@@ -11,9 +10,9 @@ import (
 // hash, the rule to decide it by, and whether it is a refund.
 type BatchCheck struct {
 	Check
-	// Hash is the key's placement hash (key.Hash, Key.Hi) as the router
-	// computed it, so that the store computes only Key.Lo; 0 when not sent:
-	// the store hashes the whole key.
+	// Hash is the key's placement hash (key.Hash) as the router computed
+	// it, which placed the check on its partition; 0 when not sent. The
+	// store keeps counters by their whole key, not by this hash.
 	Hash uint64
 	// Limiter is the rule to decide by.
 	Limiter *limiter.Rule
@@ -22,17 +21,6 @@ type BatchCheck struct {
 	// Skip leaves the check undecided: it changes nothing and its
 	// decision is the zero Decision (its partition is not decided here).
 	Skip bool
-	// stored is the counter's key in the store, as DecideBatch set it
-	// (for the journal of a hand-off).
-	stored key.Key
-}
-
-// key returns the check's counter key.
-func (c *BatchCheck) key() key.Key {
-	if c.Hash == 0 {
-		return key.Make(c.Service, c.Rule, c.User)
-	}
-	return key.Key{Hi: c.Hash, Lo: key.Lo(c.Service, c.Rule, c.User)}
 }
 
 // DecideBatch decides every check at now (Unix ns), with the shard's load
@@ -47,21 +35,22 @@ func (s *Store) DecideBatch(checks []BatchCheck, now int64, util float64, out []
 		counts = s.opts.Load.Batch(now)
 	}
 	hot := s.opts.Hot.Batch()
+	var buf [stackKey]byte
 	for i := range checks {
 		c := &checks[i]
 		if c.Skip {
 			out[i] = limiter.Decision{}
 			continue
 		}
-		k := c.key()
-		c.stored = stored(k, c.Limiter.Algorithm)
+		k := storedKey(buf[:0], c.Limiter.Algorithm, c.Service, c.Rule, c.User)
+		h := s.hash(k)
 		if c.Refund {
-			out[i] = s.Refund(k, &c.Check, now, c.Limiter, util)
+			out[i] = s.refund(h, k, &c.Check, now, c.Limiter, util)
 			continue
 		}
 		counts.Add(c.Partition, 1)
-		hot.Observe(hotkeys.Key(k), c.Service, c.Rule, c.User, 1)
-		out[i] = s.decide(c.stored, &c.Check, now, c.Limiter, util)
+		hot.Observe(hotkeys.Key{Hi: h}, c.Service, c.Rule, c.User, 1)
+		out[i] = s.decide(h, k, &c.Check, now, c.Limiter, util)
 	}
 	hot.Done()
 }

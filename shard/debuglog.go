@@ -7,6 +7,7 @@ import (
 
 // logSweep logs, at debug, what the store did since the previous whole
 // sweep (every SweepInterval): keys evicted by reason and keys expired,
+// tables rehashed for a probe past the bound,
 // with the keys and memory held now. last is the previous figures,
 // updated.
 func (s *Server) logSweep(last *StoreStats) {
@@ -20,7 +21,7 @@ func (s *Server) logSweep(last *StoreStats) {
 			evicted[reason] = n
 		}
 	}
-	s.opts.Logger.Debug("store swept", "expired", st.Expirations-last.Expirations, "evicted", evicted,
+	s.opts.Logger.Debug("store swept", "expired", st.Expirations-last.Expirations, "evicted", evicted, "rehashed", st.Rehashes-last.Rehashes,
 		"keys", st.Keys+st.LogKeys, "estimated_bytes", st.EstimatedBytes, "max_bytes", st.MaxBytes, "interval", s.opts.SweepInterval)
 	*last = st
 }

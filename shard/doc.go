@@ -6,16 +6,30 @@
 // handoff.go) keeps one fixed-size state per counter key in 256 stripes,
 // each an open-addressing table (sliding_log keys: a map of rings that
 // grow with use) under its own mutex, so no single key serialises the host
-// and a decision allocates nothing but a growing ring. Its memory, every
+// and a decision allocates nothing but a growing ring or key arena (and a
+// new sliding_log key its key). Its memory, every
 // key of every algorithm, is bounded in bytes (StoreBytes, half of
 // Options.MaxMemoryBytes, the process's bound; a 1/256 share per stripe):
 // past the bound a stripe drops its own keys, those fresh again first,
-// then those used once or idle. Keys are stored by the 128-bit hash
-// of (service, rule, user) that package key defines: two xxhash64 sums with different seeds, the same
-// in every process so that keys can move between shards; the store keeps
-// the rule's algorithm in the low 3 bits, leaving 125 bits. Among 100M live keys the
-// chance of any collision is about n²/2¹²⁶ ≈ 1.2·10⁻²², far below one in a
-// billion.
+// then those used once or idle.
+//
+// A counter is its whole key: the rule's algorithm, then service NUL rule
+// NUL user (storedKey), held in its table's arena and compared byte for
+// byte, so two different users never share a counter, whatever names
+// they choose (issue 23: the 128-bit xxhash of package key that used to
+// identify counters can be collided at will). A key's stripe and slot come
+// from hash/maphash under a seed drawn when the process starts (and a salt
+// per table), never from the placement hash that routers compute, so no
+// caller can aim keys at one stripe or slot; an insert that lands more
+// than maxProbe slots from its home rehashes the table under a new salt.
+// Placement across partitions stays predictable (xxhash of the key modulo
+// the partition count, which every router and shard must agree on), and
+// that is harmless: users crowded into one partition spread over the
+// stripes and slots as the same number of random users would, so a flood
+// of one partition costs what the same volume of random users costs, and
+// it shows as that partition's load, for the rebalance job to move.
+// Hand-offs carry the stored key (KeyState.key) beside the old 128-bit
+// hash, which shards of earlier versions read.
 //
 // Rules arrive inline with every batch (the shard needs no rule store), over
 // unary Decide or, from routers, a DecideStream that each keeps open; a

@@ -1,9 +1,5 @@
 package shard
 
-import (
-	"github.com/shardlimit/shardlimit/shard/key"
-)
-
 // Eviction reasons: the class of the key an eviction took, in the order
 // eviction takes them. They are the values of the evictions metric's
 // reason label.
@@ -20,10 +16,10 @@ var EvictionReasons = [evictionReasons]string{"idle", "active", "over_limit"}
 
 // addition is what is about to be added to a stripe.
 type addition struct {
-	key     bool    // a new key, which counts toward MaxKeys
-	counter bool    // a new counter key: a slot in the table
-	bytes   int64   // bytes besides the table's
-	keep    key.Key // a key held that must stay (its ring grows); zero: none
+	key     bool      // a new key, which counts toward MaxKeys
+	counter bool      // a new counter key: a slot in the table
+	bytes   int64     // bytes besides the table's slots (a key's bytes, a ring)
+	keep    *logEntry // a key held that must stay (its ring grows); nil: none
 }
 
 // over reports whether a stripe with a would be over a bound. Under a
@@ -43,7 +39,7 @@ func (s *Store) over(st *stripe, a addition) bool {
 // at least), before a counter key is added under a memory bound.
 func (s *Store) fit(st *stripe, a addition) {
 	if a.counter && s.perStripeBytes > 0 && st.t.full() {
-		room := (s.perStripeBytes - st.bytes() + st.t.bytes()) / slotBytes
+		room := (s.perStripeBytes - st.bytes() + int64(len(st.t.slots))*slotBytes) / slotBytes
 		if n := st.t.grown(int(max(room, 1))); n > len(st.t.slots) {
 			st.t.resize(n)
 		}
@@ -89,7 +85,7 @@ func touched(flags uint8) uint8 { return flags | flagUsed | flagReused }
 // sampled first, so that making room for a ring frees ring bytes rather
 // than table slots; a counter key taken shrinks the table once its keys
 // fit in half of it.
-func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool {
+func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep *logEntry) bool {
 	// The scan stops at the first expired or idle key, as a CLOCK hand
 	// does, so that the hand passes each key about once per pass over the
 	// stripe's keys however many are evicted; without one, it stops once sample keys
@@ -104,9 +100,10 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 	enough := func() bool {
 		return best[expired].ok || best[idle].ok || (seen >= sample && (best[lessUsed].ok || best[used].ok)) || seen >= maxScan
 	}
-	// offer considers a key and returns its flags once the clock passed.
-	offer := func(k key.Key, flags uint8, fresh uint32) uint8 {
-		if k == keep {
+	// offer considers a key (a table slot's index, or a log) and returns
+	// its flags once the clock passed.
+	offer := func(k evictable, flags uint8, fresh uint32) uint8 {
+		if k.le != nil && k.le == keep {
 			return flags
 		}
 		seen++
@@ -138,7 +135,7 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 			}
 			st.hand = start + j + 1
 			if sl := &st.t.slots[(start+j)%n]; !sl.empty() {
-				sl.setMeta(sl.fresh(), offer(sl.key(), sl.flags(), sl.fresh()))
+				sl.setMeta(sl.fresh(), offer(evictable{slot: (start + j) % n}, sl.flags(), sl.fresh()))
 			}
 		}
 	}
@@ -147,7 +144,7 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		for j := 0; j < n && !enough(); j++ {
 			st.logHand = (st.logHand + 1) % n
 			r := st.logOrder[st.logHand]
-			r.le.flags = offer(r.k, r.le.flags, r.le.fresh)
+			r.le.flags = offer(evictable{le: r.le}, r.le.flags, r.le.fresh)
 		}
 	}
 	if logsFirst {
@@ -164,14 +161,14 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 		reason := evictActive
 		switch class {
 		case expired:
-			s.endEpisode(c.k, c.flags, now)
+			s.endEpisode(c.flags, now, st.ref(c.k))
 		case idle:
 			reason = evictIdle
 		case overLimit:
 			reason = evictOverLimit
-			s.endEpisode(c.k, flagLimited, now)
+			s.endEpisode(flagLimited, now, st.ref(c.k))
 		}
-		if s.drop(st, c.k) {
+		if st.drop(c.k) {
 			st.t.shrink(13, 16)
 		}
 		if class == expired {
@@ -184,29 +181,42 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep key.Key) bool 
 	return false
 }
 
+// evictable is a key that eviction may take: a sliding log's entry, or
+// else the index of a table slot. Eviction takes it before the table
+// changes.
+type evictable struct {
+	le   *logEntry
+	slot int
+}
+
+// ref returns k's stored key.
+func (st *stripe) ref(k evictable) keyRef {
+	if k.le != nil {
+		return keyRef{s: st.logOrder[k.le.at].k}
+	}
+	return keyRef{b: st.t.key(k.slot)}
+}
+
 // candidate is the best key of one eviction class seen so far.
 type candidate struct {
-	k     key.Key
+	k     evictable
 	fresh uint32
 	flags uint8 // of an expired key, whose episode its drop ends
 	ok    bool
 }
 
-func (c *candidate) offer(k key.Key, fresh uint32, flags uint8) {
+func (c *candidate) offer(k evictable, fresh uint32, flags uint8) {
 	if !c.ok || fresh < c.fresh {
 		*c = candidate{k: k, fresh: fresh, flags: flags, ok: true}
 	}
 }
 
 // drop forgets k and reports whether it was a counter key (a table slot).
-func (s *Store) drop(st *stripe, k key.Key) (counter bool) {
-	if le := st.logs[k]; le != nil {
-		st.removeLog(k, le)
+func (st *stripe) drop(k evictable) (counter bool) {
+	if k.le != nil {
+		st.removeLog(k.le)
 		return false
 	}
-	if i, ok := st.t.find(k); ok {
-		st.t.deleteAt(i)
-		return true
-	}
-	return false
+	st.t.deleteAt(k.slot)
+	return true
 }

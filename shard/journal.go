@@ -3,8 +3,6 @@ package shard
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/shardlimit/shardlimit/shard/key"
 )
 
 // journal records which keys of the partitions being handed over change
@@ -15,14 +13,15 @@ import (
 //
 // The decision path appends a batch's keys before the batch ends (before
 // ownership's End), so once a fence returns, every change decided before it
-// is in the journal. Appending is all it does per check (a key decided
-// twice is recorded twice; take removes the repeats, outside the lock).
+// is in the journal. Appending the check's stored key (one allocation) is
+// all it does per check (a key decided twice is recorded twice; take
+// removes the repeats, outside the lock).
 // Each journal belongs to one hand-off (its id): a final copy reads only
 // the journal its own first copy started. A journal left behind by a
 // hand-off that never made its final copy ends when its partitions are
 // fenced, dropped or journaled again, or when the journal overflows: past
-// maxJournalKeys records it forgets them all and records nothing more, and
-// final copies read whole partitions.
+// maxJournalKeys records or maxJournalBytes of keys it forgets them all and
+// records nothing more, and final copies read whole partitions.
 type journal struct {
 	active atomic.Bool // any partition journaled: the decision path looks
 	mu     sync.Mutex
@@ -31,6 +30,7 @@ type journal struct {
 	// journaled.
 	parts []*partJournal
 	n     int // records held, over every partition
+	bytes int // their keys' bytes
 	on    int // partitions journaled
 }
 
@@ -38,13 +38,17 @@ type journal struct {
 // the keys recorded, as stored, oldest first.
 type partJournal struct {
 	id   uint64
-	keys []key.Key
+	keys []string // stored keys
 }
 
-// maxJournalKeys bounds the records a journal holds (16 MiB): at the 1M keys
-// per second a hand-off streams (BENCHMARKS.md), reading as many keys whole
-// costs about a second.
-const maxJournalKeys = 1 << 20
+// maxJournalKeys bounds the records a journal holds (16 MiB of string
+// headers), and maxJournalBytes their keys' bytes (however long the users
+// a flood sends): at the 1M keys per second a hand-off streams
+// (BENCHMARKS.md), reading as many keys whole costs about a second.
+const (
+	maxJournalKeys  = 1 << 20
+	maxJournalBytes = 64 << 20
+)
 
 // start journals parts afresh for hand-off id.
 func (j *journal) start(parts []uint32, id uint64) {
@@ -76,7 +80,11 @@ func (j *journal) record(checks []BatchCheck) {
 		return // overflowed meanwhile
 	}
 	for i := range checks {
-		if c := &checks[i]; !c.Skip && !j.add(c.Partition, c.stored) {
+		c := &checks[i]
+		if c.Skip || j.parts[c.Partition] == nil {
+			continue
+		}
+		if !j.add(c.Partition, string(storedKey(nil, c.Limiter.Algorithm, c.Service, c.Rule, c.User))) {
 			return
 		}
 	}
@@ -85,17 +93,18 @@ func (j *journal) record(checks []BatchCheck) {
 // add records k in partition p if p is journaled, and reports whether the
 // journal goes on (it did not overflow). The caller holds mu, and the
 // journal has not overflowed.
-func (j *journal) add(p int, k key.Key) bool {
+func (j *journal) add(p int, k string) bool {
 	pj := j.parts[p]
 	if pj == nil {
 		return true
 	}
-	if j.n == maxJournalKeys {
+	if j.n == maxJournalKeys || j.bytes+len(k) > maxJournalBytes {
 		j.overflow()
 		return false
 	}
 	pj.keys = append(pj.keys, k)
 	j.n++
+	j.bytes += len(k)
 	return true
 }
 
@@ -112,7 +121,7 @@ func (j *journal) recordImported(keys []Exported, count int) {
 		return
 	}
 	for i := range keys {
-		if !j.add(keys[i].Key.Partition(count), keys[i].Key) {
+		if !j.add(keys[i].partition(count), string(keys[i].Key)) {
 			return
 		}
 	}
@@ -121,14 +130,14 @@ func (j *journal) recordImported(keys []Exported, count int) {
 // overflow forgets every journal: their final copies read the whole
 // partitions. The caller holds mu.
 func (j *journal) overflow() {
-	j.parts, j.n, j.on = nil, 0, 0
+	j.parts, j.n, j.bytes, j.on = nil, 0, 0, 0
 	j.active.Store(false)
 }
 
 // take ends the journals of parts and returns the keys they recorded, each
 // once, and whether every one of parts was journaled for hand-off id
 // (otherwise the caller reads the whole partitions).
-func (j *journal) take(parts []uint32, id uint64) (keys []key.Key, ok bool) {
+func (j *journal) take(parts []uint32, id uint64) (keys []string, ok bool) {
 	j.mu.Lock()
 	detached := j.detach(parts)
 	j.mu.Unlock()
@@ -139,7 +148,7 @@ func (j *journal) take(parts []uint32, id uint64) (keys []key.Key, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	seen := map[key.Key]bool{}
+	seen := map[string]bool{}
 	for _, pj := range detached {
 		for _, k := range pj.keys {
 			if !seen[k] {
@@ -168,6 +177,9 @@ func (j *journal) detach(parts []uint32) []*partJournal {
 		if pj := j.parts[p]; pj != nil {
 			out = append(out, pj)
 			j.n -= len(pj.keys)
+			for _, k := range pj.keys {
+				j.bytes -= len(k)
+			}
 			j.on--
 			j.parts[p] = nil
 		}

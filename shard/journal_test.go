@@ -3,22 +3,25 @@ package shard
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
-// journalCheck is a check as DecideBatch leaves it: its stored key set.
+// journalCheck is a check of user in partition.
 func journalCheck(user string, partition int, skip bool) BatchCheck {
-	c := BatchCheck{
+	return BatchCheck{
 		Check:   Check{Service: "s", Rule: "r", User: user, Hits: 1, Partition: partition},
 		Limiter: &limiter.Rule{Algorithm: limiter.FixedWindow, Limit: 3, Period: int64(time.Hour)},
 		Skip:    skip,
 	}
-	c.stored = stored(c.key(), limiter.FixedWindow)
-	return c
+}
+
+// stored returns c's stored key.
+func (c *BatchCheck) stored() string {
+	return string(storedKey(nil, c.Limiter.Algorithm, c.Service, c.Rule, c.User))
 }
 
 // The journal records the changed keys of journaled partitions, and
@@ -37,7 +40,7 @@ func TestJournalRecordsChangedKeysOfJournaledPartitions(t *testing.T) {
 		t.Fatalf("partition 1: %v %v, want the one key of a", keys, ok)
 	}
 	c := journalCheck("a", 1, false)
-	if want := stored(c.key(), limiter.FixedWindow); keys[0] != want {
+	if want := c.stored(); keys[0] != want {
 		t.Fatalf("recorded %v, want the stored key %v", keys[0], want)
 	}
 	if _, ok := j.take([]uint32{1}, 7); ok {
@@ -65,24 +68,36 @@ func TestJournalOfAnotherHandoffIsNotRead(t *testing.T) {
 	}
 }
 
-// Past maxJournalKeys records the journal forgets everything and stops:
-// the final copy then reads whole partitions.
+// Past maxJournalKeys records, or maxJournalBytes of keys (long users),
+// the journal forgets everything and stops: the final copy then reads
+// whole partitions.
 func TestJournalOverflowReadsWholePartitions(t *testing.T) {
-	var j journal
-	j.start([]uint32{0}, 1)
-	batch := make([]BatchCheck, 0, 4096)
-	for i := 0; i <= maxJournalKeys; i++ {
-		batch = append(batch, journalCheck(fmt.Sprint(i), 0, false))
-		if len(batch) == cap(batch) || i == maxJournalKeys {
-			j.record(batch)
-			batch = batch[:0]
-		}
-	}
-	if j.active.Load() || j.n != 0 || j.on != 0 {
-		t.Fatalf("active %v with %d records after overflowing", j.active.Load(), j.n)
-	}
-	if keys, ok := j.take([]uint32{0}, 1); ok || len(keys) != 0 {
-		t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)
+	for _, tc := range []struct {
+		name string
+		pad  string
+		n    int
+	}{
+		{"records", "", maxJournalKeys},
+		{"bytes", strings.Repeat("u", 4000), maxJournalBytes / 4000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var j journal
+			j.start([]uint32{0}, 1)
+			batch := make([]BatchCheck, 0, 4096)
+			for i := 0; i <= tc.n; i++ {
+				batch = append(batch, journalCheck(tc.pad+fmt.Sprint(i), 0, false))
+				if len(batch) == cap(batch) || i == tc.n {
+					j.record(batch)
+					batch = batch[:0]
+				}
+			}
+			if j.active.Load() || j.n != 0 || j.bytes != 0 || j.on != 0 {
+				t.Fatalf("active %v with %d records of %d bytes after overflowing", j.active.Load(), j.n, j.bytes)
+			}
+			if keys, ok := j.take([]uint32{0}, 1); ok || len(keys) != 0 {
+				t.Fatalf("take after overflow: %d keys, ok %v; want none and not ok", len(keys), ok)
+			}
+		})
 	}
 }
 
@@ -90,15 +105,15 @@ func TestJournalOverflowReadsWholePartitions(t *testing.T) {
 func TestExportKeys(t *testing.T) {
 	now := time.Now().UnixNano()
 	s := NewStore(StoreOptions{}, now)
-	var want []key.Key
+	var want []string
 	for _, u := range []string{"a", "b"} {
 		c := journalCheck(u, 0, false)
 		s.DecideBatch([]BatchCheck{c}, now, 1, make([]limiter.Decision, 1))
-		want = append(want, stored(c.key(), limiter.FixedWindow))
+		want = append(want, c.stored())
 	}
 	absent := journalCheck("absent", 0, false)
-	got := s.exportKeys(append(slices.Clone(want), stored(absent.key(), limiter.FixedWindow)), nil)
-	if len(got) != 2 || got[0].Key != want[0] || got[1].Key != want[1] || got[0].State.A == 0 && got[0].State.B == 0 {
+	got := s.exportKeys(append(slices.Clone(want), absent.stored()), nil)
+	if len(got) != 2 || string(got[0].Key) != want[0] || string(got[1].Key) != want[1] || got[0].State.A == 0 && got[0].State.B == 0 {
 		t.Fatalf("exported %+v, want the states of %v", got, want)
 	}
 }
@@ -108,11 +123,12 @@ func TestExportKeys(t *testing.T) {
 func TestJournalDuplicatesAndImports(t *testing.T) {
 	var j journal
 	c := journalCheck("a", 0, false)
-	p := uint32(c.stored.Partition(1024))
+	e := Exported{Key: []byte(c.stored()), Algo: limiter.FixedWindow}
+	p := uint32(e.partition(1024))
 	j.start([]uint32{p, p}, 3)
-	j.recordImported([]Exported{{Key: c.stored, Algo: limiter.FixedWindow}}, 1024)
+	j.recordImported([]Exported{e}, 1024)
 	keys, ok := j.take([]uint32{p}, 3)
-	if !ok || len(keys) != 1 || keys[0] != c.stored {
+	if !ok || len(keys) != 1 || keys[0] != c.stored() {
 		t.Fatalf("took %v %v, want the imported key", keys, ok)
 	}
 	if j.active.Load() || j.on != 0 {

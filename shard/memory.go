@@ -1,13 +1,13 @@
 package shard
 
 import (
-	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
-// Memory accounting. A stripe's bytes are its table's slots (36 bytes each,
+// Memory accounting. A stripe's bytes are its table's slots (32 bytes each,
 // allocated: a table doubles past 13/16 full and halves once evictions or
-// expiry leave it sparse), its sliding_log keys (bytesPerLogKey each) and
+// expiry leave it sparse) and its arena of key bytes (allocated: deleted
+// keys' bytes stay until they outweigh the live ones), its sliding_log keys (bytesPerLogKey each) and
 // their rings (8 bytes an entry). Rings start at minRing entries and double
 // as a key's hits in the window need them, up to the rule's LogSize, so
 // that a key costs what it holds, not what its limit would allow.
@@ -16,10 +16,9 @@ import (
 // the process's bound.
 
 const (
-	// bytesPerLogKey estimates a sliding_log key's memory besides its ring:
-	// its map slot, the logEntry, its place in logOrder and allocation
-	// overhead; with a ring of minRing, 216 bytes, against 213 measured
-	// at 1M keys (BenchmarkBytesPerKey).
+	// bytesPerLogKey estimates a sliding_log key's memory besides its ring
+	// and its key's bytes: its map slot, the logEntry, its place in
+	// logOrder and allocation overhead (BenchmarkBytesPerKey measures it).
 	bytesPerLogKey = 152
 	// minRing is the ring length of a new sliding_log key.
 	minRing = 8
@@ -27,7 +26,7 @@ const (
 
 // bytes returns the stripe's estimated bytes.
 func (st *stripe) bytes() int64 {
-	return st.t.bytes() + int64(len(st.logs))*bytesPerLogKey + st.logSlots*8
+	return st.t.bytes() + int64(len(st.logs))*bytesPerLogKey + st.logKeyBytes + st.logSlots*8
 }
 
 // keys returns the number of keys the stripe holds.
@@ -47,20 +46,22 @@ func ringSize(cur, need, limit int64) int64 {
 	return min(n, limit)
 }
 
-// newLog adds sliding_log key k with a ring for need entries (up to
-// limit), making room for it first.
-func (s *Store) newLog(st *stripe, k key.Key, now int64, need, limit int64) *logEntry {
+// newLog adds sliding_log key k (a stored key) with a ring for need
+// entries (up to limit), making room for it first.
+func (s *Store) newLog(st *stripe, k string, now int64, need, limit int64) *logEntry {
 	size := ringSize(0, need, limit)
-	s.makeRoom(st, now, addition{key: true, bytes: bytesPerLogKey + size*8})
+	s.makeRoom(st, now, addition{key: true, bytes: bytesPerLogKey + int64(len(k)) + size*8})
 	le := &logEntry{log: limiter.Log{Times: make([]int64, size)}, at: int32(len(st.logOrder))}
 	st.logs[k] = le
 	st.logOrder = append(st.logOrder, logRef{k, le})
 	st.logSlots += size
+	st.logKeyBytes += int64(len(k))
 	return le
 }
 
-// removeLog forgets sliding_log key k, whose entry is le.
-func (st *stripe) removeLog(k key.Key, le *logEntry) {
+// removeLog forgets the sliding_log key whose entry is le.
+func (st *stripe) removeLog(le *logEntry) {
+	k := st.logOrder[le.at].k
 	last := len(st.logOrder) - 1
 	if moved := st.logOrder[last]; moved.le != le {
 		st.logOrder[le.at] = moved
@@ -72,30 +73,31 @@ func (st *stripe) removeLog(k key.Key, le *logEntry) {
 		st.logOrder = append([]logRef(nil), st.logOrder...) // give back a flood's slots
 	}
 	st.logSlots -= int64(len(le.log.Times))
+	st.logKeyBytes -= int64(len(k))
 	delete(st.logs, k)
 }
 
-// growLog gives k's ring room for need entries (up to limit), making room
-// in the stripe first; k itself is never evicted for it.
-func (s *Store) growLog(st *stripe, k key.Key, le *logEntry, now int64, need, limit int64) {
+// growLog gives le's ring room for need entries (up to limit), making room
+// in the stripe first; le itself is never evicted for it.
+func (s *Store) growLog(st *stripe, le *logEntry, now int64, need, limit int64) {
 	cur := int64(len(le.log.Times))
 	if n := ringSize(cur, need, limit); n > cur {
-		s.makeRoom(st, now, addition{bytes: (n - cur) * 8, keep: k})
+		s.makeRoom(st, now, addition{bytes: (n - cur) * 8, keep: le})
 		st.resizeLog(le, n)
 	}
 }
 
-// fitLog gives k's ring room before a decision of hits at now under r,
+// fitLog gives le's ring room before a decision of hits at now under r,
 // when the entries still in the window plus hits need more than it holds
 // and no more than r.LogSize(). A ring larger than the rule now needs (its
 // limit went down) shrinks at the sweep (trimLog).
-func (s *Store) fitLog(st *stripe, k key.Key, le *logEntry, now int64, r *limiter.Rule, hits int64) {
+func (s *Store) fitLog(st *stripe, le *logEntry, now int64, r *limiter.Rule, hits int64) {
 	cur := int64(len(le.log.Times))
 	if hits <= 0 || int64(le.log.Len)+hits <= cur {
 		return // the common case: room enough, without expiring or LogSize
 	}
 	if need := int64(le.log.Live(now, r)) + hits; need > cur {
-		s.growLog(st, k, le, now, need, r.LogSize())
+		s.growLog(st, le, now, need, r.LogSize())
 	}
 }
 

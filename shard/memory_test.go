@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
@@ -28,7 +27,7 @@ func TestStoreLogRingsGrowWithUse(t *testing.T) {
 		}
 	}
 	st := s.Stats()
-	if st.LogSlots != 300*minRing || st.EstimatedBytes > 300*(bytesPerLogKey+8*minRing) {
+	if st.LogSlots != 300*minRing || st.EstimatedBytes > 300*(bytesPerLogKey+8*minRing+16) { // keys of under 16 bytes
 		t.Fatalf("300 keys of one hit hold %d ring entries, %d bytes", st.LogSlots, st.EstimatedBytes)
 	}
 	// A key that keeps hitting doubles its ring as it needs, and decides
@@ -44,11 +43,9 @@ func TestStoreLogRingsGrowWithUse(t *testing.T) {
 		}
 	}
 	var ring int
-	st0 := &s.stripes[key.Make("svc", "r", "heavy").Hi>>56]
-	for k, le := range st0.logs {
-		if k.Hi == key.Make("svc", "r", "heavy").Hi {
-			ring = len(le.log.Times)
-		}
+	st0 := &s.stripes[s.stripeOf(small.Algorithm, "heavy")]
+	if le := st0.logs[string(storedKey(nil, small.Algorithm, "svc", "r", "heavy"))]; le != nil {
+		ring = len(le.log.Times)
 	}
 	if ring != 1000 {
 		t.Fatalf("heavy key's ring is %d entries, want the limit, 1000", ring)
@@ -188,11 +185,15 @@ func liveHeap() int64 {
 func TestStoreEvictionDropsExpiredFirst(t *testing.T) {
 	s := NewStore(StoreOptions{MaxKeys: stripes * 4}, t0) // 4 keys a stripe
 	short, long := tokenRule(10, time.Second), tokenRule(10, time.Hour)
-	users := usersOfStripe(8, 3)
+	users := s.usersOfStripe(8, 3, short.Algorithm)
 	for _, u := range users[:4] {
 		decide(s, u, t0, short, 1) // fresh again 100ms later
 	}
 	for _, u := range users[4:] {
+		decide(s, u, t0+int64(time.Minute), long, 1)
+		// Used again, so that it is not idle: the eviction hand stops at
+		// the first expired or idle key, and where the hand meets the
+		// keys depends on the process's seed.
 		decide(s, u, t0+int64(time.Minute), long, 1)
 	}
 	st := s.Stats()
@@ -207,7 +208,7 @@ func TestStoreEvictionDropsExpiredFirst(t *testing.T) {
 func TestStoreEvictionReasons(t *testing.T) {
 	s := NewStore(StoreOptions{MaxKeys: stripes}, t0) // one key per stripe
 	r := tokenRule(1, time.Hour)
-	users := usersOfStripe(4, 0)
+	users := s.usersOfStripe(4, 0, r.Algorithm)
 	decide(s, users[0], t0, r, 1)
 	decide(s, users[3], t0, r, 1) // evicts users[0]: used once, idle
 	decide(s, users[3], t0, r, 0) // used again: active
@@ -220,17 +221,23 @@ func TestStoreEvictionReasons(t *testing.T) {
 	}
 }
 
-// usersOfStripe returns n user names whose keys (service svc, rule r) fall
-// in stripe i.
-func usersOfStripe(n int, i uint64) []string {
+// usersOfStripe returns n user names whose keys (service svc, rule r,
+// algorithm a) fall in stripe i of s.
+func (s *Store) usersOfStripe(n int, i uint64, a limiter.Algorithm) []string {
 	var out []string
 	for j := 0; len(out) < n; j++ {
 		u := fmt.Sprintf("x%d", j)
-		if key.Make("svc", "r", u).Hi>>56 == i {
+		if s.stripeOf(a, u) == i {
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// stripeOf returns the stripe of user's key (service svc, rule r) under
+// algorithm a.
+func (s *Store) stripeOf(a limiter.Algorithm, user string) uint64 {
+	return s.hash(storedKey(nil, a, "svc", "r", user)) >> 56
 }
 
 // A ring that must grow evicts other keys of its stripe, never itself, and
@@ -238,13 +245,14 @@ func usersOfStripe(n int, i uint64) []string {
 func TestStoreRingGrowthEvictsOthers(t *testing.T) {
 	const share = 4 << 10
 	s := NewStore(StoreOptions{MaxBytes: stripes * share}, t0)
-	users := usersOfStripe(40, 7)
+	r := logRule(400, time.Hour)
+	// users[0]'s sliding log and the others' counters share stripe 7.
+	users := append(s.usersOfStripe(1, 7, r.Algorithm), s.usersOfStripe(39, 7, limiter.TokenBucket)...)
 	for _, u := range users[1:] {
 		decide(s, u, t0, tokenRule(10, time.Minute), 1)
 	}
 	st := &s.stripes[7]
 	before := st.t.len()
-	r := logRule(400, time.Hour)
 	for i := range 400 {
 		if d := decide(s, users[0], t0+int64(i), r, 1); !d.Allowed {
 			t.Fatalf("hit %d of the heavy key denied: %+v", i, d)

@@ -96,6 +96,6 @@ func (s *Server) Reset(_ context.Context, req *shardlimitv1.ResetRequest) (*shar
 			return nil, status.Errorf(codes.InvalidArgument, "%s: required", f.name)
 		}
 	}
-	existed := s.store.Reset(key.Make(req.Service, req.Rule, req.User), time.Now().UnixNano())
+	existed := s.store.Reset(req.Service, req.Rule, req.User, time.Now().UnixNano())
 	return &shardlimitv1.ResetResponse{Existed: existed}, nil
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -22,7 +23,7 @@ const (
 // lists them: the eviction clock and the sweep pass over them without a
 // map lookup each.
 type logRef struct {
-	k  key.Key
+	k  string // the stored key
 	le *logEntry
 }
 
@@ -37,12 +38,14 @@ type logEntry struct {
 type stripe struct {
 	mu       sync.Mutex
 	t        table
-	logs     map[key.Key]*logEntry
-	logOrder []logRef // the keys of logs, for the eviction clock and the sweep
-	logSlots int64    // ring entries of logs, for the memory estimate
-	hand     int      // where the next eviction scan of the table starts
-	logHand  int      // and of logOrder
-	_        [28]byte // 128 bytes: stripes' locks on separate cache lines
+	logs     map[string]*logEntry // by stored key
+	logOrder []logRef             // the keys of logs, for the eviction clock and the sweep
+	logSlots int64                // ring entries of logs, for the memory estimate
+	// logKeyBytes are the bytes of the keys of logs.
+	logKeyBytes int64
+	hand        int      // where the next eviction scan of the table starts
+	logHand     int      // and of logOrder
+	_           [80]byte // 256 bytes: stripes' locks on separate cache lines
 }
 
 // StoreOptions bound a store.
@@ -62,11 +65,16 @@ type StoreOptions struct {
 	Load *load.Counter
 	// Hot finds the hottest keys; nil tracks none.
 	Hot *hotkeys.Tracker
+	// seed, for tests that compare two stores key by key, is the seed of
+	// the stripes, slots and hot keys; zero (always outside tests): drawn
+	// by NewStore.
+	seed maphash.Seed
 }
 
 // EpisodeLog is what the store tells the limited-user log: a key starts
 // being denied, is denied again, or stops being denied (allowed again, or
-// dropped).
+// dropped). The store names a key by its identity (Store.ident), a hash
+// under the process's secret seeds.
 type EpisodeLog interface {
 	Begin(k key.Key, c *Check, now int64)
 	Deny(k key.Key, now int64)
@@ -87,7 +95,11 @@ type Store struct {
 	perStripe      int
 	perStripeBytes int64
 	epoch          int64 // Unix ns
-	stripes        [stripes]stripe
+	// seed and identSeed are drawn when the store is made: seed picks a
+	// key's stripe and (salted per table) its slot, identSeed with seed
+	// names it to the episode log and the hot keys. No caller knows them.
+	seed, identSeed maphash.Seed
+	stripes         [stripes]stripe
 
 	evictions   [evictionReasons]atomic.Uint64
 	expirations atomic.Uint64
@@ -95,13 +107,17 @@ type Store struct {
 
 // NewStore returns an empty store whose clock starts at now (Unix ns).
 func NewStore(opts StoreOptions, now int64) *Store {
-	s := &Store{opts: opts, epoch: now}
+	s := &Store{opts: opts, epoch: now, seed: opts.seed, identSeed: maphash.MakeSeed()}
+	if s.seed == (maphash.Seed{}) {
+		s.seed = maphash.MakeSeed()
+	}
 	if opts.MaxKeys > 0 {
 		s.perStripe = max(1, opts.MaxKeys/stripes) // never more than MaxKeys in all
 	}
 	s.perStripeBytes = opts.MaxBytes / stripes
 	for i := range s.stripes {
-		s.stripes[i].logs = make(map[key.Key]*logEntry)
+		s.stripes[i].logs = make(map[string]*logEntry)
+		s.stripes[i].t = newTable(s.seed)
 	}
 	return s
 }
@@ -115,29 +131,59 @@ func (s *Store) seconds(ns int64) uint32 {
 	return uint32((d + 1e9 - 1) / 1e9)
 }
 
-// stored returns the key under which the store keeps k's state for
-// algorithm a: Lo's low 3 bits are replaced by a, so a rule that changes
-// algorithm starts afresh under a new key (the old one expires), and no
-// stored key is ever zero.
-func stored(k key.Key, a limiter.Algorithm) key.Key {
-	return key.Key{Hi: k.Hi, Lo: k.Lo&^7 | uint64(a)}
+// stackKey is the room for a stored key on the stack; longer ones (users
+// over ~200 bytes) are built on the heap.
+const stackKey = 256
+
+// storedKey appends the key under which the store keeps a counter of
+// (service, rule, user) for algorithm a: a's byte, then the key's encoding
+// (key.Append). The counter is this key, whole: two checks share a counter
+// only if their service, rule, user and algorithm are equal, whatever
+// their hashes; a rule that changes algorithm starts afresh under a new
+// key (the old one expires).
+func storedKey(b []byte, a limiter.Algorithm, service, rule, user string) []byte {
+	return key.Append(append(b, byte(a)), service, rule, user)
 }
 
-// Decide applies c.Hits to key k under rule r at now (Unix ns), with the
-// shard's load in [0, 1] for elastic rules. A read (hits 0) of an absent key
-// stores nothing; a key back to a fresh state is dropped at once.
-func (s *Store) Decide(k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+// hash is a stored key's hash under the store's secret seed: its top byte
+// picks the stripe, the table salts it into a slot.
+func (s *Store) hash(k []byte) uint64 { return maphash.Bytes(s.seed, k) }
+
+// stripe returns the stripe of a stored key's hash.
+func (s *Store) stripe(h uint64) *stripe { return &s.stripes[h>>56] }
+
+// ident names a stored key to the episode log: 128 bits under the
+// process's secret seeds, so that no caller can pick a name that another
+// user's episodes are recorded under.
+func (s *Store) ident(k []byte) key.Key {
+	return key.Key{Hi: maphash.Bytes(s.seed, k), Lo: maphash.Bytes(s.identSeed, k)}
+}
+
+// identString is ident of a key held in a string.
+func (s *Store) identString(k string) key.Key {
+	return key.Key{Hi: maphash.String(s.seed, k), Lo: maphash.String(s.identSeed, k)}
+}
+
+// Decide applies c.Hits to c's counter under rule r at now (Unix ns), with
+// the shard's load in [0, 1] for elastic rules. A read (hits 0) of an
+// absent key stores nothing; a key back to a fresh state is dropped at
+// once.
+func (s *Store) Decide(c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	var buf [stackKey]byte
+	k := storedKey(buf[:0], r.Algorithm, c.Service, c.Rule, c.User)
+	h := s.hash(k)
 	if s.opts.Load != nil {
 		s.opts.Load.Add(c.Partition, now, 1)
 	}
 	if s.opts.Hot != nil {
-		s.opts.Hot.Observe(hotkeys.Key(k), c.Service, c.Rule, c.User, 1)
+		s.opts.Hot.Observe(hotkeys.Key{Hi: h}, c.Service, c.Rule, c.User, 1)
 	}
-	return s.decide(stored(k, r.Algorithm), c, now, r, load)
+	return s.decide(h, k, c, now, r, load)
 }
 
-func (s *Store) decide(k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
-	st := &s.stripes[k.Hi>>56]
+// decide decides c on stored key k, whose hash is h.
+func (s *Store) decide(h uint64, k []byte, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	st := s.stripe(h)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if r.Algorithm == limiter.SlidingLog {
@@ -145,7 +191,7 @@ func (s *Store) decide(k key.Key, c *Check, now int64, r *limiter.Rule, load flo
 	}
 	var state limiter.State
 	var flags uint8
-	i, ok := st.t.find(k)
+	i, ok, _ := st.t.find(h, k)
 	if ok {
 		state.A, state.B = st.t.slots[i].state()
 		flags = st.t.slots[i].flags()
@@ -163,8 +209,8 @@ func (s *Store) decide(k key.Key, c *Check, now int64, r *limiter.Rule, load flo
 		sl = &st.t.slots[i]
 		flags = touched(flags)
 	case c.Hits > 0:
-		s.makeRoom(st, now, addition{key: true, counter: true})
-		sl = st.t.insert(k)
+		s.makeRoom(st, now, addition{key: true, counter: true, bytes: st.t.arenaGrowth(len(k))})
+		sl = st.t.insert(h, k)
 	default:
 		return d
 	}
@@ -173,22 +219,22 @@ func (s *Store) decide(k key.Key, c *Check, now int64, r *limiter.Rule, load flo
 	return d
 }
 
-func (s *Store) decideLog(st *stripe, k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
-	le := st.logs[k]
+func (s *Store) decideLog(st *stripe, k []byte, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	le := st.logs[string(k)]
 	if le == nil {
 		if c.Hits == 0 {
 			return freshLog(r, load)
 		}
-		le = s.newLog(st, k, now, c.Hits, r.LogSize())
+		le = s.newLog(st, string(k), now, c.Hits, r.LogSize())
 	} else {
-		s.fitLog(st, k, le, now, r, c.Hits)
+		s.fitLog(st, le, now, r, c.Hits)
 		le.flags = touched(le.flags)
 	}
 	d := limiter.DecideLog(&le.log, now, r, c.Hits, load)
 	le.flags = s.episode(k, c, le.flags, &d, now)
 	le.fresh = s.seconds(now + d.ResetAfter)
 	if d.ResetAfter == 0 && le.flags&flagLimited == 0 {
-		st.removeLog(k, le)
+		st.removeLog(le)
 	}
 	return d
 }
@@ -200,25 +246,30 @@ func freshLog(r *limiter.Rule, load float64) limiter.Decision {
 	return limiter.Decision{Allowed: true, Limit: limit, Remaining: limit, Shadow: r.Shadow}
 }
 
-// Refund gives back c.Hits that key k allowed moments ago under rule r, at
-// now (Unix ns) and the shard's load, because another rule of the same
-// check denied it (see limiter.Refund), and answers the state after the
-// refund. An absent key has nothing to give back: the answer is a fresh
-// key's, and nothing is stored.
+// Refund gives back c.Hits that c's counter allowed moments ago under rule
+// r, at now (Unix ns) and the shard's load, because another rule of the
+// same check denied it (see limiter.Refund), and answers the state after
+// the refund. An absent key has nothing to give back: the answer is a
+// fresh key's, and nothing is stored.
 //
 // A refund is not traffic: it counts no load and no hot key, opens or ends
 // no episode, and does not mark the key used for eviction. A key it leaves
 // fresh is dropped, as Decide drops one, unless an episode is open on it.
-func (s *Store) Refund(k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
-	k = stored(k, r.Algorithm)
-	st := &s.stripes[k.Hi>>56]
+func (s *Store) Refund(c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	var buf [stackKey]byte
+	k := storedKey(buf[:0], r.Algorithm, c.Service, c.Rule, c.User)
+	return s.refund(s.hash(k), k, c, now, r, load)
+}
+
+func (s *Store) refund(h uint64, k []byte, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	st := s.stripe(h)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if r.Algorithm == limiter.SlidingLog {
 		return s.refundLog(st, k, c, now, r, load)
 	}
 	var state limiter.State
-	i, ok := st.t.find(k)
+	i, ok, _ := st.t.find(h, k)
 	if !ok {
 		return limiter.DecideLoad(&state, now, r, 0, load)
 	}
@@ -234,66 +285,92 @@ func (s *Store) Refund(k key.Key, c *Check, now int64, r *limiter.Rule, load flo
 	return d
 }
 
-func (s *Store) refundLog(st *stripe, k key.Key, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
-	le := st.logs[k]
+func (s *Store) refundLog(st *stripe, k []byte, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	le := st.logs[string(k)]
 	if le == nil {
 		return freshLog(r, load)
 	}
 	d := limiter.RefundLog(&le.log, now, r, c.Hits, load)
 	le.fresh = s.seconds(now + d.ResetAfter)
 	if d.ResetAfter == 0 && le.flags&flagLimited == 0 {
-		st.removeLog(k, le)
+		st.removeLog(le)
 	}
 	return d
 }
 
-// episode updates the limited flag and tells the episode log about it.
-func (s *Store) episode(k key.Key, c *Check, flags uint8, d *limiter.Decision, now int64) uint8 {
+// episode updates the limited flag of stored key k and tells the episode
+// log about it.
+func (s *Store) episode(k []byte, c *Check, flags uint8, d *limiter.Decision, now int64) uint8 {
 	denied := !d.Allowed || d.ShadowDenied
 	switch {
 	case c.Hits == 0:
 	case denied && flags&flagLimited == 0:
 		flags |= flagLimited
 		if s.opts.Episodes != nil {
-			s.opts.Episodes.Begin(k, c, now)
+			s.opts.Episodes.Begin(s.ident(k), c, now)
 		}
 	case denied:
 		if s.opts.Episodes != nil {
-			s.opts.Episodes.Deny(k, now)
+			s.opts.Episodes.Deny(s.ident(k), now)
 		}
 	case flags&flagLimited != 0:
 		flags &^= flagLimited
 		if s.opts.Episodes != nil {
-			s.opts.Episodes.End(k, now)
+			s.opts.Episodes.End(s.ident(k), now)
 		}
 	}
 	return flags
 }
 
-func (s *Store) endEpisode(k key.Key, flags uint8, now int64) {
-	if flags&flagLimited != 0 && s.opts.Episodes != nil {
-		s.opts.Episodes.End(k, now)
+// keyRef is a stored key as a walk over a stripe finds it: a table slot's
+// bytes (valid until the table changes) or a sliding log's key.
+type keyRef struct {
+	b []byte
+	s string
+}
+
+// placement returns the key's placement hash (key.Hash), for its
+// partition.
+func (k keyRef) placement() uint64 {
+	if k.b != nil {
+		return key.HashEncoded(k.b[1:])
+	}
+	return key.HashEncodedString(k.s[1:])
+}
+
+// endEpisode ends the episode of key k, about to be dropped, if one is
+// open.
+func (s *Store) endEpisode(flags uint8, now int64, k keyRef) {
+	if flags&flagLimited == 0 || s.opts.Episodes == nil {
+		return
+	}
+	if k.b != nil {
+		s.opts.Episodes.End(s.ident(k.b), now)
+	} else {
+		s.opts.Episodes.End(s.identString(k.s), now)
 	}
 }
 
-// Reset forgets key k under every algorithm; it reports whether any state
-// was held.
-func (s *Store) Reset(k key.Key, now int64) bool {
-	st := &s.stripes[k.Hi>>56]
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// Reset forgets (service, rule, user) under every algorithm; it reports
+// whether any state was held.
+func (s *Store) Reset(service, rule, user string, now int64) bool {
 	held := false
+	var buf [stackKey]byte
 	for a := limiter.TokenBucket; a <= limiter.GCRA; a++ {
-		sk := stored(k, a)
-		if le := st.logs[sk]; le != nil {
-			s.endEpisode(sk, le.flags, now)
-		} else if i, ok := st.t.find(sk); ok {
-			s.endEpisode(sk, st.t.slots[i].flags(), now)
-		} else {
-			continue
+		k := storedKey(buf[:0], a, service, rule, user)
+		h := s.hash(k)
+		st := s.stripe(h)
+		st.mu.Lock()
+		if le := st.logs[string(k)]; le != nil {
+			s.endEpisode(le.flags, now, keyRef{b: k})
+			st.removeLog(le)
+			held = true
+		} else if i, ok, _ := st.t.find(h, k); ok {
+			s.endEpisode(st.t.slots[i].flags(), now, keyRef{b: k})
+			st.t.deleteAt(i)
+			held = true
 		}
-		s.drop(st, sk)
-		held = true
+		st.mu.Unlock()
 	}
 	return held
 }
@@ -306,7 +383,10 @@ type StoreStats struct {
 	Evictions   uint64
 	EvictionsBy [evictionReasons]uint64
 	Expirations uint64
-	MaxKeys     int
+	// Rehashes counts the tables rehashed under a new salt because an
+	// insert probed past maxProbe.
+	Rehashes uint64
+	MaxKeys  int
 	// EstimatedBytes is the memory of the keys held (see memory.go), and
 	// MaxBytes its bound (0: unbounded).
 	EstimatedBytes, MaxBytes int64
@@ -325,6 +405,7 @@ func (s *Store) Stats() StoreStats {
 		out.Keys += int64(st.t.len())
 		out.LogKeys += int64(len(st.logs))
 		out.LogSlots += st.logSlots
+		out.Rehashes += uint64(st.t.rehashes)
 		out.EstimatedBytes += st.bytes()
 		st.mu.Unlock()
 	}

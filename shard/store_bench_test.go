@@ -127,30 +127,16 @@ func benchDecideJournal(b *testing.B, r *limiter.Rule, n, size int, j *journal) 
 		m := min(size, n-i)
 		s.DecideBatch(checks[i:i+m], time.Now().UnixNano(), 1, out[:m])
 	}
-	var start atomic.Int64
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(start.Add(7919)) % n
-		out := make([]limiter.Decision, size)
-		for {
-			m := 0
-			for m < size && pb.Next() {
-				m++
+	var after func([]BatchCheck)
+	if j != nil {
+		after = func(batch []BatchCheck) {
+			j.record(batch)
+			if !j.active.Load() {
+				j.start(allPartitions, 1) // overflowed: a hand-off holds at most that many
 			}
-			if m == 0 {
-				return
-			}
-			s.DecideBatch(checks[i:i+m], time.Now().UnixNano(), 1, out[:m])
-			if j != nil {
-				j.record(checks[i : i+m])
-				if !j.active.Load() {
-					j.start(allPartitions, 1) // overflowed: a hand-off holds at most that many
-				}
-			}
-			i = (i + m) % n
 		}
-	})
+	}
+	decideParallel(b, s, checks, n, size, after)
 }
 
 // BenchmarkHotKeyBesideOthers runs one goroutine per P on a single hot key
@@ -170,7 +156,7 @@ func BenchmarkHotKeyBesideOthers(b *testing.B) {
 			if !hot {
 				c.User = us[i%1000]
 			}
-			s.Decide(key.Make(c.Service, c.Rule, c.User), &c, time.Now().UnixNano(), r, 1)
+			s.Decide(&c, time.Now().UnixNano(), r, 1)
 		}
 	})
 }
@@ -286,7 +272,7 @@ func heapBytesPerKey(r *limiter.Rule, n int) float64 {
 	for i := range n {
 		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(i), 10)
 		c.User = string(buf)
-		s.Decide(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
+		s.Decide(&c, now, r, 1)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

@@ -42,12 +42,12 @@ func tokenRule(limit int64, period time.Duration) *limiter.Rule {
 
 func decide(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
 	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
-	return s.Decide(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
+	return s.Decide(&c, now, r, 1)
 }
 
 func refund(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
 	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
-	return s.Refund(key.Make(c.Service, c.Rule, c.User), &c, now, r, 1)
+	return s.Refund(&c, now, r, 1)
 }
 
 func TestStoreExpiresIdleKeysOnceFresh(t *testing.T) {
@@ -111,10 +111,10 @@ func TestStoreEvictsLimitedKeyOnlyWhenNothingElse(t *testing.T) {
 	first := "a"
 	decide(s, first, t0, r, 1)
 	decide(s, first, t0, r, 1) // limited
-	stripeOf := key.Make("svc", "r", first).Hi >> 56
+	stripeOf := s.stripeOf(r.Algorithm, first)
 	for i := 0; ; i++ {
 		u := fmt.Sprintf("x%d", i)
-		if key.Make("svc", "r", u).Hi>>56 == stripeOf {
+		if s.stripeOf(r.Algorithm, u) == stripeOf {
 			decide(s, u, t0+sec, r, 1)
 			break
 		}
@@ -178,7 +178,7 @@ func TestStoreResetForgetsKey(t *testing.T) {
 	s := NewStore(StoreOptions{}, t0)
 	r := tokenRule(1, time.Hour)
 	decide(s, "a", t0, r, 1)
-	if !s.Reset(key.Make("svc", "r", "a"), t0) || s.Reset(key.Make("svc", "r", "a"), t0) {
+	if !s.Reset("svc", "r", "a", t0) || s.Reset("svc", "r", "a", t0) {
 		t.Fatal("reset did not report the key held exactly once")
 	}
 	if d := decide(s, "a", t0, r, 1); !d.Allowed {

@@ -9,7 +9,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/handoff"
-	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
@@ -35,8 +34,9 @@ func checkChunks(keys, bytes uint32) error {
 }
 
 // keyStateBytes estimates the encoded size of one key's state: the fixed
-// fields and up to 10 bytes per sliding-log time.
-func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + 10*len(k.Times) }
+// fields, the stored key (up to 4 KiB with a long user) and up to 10 bytes
+// per sliding-log time.
+func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + len(k.Key) + 10*len(k.Times) }
 
 // ExportStream implements the shard API: the state of every key in the
 // partitions, one stripe of the store at a time (each under its own lock
@@ -70,7 +70,7 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	if req.Journal {
 		s.journal.start(req.Partitions, req.HandoffId) // before reading: no change is missed
 	}
-	var changed []key.Key
+	var changed []string
 	onlyChanged := false
 	if req.Fence {
 		if req.ForwardToAddr != "" {

@@ -1,9 +1,5 @@
 package shard
 
-import (
-	"github.com/shardlimit/shardlimit/shard/key"
-)
-
 // Sweep drops every key of the stripes [from, to) that is fresh again at now,
 // ending its episode. The server sweeps all stripes once per sweep interval.
 func (s *Store) Sweep(from, to int, now int64) {
@@ -18,7 +14,7 @@ func (s *Store) Sweep(from, to int, now int64) {
 // sweep drops a stripe's keys that are fresh again and gives back the
 // memory its table and rings no longer need.
 func (s *Store) sweep(st *stripe, now int64) {
-	n := s.deleteIf(st, now, func(_ key.Key, fresh uint32) bool { return s.isFresh(fresh, now) })
+	n := s.deleteIf(st, now, func(_ keyRef, fresh uint32) bool { return s.isFresh(fresh, now) })
 	s.expirations.Add(uint64(n))
 	st.t.shrink(1, 2)
 	for _, r := range st.logOrder {
@@ -30,12 +26,12 @@ func (s *Store) sweep(st *stripe, now int64) {
 // del(key, fresh) holds, ending its episode, and returns how many it
 // deleted. The sweep and a hand-off's Drop both use it. The caller holds
 // the stripe's lock.
-func (s *Store) deleteIf(st *stripe, now int64, del func(k key.Key, fresh uint32) bool) int {
+func (s *Store) deleteIf(st *stripe, now int64, del func(k keyRef, fresh uint32) bool) int {
 	n := 0
 	for i := 0; i < len(st.t.slots); {
 		sl := &st.t.slots[i]
-		if !sl.empty() && del(sl.key(), sl.fresh()) {
-			s.endEpisode(sl.key(), sl.flags(), now)
+		if !sl.empty() && del(keyRef{b: st.t.key(i)}, sl.fresh()) {
+			s.endEpisode(sl.flags(), now, keyRef{b: st.t.key(i)})
 			st.t.deleteAt(i) // shifts a later key into i: look at i again
 			n++
 			continue
@@ -43,9 +39,9 @@ func (s *Store) deleteIf(st *stripe, now int64, del func(k key.Key, fresh uint32
 		i++
 	}
 	for i := len(st.logOrder) - 1; i >= 0; i-- { // removeLog moves the last key into i
-		if r := st.logOrder[i]; del(r.k, r.le.fresh) {
-			s.endEpisode(r.k, r.le.flags, now)
-			st.removeLog(r.k, r.le)
+		if r := st.logOrder[i]; del(keyRef{s: r.k}, r.le.fresh) {
+			s.endEpisode(r.le.flags, now, keyRef{s: r.k})
+			st.removeLog(r.le)
 			n++
 		}
 	}

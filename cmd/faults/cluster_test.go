@@ -170,7 +170,7 @@ func startCluster(t *testing.T, cfg config) *cluster {
 		addr, metrics := port(7+2*i), port(8+2*i)
 		c.routers = append(c.routers, c.newProc("router-"+strconv.Itoa(i+1), "router", addr, metrics,
 			append([]string{"--listen", addr, "--metrics-listen", metrics, "--deadline", cfg.deadline.String(),
-				"--breaker-cooldown", cfg.cooldown.String()}, common...)...))
+				"--breaker-cooldown", cfg.cooldown.String(), "--max-queue-wait", cfg.queueWait.String()}, common...)...))
 	}
 	// The rebalance job takes part (election, its etcd session) but does
 	// not run during the suite: a move would change owners under the
@@ -323,7 +323,7 @@ func (c *cluster) ctl(t testing.TB, args ...string) string {
 
 // members returns the member ids registered in etcd.
 func (c *cluster) members(ctx context.Context) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a hang guard
 	defer cancel()
 	layout := etcdclient.Layout(c.prefix)
 	resp, err := c.etcdCli.Get(ctx, layout.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())

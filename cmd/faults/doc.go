@@ -12,9 +12,13 @@
 // cluster to recover.
 //
 // `go test ./cmd/faults` (part of `make test`) runs the short form: short
-// faults, routers with a 1 s deadline so that a loaded machine does not
-// open circuits to healthy shards, and no assertion on a time, only on
-// what callers saw. `make faults` runs the full form (-faults.full): the
+// faults, routers with a 5 s deadline and a 10 s queue wait, a 10 s lease
+// and a 30 s client timeout, so that a loaded machine (load 20-40) neither answers a healthy
+// shard's users by policy nor loses a lease, and no assertion on a time,
+// only on what callers saw; right after a dead shard's partitions move,
+// their new owners take them over before deciding (answers by policy
+// meanwhile), and the short form asserts only that a user once decided
+// again stays decided. `make faults` runs the full form (-faults.full): the
 // issue's durations and the routers' default 20 ms deadline, with latency
 // and recovery times asserted; it wants a quiet machine, and the "no
 // fault" scenario shows whether it had one. -faults.deadline sets the

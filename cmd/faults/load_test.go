@@ -230,6 +230,25 @@ func (t tally) String() string {
 		t.checks, t.allowed, t.denied, t.policy, t.fallback, t.failed, t.p99.Round(10*time.Microsecond), t.max.Round(10*time.Microsecond))
 }
 
+// policyOnceDecided counts the records kept by keep that are policy
+// answers to a user whose check started at or after from had already come
+// back decided (allowed or denied) by a shard: once its partition is taken
+// over, a user stays decided.
+func policyOnceDecided(recs []record, keep func(record) bool, from time.Duration) int {
+	decided := map[int32]time.Duration{} // user → when its first decision since from came back
+	for _, r := range recs {
+		if keep(r) && r.at >= from && (r.out == allowed || r.out == denied) {
+			if end, ok := decided[r.user]; !ok || r.at+r.lat < end {
+				decided[r.user] = r.at + r.lat
+			}
+		}
+	}
+	return count(recs, func(r record) bool {
+		end, ok := decided[r.user]
+		return ok && keep(r) && r.out == policy && r.at > end
+	})
+}
+
 // window selects records that started in [from, to).
 func window(from, to time.Duration) func(record) bool {
 	return func(r record) bool { return r.at >= from && r.at < to }
@@ -261,7 +280,7 @@ func users(prefix string, n int) []string {
 // the published shard map.
 func (c *cluster) owners(t testing.TB, rule string, us []string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
 	defer cancel()
 	ms, bad, err := membership.Read(ctx, c.etcdCli, etcdclient.Layout(c.prefix))
 	if err == nil && len(bad) > 0 {
@@ -313,7 +332,9 @@ func (c *cluster) startBench() *benchRun {
 	o.Duration = time.Hour // until stopped
 	o.Checks, o.Users = 10, 10000
 	o.Service, o.Endpoint = service, benchEndpoint
-	o.Timeout = 5 * time.Second
+	// Above the routers' deadline (a request for a stopped shard waits for
+	// it), so that the bench's errors are the cluster's, not its own.
+	o.Timeout = max(5*time.Second, c.cfg.clientTimeout)
 	c.sec.bench(&o)
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &benchRun{cancel: cancel, done: make(chan struct{})}

@@ -18,7 +18,7 @@ func get(hostPort, path string) error {
 }
 
 // httpClient bounds every call to an ops server.
-var httpClient = &http.Client{Timeout: 2 * time.Second}
+var httpClient = &http.Client{Timeout: 10 * time.Second} // a hang guard: a loaded machine answers slowly
 
 // fetch GETs path from a process's ops server and returns the body of a
 // 200 answer.

@@ -116,7 +116,7 @@ func TestCtlSilentRouter(t *testing.T) {
 			l := newSilentListener(t)
 			addr := l.Addr().String()
 			args := append([]string{"check", "--service", "s", "--endpoint", "/e", "--router", addr, "--timeout", timeout.String()}, tlsArgs...)
-			err := ctlWithin(t, 10*timeout, args...)
+			err := ctlWithin(t, 30*time.Second, args...) // a hang guard
 			want := "the router at " + addr + " accepted the connection but did not answer within 1s (--timeout)"
 			if exitCode(err) != exitTimeout || !strings.HasPrefix(errorMessage(err), want) {
 				t.Errorf("got %v (exit %d), want %s… (exit %d)", err, exitCode(err), want, exitTimeout)

@@ -89,7 +89,9 @@ func TestRebalanceWaitTimeoutSaysThePhase(t *testing.T) {
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	out.Reset()
 	cmd.SetOut(&out)
-	cmd.SetArgs(append(flags, append([]string{"--timeout", "3s"}, strings.Fields(m[1])...)...))
+	// 10s: room for a loaded machine to connect and replay the run so far;
+	// the settle phase (a minute) outlasts it.
+	cmd.SetArgs(append(flags, append([]string{"--timeout", "10s"}, strings.Fields(m[1])...)...))
 	err = cmd.ExecuteContext(context.Background())
 	t.Logf("ctl %s:\n%s\nerror: %v", m[1], out.String(), err)
 	if exitCode(err) != exitTimeout || !strings.Contains(err.Error(), "was in phase settle") {

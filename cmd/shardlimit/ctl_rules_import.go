@@ -24,15 +24,17 @@ func ctlRulesImportCmd(cf *ctlFlags) *cobra.Command {
 		Short: "Convert envoy ratelimit's YAML config into a rules file on standard output (or --apply it), reporting on standard error, with file and line, what the rules cannot express.",
 		Long: `Convert envoy ratelimit's configuration (one domain per file: nested descriptors with
 key, value, rate_limit {unit, requests_per_unit, unlimited, name, replaces}, shadow_mode,
-detailed_metric, value prefix wildcards "foo*") into shardlimit descriptor rules, one service
-per domain. A directory is read as envoy ratelimit reads its config directory: every *.yaml
+quota_mode, detailed_metric, value_to_metric, share_threshold, value prefix wildcards "foo*")
+into shardlimit descriptor rules, one service per domain. A directory is read as envoy ratelimit reads its config directory: every *.yaml
 and *.yml file in it, in name order; files of one domain are merged.
 
 The rules are printed as a rules file, each rule under a comment naming the line it comes
 from, for review: pipe it to "shardlimit ctl rules apply -f -", or give --apply. Standard
 error lists, per item with file and line, what the rules cannot express ("cannot express")
 and the unlimited rules added to keep envoy ratelimit's answer where its tree walk gives no
-limit ("note"). --strict exits 4 when anything cannot be expressed, printing nothing.`,
+limit ("note"): a key the rules cannot express (quota_mode's metadata, per-value metrics,
+share_threshold) is such an item, not an error. --strict exits 4 when anything cannot be
+expressed, printing nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			files, err := envoyFiles(from)

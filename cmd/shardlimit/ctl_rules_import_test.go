@@ -109,6 +109,26 @@ func TestRulesImportFromEnvoy(t *testing.T) {
 	}
 }
 
+// envoy ratelimit's own example directory imports: quota_mode is a
+// "cannot express" line, an error only under --strict.
+func TestRulesImportEnvoyExamples(t *testing.T) {
+	dir := filepath.Join("..", "..", "router", "envoy", "envoyconfig", "testdata", "envoy-examples")
+	out, errOut, err := runCtl("rules", "import", "--from-envoy", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if _, err := rules.Parse("imported.yaml", []byte(out)); err != nil {
+		t.Fatalf("the output does not parse: %v\n%s", err, out)
+	}
+	if want := filepath.Join(dir, "quota.yaml") + ":5: cannot express: quota_mode: converted as shadow"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	out, _, err = runCtl("rules", "import", "--from-envoy", dir, "--strict")
+	if exitCode(err) != exitFailed || out != "" || !strings.Contains(err.Error(), "2 items cannot be expressed") {
+		t.Errorf("--strict: exit %d, %v, output %q", exitCode(err), err, out)
+	}
+}
+
 // rules diff and apply show a descriptor rule by its descriptor.
 func TestChangesShowDescriptors(t *testing.T) {
 	resp := &shardlimitv1.ApplyRulesResponse{Changes: []*shardlimitv1.RuleChange{

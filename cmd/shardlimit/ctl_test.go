@@ -348,8 +348,10 @@ func ctlCluster(t *testing.T, doc string, o clustertest.Options) *clustertest.Cl
 	return clustertest.New(t, e.Endpoint(), o)
 }
 
-// operatorFlags are ctl's flags to call c's first router as the operator.
+// operatorFlags are ctl's flags to call c's first router as the operator,
+// with a timeout above the cluster routers' 5 s deadline (ctl's default
+// is 5 s): a loaded machine must not turn a slow answer into exit 7.
 func operatorFlags(c *clustertest.Cluster) []string {
 	op := c.PKI.Operator
-	return []string{"--router", c.Routers[0].Addr(), "--tls-ca", op.CA, "--tls-cert", op.Cert, "--tls-key", op.Key}
+	return []string{"--router", c.Routers[0].Addr(), "--tls-ca", op.CA, "--tls-cert", op.Cert, "--tls-key", op.Key, "--timeout", "30s"}
 }

@@ -193,7 +193,8 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 	var printed strings.Builder
 	ready := false
 	config, tokenFile := "", ""
-	timeout := time.After(20 * time.Second)
+	// A hang guard: at load 40 five processes start slowly.
+	timeout := time.After(60 * time.Second)
 	tried := false // the try line, the last dev prints when ready
 	for !ready || len(d.pids) < 5 || config == "" || tokenFile == "" || !tried {
 		select {
@@ -224,7 +225,7 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 				d.metrics[m[1]] = m[3]
 			}
 		case <-timeout:
-			t.Fatalf("no ready line within 20s:\n%s", printed.String())
+			t.Fatalf("no ready line within 60s:\n%s", printed.String())
 		}
 	}
 	d.config, d.tokenFile, d.output = config, tokenFile, printed.String()
@@ -247,7 +248,13 @@ func startDevOnce(t *testing.T, bin string, args ...string) (_ *devCluster, outp
 // process gone, and no ERROR logged while stopping.
 func TestDevClusterEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
-	d := startDev(t, bin)
+	// The router waits 5 s for a shard, not its default 20ms: at load 40 a
+	// healthy shard misses 20ms, and the test tells its killed shard's users
+	// from the others by the policy answers. Leases of 10 s, not 2 s: no
+	// shard loses one to a loaded machine, and the killed shard's users are
+	// answered by policy until its lease expires (its restart waits for
+	// that), however slowly the ctl checks below run.
+	d := startDev(t, bin, "--router-deadline", "5s", "--lease-ttl", "10s")
 	// The audit's attack on dev's etcd fails.
 	checkDevEtcd(t, d)
 	dev, routerAddr, pids, metrics := d.cmd, d.router, d.pids, d.metrics
@@ -468,7 +475,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	if err := dev.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a hang guard: dev's children get 10s each
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- dev.Wait() }()
@@ -478,7 +485,7 @@ func TestDevClusterEndToEnd(t *testing.T) {
 			t.Fatalf("dev exited with %v after SIGINT", err)
 		}
 	case <-ctx.Done():
-		t.Fatal("dev did not stop within 20s of SIGINT")
+		t.Fatal("dev did not stop within 60s of SIGINT")
 	}
 	for name, pid := range pids {
 		if syscall.Kill(pid, 0) == nil && !zombie(pid) {

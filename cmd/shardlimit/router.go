@@ -79,7 +79,7 @@ func routerCmd() *cobra.Command {
 	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "static YAML rules file used instead of the rules in etcd (default: follow the rules in etcd)")
 	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "a call to a shard fails when the shard has answered nothing for this long since the call was sent (plus 10ms for the router's own scheduling); the rule's failure policy answers")
 	f.IntVar(&o.CallsPerShard, "calls-per-shard", o.CallsPerShard, "calls in flight to one shard at once; checks that arrive while all are in flight leave together in the next call")
-	f.IntVar(&o.MaxQueued, "max-queued", o.MaxQueued, "checks waiting for one shard; past it the router is overloaded and sheds new checks at once (failure policy, flagged overload)")
+	f.IntVar(&o.MaxQueued, "max-queued", o.MaxQueued, "checks waiting for one shard, shared fairly among services; past it the router is overloaded and sheds new checks at once (failure policy, flagged overload), the flooding service's first: a service under its share displaces the newest checks of the service holding the most")
 	f.DurationVar(&o.MaxQueueWait, "max-queue-wait", o.MaxQueueWait, "longest wait of a check for a call to its shard before it is shed as overload")
 	f.IntVar(&o.MaxChecks, "max-checks", o.MaxChecks, "maximum checks in one request")
 	f.IntVar(&o.MaxUserLength, "max-user-length", o.MaxUserLength, "maximum length of a check's user, in bytes")

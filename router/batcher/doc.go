@@ -13,8 +13,16 @@
 // to batch, and linger a second for the next before they end, so that
 // under load calls run on goroutines whose stacks have already grown.
 //
-// A Queue is bounded: past MaxWaiting weight (checks) queued, Add refuses
-// an item, and the caller sheds it. It knows nothing of gRPC, rules or
-// shards, never drops or reorders an item it accepted, and never calls
-// send for an empty batch.
+// A Queue is bounded, and shared fairly among classes (the router's
+// services): past MaxWaiting weight (checks) queued, Add lets an item in
+// only if its class, with it, holds no more than its share of MaxWaiting
+// (divided among the classes waiting), displacing the newest items of the
+// class holding the most, which it hands back to be shed; otherwise it
+// refuses the item, and the caller sheds it. Calls take the classes'
+// items in turn, each class's in arrival order, so a class with little
+// waiting is not stuck behind another's flood. The policy is a pure type
+// (fair.go), stated by a table test. A Queue knows nothing of gRPC, rules
+// or shards, never reorders the items of one class, drops an accepted
+// item only by handing it to shed, and never calls send for an empty
+// batch.
 package batcher

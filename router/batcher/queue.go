@@ -51,13 +51,12 @@ func (o *Options) validate() error {
 type Queue[T any] struct {
 	opts Options
 	send func(batch []T)
+	shed func(item T)
 
-	mu      sync.Mutex
-	calls   int   // in flight
-	waiting []T   // in arrival order
-	weights []int // of waiting, at the same index
-	weight  int   // sum of weights
-	spare   [][]T // batch buffers to reuse
+	mu    sync.Mutex
+	calls int     // in flight
+	line  fair[T] // waiting, by class
+	spare [][]T   // batch buffers to reuse
 	// idle counts the workers waiting for a batch on handoff, less the
 	// batches promised to them and not yet received.
 	idle    int
@@ -71,34 +70,50 @@ type Queue[T any] struct {
 // variable for tests, read by New.)
 var linger = time.Second
 
-// New returns a Queue that calls send with each batch; send must not keep
-// the slice after it returns. It panics on options that fail validation
-// (a programmer's error: the router validates its own first).
-func New[T any](opts Options, send func(batch []T)) *Queue[T] {
+// New returns a Queue that calls send with each batch, and shed with each
+// item it accepted and then displaced to make room for a class under its
+// share (see Add; shed may be nil when Add is given one class only, which
+// displaces nothing); send must not keep the slice after it returns. It
+// panics on options that fail validation (a programmer's error: the router
+// validates its own first).
+func New[T any](opts Options, send func(batch []T), shed func(item T)) *Queue[T] {
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		panic("batcher: " + err.Error())
 	}
-	return &Queue[T]{opts: opts, send: send, handoff: make(chan []T), linger: linger}
+	return &Queue[T]{opts: opts, send: send, shed: shed, handoff: make(chan []T), linger: linger,
+		line: fair[T]{max: opts.MaxWaiting, maxCall: opts.MaxCall}}
 }
 
-// Add queues item, of weight n. When a call slot is free the item leaves at
-// once: in the caller's goroutine when inline (Add returns after the call),
-// else in a new one. Otherwise it waits for the next call that ends. Add
-// reports false, queuing nothing, when the weight waiting would pass
-// MaxWaiting.
-func (q *Queue[T]) Add(item T, n int, inline bool) bool {
+// Add queues item, of weight n, in class (0 and up: the router's
+// services). When a call slot is free the item leaves at once: in the
+// caller's goroutine when inline (Add returns after the call), else in a
+// new one. Otherwise it waits for the next call that ends; calls take the
+// classes' items in turn. Past MaxWaiting weight waiting, Add lets item in
+// only if its class, with it, holds no more than its share of MaxWaiting
+// (divided among the classes waiting), displacing the newest items of the
+// class holding the most, which it hands to shed before it returns; else
+// it reports false, queuing nothing.
+func (q *Queue[T]) Add(item T, class, n int, inline bool) bool {
 	q.mu.Lock()
-	if q.weight > 0 && q.weight+n > q.opts.MaxWaiting {
-		q.mu.Unlock()
-		return false
+	var shed []T
+	if q.line.weight > 0 && q.line.weight+n > q.opts.MaxWaiting {
+		shed = q.buffer()
 	}
-	q.waiting = append(q.waiting, item)
-	q.weights = append(q.weights, n)
-	q.weight += n
-	if q.calls == q.opts.Calls {
+	shed, ok := q.line.push(item, class, n, shed)
+	if len(shed) > 0 {
 		q.mu.Unlock()
-		return true
+		for _, it := range shed {
+			q.shed(it)
+		}
+		q.mu.Lock()
+	}
+	if shed != nil {
+		q.recycle(shed)
+	}
+	if !ok || q.calls == q.opts.Calls || q.line.empty() {
+		q.mu.Unlock()
+		return ok
 	}
 	q.calls++
 	batch := q.take()
@@ -115,7 +130,7 @@ func (q *Queue[T]) Add(item T, n int, inline bool) bool {
 func (q *Queue[T]) Waiting() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.weight
+	return q.line.weight
 }
 
 // inline makes the call for batch in the caller's goroutine, holding one
@@ -124,7 +139,7 @@ func (q *Queue[T]) inline(batch []T) {
 	q.send(batch)
 	q.mu.Lock()
 	q.recycle(batch)
-	if len(q.waiting) == 0 {
+	if q.line.empty() {
 		q.calls--
 		q.mu.Unlock()
 		return
@@ -153,7 +168,7 @@ func (q *Queue[T]) work(batch []T) {
 		q.send(batch)
 		q.mu.Lock()
 		q.recycle(batch)
-		if len(q.waiting) > 0 {
+		if !q.line.empty() {
 			batch = q.take()
 			q.mu.Unlock()
 			continue
@@ -183,30 +198,18 @@ func (q *Queue[T]) work(batch []T) {
 	}
 }
 
-// take removes the next batch from the front of waiting: items up to
-// MaxCall weight, at least one. The caller holds mu.
-func (q *Queue[T]) take() []T {
-	n, w := 0, 0
-	for n < len(q.waiting) && (n == 0 || w+q.weights[n] <= q.opts.MaxCall) {
-		w += q.weights[n]
-		n++
-	}
-	q.weight -= w
+// take removes the next batch from the line (see fair). The caller holds
+// mu.
+func (q *Queue[T]) take() []T { return q.line.take(q.buffer()) }
+
+// buffer returns an empty batch buffer, one kept for reuse if any. The
+// caller holds mu.
+func (q *Queue[T]) buffer() []T {
 	var buf []T
 	if k := len(q.spare); k > 0 {
 		buf, q.spare = q.spare[k-1], q.spare[:k-1]
 	}
-	if n == len(q.waiting) {
-		batch := q.waiting
-		q.waiting, q.weights = buf, q.weights[:0]
-		return batch
-	}
-	batch := append(buf, q.waiting[:n]...)
-	m := copy(q.waiting, q.waiting[n:])
-	clear(q.waiting[m:])
-	q.waiting = q.waiting[:m]
-	q.weights = q.weights[:copy(q.weights, q.weights[n:])]
-	return batch
+	return buf
 }
 
 // recycle keeps batch's buffer for a later take. The caller holds mu.

@@ -47,10 +47,10 @@ func (g *gate) waitSent(t *testing.T, n int) {
 
 func TestIdleQueueSendsAtOnceInline(t *testing.T) {
 	var got [][]int
-	q := New(Options{Calls: 1}, func(b []int) { got = append(got, slices.Clone(b)) })
+	q := New(Options{Calls: 1}, func(b []int) { got = append(got, slices.Clone(b)) }, nil)
 	// Inline: the call is made before Add returns, by the caller itself.
 	for i := range 3 {
-		if !q.Add(i, 1, true) {
+		if !q.Add(i, 0, 1, true) {
 			t.Fatal("refused")
 		}
 		if len(got) != i+1 || !slices.Equal(got[i], []int{i}) {
@@ -64,12 +64,12 @@ func TestIdleQueueSendsAtOnceInline(t *testing.T) {
 
 func TestItemsThatArriveWhileCallsAreInFlightLeaveTogether(t *testing.T) {
 	g := newGate()
-	q := New(Options{Calls: 2, MaxCall: 100}, g.send)
-	q.Add(1, 1, false)
-	q.Add(2, 1, false)
+	q := New(Options{Calls: 2, MaxCall: 100}, g.send, nil)
+	q.Add(1, 0, 1, false)
+	q.Add(2, 0, 1, false)
 	g.waitSent(t, 2) // both slots busy
 	for i := 3; i <= 6; i++ {
-		if !q.Add(i, 1, false) {
+		if !q.Add(i, 0, 1, false) {
 			t.Fatalf("Add(%d) refused", i)
 		}
 	}
@@ -92,18 +92,18 @@ func TestItemsThatArriveWhileCallsAreInFlightLeaveTogether(t *testing.T) {
 
 func TestMaxCallSplitsBetweenItemsAndMaxWaitingRefuses(t *testing.T) {
 	g := newGate()
-	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 10}, g.send)
-	q.Add(0, 1, false)
+	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 10}, g.send, nil)
+	q.Add(0, 0, 1, false)
 	g.waitSent(t, 1)
 	for _, tc := range []struct{ item, n int }{{1, 3}, {2, 3}, {3, 3}} {
-		if !q.Add(tc.item, tc.n, false) {
+		if !q.Add(tc.item, 0, tc.n, false) {
 			t.Fatalf("Add(%d) refused at weight %d", tc.item, q.Waiting())
 		}
 	}
-	if q.Add(4, 2, false) {
+	if q.Add(4, 0, 2, false) {
 		t.Fatal("Add past MaxWaiting (9+2 > 10) accepted")
 	}
-	if !q.Add(5, 1, false) {
+	if !q.Add(5, 0, 1, false) {
 		t.Fatal("Add up to MaxWaiting (9+1) refused")
 	}
 	close(g.release)
@@ -116,8 +116,8 @@ func TestMaxCallSplitsBetweenItemsAndMaxWaitingRefuses(t *testing.T) {
 
 func TestHeavyItemGoesAloneIntoAnEmptyQueue(t *testing.T) {
 	var got [][]int
-	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 10}, func(b []int) { got = append(got, slices.Clone(b)) })
-	if !q.Add(7, 50, true) {
+	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 10}, func(b []int) { got = append(got, slices.Clone(b)) }, nil)
+	if !q.Add(7, 0, 50, true) {
 		t.Fatal("an item heavier than MaxWaiting was refused by an empty queue")
 	}
 	if !slices.EqualFunc(got, [][]int{{7}}, slices.Equal) {
@@ -144,22 +144,26 @@ func concurrentAdds(t *testing.T) {
 	var inFlight, most atomic.Int64
 	var mu sync.Mutex
 	seen := map[int]int{}
+	count := func(items ...int) {
+		mu.Lock()
+		for _, it := range items {
+			seen[it]++
+		}
+		mu.Unlock()
+	}
 	q := New(Options{Calls: calls, MaxCall: 7}, func(b []int) {
 		n := inFlight.Add(1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
-		mu.Lock()
-		for _, it := range b {
-			seen[it]++
-		}
-		mu.Unlock()
+		count(b...)
 		inFlight.Add(-1)
-	})
+	}, func(int) { t.Error("displaced under MaxWaiting") })
 	var wg sync.WaitGroup
 	for a := range adders {
 		wg.Go(func() {
 			for i := range each {
-				if !q.Add(a*each+i, 1, i%2 == 0) {
+				// Three classes: calls take their items in turn.
+				if !q.Add(a*each+i, a%3, 1, i%2 == 0) {
 					t.Error("refused under MaxWaiting")
 				}
 			}
@@ -184,11 +188,82 @@ func concurrentAdds(t *testing.T) {
 	}
 }
 
+// Past MaxWaiting, under concurrent Adds of a flooding class and a quiet
+// one (each of its items added once the one before was sent), every item
+// is sent, shed or refused, exactly once, and the quiet class, under its
+// share, is never refused nor shed.
+func TestConcurrentFloodShedsOnlyTheFloodingClass(t *testing.T) {
+	const adders, each = 4, 400
+	var mu sync.Mutex
+	sent, shed := map[int]int{}, map[int]int{}
+	var sends sync.WaitGroup
+	quiet := make(chan int, each)
+	q := New(Options{Calls: 1, MaxCall: 5, MaxWaiting: 20}, func(b []int) {
+		mu.Lock()
+		for _, it := range b {
+			sent[it]++
+			if it < each {
+				quiet <- it
+			}
+		}
+		mu.Unlock()
+	}, func(it int) {
+		mu.Lock()
+		shed[it]++
+		mu.Unlock()
+		if it < each {
+			quiet <- it // a failure, reported below
+		}
+	})
+	refused := make([][]int, adders)
+	for a := range adders {
+		sends.Go(func() {
+			for i := range each {
+				it, class, n := a*each+i, 0, 3 // the flood: class 0
+				if a == 0 {
+					class, n = 1, 1 // the quiet class
+				}
+				if !q.Add(it, class, n, false) {
+					refused[a] = append(refused[a], it)
+				} else if a == 0 {
+					<-quiet
+				}
+			}
+		})
+	}
+	sends.Wait()
+	poll.Until(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		n := len(sent) + len(shed)
+		for _, r := range refused {
+			n += len(r)
+		}
+		if n != adders*each || q.Waiting() != 0 {
+			return fmt.Errorf("%d items answered of %d, %d waiting", n, adders*each, q.Waiting())
+		}
+		return nil
+	})
+	if len(refused[0]) > 0 {
+		t.Fatalf("quiet class refused %d items", len(refused[0]))
+	}
+	for it := range each {
+		if sent[it] != 1 || shed[it] != 0 {
+			t.Fatalf("quiet item %d sent %d times, shed %d", it, sent[it], shed[it])
+		}
+	}
+	for it, n := range sent {
+		if n != 1 || shed[it] != 0 {
+			t.Fatalf("item %d sent %d times, shed %d", it, n, shed[it])
+		}
+	}
+}
+
 func TestNewPanicsOnBadOptions(t *testing.T) {
 	defer func() {
 		if r := recover(); r == nil || r != "batcher: calls: -1 is under the minimum of 1" {
 			t.Fatalf("recovered %v", r)
 		}
 	}()
-	New(Options{Calls: -1}, func([]int) {})
+	New(Options{Calls: -1}, func([]int) {}, nil)
 }

@@ -70,8 +70,8 @@ type Decision struct {
 	// Overload: the router was overloaded and shed the check without
 	// asking its shard; FailurePolicy is set too.
 	Overload bool
-	// Delay, for leaky_bucket rules that queue, is how long the caller must
-	// wait before going ahead when allowed.
+	// Delay, for leaky_bucket rules, is how long the request waits in the
+	// queue: how long the caller must wait before going ahead when allowed.
 	Delay time.Duration
 	// SoftAllowanceUsed: allowed within the rule's soft allowance, over its
 	// limit.

@@ -29,7 +29,8 @@ func startCluster(name string, o client.Options) (c *client.Client, stop func())
 	}
 	tb, done := clustertest.ExampleTB(name)
 	cl := clustertest.New(tb, client.EtcdEndpoint(), clustertest.Options{Shards: 1, Rules: rs})
-	o.TLS, o.Routers, o.Timeout = cl.TLS(creds.OperatorID), []string{cl.Routers[0].Addr()}, 2*time.Second
+	// A generous timeout: examples run in make test, on a loaded machine.
+	o.TLS, o.Routers, o.Timeout = cl.TLS(creds.OperatorID), []string{cl.Routers[0].Addr()}, 30*time.Second
 	c, err = client.New(o)
 	if err != nil {
 		panic(err)
@@ -74,12 +75,11 @@ func ExampleClient_Wait() {
 		fmt.Println(i, d.Allowed, err)
 	}
 
-	// A wait that would end past the deadline returns at once.
-	short, cancel2 := context.WithTimeout(ctx, time.Second)
+	// A wait that would end past the deadline returns at once: carol used
+	// her 10 per minute, her next check comes in 6s, the deadline in 3s.
+	_, _ = c.Check(ctx, "shop", "/checkout", "carol", 10)
+	short, cancel2 := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel2()
-	for range 10 {
-		_, _ = c.Check(ctx, "shop", "/checkout", "carol", 1)
-	}
 	_, err := c.Wait(short, client.Check{Service: "shop", Endpoint: "/checkout", User: "carol", Hits: 1})
 	fmt.Println(errors.Is(err, client.ErrWaitPastDeadline))
 	// Output:

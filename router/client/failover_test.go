@@ -15,7 +15,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 
-	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
@@ -30,19 +29,18 @@ func TestRouterKilledMidFlightFailsOverWithoutErrors(t *testing.T) {
 rules:
   - {service: f, endpoint: /e, limit: 1000000000, period: 1s}
 `)
-	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: rs,
-		// The survivor takes the dead router's load at once; under the race
-		// detector that can queue checks past the default bound, and
-		// shedding them (answers by policy) is the router's business, not
-		// the client's under test here.
-		Router: func(o *router.Options) { o.MaxQueueWait = 5 * time.Second }})
+	// The survivor takes the dead router's load at once; under the race
+	// detector that can queue checks past the default bound, and shedding
+	// them (answers by policy) is the router's business, not the client's
+	// under test here: the cluster's routers queue for 10 s (clustertest).
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Routers: 2, Rules: rs})
 	reg := prometheus.NewRegistry()
 	cl := newClient(t, Options{
 		TLS:     c.TLS(creds.OperatorID),
 		Routers: []string{c.Routers[0].Addr(), c.Routers[1].Addr()},
 		// Decisions, not latency, are under test: a loaded machine must
 		// not turn a slow answer into a failure-mode one.
-		Timeout:    5 * time.Second,
+		Timeout:    clusterTimeout,
 		Registerer: reg,
 	})
 	var checks, failed atomic.Int64
@@ -133,7 +131,7 @@ func TestALostCheckIsRetriedOnce(t *testing.T) {
 	a, b, c := startDyingRouter(t, pki), startDyingRouter(t, pki), startDyingRouter(t, pki)
 	var rc rpcCounter
 	reg := prometheus.NewRegistry()
-	cl := newClient(t, Options{TLS: pki.client, Routers: []string{a, b, c}, MaxAttempts: 3, Timeout: 5 * time.Second,
+	cl := newClient(t, Options{TLS: pki.client, Routers: []string{a, b, c}, MaxAttempts: 3, Timeout: clusterTimeout, // the attempts, not the timeout, end the call
 		DialOptions: withOpts(rc.option()), Registerer: reg})
 	d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1)
 	if err != nil || !d.FromFailureMode {

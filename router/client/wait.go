@@ -27,9 +27,10 @@ const minWait = time.Millisecond
 // Wait is CheckOne for callers that would rather wait than be denied, as
 // with rate.Limiter.Wait: while chk is denied, it sleeps until the
 // decision's RetryAfter and checks again, until allowed; then, for a
-// leaky_bucket rule that queues, it sleeps the decision's Delay before
-// returning it. Every attempt is a check of its own (a denied one consumes
-// nothing), so other callers of the same key may pass first.
+// leaky_bucket rule, it sleeps the decision's Delay (the request's wait in
+// the queue) before returning it. Every attempt is a check of its own (a
+// denied one consumes nothing), so other callers of the same key may pass
+// first.
 //
 // ctx bounds it all. When the next wake-up would come after ctx's
 // deadline, Wait returns at once with ErrWaitPastDeadline and the last

@@ -14,21 +14,25 @@ import (
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
-// shortRules are one rule per algorithm, 2 per 300ms, and a check that two
-// rules apply to (per user and per IP).
+// shortRules are one rule per algorithm, 2 per 2s (a hit every second:
+// the tests below need two checks to come within a refill, which a loaded
+// machine does in far less; the leaky bucket's 600ms max_delay leaves
+// 400ms), a check that two rules apply to (per user and per IP), one of 1
+// per hour, and one of 2 per 3s for waits.
 func shortRules(t *testing.T) []rules.Rule {
 	t.Helper()
 	return parseRules(t, `
 rules:
-  - {service: w, endpoint: /token_bucket, algorithm: token_bucket, limit: 2, period: 300ms}
-  - {service: w, endpoint: /leaky_bucket, algorithm: leaky_bucket, limit: 2, period: 300ms, burst: 3, max_delay: 100ms}
-  - {service: w, endpoint: /fixed_window, algorithm: fixed_window, limit: 2, period: 300ms}
-  - {service: w, endpoint: /sliding_log, algorithm: sliding_log, limit: 2, period: 300ms}
-  - {service: w, endpoint: /sliding_window, algorithm: sliding_window, limit: 2, period: 300ms}
-  - {service: w, endpoint: /gcra, algorithm: gcra, limit: 2, period: 300ms}
+  - {service: w, endpoint: /token_bucket, algorithm: token_bucket, limit: 2, period: 2s}
+  - {service: w, endpoint: /leaky_bucket, algorithm: leaky_bucket, limit: 2, period: 2s, burst: 3, max_delay: 600ms}
+  - {service: w, endpoint: /fixed_window, algorithm: fixed_window, limit: 2, period: 2s}
+  - {service: w, endpoint: /sliding_log, algorithm: sliding_log, limit: 2, period: 2s}
+  - {service: w, endpoint: /sliding_window, algorithm: sliding_window, limit: 2, period: 2s}
+  - {service: w, endpoint: /gcra, algorithm: gcra, limit: 2, period: 2s}
   - {service: w, endpoint: /two, name: per-user, limit: 2, period: 300ms}
   - {service: w, endpoint: /two, name: per-ip, key: [ip], algorithm: fixed_window, limit: 5, period: 1h}
   - {service: w, endpoint: /hour, limit: 1, period: 1h}
+  - {service: w, endpoint: /wait, algorithm: token_bucket, limit: 2, period: 3s}
 `)
 }
 
@@ -49,7 +53,7 @@ func TestWaitingTheAdvertisedTimeIsEnough(t *testing.T) {
 			if err != nil || d.FromFailureMode || d.FailurePolicy {
 				t.Fatalf("%s: %+v, %v", endpoint, d, err)
 			}
-			if d.Window != 300*time.Millisecond || d.Limit < 2 || d.Rule != endpoint {
+			if d.Window != 2*time.Second || d.Limit < 2 || d.Rule != endpoint {
 				t.Fatalf("%s: quota policy %q %d per %v", endpoint, d.Rule, d.Limit, d.Window)
 			}
 			return d
@@ -116,7 +120,7 @@ func TestWait(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cl := newClient(t, Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: clusterTimeout, Registerer: reg})
 	ctx := context.Background()
-	chk := Check{Service: "w", Endpoint: "/token_bucket", User: "waiter", Hits: 1}
+	chk := Check{Service: "w", Endpoint: "/wait", User: "waiter", Hits: 1}
 	for i := range 5 {
 		d, err := cl.Wait(ctx, chk)
 		if err != nil || !d.Allowed {
@@ -124,18 +128,19 @@ func TestWait(t *testing.T) {
 		}
 	}
 	if got := clustertest.Metric(t, reg, "shardlimit_client_decisions_total", map[string]string{"result": "denied"}); got < 1 {
-		t.Fatalf("5 waits at 2 per 300ms saw %v denials, want some", got)
+		t.Fatalf("5 waits at 2 per 3s saw %v denials, want some", got)
 	}
 
 	hour := Check{Service: "w", Endpoint: "/hour", User: "waiter", Hits: 1}
 	if d, err := cl.Wait(ctx, hour); err != nil || !d.Allowed {
 		t.Fatalf("first of 1 per hour: %+v, %v", d, err)
 	}
-	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// 30 s: room for the check on a loaded machine, far below the wait.
+	short, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	d, err := cl.Wait(short, hour)
 	if !errors.Is(err, ErrWaitPastDeadline) || d.Allowed || d.RetryAfter < time.Minute {
-		t.Fatalf("second of 1 per hour within 5s: %+v, %v; want ErrWaitPastDeadline at once", d, err)
+		t.Fatalf("second of 1 per hour within 30s: %+v, %v; want ErrWaitPastDeadline at once", d, err)
 	}
 	if short.Err() != nil {
 		t.Fatal("Wait slept until the deadline instead of returning at once")

@@ -77,6 +77,11 @@ type Cluster struct {
 
 var prefixes atomic.Int64
 
+// hangGuard bounds the harness's own calls and waits (starting a
+// component, reading etcd, waiting for routers to agree): they take
+// milliseconds, and seconds on a loaded machine; only a hang reaches it.
+const hangGuard = 30 * time.Second
+
 // New starts a cluster over the etcd at endpoint, under a key prefix of its
 // own, and waits until every router sees every shard.
 func New(tb testing.TB, endpoint string, o Options) *Cluster {
@@ -122,7 +127,12 @@ func Logger() *slog.Logger {
 func (c *Cluster) ShardOptions(id string) shard.Options {
 	o := shard.DefaultOptions()
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
-	o.LeaseTTL = 2 * time.Second
+	// A lease outlives any stall of a loaded machine (at load 36 a 2 s
+	// lease expired under -race): a shard loses its lease in a test only
+	// when the test says so. A test of a dead shard kills it and then
+	// revokes its lease (RevokeLease), as etcd would expire it, at the
+	// point where the test wants it gone.
+	o.LeaseTTL = 10 * time.Second
 	// Routers in a test follow etcd within milliseconds.
 	o.HandoffSettle = 200 * time.Millisecond
 	if c.PKI == nil {
@@ -147,7 +157,7 @@ func (c *Cluster) StartShard(id ...string) *shard.Server {
 	} else {
 		c.nextID++
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	s, err := shard.Start(ctx, c.ShardOptions(sid))
 	if err != nil {
@@ -176,7 +186,7 @@ func (c *Cluster) StopShard(s *shard.Server) {
 // routers move its partitions at once, while the shard runs on.
 func (c *Cluster) RevokeLease(s *shard.Server) {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	cli := c.etcdClient()
 	resp, err := cli.Get(ctx, etcd.Layout(c.Prefix).Member(s.ID()))
@@ -191,7 +201,7 @@ func (c *Cluster) RevokeLease(s *shard.Server) {
 // Member reads the member record of id from etcd; false when there is none.
 func (c *Cluster) Member(id string) (member.Member, bool) {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	members, _, err := membership.Read(ctx, c.etcdClient(), etcd.Layout(c.Prefix))
 	if err != nil {
@@ -212,8 +222,10 @@ func (c *Cluster) StartRouter() *router.Router {
 	o.Etcd, o.Prefix, o.Rules, o.Logger = []string{c.Etcd}, c.Prefix, c.opts.Rules, Logger()
 	// Cluster tests check decisions, not latency; a generous deadline and
 	// queue wait keep them from failing open, or shedding, on a loaded
-	// machine. Tests of failing open or of shedding set their own.
-	o.Deadline, o.MaxQueueWait = time.Second, 10*time.Second
+	// machine (at load 36 a healthy shard took more than 1 s). A dead
+	// shard's calls fail at once, not at the deadline. Tests of failing
+	// open or of shedding set their own.
+	o.Deadline, o.MaxQueueWait = 5*time.Second, 10*time.Second
 	if c.PKI == nil {
 		o.Insecure = true
 	} else {
@@ -226,7 +238,7 @@ func (c *Cluster) StartRouter() *router.Router {
 	if c.opts.Router != nil {
 		c.opts.Router(&o)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	r, err := router.Start(ctx, o)
 	if err != nil {
@@ -248,7 +260,10 @@ func (c *Cluster) StartRebalance() *rebalance.Job {
 	o := rebalance.DefaultOptions()
 	o.ID = fmt.Sprintf("rebalance-%d", len(c.Rebalancers))
 	o.Etcd, o.Prefix, o.Logger = []string{c.Etcd}, c.Prefix, Logger()
-	o.Interval, o.SessionTTL, o.Settle = time.Hour, 1*time.Second, 200*time.Millisecond
+	// The election session (and the hand-off lock a run takes with it)
+	// outlives any stall of a loaded machine; a test of a leader's death
+	// sets its own.
+	o.Interval, o.SessionTTL, o.Settle = time.Hour, 10*time.Second, 200*time.Millisecond
 	if c.PKI == nil {
 		o.Insecure = true
 	} else {
@@ -300,7 +315,7 @@ func (c *Cluster) dial(addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 // serving ones: a joining or draining shard owns nothing).
 func (c *Cluster) WaitMembers(n int) {
 	c.tb.Helper()
-	poll.Until(c.tb, 10*time.Second, func() error {
+	poll.Until(c.tb, hangGuard, func() error {
 		for i, r := range c.Routers {
 			if got := len(r.Members()); got != n {
 				return fmt.Errorf("router %d sees %d shards, want %d", i, got, n)
@@ -320,7 +335,7 @@ func (c *Cluster) Partition(service, rule, user string) int {
 // (members and shard map) by the owner function every router uses.
 func (c *Cluster) Owners() *shardmap.Table {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	cli := c.etcdClient()
 	layout := etcd.Layout(c.Prefix)

@@ -114,7 +114,7 @@ func (c *Cluster) clientTLS(f creds.Files) *tls.Config {
 // shards apply it within a second.
 func (c *Cluster) Grant(g auth.Grant) {
 	c.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	if _, err := grantstore.Modify(ctx, c.etcdClient(), etcd.Layout(c.Prefix), g.ID, func(cur *auth.Grant) (grantstore.Change, error) {
 		if cur != nil {
@@ -135,7 +135,7 @@ func (c *Cluster) Token(id string) string {
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	if _, err := grantstore.Modify(ctx, c.etcdClient(), etcd.Layout(c.Prefix), id, func(cur *auth.Grant) (grantstore.Change, error) {
 		if cur == nil {
@@ -155,7 +155,7 @@ func (c *Cluster) Token(id string) string {
 		// An empty check: refused UNAUTHENTICATED while the router does
 		// not know the token, and for what it is (or allowed) once it does.
 		cl := shardlimitv1.NewRateLimiterClient(c.dial(r.Addr(), grpc.WithTransportCredentials(credentials.NewTLS(caOnly))))
-		poll.Until(c.tb, 10*time.Second, func() error {
+		poll.Until(c.tb, hangGuard, func() error {
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 			if _, err := cl.Check(ctx, &shardlimitv1.CheckRequest{}); status.Code(err) == codes.Unauthenticated {
 				return fmt.Errorf("router %s does not know the token of %s yet: %v", r.Addr(), id, err)

@@ -13,6 +13,13 @@
 // tokens in etcd (Grant, Token). Options.Insecure is for the tests of
 // --insecure only.
 //
+// Its timings hold on a loaded machine (make test runs at load 20-40 on
+// 2 cores): shards' leases last 10 s and the rebalance session 10 s, so
+// neither is lost to a stall, and routers wait 5 s for a shard, so a
+// healthy one is never answered for by policy. A test that needs a shard
+// gone kills it and revokes its lease (RevokeLease) where it wants the
+// record to disappear; tests of deadlines and elections set their own.
+//
 // Testable examples, which get no testing.TB, start a cluster with the one
 // ExampleTB returns.
 //

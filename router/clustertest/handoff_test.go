@@ -24,8 +24,9 @@ import (
 // Every algorithm, with a period so long that nothing refills during a
 // test: a user at their limit stays there unless a quota resets. Service
 // "at" holds users brought to their limit; "use" users consuming a budget
-// of 1000 through the change, one hit a round (leaky_bucket lets one
-// through at a time, so it has no consuming users).
+// of 1000 through the change, one hit a round (leaky_bucket admits its
+// queue at once and then one hit per period/limit, 8.8 hours here, so it
+// has no consuming users).
 const handoffRules = `
 rules:
   - {service: at, endpoint: /token_bucket, algorithm: token_bucket, limit: 5, period: 366d}

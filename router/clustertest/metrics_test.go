@@ -2,6 +2,7 @@ package clustertest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -53,18 +54,6 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 	if _, err := c.Admin(0).RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}}); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]bool{}
-	for _, reg := range []*prometheus.Registry{c.Routers[0].Registry(), c.Shards[0].Registry(), j.Registry()} {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if strings.HasPrefix(mf.GetName(), "shardlimit_") {
-				got[mf.GetName()] = true
-			}
-		}
-	}
 	// Families whose series appear only on events this test does not cause.
 	eventOnly := map[string]bool{"shardlimit_router_shard_errors_total": true, "shardlimit_router_auth_refusals_total": true,
 		"shardlimit_shard_auth_refusals_total": true, "shardlimit_rebalance_auth_refusals_total": true,
@@ -82,14 +71,43 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 		"shardlimit_rebalance_certificate_expiry_timestamp_seconds": true,
 		// cmd/shardlimit's TestEtcdInsecureMetric.
 		"shardlimit_router_etcd_insecure": true, "shardlimit_shard_etcd_insecure": true, "shardlimit_rebalance_etcd_insecure": true}
-	for _, name := range deploy.Metrics {
-		if !got[name] && !eventOnly[name] && !byCommand[name] {
-			t.Errorf("contract metric %s is not exported", name)
+	// The run ends, and its families get their series, after the call
+	// returns: wait for them.
+	var got map[string]bool
+	poll.Until(t, 30*time.Second, func() error {
+		got = exported(t, c.Routers[0].Registry(), c.Shards[0].Registry(), j.Registry())
+		var missing []string
+		for _, name := range deploy.Metrics {
+			if !got[name] && !eventOnly[name] && !byCommand[name] {
+				missing = append(missing, name)
+			}
 		}
-	}
+		if len(missing) > 0 {
+			return fmt.Errorf("contract metrics not exported: %v", missing)
+		}
+		return nil
+	})
 	for name := range got {
 		if !slices.Contains(deploy.Metrics, name) {
 			t.Errorf("exported metric %s is missing from deploy.Metrics", name)
 		}
 	}
+}
+
+// exported returns the names of the shardlimit_ families that regs export.
+func exported(t *testing.T, regs ...*prometheus.Registry) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	for _, reg := range regs {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "shardlimit_") {
+				got[mf.GetName()] = true
+			}
+		}
+	}
+	return got
 }

@@ -83,7 +83,7 @@ func (a api) do(method, path, body string) answer {
 // without a Content-Length, chunked.
 func (a api) send(method, path string, body io.Reader) answer {
 	a.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard, above the routers' 5 s deadline
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
 	if err != nil {

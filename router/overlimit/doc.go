@@ -14,7 +14,7 @@
 // retry_after, reset_after (and a leaky bucket's delay) shortened by the
 // time since the shard answered. Exact says which denials keep all of that
 // true until their retry time: every algorithm's denial of 1 hit, and any
-// denial of fixed_window and of leaky_bucket without max_delay; never a
+// denial of fixed_window; never a
 // shadow or an elastic rule. An entry is used only for the same key, the
 // same rule version and the same hits (a denial of 5 hits says nothing of
 // 1 hit), and expires at its retry time. The caller reads now before it

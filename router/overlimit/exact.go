@@ -20,10 +20,10 @@ import (
 // changes none of it.
 //
 // At hits over 1, the denial itself lasts exactly as long, but remaining
-// grows during the wait for the algorithms that refill continuously
-// (token_bucket, gcra, sliding_window, sliding_log), so only fixed_window
-// (remaining is fixed until the window ends) and leaky_bucket without
-// max_delay (remaining is 0 while the queue is not empty) are exact.
+// grows during the wait for the algorithms that refill or drain
+// continuously (token_bucket, gcra, leaky_bucket, sliding_window,
+// sliding_log), so only fixed_window (remaining is fixed until the window
+// ends) is exact.
 //
 // Never exact: shadow rules (they never deny) and elastic rules (the limit
 // follows the shard's load, which may fall at any time and admit the hits
@@ -35,7 +35,7 @@ func Exact(r *limiter.Rule, hits int64) bool {
 	case hits == 1:
 		return true
 	}
-	return r.Algorithm == limiter.FixedWindow || r.Algorithm == limiter.LeakyBucket && r.MaxDelay == 0
+	return r.Algorithm == limiter.FixedWindow
 }
 
 // Denied turns a shard's denial, decided after now (the caller read now

@@ -134,6 +134,9 @@ func TestExactRefusesWhereTheShardWouldAnswerOtherwise(t *testing.T) {
 		{"gcra, 2 hits: remaining grows", limiter.Rule{Algorithm: limiter.GCRA, Limit: 4, Period: 4 * s}, [][2]int64{{0, 4}}, 2, s, 1},
 		{"sliding log, 2 hits: remaining grows", limiter.Rule{Algorithm: limiter.SlidingLog, Limit: 2, Period: 4 * s}, [][2]int64{{-2 * s, 1}, {0, 1}}, 2, 2 * s, 1},
 		{"sliding window, 2 hits: remaining grows", limiter.Rule{Algorithm: limiter.SlidingWindow, Limit: 2, Period: 4 * s}, [][2]int64{{-4 * s, 2}}, 2, 2 * s, 1},
+		// A full queue of 4: 2 hits fit once two have drained (2 s), but
+		// after 1 s one place is free: remaining 1.
+		{"leaky bucket, 2 hits: remaining grows", limiter.Rule{Algorithm: limiter.LeakyBucket, Limit: 4, Period: 4 * s}, [][2]int64{{0, 4}}, 2, s, 1},
 		{"leaky bucket with max_delay, 2 hits: remaining grows", limiter.Rule{Algorithm: limiter.LeakyBucket, Limit: 4, Period: 4 * s, MaxDelay: 3 * s}, [][2]int64{{0, 4}}, 2, s, 1},
 		// An elastic rule grows while load is low: the denial at load 1 is
 		// an allow at load 0, at once.

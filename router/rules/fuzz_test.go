@@ -2,10 +2,33 @@ package rules
 
 import (
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 )
+
+// checkErrorLines requires every line of a Parse error to name the file
+// and, when it names a line, one in the document (or just past its end,
+// where a problem at the end of a document without a final line break
+// is), counted as YAML counts them: a line ends at \n, \r\n or \r (or
+// NEL, LS, PS).
+func checkErrorLines(t *testing.T, err error, b []byte) {
+	t.Helper()
+	breaks := strings.NewReplacer("\r\n", "\n", "\r", "\n", "\u0085", "\n", "\u2028", "\n", "\u2029", "\n").Replace(string(b))
+	last := strings.Count(breaks, "\n") + 1
+	for _, l := range strings.Split(err.Error(), "\n") {
+		at, ok := strings.CutPrefix(l, "fuzz.yaml:")
+		if !ok {
+			t.Fatalf("error line without the file: %q", l)
+		}
+		n, _, _ := strings.Cut(at, ":")
+		if line, convErr := strconv.Atoi(n); convErr == nil && (line < 1 || line > last+1) {
+			t.Fatalf("error at line %d of a %d-line document: %q", line, last, l)
+		}
+	}
+}
 
 // FuzzParse feeds arbitrary documents to Parse: it never panics; rules it
 // accepts each pass Validate, build a Set, and come back unchanged when
@@ -25,6 +48,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rs, err := Parse("fuzz.yaml", b)
 		if err != nil {
+			checkErrorLines(t, err, b)
 			return
 		}
 		for i := range rs {

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -186,7 +187,7 @@ func TestParseReportsEveryProblemOfEveryRule(t *testing.T) {
     period: 1m
 `))
 	for _, want := range []string{
-		"f.yaml:4: invalid rule: limitt: unknown field",
+		"f.yaml:4: invalid rule: unknown field `limitt`; did you mean `limit`?",
 		"f.yaml:9: invalid rule: limit: out of range: 0",
 		"f.yaml:13: invalid rule: algorithm: unknown algorithm",
 		"f.yaml:15: invalid rule: period: out of range: 0s",
@@ -300,10 +301,10 @@ extra: 1
 `,
 		want: []string{
 			"2: invalid rule: limit: out of range: 0",
-			"5: invalid rule: limitt: unknown field",
+			"5: invalid rule: unknown field `limitt`; did you mean `limit`?",
 			"8: invalid rule: burst: out of range: -1",
 			`8: invalid rule: name: service "a" already has a rule named "/x" at line 2`,
-			"9: invalid rule: extra: unknown field (want rules)",
+			"9: invalid rule: unknown field `extra` (want rules)",
 		},
 	}, {
 		name: "a bound that joins fields only once each field is valid",
@@ -439,5 +440,92 @@ func TestLegacyDescriptorEndpoint(t *testing.T) {
 	out, err := yaml.Marshal(File{Rules: rs})
 	if err != nil || strings.Contains(string(out), "endpoint:") {
 		t.Fatalf("written back: %v\n%s", err, out)
+	}
+}
+
+// A mistyped field is "unknown field `limt`", with the field it looks like,
+// and the field it stands for is not also reported missing (issue 22: it
+// added "limit: out of range: 0"). A field left out is "required".
+func TestUnknownFieldNamesItAndNothingElse(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      []string
+	}{{
+		name: "limt",
+		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n    limt: 10\n    period: 1m\n",
+		want: []string{"f.yaml:4: invalid rule: unknown field `limt`; did you mean `limit`?"},
+	}, {
+		name: "two typos, one far from any field",
+		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n    limit: 10\n    peroid: 1m\n    frobnicate: 1\n",
+		want: []string{
+			"f.yaml:5: invalid rule: unknown field `peroid`; did you mean `period`?",
+			"f.yaml:6: invalid rule: unknown field `frobnicate`",
+		},
+	}, {
+		name: "a mistyped algorithm hides what the default algorithm refuses",
+		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n    algoritm: leaky_bucket\n    limit: 10\n    period: 1m\n    max_delay: 1s\n",
+		want: []string{"f.yaml:4: invalid rule: unknown field `algoritm`; did you mean `algorithm`?"},
+	}, {
+		name: "left out, no typo",
+		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n",
+		want: []string{
+			"f.yaml:2: invalid rule: limit: required: the hits allowed per period, 1..1000000000",
+			"f.yaml:2: invalid rule: period: required: a duration like 1s, 1m or 1d, 1ms..366d",
+		},
+	}, {
+		name: "a typo beside the field itself",
+		doc:  "rules:\n  - service: shop\n    endpoint: /checkout\n    limit: 0\n    limt: 10\n    period: 1m\n",
+		want: []string{
+			"f.yaml:4: invalid rule: limit: out of range: 0 not in 1..1000000000",
+			"f.yaml:5: invalid rule: unknown field `limt`; did you mean `limit`?",
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("f.yaml", []byte(tc.doc))
+			if err == nil || err.Error() != strings.Join(tc.want, "\n") {
+				t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// A field that the rule's algorithm ignores is refused, naming the field
+// and the algorithm, as max_delay already was: burst on every window
+// algorithm, max_delay on every algorithm but leaky_bucket.
+func TestFieldsTheAlgorithmIgnoresAreRefused(t *testing.T) {
+	for _, tc := range []struct{ alg, field, value, want string }{
+		{"fixed_window", "burst", "5", "burst: not used by this algorithm: only token_bucket, leaky_bucket and gcra have a burst, not fixed_window"},
+		{"sliding_log", "burst", "20", "burst: not used by this algorithm: only token_bucket, leaky_bucket and gcra have a burst, not sliding_log"},
+		{"sliding_window", "burst", "-3", "burst: not used by this algorithm: only token_bucket, leaky_bucket and gcra have a burst, not sliding_window"},
+		{"token_bucket", "max_delay", "1s", "max_delay: not used by this algorithm: only leaky_bucket queues, not token_bucket"},
+		{"gcra", "max_delay", "1s", "max_delay: not used by this algorithm: only leaky_bucket queues, not gcra"},
+		{"fixed_window", "max_delay", "1s", "max_delay: not used by this algorithm: only leaky_bucket queues, not fixed_window"},
+		{"sliding_log", "max_delay", "1s", "max_delay: not used by this algorithm: only leaky_bucket queues, not sliding_log"},
+		{"sliding_window", "max_delay", "1s", "max_delay: not used by this algorithm: only leaky_bucket queues, not sliding_window"},
+	} {
+		doc := fmt.Sprintf("rules:\n  - service: shop\n    endpoint: /a\n    algorithm: %s\n    limit: 10\n    period: 1m\n    %s: %s\n", tc.alg, tc.field, tc.value)
+		_, err := Parse("f.yaml", []byte(doc))
+		if want := "f.yaml:7: invalid rule: " + tc.want; err == nil || err.Error() != want {
+			t.Errorf("%s with %s: got\n%v\nwant\n%s", tc.alg, tc.field, err, want)
+		}
+	}
+	for _, alg := range []string{"token_bucket", "leaky_bucket", "gcra"} {
+		doc := fmt.Sprintf("rules:\n  - {service: shop, endpoint: /a, algorithm: %s, limit: 10, period: 1m, burst: 20}\n", alg)
+		if _, err := Parse("f.yaml", []byte(doc)); err != nil {
+			t.Errorf("%s with burst: %v", alg, err)
+		}
+	}
+}
+
+// Rules that older versions stored with a burst their window algorithm
+// ignored keep loading from etcd, without it: they limit as they did.
+func TestParseStoredDropsWhatTheAlgorithmIgnores(t *testing.T) {
+	doc := []byte("rules:\n  - {service: shop, endpoint: /a, algorithm: sliding_log, limit: 10, period: 1m, burst: 20}\n")
+	if _, err := Parse("f.yaml", doc); err == nil {
+		t.Fatal("Parse accepted burst on sliding_log")
+	}
+	rs, err := ParseStored("stored", doc)
+	if err != nil || len(rs) != 1 || rs[0].Burst != 0 || rs[0].Limit != 10 {
+		t.Fatalf("got %+v, %v", rs, err)
 	}
 }

@@ -60,11 +60,18 @@ type Rule struct {
 	// Period of the limit, like "1s", "1m", "1h" or "1d". Required, but
 	// for unlimited and deny_all rules.
 	Period Duration `yaml:"period,omitempty" json:"period,omitempty"`
-	// Burst is the bucket capacity for bucket algorithms; default Limit.
+	// Burst is the capacity of the bucket algorithms: the hits a
+	// token_bucket or gcra allows back to back, the size of a
+	// leaky_bucket's queue. Default Limit. The window algorithms have none:
+	// a rule of theirs that sets it is refused (ParseStored drops it from
+	// rules stored before that).
 	Burst int64 `yaml:"burst,omitempty" json:"burst,omitempty"`
-	// MaxDelay, for leaky_bucket only, lets a request wait in the queue up
-	// to this long instead of being denied; the answer's delay says how
-	// long to wait. Default 0: deny rather than queue.
+	// MaxDelay, for leaky_bucket only, is the longest a request may wait in
+	// the queue: a request that fits in the queue is allowed, and the
+	// answer's delay says how long it waits before it is served. Default:
+	// the queue's whole drain time, Burst·Period/Limit, so every request
+	// that fits is allowed. A shorter MaxDelay denies the requests that
+	// would wait longer.
 	MaxDelay Duration `yaml:"max_delay,omitempty" json:"max_delay,omitempty"`
 	// SoftPercent makes the limit soft: this many percent over the limit are
 	// allowed, and such answers say the allowance was used. Default 0: hard.
@@ -213,6 +220,15 @@ func (r *Rule) algorithm() string {
 	return r.Algorithm
 }
 
+// dropIgnored clears the fields that the rule's algorithm ignores and
+// that older versions stored without complaint: burst on the window
+// algorithms.
+func (r *Rule) dropIgnored() {
+	if a, err := limiter.ParseAlgorithm(r.algorithm()); err == nil && !a.UsesBurst() {
+		r.Burst = 0
+	}
+}
+
 // normalize fills defaults in place.
 func (r *Rule) normalize() {
 	if len(r.Descriptor) > 0 && r.Endpoint == legacyEndpoint(r.Descriptor) {
@@ -303,9 +319,13 @@ func (r *Rule) Validate() []error {
 		r.validateUncounted(bad)
 		return errs
 	}
-	for _, err := range boundErrors(r.Limiter(), a != limiter.Unspecified) {
-		field, detail, _ := strings.Cut(err.Error(), ": ")
-		bad(field, "%s", detail)
+	lr := r.Limiter()
+	if a != limiter.Unspecified && r.Burst != 0 && !a.UsesBurst() {
+		errs = append(errs, fmt.Errorf("%w: burst: %w: only token_bucket, leaky_bucket and gcra have a burst, not %v", ErrInvalid, limiter.ErrNotApplicable, a))
+		lr.Burst = 0 // reported: its bounds say nothing more
+	}
+	for _, err := range boundErrors(lr, a != limiter.Unspecified) {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, err)) // "field: ...", limiter's sentinel kept
 	}
 	return errs
 }

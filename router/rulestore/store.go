@@ -18,9 +18,10 @@ import (
 // Encode returns the stored form of a rule: its YAML.
 func Encode(r *rules.Rule) ([]byte, error) { return yaml.Marshal(r) }
 
-// Decode parses and validates a stored rule.
+// Decode parses and validates a stored rule, as rules.ParseStored does:
+// a field its algorithm ignores, which older versions stored, is dropped.
 func Decode(key string, b []byte) (rules.Rule, error) {
-	rs, err := rules.Parse(key, append([]byte("rules:\n- "), indent(b)...))
+	rs, err := rules.ParseStored(key, append([]byte("rules:\n- "), indent(b)...))
 	if err != nil {
 		return rules.Rule{}, err
 	}

@@ -205,3 +205,14 @@ func TestStoredRulesDecodeAsApplied(t *testing.T) {
 		}
 	}
 }
+
+// A rule that an older version stored with a burst its window algorithm
+// ignored, which files may no longer hold, still decodes: routers keep
+// limiting with it as before.
+func TestStoredBurstOnAWindowAlgorithmStillDecodes(t *testing.T) {
+	b := []byte("service: shop\nendpoint: /a\nname: /a\nkey: [user]\nalgorithm: fixed_window\nlimit: 10\nperiod: 1m\nburst: 20\nfailure_policy: allow\n")
+	got, err := rulestore.Decode(etcd.Layout("/x/").Rule("shop", "/a"), b)
+	if err != nil || got.Algorithm != "fixed_window" || got.Limit != 10 || got.Burst != 0 {
+		t.Fatalf("got %+v, %v; want the rule without its burst", got, err)
+	}
+}

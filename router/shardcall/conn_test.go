@@ -194,7 +194,9 @@ func TestDeadlineDropsTheStalledStream(t *testing.T) {
 func TestSilentStreamStalls(t *testing.T) {
 	f := &fakeShard{release: make(chan struct{})}
 	defer close(f.release)
-	c := New(t.Context(), serve(t, f), 50*time.Millisecond, nil)
+	// A second of silence: the new stream's answer to the next batch comes
+	// well within it on a loaded machine.
+	c := New(t.Context(), serve(t, f), time.Second, nil)
 	if _, err := c.Decide(context.Background(), batch("stall", 1)); !errors.Is(err, ErrStalled) {
 		t.Fatalf("batch to a silent shard: %v, want ErrStalled", err)
 	}
@@ -208,19 +210,21 @@ func TestSilentStreamStalls(t *testing.T) {
 
 // A batch that waits longer than the deadline behind others is not failed
 // while the shard keeps answering them: the deadline judges the shard's
-// silence, not the batch's wait. (Each batch takes 50ms; the last of 30
-// waits 1.5s, over the deadline of 1s.)
+// silence, not the batch's wait. (Each batch takes 50ms; the last of 60
+// waits 3s, over the deadline of 2s, which is far above any gap between
+// two answers on a loaded machine.)
 func TestBatchWaitingBehindAnsweringShardDoesNotStall(t *testing.T) {
+	const batches = 60
 	f := &fakeShard{}
-	c := New(t.Context(), serve(t, f), time.Second, nil)
-	errs := make(chan error, 30)
-	for i := range 30 {
+	c := New(t.Context(), serve(t, f), 2*time.Second, nil)
+	errs := make(chan error, batches)
+	for i := range batches {
 		go func() {
 			_, err := c.Decide(context.Background(), batch("slow", int64(i)))
 			errs <- err
 		}()
 	}
-	for range 30 {
+	for range batches {
 		if err := <-errs; err != nil {
 			t.Fatalf("a batch behind others failed while the shard answered: %v", err)
 		}

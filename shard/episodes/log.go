@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// Key is the 128-bit hash of a counter key. It has shard.Key's layout, so
-// the store converts with episodes.Key(k); this package cannot import shard,
-// which imports it.
+// Key names a counter key: the store gives 128 bits of hash under its
+// process's secret seeds (package shard's Store.ident), which no caller can
+// collide on purpose; it has key.Key's layout, so the store converts with
+// episodes.Key(k). This package cannot import shard, which imports it.
 type Key struct{ Hi, Lo uint64 }
 
 // Episode is one period during which a key was denied.

@@ -65,7 +65,9 @@ func startIn(tb testing.TB, prefix, id string, adjust func(*shard.Options)) (*sh
 	}
 	o := shard.DefaultOptions()
 	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{etcdEndpoint}, prefix, slog.New(slog.DiscardHandler)
-	o.LeaseTTL, o.HandoffSettle = 2*time.Second, 50*time.Millisecond
+	// A lease that no stall of a loaded machine outlasts (a 2 s one
+	// expired): a test that wants a shard gone revokes its lease.
+	o.LeaseTTL, o.HandoffSettle = 10*time.Second, 50*time.Millisecond
 	o.TLS = must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert))
 	o.ShardTLS = must(creds.ClientTLS(p.Shard, creds.LocalServerName))
 	o.Grants = p.Grants()

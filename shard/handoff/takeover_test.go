@@ -94,6 +94,7 @@ func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
 		}
 	}
 	sv.Kill()
+	revokeLease(t, prefix, "v") // its lease expires
 	poll.Until(t, 20*time.Second, func() error {
 		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "unreachable"}); n != 1 {
 			return fmt.Errorf("%v takeovers from an unreachable shard", n)
@@ -155,6 +156,24 @@ func registerStalled(t *testing.T, prefix string) *stalled {
 	}
 	x.lease = lease.ID
 	return x
+}
+
+// revokeLease revokes the lease of member id's record under prefix, as
+// etcd expires the lease of a shard that died.
+func revokeLease(t *testing.T, prefix, id string) {
+	t.Helper()
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), etcd.Layout(prefix).Member(id))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("member record of %s: %v", id, err)
+	}
+	if _, err := cli.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatalf("revoke the lease of %s: %v", id, err)
+	}
 }
 
 // revoke revokes x's lease, as etcd expires the lease of a stopped shard.

@@ -12,9 +12,9 @@ import (
 	"unsafe"
 )
 
-// Key is the 128-bit hash of a counter key. It has shard.Key's layout, so
-// the store converts with hotkeys.Key(k); this package cannot import shard,
-// which imports it.
+// Key names a counter key: the store gives the key's hash under its
+// process's secret seed (package shard's Store.hash), which no caller can
+// collide on purpose. This package cannot import shard, which imports it.
 type Key struct{ Hi, Lo uint64 }
 
 // HotKey is one of the hottest keys.

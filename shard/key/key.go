@@ -1,6 +1,10 @@
 package key
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"bytes"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Bounds on the names a key is made of, shared by rule validation, the
 // router's request validation and the shard API.
@@ -14,9 +18,9 @@ const (
 )
 
 // Key is the 128-bit hash of a counter key: two xxhash64 sums with
-// different seeds. Hi places the key (partition, and a shard's stripe);
-// both halves are the same in every process, so a key's state can move
-// between shards in a hand-off.
+// different seeds. Hi places the key on its partition; both halves are the
+// same in every process. Neither identifies a counter: users that share
+// either, or both, can be made at will (see package doc).
 type Key struct{ Hi, Lo uint64 }
 
 // loSeed is the seed of the second hash; any constant other than zero.
@@ -101,4 +105,42 @@ func writeKey(h *xxhash.Digest, service, rule, user string) {
 	_, _ = h.WriteString(rule)
 	_, _ = h.Write(sep)
 	_, _ = h.WriteString(user)
+}
+
+// MaxUserLength bounds a user in bytes: the most any router may be set to
+// accept (router Options.MaxUserLength).
+const MaxUserLength = 4096
+
+// MaxEncodedLength bounds an encoded key (Append) in bytes.
+const MaxEncodedLength = MaxServiceLength + MaxRuleLength + MaxUserLength + 2
+
+// Append appends the key's encoding, service NUL rule NUL user: the bytes
+// that Hash and Make hash, and that a shard stores as the counter's
+// identity.
+func Append(b []byte, service, rule, user string) []byte { return appendKey(b, service, rule, user) }
+
+// HashEncoded returns Hash of the key whose encoding (Append) is enc.
+func HashEncoded(enc []byte) uint64 { return xxhash.Sum64(enc) }
+
+// HashEncodedString is HashEncoded of an encoding held in a string.
+func HashEncodedString(enc string) uint64 { return xxhash.Sum64String(enc) }
+
+// MakeEncoded returns Make of the key whose encoding (Append) is enc.
+func MakeEncoded(enc []byte) Key { return Key{Hi: xxhash.Sum64(enc), Lo: sum64(enc, loSeed)} }
+
+// Split returns the names of an encoded key (Append), and false when enc
+// is not one: without two NULs, or with a name over its bound. The user
+// is what follows the second NUL, NULs included.
+func Split(enc []byte) (service, rule, user string, ok bool) {
+	i := bytes.IndexByte(enc, 0)
+	if i < 0 {
+		return "", "", "", false
+	}
+	j := bytes.IndexByte(enc[i+1:], 0)
+	if j < 0 {
+		return "", "", "", false
+	}
+	service, rule, user = string(enc[:i]), string(enc[i+1:i+1+j]), string(enc[i+2+j:])
+	ok = len(service) <= MaxServiceLength && len(rule) <= MaxRuleLength && len(user) <= MaxUserLength
+	return service, rule, user, ok
 }

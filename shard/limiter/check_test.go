@@ -17,7 +17,7 @@ func TestCheckStateAcceptsWhatAlgorithmsLeave(t *testing.T) {
 			{Algorithm: a, Limit: 7, Period: int64(time.Minute), SoftPercent: 50},
 			{Algorithm: a, Limit: 1_000_000, Period: int64(time.Hour), ElasticPercent: 100, ElasticLoadPercent: 50},
 		} {
-			if a.usesBurst() {
+			if a.UsesBurst() {
 				r.Burst = r.Limit * 5
 			}
 			var s State

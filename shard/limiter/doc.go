@@ -27,7 +27,8 @@
 //     (Capacity−1)·Period/Limit); it decides exactly as token_bucket.
 //   - leaky_bucket: the time is when the queue of at most Capacity hits,
 //     drained at Limit per Period, is empty; minus now, it is the wait of a
-//     new request.
+//     new request. A request that fits in the queue is admitted with that
+//     wait as its Delay (capped by MaxDelay when set).
 //   - fixed_window: A is the start of the window (a multiple of Period
 //     since the Unix epoch) and B the hits allowed in it.
 //   - sliding_window: A is the start of the current window, B the hits of

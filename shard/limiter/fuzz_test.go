@@ -23,7 +23,7 @@ func fuzzRule(alg uint8, limit, period, burst, maxDelay, soft, elastic, elasticL
 func checkDecision(t *testing.T, what string, d Decision, r *Rule) {
 	t.Helper()
 	limit, capacity := EffectiveLimit(r, 0)
-	if !r.Algorithm.usesBurst() {
+	if !r.Algorithm.UsesBurst() {
 		capacity = limit
 	}
 	if d.Remaining < 0 || d.Remaining > capacity {

@@ -173,7 +173,7 @@ func testKindsAgainstModel(t *testing.T, alg Algorithm, seed uint64) {
 			var dt int64
 			dt, hits = step(rng, &r, now, hits, retry, run%2 == 0)
 			now += dt
-			if !alg.usesBurst() {
+			if !alg.UsesBurst() {
 				load = rng.Float64()
 			}
 			var base, eff Rule

@@ -8,16 +8,22 @@ package limiter
 // ahead of it have drained.
 //
 // A request of n hits is allowed at now when it fits in the queue,
-// max(empty, now) + n·T <= now + Capacity·T, and its wait is at most
-// Rule.MaxDelay; then empty becomes max(empty, now) + n·T, and
-// Decision.Delay tells the caller how long to wait before going ahead.
+// max(empty, now) + n·T <= now + Capacity·T, and its wait is at most the
+// longest wait (Rule.MaxDelay, or when it is 0 the queue's whole drain
+// time Capacity·T, which any request that fits waits less than); then
+// empty becomes max(empty, now) + n·T, and Decision.Delay tells the
+// caller how long to wait before going ahead.
 func leakyBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	den := r.Limit
 	capacity := r.Capacity()
 	nowM := mixed{now, 0}
-	maxWait := mixed{r.MaxDelay, 0}
+	drain := mulDiv(capacity, r.Period, den) // the whole queue's drain time
+	maxWait := drain
+	if r.MaxDelay != 0 {
+		maxWait = mixed{r.MaxDelay, 0}
+	}
 	empty := loadTime(s, den).max(nowM) // when a request arriving now is served
-	full := nowM.add(mulDiv(capacity, r.Period, den), den)
+	full := nowM.add(drain, den)
 	wait := empty.sub(nowM, den)
 	*d = Decision{Limit: r.Limit, Delay: wait.ceil()}
 	switch {

@@ -25,7 +25,7 @@ func newModel(r *Rule) *model {
 
 // most is the largest request that can ever be allowed.
 func (m *model) most() int64 {
-	if m.alg.usesBurst() {
+	if m.alg.UsesBurst() {
 		return m.capacity
 	}
 	return m.limit
@@ -79,9 +79,14 @@ func (m *model) allows(t, n int64) bool {
 		}
 		return true
 	case LeakyBucket:
-		// The request fits in the queue and waits at most MaxDelay.
+		// The request fits in the queue and waits at most MaxDelay, or
+		// when that is 0, at most the whole queue's drain time.
 		b := m.backlog(t)
-		return b+n*p <= m.capacity*p && b <= l*m.maxDelay
+		wait := l * m.maxDelay // the longest wait, times Limit
+		if m.maxDelay == 0 {
+			wait = m.capacity * p
+		}
+		return b+n*p <= m.capacity*p && b <= wait
 	case FixedWindow:
 		ws := m.window(t)
 		return m.sum(ws, ws+p)+n <= l
@@ -219,13 +224,15 @@ func randomRule(rng *rand.Rand, alg Algorithm) Rule {
 		Limit:     1 + rng.Int64N(12),
 		Period:    int64(time.Millisecond) + rng.Int64N(int64(2*time.Second)),
 	}
-	if alg.usesBurst() && rng.IntN(2) == 0 {
+	if alg.UsesBurst() && rng.IntN(2) == 0 {
 		r.Burst = 1 + rng.Int64N(20)
 	}
 	if alg == LeakyBucket {
 		span := r.Capacity() * r.Period / r.Limit
-		switch rng.IntN(4) {
-		case 0: // queue nothing
+		switch rng.IntN(5) {
+		case 0: // the default: the whole queue's drain time
+		case 4: // queue nothing
+			r.MaxDelay = 1
 		case 1:
 			r.MaxDelay = rng.Int64N(span + 1)
 		case 2:
@@ -243,7 +250,7 @@ func randomRule(rng *rand.Rand, alg Algorithm) Rule {
 // for long, so the key stays under pressure and its history grows.
 func step(rng *rand.Rand, r *Rule, now, lastHits, lastRetry int64, busy bool) (dt, hits int64) {
 	most := r.Limit
-	if r.Algorithm.usesBurst() {
+	if r.Algorithm.UsesBurst() {
 		most = r.Capacity()
 	}
 	switch rng.IntN(10) {

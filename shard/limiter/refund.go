@@ -30,7 +30,7 @@ func Refund(s *State, now int64, r *Rule, hits int64, load float64) Decision {
 	case r.Algorithm == SlidingLog:
 		panic("limiter: sliding_log keeps its state in a Log: call RefundLog")
 	case hits <= 0:
-	case r.Algorithm.usesBurst():
+	case r.Algorithm.UsesBurst():
 		refundTime(s, now, r, hits, load)
 	case r.Algorithm == FixedWindow:
 		if s.A >= now-now%r.Period && s.B >= hits {

@@ -257,7 +257,7 @@ func testRefundExact(t *testing.T, alg Algorithm, seed uint64, kinds bool) {
 		now := t0 + rng.Int64N(int64(time.Hour))
 		var hits, retry int64 = 1, 0
 		newLoad := func() {
-			if kinds && !alg.usesBurst() {
+			if kinds && !alg.UsesBurst() {
 				load = rng.Float64()
 			}
 		}

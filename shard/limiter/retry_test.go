@@ -16,7 +16,7 @@ func bigRule(rng *rand.Rand, alg Algorithm) Rule {
 			Limit:     1 + rng.Int64N([]int64{10, 1000, MaxLimit}[rng.IntN(3)]),
 			Period:    int64(MinPeriod) + rng.Int64N([]int64{int64(time.Second), int64(time.Hour), int64(MaxPeriod - MinPeriod)}[rng.IntN(3)]),
 		}
-		if alg.usesBurst() && rng.IntN(2) == 0 {
+		if alg.UsesBurst() && rng.IntN(2) == 0 {
 			r.Burst = 1 + rng.Int64N(r.Limit*4)
 		}
 		if alg == LeakyBucket && rng.IntN(2) == 0 {
@@ -59,7 +59,7 @@ func TestRetryAfterExact(t *testing.T) {
 				load := rng.Float64()
 				for i := 0; i < 60 && now <= MaxNow; i++ {
 					most, _ := EffectiveLimit(&r, load)
-					if alg.usesBurst() {
+					if alg.UsesBurst() {
 						_, most = EffectiveLimit(&r, load)
 					}
 					hits := []int64{0, 1, 1 + rng.Int64N(most), most, most + 1, 1 << 62}[rng.IntN(6)]

@@ -42,9 +42,9 @@ func (a Algorithm) String() string {
 // (decided by DecideLog) instead of a State (decided by Decide).
 func (a Algorithm) UsesLog() bool { return a == SlidingLog }
 
-// usesBurst reports whether the algorithm is a bucket whose capacity is
+// UsesBurst reports whether the algorithm is a bucket whose capacity is
 // Rule.Capacity(); the window algorithms ignore Burst.
-func (a Algorithm) usesBurst() bool {
+func (a Algorithm) UsesBurst() bool {
 	return a == TokenBucket || a == LeakyBucket || a == GCRA
 }
 
@@ -112,10 +112,13 @@ type Rule struct {
 	// admitted request may have in the queue before it is served: a request
 	// that fits in the queue and would wait at most MaxDelay is allowed
 	// with Decision.Delay set, and the caller sleeps that long before going
-	// ahead. Zero (the default) queues nothing: only a request that need not
-	// wait is allowed, so the output is smooth at Limit per Period with no
-	// burst. From (Capacity()-1)·Period/Limit on, the queue size alone
-	// decides. 0..MaxPeriod.
+	// ahead. Zero (the default) means the queue's whole drain time,
+	// Capacity()·Period/Limit: every request that fits in the queue is
+	// admitted: Capacity() requests of 1 hit at once on an empty queue are
+	// all allowed, with delays 0, T, 2T, … (T = Period/Limit). A MaxDelay under
+	// (Capacity()-1)·Period/Limit caps the wait below what the queue
+	// holds; from there on the queue size alone decides. For a smooth
+	// output that never waits, use Burst 1. 0..MaxPeriod.
 	MaxDelay int64
 
 	// SoftPercent is an allowance over the limit, in percent: Limit and
@@ -193,7 +196,7 @@ func (r *Rule) Validate() error {
 		return fmt.Errorf("%s: %w: limit %d grows to %d, over %d", field, ErrOutOfRange, r.Limit, grown, int64(MaxEffectiveLimit))
 	case r.Algorithm == SlidingLog && grown > MaxLogSize:
 		return fmt.Errorf("limit: %w: sliding_log keeps one timestamp per hit: limit %d (%d with allowances) over %d", ErrOutOfRange, r.Limit, grown, MaxLogSize)
-	case r.Algorithm.usesBurst() && mulCmp(r.Capacity(), r.Period, int64(MaxSpan), r.Limit) > 0:
+	case r.Algorithm.UsesBurst() && mulCmp(r.Capacity(), r.Period, int64(MaxSpan), r.Limit) > 0:
 		return fmt.Errorf("burst: %w: refilling %d at %d per %v takes over %v", ErrOutOfRange, r.Capacity(), r.Limit, time.Duration(r.Period), MaxSpan)
 	}
 	return nil

@@ -37,7 +37,10 @@ func TestLeaseKeptAcrossEtcdRestart(t *testing.T) {
 	defer cli.Close()
 	layout := etcd.Layout("/resume/")
 	logs := &logtest.Buffer{}
-	const ttl = 6 * time.Second // room for a loaded machine to reconnect within the restored lease
+	// Room for a loaded machine to reconnect within the restored lease:
+	// etcd restarts slowly under load, and the client's reconnect backoff
+	// after seconds of failures is itself seconds long.
+	const ttl = 10 * time.Second
 	reg, err := membership.Register(t.Context(), cli, layout, member.Member{ID: "a", Addr: "127.0.0.1:1"}, ttl, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -221,8 +221,8 @@ type Decision struct {
 	// True when the owner shard was unreachable or late and the answer comes
 	// from the rule's failure policy, not from a counter.
 	FailurePolicy bool `protobuf:"varint,7,opt,name=failure_policy,json=failurePolicy,proto3" json:"failure_policy,omitempty"`
-	// For leaky_bucket rules that queue (max_delay): how long the caller must
-	// wait before going ahead when allowed.
+	// For leaky_bucket rules: how long the request waits in the queue, that
+	// is how long the caller must wait before going ahead when allowed.
 	Delay *durationpb.Duration `protobuf:"bytes,8,opt,name=delay,proto3" json:"delay,omitempty"`
 	// The hits were allowed within the rule's soft allowance, over its limit.
 	SoftAllowanceUsed bool `protobuf:"varint,9,opt,name=soft_allowance_used,json=softAllowanceUsed,proto3" json:"soft_allowance_used,omitempty"`

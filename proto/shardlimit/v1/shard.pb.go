@@ -94,7 +94,8 @@ type RuleParams struct {
 	PeriodNs int64 `protobuf:"varint,4,opt,name=period_ns,json=periodNs,proto3" json:"period_ns,omitempty"`
 	// Bucket capacity for bucket algorithms; 0 means limit.
 	Burst int64 `protobuf:"varint,5,opt,name=burst,proto3" json:"burst,omitempty"`
-	// leaky_bucket: longest queueing delay an allowed request may get, ns.
+	// leaky_bucket: longest queueing delay an allowed request may get, ns;
+	// 0 means the queue's whole drain time, burst·period/limit.
 	MaxDelayNs int64 `protobuf:"varint,6,opt,name=max_delay_ns,json=maxDelayNs,proto3" json:"max_delay_ns,omitempty"`
 	// Soft allowance over the limit, percent.
 	SoftPercent int64 `protobuf:"varint,7,opt,name=soft_percent,json=softPercent,proto3" json:"soft_percent,omitempty"`
@@ -1323,17 +1324,24 @@ func (x *ExportRequest) GetPartitionCount() uint32 {
 
 // KeyState is one counter key's state, portable between shards.
 type KeyState struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Hi        uint64                 `protobuf:"varint,1,opt,name=hi,proto3" json:"hi,omitempty"`
-	Lo        uint64                 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
-	Algorithm uint32                 `protobuf:"varint,3,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
-	A         int64                  `protobuf:"varint,4,opt,name=a,proto3" json:"a,omitempty"`
-	B         int64                  `protobuf:"varint,5,opt,name=b,proto3" json:"b,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The counter's 128-bit hash (package key's Make), the algorithm in lo's
+	// low 3 bits: how shards of earlier versions identify counters. Sent for
+	// them during a rolling update; shards that read key ignore it.
+	Hi        uint64 `protobuf:"varint,1,opt,name=hi,proto3" json:"hi,omitempty"`
+	Lo        uint64 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
+	Algorithm uint32 `protobuf:"varint,3,opt,name=algorithm,proto3" json:"algorithm,omitempty"`
+	A         int64  `protobuf:"varint,4,opt,name=a,proto3" json:"a,omitempty"`
+	B         int64  `protobuf:"varint,5,opt,name=b,proto3" json:"b,omitempty"`
 	// sliding_log: the allowed hits' times, oldest first.
 	Times []int64 `protobuf:"varint,6,rep,packed,name=times,proto3" json:"times,omitempty"`
 	// When the state is fresh again, Unix ns.
-	FreshUnixNs   int64 `protobuf:"varint,7,opt,name=fresh_unix_ns,json=freshUnixNs,proto3" json:"fresh_unix_ns,omitempty"`
-	Limited       bool  `protobuf:"varint,8,opt,name=limited,proto3" json:"limited,omitempty"`
+	FreshUnixNs int64 `protobuf:"varint,7,opt,name=fresh_unix_ns,json=freshUnixNs,proto3" json:"fresh_unix_ns,omitempty"`
+	Limited     bool  `protobuf:"varint,8,opt,name=limited,proto3" json:"limited,omitempty"`
+	// The counter's identity: the algorithm's byte, then service NUL rule NUL
+	// user. Two counters are the same only if their keys are equal. Empty
+	// from a shard of an earlier version: the receiver skips the state.
+	Key           []byte `protobuf:"bytes,9,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1422,6 +1430,13 @@ func (x *KeyState) GetLimited() bool {
 		return x.Limited
 	}
 	return false
+}
+
+func (x *KeyState) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
 }
 
 type ExportResponse struct {
@@ -2161,7 +2176,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
 	"partitions\x12'\n" +
-	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"\xb8\x01\n" +
+	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"\xca\x01\n" +
 	"\bKeyState\x12\x0e\n" +
 	"\x02hi\x18\x01 \x01(\x04R\x02hi\x12\x0e\n" +
 	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x1c\n" +
@@ -2170,7 +2185,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x01b\x18\x05 \x01(\x03R\x01b\x12\x14\n" +
 	"\x05times\x18\x06 \x03(\x03R\x05times\x12\"\n" +
 	"\rfresh_unix_ns\x18\a \x01(\x03R\vfreshUnixNs\x12\x18\n" +
-	"\alimited\x18\b \x01(\bR\alimited\"=\n" +
+	"\alimited\x18\b \x01(\bR\alimited\x12\x10\n" +
+	"\x03key\x18\t \x01(\fR\x03key\"=\n" +
 	"\x0eExportResponse\x12+\n" +
 	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"<\n" +
 	"\rImportRequest\x12+\n" +

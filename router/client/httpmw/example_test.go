@@ -30,7 +30,7 @@ rules:
 	defer done()
 	cluster := clustertest.New(tb, httpmw.EtcdEndpoint(), clustertest.Options{Shards: 1, Rules: rs})
 	c, err := client.New(client.Options{
-		TLS: cluster.TLS(creds.OperatorID), Routers: []string{cluster.Routers[0].Addr()}, Timeout: 2 * time.Second,
+		TLS: cluster.TLS(creds.OperatorID), Routers: []string{cluster.Routers[0].Addr()}, Timeout: 30 * time.Second, // generous: examples run on a loaded machine
 	})
 	if err != nil {
 		panic(err)

@@ -96,7 +96,7 @@ func startCluster(t *testing.T) *client.Client {
 		t.Fatal(err)
 	}
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs})
-	cl, err := client.New(client.Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: 2 * time.Second})
+	cl, err := client.New(client.Options{TLS: c.TLS(creds.OperatorID), Routers: []string{c.Routers[0].Addr()}, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,14 @@ type Descriptor struct {
 	RateLimit      *RateLimit // nil: a placeholder, or a whitelisted leaf
 	ShadowMode     bool
 	DetailedMetric bool
+	// QuotaMode: over its limit, envoy ratelimit answers OK and reports
+	// the descriptor in the response's dynamic metadata.
+	QuotaMode bool
+	// ValueToMetric names the metric by the request's value.
+	ValueToMetric bool
+	// ShareThreshold: the values a wildcard ("prefix*") matches share one
+	// counter.
+	ShareThreshold bool
 	Descriptors    []*Descriptor
 	Line           int
 }
@@ -61,8 +69,11 @@ func ParseFile(path string) (*Config, error) {
 // Parse parses one envoy ratelimit configuration file. Like envoy
 // ratelimit, it rejects unknown keys, a descriptor without a key, a
 // rate_limit without a known unit (or with one when unlimited), empty or
-// self-naming replaces, and two descriptors of one level with the same key
-// and value. Every problem is reported as "file:line: message".
+// self-naming replaces, share_threshold on a descriptor without a wildcard,
+// and two descriptors of one level with the same key and value. Every
+// problem is reported as "file:line: message". Keys that envoy ratelimit
+// knows but the rules cannot express (quota_mode, value_to_metric,
+// share_threshold, detailed_metric) are parsed, and Convert notes them.
 func Parse(file string, b []byte) (*Config, error) {
 	p := &parser{file: file}
 	var root yaml.Node
@@ -194,6 +205,12 @@ func (p *parser) descriptor(n *yaml.Node) *Descriptor {
 			d.ShadowMode = p.boolean(v)
 		case "detailed_metric":
 			d.DetailedMetric = p.boolean(v)
+		case "quota_mode":
+			d.QuotaMode = p.boolean(v)
+		case "value_to_metric":
+			d.ValueToMetric = p.boolean(v)
+		case "share_threshold":
+			d.ShareThreshold = p.boolean(v)
 		case "descriptors":
 			d.Descriptors = p.descriptors(v)
 		default:
@@ -202,6 +219,9 @@ func (p *parser) descriptor(n *yaml.Node) *Descriptor {
 	})
 	if d.Key == "" {
 		p.failf(d.Line, "descriptor has an empty key")
+	}
+	if d.ShareThreshold && !strings.HasSuffix(d.Key+d.Value, "*") {
+		p.failf(d.Line, "share_threshold: only for a wildcard value (ending in '*'), not %s", entryString(d))
 	}
 	return d
 }

@@ -196,9 +196,7 @@ func (cv *converter) convert(level []*Descriptor, path []rules.DescriptorEntry) 
 			}
 			continue
 		}
-		if d.DetailedMetric {
-			cv.note(d, d.Line, true, "detailed_metric: not converted; shardlimit's metrics are per rule, never per value (labels stay bounded); the values over their limit are in `shardlimit ctl limited` and `shardlimit ctl top`")
-		}
+		cv.noteInexpressibleKeys(d)
 		switch {
 		case d.RateLimit != nil:
 			cv.add(d, p, cv.rule(d, p))
@@ -211,6 +209,25 @@ func (cv *converter) convert(level []*Descriptor, path []rules.DescriptorEntry) 
 			cv.pending = append(cv.pending, pending{d, p})
 		}
 		cv.convert(d.Descriptors, p)
+	}
+}
+
+// noteInexpressibleKeys notes the keys of d that the rules cannot express;
+// d converts without them.
+func (cv *converter) noteInexpressibleKeys(d *Descriptor) {
+	for _, metric := range []struct {
+		key string
+		on  bool
+	}{{"detailed_metric", d.DetailedMetric}, {"value_to_metric", d.ValueToMetric}} {
+		if metric.on {
+			cv.note(d, d.Line, true, "%s: not converted; shardlimit's metrics are per rule, never per value (labels stay bounded); the values over their limit are in `shardlimit ctl limited` and `shardlimit ctl top`", metric.key)
+		}
+	}
+	if d.ShareThreshold {
+		cv.note(d, d.Line, true, "share_threshold: not converted; the values matching %s share one counter in envoy ratelimit, while a rule counts each value on its own counter, so each value gets the whole limit", entryString(d))
+	}
+	if d.QuotaMode && d.RateLimit != nil {
+		cv.note(d, d.Line, true, "quota_mode: converted as shadow: answers over the limit stay OK and are counted, but Envoy's response does not list the descriptor in its dynamic metadata as quota mode does")
 	}
 }
 
@@ -231,7 +248,7 @@ func inexpressible(d *Descriptor, n int) string {
 // rule converts a node with a rate_limit.
 func (cv *converter) rule(d *Descriptor, p []rules.DescriptorEntry) rules.Rule {
 	rl := d.RateLimit
-	r := rules.Rule{Service: cv.domain, Descriptor: p, Shadow: d.ShadowMode, Name: fit(rl.Name)}
+	r := rules.Rule{Service: cv.domain, Descriptor: p, Shadow: d.ShadowMode || d.QuotaMode, Name: fit(rl.Name)}
 	for _, n := range rl.Replaces {
 		r.Replaces = append(r.Replaces, fit(n))
 	}
@@ -263,10 +280,17 @@ func (cv *converter) add(d *Descriptor, p []rules.DescriptorEntry, r rules.Rule)
 
 func (cv *converter) addOrigin(d *Descriptor, p []rules.DescriptorEntry, r rules.Rule, added bool) {
 	name := cmp.Or(r.Name, rules.FormatDescriptor(p))
-	if len(name) > rules.MaxNameLength {
+	switch {
+	case len(name) > rules.MaxNameLength:
 		short := shorten(name)
 		cv.note(d, d.Line, false, "name %q is longer than the %d bytes of a rule name: named %q", name, rules.MaxNameLength, short)
 		name = short
+	case name == "*":
+		// A top-level key "*" without a value: envoy ratelimit's key is
+		// literal, and so is a rule's descriptor key, but "*" as a rule
+		// name means every endpoint.
+		cv.note(d, d.Line, false, "name %q is only allowed as an endpoint, not as a rule name: named %q", name, fit(name))
+		name = fit(name)
 	}
 	if prev, taken := cv.names[name]; taken {
 		unique := name

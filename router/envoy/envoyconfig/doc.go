@@ -1,19 +1,25 @@
 // Package envoyconfig converts envoy ratelimit's configuration (the YAML
 // files of github.com/envoyproxy/ratelimit: one domain per file, nested
-// descriptors with key, value, rate_limit, shadow_mode, detailed_metric)
-// into shardlimit descriptor rules, and reports, per item with file and
-// line, what the rules cannot express.
+// descriptors with key, value, rate_limit, shadow_mode, quota_mode,
+// detailed_metric, value_to_metric, share_threshold) into shardlimit
+// descriptor rules, and reports, per item with file and line, what the
+// rules cannot express.
 //
 // Parse reads one file into a Config, rejecting what envoy ratelimit
 // rejects (unknown keys, a missing key or unit, a unit with unlimited,
-// duplicate descriptors). Convert turns configs into rules: each
+// duplicate descriptors, share_threshold without a '*' value). Convert turns configs into rules: each
 // descriptor with a rate_limit becomes a rule whose descriptor is the path
 // from the top of its domain; a value ending in '*' stays a prefix
 // wildcard; unlimited becomes unlimited, requests_per_unit: 0 deny_all,
-// shadow_mode shadow, name the rule's name, replaces its replaces; a
+// shadow_mode shadow, quota_mode shadow too (noted: quota mode's dynamic
+// metadata is not sent), name the rule's name, replaces its replaces; a
 // descriptor without a rate_limit that envoy ratelimit would match (a leaf,
 // or a placeholder another rule would otherwise decide) becomes an
 // unlimited rule, since envoy ratelimit answers it without a limit.
+// detailed_metric and value_to_metric (per-value metrics) are noted and
+// left out, and so is share_threshold (one counter for a wildcard's
+// values: the rule counts each value on its own); a key envoy ratelimit
+// does not know is an error, as there.
 //
 // envoy ratelimit walks its tree greedily, never backtracking, while
 // router/envoy's Match picks the most specific rule; Convert probes every

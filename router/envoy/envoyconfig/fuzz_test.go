@@ -12,7 +12,8 @@ import (
 // with one origin per rule.
 func FuzzConvert(f *testing.F) {
 	files, _ := filepath.Glob("testdata/readme/*.yaml")
-	files = append(files, "testdata/greedy.yaml", "testdata/invalid.yaml")
+	examples, _ := filepath.Glob("testdata/envoy-examples/*.yaml")
+	files = append(append(files, examples...), "testdata/greedy.yaml", "testdata/invalid.yaml", "testdata/star.yaml")
 	for _, file := range files {
 		b, err := os.ReadFile(file)
 		if err != nil {
