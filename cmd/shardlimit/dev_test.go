@@ -395,6 +395,11 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		{metrics["router"], "shardlimit_router_etcd_insecure 0"},
 		{metrics["shard-1"], "shardlimit_shard_etcd_insecure 0"},
 		{metrics["rebalance"], "shardlimit_rebalance_etcd_insecure 0"},
+		// etcd's authentication is on: its health probe key is no role's,
+		// and a refusal still counts as etcd up (not the HELP line's "1 when").
+		{metrics["router"], "\nshardlimit_router_etcd_up 1\n"},
+		{metrics["shard-1"], "\nshardlimit_shard_etcd_up 1\n"},
+		{metrics["rebalance"], "\nshardlimit_rebalance_etcd_up 1\n"},
 		{metrics["router"], `shardlimit_router_certificate_expiry_timestamp_seconds{cert="server"}`},
 		{metrics["shard-1"], `shardlimit_shard_certificate_expiry_timestamp_seconds{cert="ca"}`},
 		{metrics["rebalance"], `shardlimit_rebalance_certificate_expiry_timestamp_seconds{cert="client"}`},
