@@ -13,7 +13,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +36,8 @@ import (
 // the operator creates them (k8s/README.md).
 var externalSecrets = []string{
 	"shardlimit-router-tls", "shardlimit-shard-tls", "shardlimit-rebalance-tls",
-	"shardlimit-etcd-client-tls", "shardlimit-etcd-server-tls", "shardlimit-etcd-peer-tls",
+	"shardlimit-etcd-router-tls", "shardlimit-etcd-shard-tls", "shardlimit-etcd-rebalance-tls", "shardlimit-etcd-root-tls",
+	"shardlimit-etcd-server-tls", "shardlimit-etcd-peer-tls",
 }
 
 // serviceMonitor is the part of monitoring.coreos.com/v1 ServiceMonitor that
@@ -67,6 +70,8 @@ type rendered struct {
 	configMaps      []*corev1.ConfigMap
 	deployments     []*appsv1.Deployment
 	statefulSets    []*appsv1.StatefulSet
+	jobs            []*batchv1.Job
+	networkPolicies []*networkingv1.NetworkPolicy
 	pdbs            []*policyv1.PodDisruptionBudget
 	hpas            []*autoscalingv2.HorizontalPodAutoscaler
 	serviceAccounts []*corev1.ServiceAccount
@@ -89,6 +94,9 @@ func (r *rendered) workloads() []workload {
 	}
 	for _, s := range r.statefulSets {
 		ws = append(ws, workload{"StatefulSet", s.Name, s.Spec.Selector, &s.Spec.Template})
+	}
+	for _, j := range r.jobs { // the Job's pods carry its template's labels
+		ws = append(ws, workload{"Job", j.Name, &metav1.LabelSelector{MatchLabels: j.Spec.Template.Labels}, &j.Spec.Template})
 	}
 	return ws
 }
@@ -120,6 +128,12 @@ func (r *rendered) decodeStrict(b []byte) error {
 	case "apps/v1 StatefulSet":
 		o := &appsv1.StatefulSet{}
 		err, r.statefulSets, r.objects = into(o), append(r.statefulSets, o), append(r.objects, o)
+	case "batch/v1 Job":
+		o := &batchv1.Job{}
+		err, r.jobs, r.objects = into(o), append(r.jobs, o), append(r.objects, o)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		o := &networkingv1.NetworkPolicy{}
+		err, r.networkPolicies, r.objects = into(o), append(r.networkPolicies, o), append(r.objects, o)
 	case "policy/v1 PodDisruptionBudget":
 		o := &policyv1.PodDisruptionBudget{}
 		err, r.pdbs, r.objects = into(o), append(r.pdbs, o), append(r.objects, o)
@@ -201,10 +215,6 @@ func checkRendered(t *testing.T, r *rendered) {
 	for _, w := range ws {
 		checkPod(t, w, configMaps)
 	}
-	selects := func(sel *metav1.LabelSelector, w workload) bool {
-		s, err := metav1.LabelSelectorAsSelector(sel)
-		return err == nil && !s.Empty() && s.Matches(labels.Set(w.pod.Labels))
-	}
 	for _, s := range r.services {
 		var matched []workload
 		for _, w := range ws {
@@ -278,6 +288,14 @@ func checkRendered(t *testing.T, r *rendered) {
 	checkRouterPreStop(t, ws)
 	checkGoMemLimit(t, ws)
 	checkEtcdEndpoints(t, r, configMaps)
+	checkEtcdClients(t, r, ws)
+	checkNetworkPolicies(t, r, ws)
+}
+
+// selects reports whether sel, not empty, selects w's pods.
+func selects(sel *metav1.LabelSelector, w workload) bool {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && !s.Empty() && s.Matches(labels.Set(w.pod.Labels))
 }
 
 func hasPort(pod *corev1.PodTemplateSpec, name string) bool {
@@ -342,7 +360,7 @@ func checkPod(t *testing.T, w workload, configMaps map[string]*corev1.ConfigMap)
 				t.Errorf("%s: %s probe on undeclared port %q", where, kind, p.HTTPGet.Port.StrVal)
 			}
 		}
-		if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+		if w.kind != "Job" && (c.ReadinessProbe == nil || c.LivenessProbe == nil) {
 			t.Errorf("%s: needs a readiness and a liveness probe", where)
 		}
 		env := map[string]bool{}
@@ -417,6 +435,9 @@ func flagValue(args []string, name string) (string, bool) {
 func checkPartitions(t *testing.T, ws []workload) {
 	values := map[string][]string{}
 	for _, c := range shardlimitContainers(ws) {
+		if c.sub == "etcd" { // the auth Job: no partitions
+			continue
+		}
 		if v, ok := flagValue(c.args, "partitions"); ok {
 			values[v] = append(values[v], c.where)
 		} else {

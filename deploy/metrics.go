@@ -50,6 +50,7 @@ var Metrics = []string{
 	// --insecure. The shardlimit command registers it, and the shard's and
 	// the rebalance job's (cmd/shardlimit/tls.go).
 	"shardlimit_router_certificate_expiry_timestamp_seconds",
+	"shardlimit_router_etcd_insecure", // 1 when it reaches etcd in plain text; the shardlimit command registers it
 
 	// Shard (shardlimit shard --metrics-listen).
 	"shardlimit_shard_decisions_total",           // {algorithm,result}
@@ -74,6 +75,7 @@ var Metrics = []string{
 	"shardlimit_shard_grants_invalid",
 	"shardlimit_shard_grants_last_sync_timestamp_seconds",
 	"shardlimit_shard_certificate_expiry_timestamp_seconds",
+	"shardlimit_shard_etcd_insecure",
 	"shardlimit_shard_state",                // {state}: joining, serving, draining
 	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
 	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back, takeover
@@ -101,6 +103,7 @@ var Metrics = []string{
 	"shardlimit_rebalance_grants_invalid",
 	"shardlimit_rebalance_grants_last_sync_timestamp_seconds",
 	"shardlimit_rebalance_certificate_expiry_timestamp_seconds",
+	"shardlimit_rebalance_etcd_insecure",
 }
 
 // Histograms are the members of Metrics that are histograms: queries name

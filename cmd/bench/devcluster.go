@@ -175,7 +175,7 @@ type extraRouter struct {
 }
 
 // addRouter starts one more router on dev's etcd, secure with dev's router
-// certificate and grants file, and waits until it is ready (its /readyz).
+// certificate, grants file and etcd client certificate, and waits until it is ready (its /readyz).
 func (c *devCluster) addRouter(ctx context.Context, bin string) error {
 	base, err := FreePorts(2)
 	if err != nil {
@@ -187,6 +187,8 @@ func (c *devCluster) addRouter(ctx context.Context, bin string) error {
 		"--tls-cert", filepath.Join(dir, "router.pem"), "--tls-key", filepath.Join(dir, "router-key.pem"),
 		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-server-name", creds.LocalServerName,
 		"--grants-file", filepath.Join(dir, "grants.yaml"))
+	e := creds.LocalEtcdClient(filepath.Join(dir, "etcd"), creds.EtcdRouterUser) // dev's etcd requires a client certificate
+	cmd.Args = append(cmd.Args, "--etcd-cert", e.Cert, "--etcd-key", e.Key, "--etcd-ca", e.CA)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start a second router: %w", err)

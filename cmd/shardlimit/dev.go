@@ -28,6 +28,7 @@ import (
 
 type devOptions struct {
 	etcdListen        string
+	etcdListenAny     bool // --etcd-listen may name an address other machines reach
 	routerListen      string
 	httpListen        string // the router's --http-listen; "": off
 	metricsListen     string
@@ -62,6 +63,13 @@ a token for the demo service "shop", in --data-dir/credentials, and a client con
 there that ctl, grpcurl's flags and the Go client read through SHARDLIMIT_CONFIG: the ready
 line says where, and the next line is the export to run.
 
+Its etcd, which holds the rules and grants, serves TLS only and requires a client
+certificate from a CA of its own (--data-dir/credentials/etcd: the server's, root's and one
+per component); with etcd's authentication on, each component acts as a user of its own
+that writes only its own keys (shards their member records, the rebalance instance the shard
+map and its runs, the router the rules and grants an operator changes through it). It
+listens on loopback only: --etcd-listen refuses another address unless --etcd-listen-any.
+
 Every listen flag takes port 0 for a free port; the ready line prints the bound addresses.
 
 A component process that exits (killed, crashed, or stopped with SIGTERM) is started again,
@@ -83,11 +91,15 @@ its counters.`,
 			if err := o.trace.o.Validate(); err != nil {
 				return usageErrorf("--%v", err)
 			}
+			if err := requireLoopback("etcd-listen", o.etcdListen, o.etcdListenAny, "--etcd-listen-any"); err != nil {
+				return err
+			}
 			return runDev(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd (port 0: a free one)")
+	f.StringVar(&o.etcdListen, "etcd-listen", o.etcdListen, "client address of the embedded etcd, a loopback one unless --etcd-listen-any (port 0: a free one)")
+	f.BoolVar(&o.etcdListenAny, "etcd-listen-any", false, "let --etcd-listen name an address other machines reach (etcd still requires a client certificate of its own CA)")
 	f.StringVar(&o.routerListen, "router-listen", o.routerListen, "gRPC address of the router (port 0: a free one)")
 	f.StringVar(&o.httpListen, "http-listen", o.httpListen, "address of the router's HTTP/JSON API (port 0: a free one; \"\" turns it off)")
 	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports (port 0: a free one for each)")
@@ -131,11 +143,17 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err != nil {
 		return err
 	}
-	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), o.etcdListen)
+	etcd, etcdPKI, err := embedded.StartSecure(filepath.Join(dir, "etcd"), filepath.Join(dir, "credentials", "etcd"), o.etcdListen)
 	if err != nil {
 		return err
 	}
 	defer etcd.Close()
+	etcdEndpoint := dialable(etcd.Endpoint())
+	root, err := devEtcdRoot(ctx, etcdEndpoint, etcdPKI, o.prefix)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	// A port 0 becomes a free port here, so that every component is told
 	// where to listen and the ready line says where they do.
 	var ports portPicker
@@ -151,10 +169,10 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 	ports.release()
-	if err := storeRules(ctx, etcd.Endpoint(), o.prefix, initial); err != nil {
+	if err := storeRules(ctx, root, o.prefix, initial); err != nil {
 		return err
 	}
-	sec, err := devCredentials(ctx, dir, etcd.Endpoint(), o)
+	sec, err := devCredentials(ctx, dir, root, etcdPKI, o)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
@@ -167,7 +185,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	defer func() { stopChildren(children) }()
 	for i := 1; i <= o.shards; i++ {
 		id := "shard-" + strconv.Itoa(i)
-		args := sec.args(sec.pki.Shard, "shard", "--id", id, "--etcd", etcd.Endpoint(), "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
+		args := sec.args(sec.pki.Shard, sec.etcd.Shard, "shard", "--id", id, "--etcd", etcdEndpoint, "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
 			"--metrics-listen", metricsAddr[i])
 		if o.maxMemory != 0 {
 			args = append(args, "--max-memory", formatSize(o.maxMemory))
@@ -178,8 +196,8 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		}
 		children = append(children, c)
 	}
-	routerArgs := sec.args(sec.pki.Router, "router", "--listen", o.routerListen, "--metrics-listen", metricsAddr[0],
-		"--etcd", etcd.Endpoint(), "--prefix", o.prefix)
+	routerArgs := sec.args(sec.pki.Router, sec.etcd.Router, "router", "--listen", o.routerListen, "--metrics-listen", metricsAddr[0],
+		"--etcd", etcdEndpoint, "--prefix", o.prefix)
 	if o.routerDeadline != 0 {
 		routerArgs = append(routerArgs, "--deadline", o.routerDeadline.String())
 	}
@@ -191,14 +209,14 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 	children = append(children, rc)
-	bc, err := startChild(out, "rebalance", exe, append(sec.args(sec.pki.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcd.Endpoint(), "--prefix", o.prefix,
+	bc, err := startChild(out, "rebalance", exe, append(sec.args(sec.pki.Rebalance, sec.etcd.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcdEndpoint, "--prefix", o.prefix,
 		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1]), o.passed()...)...)
 	if err != nil {
 		return err
 	}
 	children = append(children, bc)
 
-	if err := waitReady(ctx, etcd.Endpoint(), o, sec, children); err != nil {
+	if err := waitReady(ctx, root, o, sec, children); err != nil {
 		return err
 	}
 	for _, c := range children {
@@ -215,6 +233,7 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		}
 		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", c.name, c.pid(), m)
 	}
+	fmt.Fprintf(out, "  etcd      https://%s, client certificate required: %s's (root: %s)\n", etcd.Endpoint(), etcdPKI.Server.CA, etcdPKI.Root.Cert)
 	fmt.Fprintf(out, "export %s=%s   # ctl, grpcurl's flags and the Go client: the router, its CA and the operator's certificate\n", creds.EnvConfig, sec.config)
 	fmt.Fprintf(out, "  service %q calls with its own token: SHARDLIMIT_TOKEN=$(cat %s) (CA %s, server name %s)\n", devService, sec.serviceToken, sec.pki.Router.CA, creds.LocalServerName)
 	if o.httpListen != "" {
@@ -288,25 +307,15 @@ func (pp *portPicker) pick(flag, addr string) (string, error) {
 
 // storeRules writes the initial rules into etcd, where the router reads them
 // and `shardlimit ctl rules` changes them.
-func storeRules(ctx context.Context, endpoint, prefix string, rs []rules.Rule) error {
-	cli, err := etcdclient.Dial([]string{endpoint}, nil)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
+func storeRules(ctx context.Context, cli *clientv3.Client, prefix string, rs []rules.Rule) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _, err = rulestore.Apply(ctx, cli, prefix, rs, rules.DefaultBounds(), false, false)
+	_, _, err := rulestore.Apply(ctx, cli, prefix, rs, rules.DefaultBounds(), false, false)
 	return err
 }
 
 // waitReady waits until every shard is registered and the router serves.
-func waitReady(ctx context.Context, endpoint string, o devOptions, sec *devSecurity, children []*child) error {
-	cli, err := etcdclient.Dial([]string{endpoint}, nil)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
+func waitReady(ctx context.Context, cli *clientv3.Client, o devOptions, sec *devSecurity, children []*child) error {
 	operator, err := creds.ClientTLS(sec.pki.Operator, creds.LocalServerName)
 	if err != nil {
 		return err

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -24,6 +26,7 @@ const devService = "shop"
 // client config file that ctl and the Go client read.
 type devSecurity struct {
 	pki          *creds.Local
+	etcd         *creds.LocalEtcd // etcd's own PKI: the components' etcd client certificates
 	grantsFile   string
 	serviceToken string // path of the demo service's token file
 	config       string // path of the client config file
@@ -31,12 +34,12 @@ type devSecurity struct {
 
 // devCredentials makes dev's credentials in dir/credentials and stores the
 // demo service's grant, with its token's hash, in etcd.
-func devCredentials(ctx context.Context, dir, endpoint string, o devOptions) (*devSecurity, error) {
+func devCredentials(ctx context.Context, dir string, cli *clientv3.Client, etcdPKI *creds.LocalEtcd, o devOptions) (*devSecurity, error) {
 	pki, err := creds.NewLocal(filepath.Join(dir, "credentials"))
 	if err != nil {
 		return nil, err
 	}
-	s := &devSecurity{pki: pki, grantsFile: filepath.Join(pki.Dir, "grants.yaml"),
+	s := &devSecurity{pki: pki, etcd: etcdPKI, grantsFile: filepath.Join(pki.Dir, "grants.yaml"),
 		serviceToken: filepath.Join(pki.Dir, devService+".token"), config: filepath.Join(pki.Dir, "client.yaml")}
 	b, err := yaml.Marshal(auth.File{Grants: pki.Grants()})
 	if err != nil {
@@ -49,11 +52,6 @@ func devCredentials(ctx context.Context, dir, endpoint string, o devOptions) (*d
 	if err != nil {
 		return nil, err
 	}
-	cli, err := etcdclient.Dial([]string{endpoint}, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	g := auth.Grant{ID: auth.TokenID(devService), Role: auth.RoleService, Services: []string{devService}, Tokens: []auth.Token{stored}}
@@ -72,9 +70,59 @@ func devCredentials(ctx context.Context, dir, endpoint string, o devOptions) (*d
 	return s, os.Chmod(pki.Dir, 0o700)
 }
 
-// args returns a component's command line with its certificate f and the
-// grants file.
-func (s *devSecurity) args(f creds.Files, sub string, args ...string) []string {
+// args returns a component's command line with its certificate f, its
+// etcd client certificate e and the grants file.
+func (s *devSecurity) args(f, e creds.Files, sub string, args ...string) []string {
 	return append([]string{sub, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA,
-		"--tls-server-name", creds.LocalServerName, "--grants-file", s.grantsFile}, args...)
+		"--tls-server-name", creds.LocalServerName, "--grants-file", s.grantsFile,
+		"--etcd-cert", e.Cert, "--etcd-key", e.Key, "--etcd-ca", e.CA}, args...)
+}
+
+// devEtcdRoot returns a client of dev's etcd at endpoint acting as root,
+// once it turned etcd's authentication on with a role per component
+// (etcdclient.EnableAuth): the client dev stores the rules and grants with
+// and watches the cluster start through.
+func devEtcdRoot(ctx context.Context, endpoint string, pki *creds.LocalEtcd, prefix string) (*clientv3.Client, error) {
+	tlsCfg, err := creds.ClientTLS(pki.Root, "")
+	if err != nil {
+		return nil, fmt.Errorf("etcd root certificate: %w", err)
+	}
+	cli, err := etcdclient.Dial([]string{endpoint}, tlsCfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	users := map[string]string{etcdclient.Router: creds.EtcdRouterUser, etcdclient.Shard: creds.EtcdShardUser, etcdclient.Rebalance: creds.EtcdRebalanceUser}
+	if err := etcdclient.EnableAuth(ctx, cli, etcdclient.Layout(prefix), users); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return cli, nil
+}
+
+// requireLoopback fails unless addr's host is a loopback address (or
+// "localhost"), or any says another is fine (the flag named anyFlag).
+func requireLoopback(flag, addr string, any bool, anyFlag string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageErrorf("%s: %v", flag, err)
+	}
+	if any || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return usageErrorf("%s: %q is not a loopback address: other machines could reach etcd, which holds every grant and rule; %s allows it", flag, addr, anyFlag)
+}
+
+// dialable returns the address to dial a server listening on addr: the
+// loopback address for an unspecified host (0.0.0.0, ::).
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }

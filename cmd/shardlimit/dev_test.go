@@ -255,6 +255,8 @@ func TestDevClusterEndToEnd(t *testing.T) {
 	// answered by policy until its lease expires (its restart waits for
 	// that), however slowly the ctl checks below run.
 	d := startDev(t, bin, "--router-deadline", "5s", "--lease-ttl", "10s")
+	// The audit's attack on dev's etcd fails.
+	checkDevEtcd(t, d)
 	dev, routerAddr, pids, metrics := d.cmd, d.router, d.pids, d.metrics
 	config, tokenFile := d.config, d.tokenFile
 	logs := collect(d.lines)
@@ -390,6 +392,14 @@ func TestDevClusterEndToEnd(t *testing.T) {
 		{metrics["router"], "shardlimit_router_insecure 0"},
 		{metrics["shard-1"], "shardlimit_shard_insecure 0"},
 		{metrics["rebalance"], "shardlimit_rebalance_insecure 0"},
+		{metrics["router"], "shardlimit_router_etcd_insecure 0"},
+		{metrics["shard-1"], "shardlimit_shard_etcd_insecure 0"},
+		{metrics["rebalance"], "shardlimit_rebalance_etcd_insecure 0"},
+		// etcd's authentication is on: its health probe key is no role's,
+		// and a refusal still counts as etcd up (not the HELP line's "1 when").
+		{metrics["router"], "\nshardlimit_router_etcd_up 1\n"},
+		{metrics["shard-1"], "\nshardlimit_shard_etcd_up 1\n"},
+		{metrics["rebalance"], "\nshardlimit_rebalance_etcd_up 1\n"},
 		{metrics["router"], `shardlimit_router_certificate_expiry_timestamp_seconds{cert="server"}`},
 		{metrics["shard-1"], `shardlimit_shard_certificate_expiry_timestamp_seconds{cert="ca"}`},
 		{metrics["rebalance"], `shardlimit_rebalance_certificate_expiry_timestamp_seconds{cert="client"}`},

@@ -6,9 +6,14 @@
 //     (dev_creds.go), and the router's HTTP/JSON API on, with a curl line
 //     to try it; it picks free ports for listen flags with port 0, and
 //     restarts a component process that exits, with backoff (dev_proc.go);
-//   - `etcd`: a single-member etcd server (dev's embedded one) as a process
-//     of its own, which can be killed and restarted on the same data (the
-//     fault suite, cmd/faults, does);
+//     Its etcd serves TLS with client certificates of a CA of its own and
+//     etcd's authentication on, a role per component, on loopback only
+//     unless --etcd-listen-any;
+//   - `etcd`: a single-member etcd server (dev's embedded one, plain text,
+//     loopback only unless --listen-any) as a process of its own, which can
+//     be killed and restarted on the same data (the fault suite, cmd/faults,
+//     does); `etcd auth` turns a production etcd's authentication on with a
+//     role per component (etcd_auth.go; the Kubernetes Job runs it);
 //   - `ctl`: the operator CLI (check, rules, members, limited, top,
 //     rebalance, shardmap, grants, reset), which finds its router and
 //     credentials in flags, SHARDLIMIT_ variables or the client config

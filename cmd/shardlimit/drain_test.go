@@ -86,6 +86,7 @@ func TestShardProcessDrainsOnSIGTERM(t *testing.T) {
 		"--tls-cert", filepath.Join(dir, "router.pem"), "--tls-key", filepath.Join(dir, "router-key.pem"),
 		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-server-name", creds.LocalServerName,
 		"--grants-file", filepath.Join(dir, "grants.yaml"))
+	router.Args = append(router.Args, d.etcdFlags(creds.EtcdRouterUser)...)
 	if err := router.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +201,7 @@ func TestShardProcessDrainsOnSIGTERM(t *testing.T) {
 			"--tls-cert", filepath.Join(dir, "shard.pem"), "--tls-key", filepath.Join(dir, "shard-key.pem"),
 			"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-server-name", creds.LocalServerName,
 			"--grants-file", filepath.Join(dir, "grants.yaml"))
+		shard.Args = append(shard.Args, d.etcdFlags(creds.EtcdShardUser)...)
 		var out bytes.Buffer
 		shard.Stdout, shard.Stderr = &out, &out
 		if err := shard.Start(); err != nil {

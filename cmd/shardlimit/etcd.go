@@ -17,6 +17,7 @@ const etcdReadyPrefix = "shardlimit etcd ready in "
 
 func etcdCmd() *cobra.Command {
 	var dataDir string
+	var listenAny bool
 	listen := "127.0.0.1:2379"
 	cmd := &cobra.Command{
 		Use:   "etcd",
@@ -31,9 +32,17 @@ It prints one line once it serves clients:
   ` + etcdReadyPrefix + `<duration>: client address <host:port>, data in <dir>
 and stops on SIGINT or SIGTERM. Restarted with the same --data-dir and
 --listen, it serves the same keys, and the leases that were alive when it
-stopped are alive again for their full TTL.`,
+stopped are alive again for their full TTL.
+
+It serves plain text without authentication, for the fault suite on one
+machine: it listens on loopback only, and --listen refuses another address
+unless --listen-any. 'shardlimit dev' runs its etcd with TLS, client
+certificates and a role per component.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireLoopback("listen", listen, listenAny, "--listen-any"); err != nil {
+				return err
+			}
 			start := time.Now()
 			dir := dataDir
 			if dir == "" {
@@ -55,8 +64,10 @@ stopped are alive again for their full TTL.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(etcdAuthCmd())
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", "", "directory for etcd data, kept on exit (default: a temporary one, removed on exit)")
-	f.StringVar(&listen, "listen", listen, "client address, host:port (port 0: a free one, printed in the ready line)")
+	f.StringVar(&listen, "listen", listen, "client address, host:port, a loopback one unless --listen-any (port 0: a free one, printed in the ready line)")
+	f.BoolVar(&listenAny, "listen-any", false, "let --listen name an address other machines reach: anyone who reaches it reads and writes every grant and rule")
 	return cmd
 }

@@ -41,7 +41,8 @@ func rebalanceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = errors.Join(registerBuildInfo(j.Registry()), tf.registerExpiry(j.Registry(), "rebalance"))
+			err = errors.Join(registerBuildInfo(j.Registry()), tf.registerExpiry(j.Registry(), "rebalance"),
+				registerEtcdInsecure(j.Registry(), "rebalance", etcdPlainText(o.Etcd, o.EtcdTLS), o.Logger))
 			var ops *opsServer
 			if err == nil {
 				ops, err = serveOps(metricsListen, profiles, j.Registry(), func() error { return nil })

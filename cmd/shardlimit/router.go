@@ -50,7 +50,8 @@ func routerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = errors.Join(registerBuildInfo(r.Registry()), tf.registerExpiry(r.Registry(), "router"))
+			err = errors.Join(registerBuildInfo(r.Registry()), tf.registerExpiry(r.Registry(), "router"),
+				registerEtcdInsecure(r.Registry(), "router", etcdPlainText(o.Etcd, o.EtcdTLS), o.Logger))
 			var ops *opsServer
 			if err == nil {
 				ops, err = serveOps(metricsListen, profiles, r.Registry(), r.Ready)

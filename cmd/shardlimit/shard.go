@@ -69,7 +69,8 @@ partitions count from zero at their next owners.`,
 			// registering is seen (registered 0, setup time growing).
 			o.Started, o.Registry = processStart, prometheus.NewRegistry()
 			shard.Version = build().Version // written into the member record
-			if err := errors.Join(registerBuildInfo(o.Registry), tf.registerExpiry(o.Registry, "shard")); err != nil {
+			if err := errors.Join(registerBuildInfo(o.Registry), tf.registerExpiry(o.Registry, "shard"),
+				registerEtcdInsecure(o.Registry, "shard", etcdPlainText(o.Etcd, o.EtcdTLS), o.Logger)); err != nil {
 				return err
 			}
 			var running atomic.Pointer[shard.Server]

@@ -3,6 +3,9 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,4 +215,30 @@ func (c expiryCollector) Collect(ch chan<- prometheus.Metric) {
 	for cert, notAfter := range c.e.notAfter {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(notAfter.Unix()), cert)
 	}
+}
+
+// etcdPlainText reports whether a component reaches etcd in plain text:
+// no --etcd-ca nor --etcd-cert, or an http:// endpoint.
+func etcdPlainText(endpoints []string, etcdTLS *tls.Config) bool {
+	return etcdTLS == nil || slices.ContainsFunc(endpoints, func(e string) bool { return strings.HasPrefix(e, "http://") })
+}
+
+// registerEtcdInsecure adds shardlimit_<component>_etcd_insecure to a
+// component's registry, 1 when it reaches etcd in plain text, and then
+// logs a warning, once: whoever reaches etcd reads every grant and rule
+// and can write itself an operator grant. The ShardlimitEtcdInsecure
+// alert reads it.
+func registerEtcdInsecure(reg prometheus.Registerer, component string, plainText bool, log *slog.Logger) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shardlimit_" + component + "_etcd_insecure",
+		Help: "1 when the " + component + " reaches etcd in plain text (no --etcd-ca or --etcd-cert, or an http:// endpoint): anyone on the path reads and writes every grant and rule. 0 with TLS.",
+	})
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("etcd insecure metric: %w", err)
+	}
+	if plainText {
+		g.Set(1)
+		log.Warn("etcd is reached in PLAIN TEXT: whoever reaches it reads every grant and rule and can grant itself operator; give --etcd-ca, --etcd-cert and --etcd-key (development only)")
+	}
+	return nil
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a test PKI for the manifests in this directory and prints the
-# kubectl commands that store it as the four secrets they mount. For trying
+# kubectl commands that store it as the secrets they mount. For trying
 # shardlimit out; in production, issue the same certificates from your own
 # CA (cert-manager Certificates with these DNS names work as they are).
 #
@@ -63,7 +63,13 @@ for i in 0 1 2; do
 done
 cert etcd-server etcd shardlimit-etcd serverAuth,clientAuth "$etcd_sans"
 cert etcd-peer etcd shardlimit-etcd-peer serverAuth,clientAuth "$etcd_sans"
-cert etcd-client etcd shardlimit serverAuth,clientAuth "DNS:shardlimit-etcd-client"
+# etcd clients: one per component, and root for the shardlimit-etcd-auth
+# Job. etcd (--client-cert-auth, authentication on) takes the common name
+# as the user: each component's role writes only its own keys.
+for c in router shard rebalance; do
+	cert "etcd-$c" etcd "shardlimit-$c" clientAuth "DNS:shardlimit-etcd-$c"
+done
+cert etcd-root etcd root clientAuth "DNS:shardlimit-etcd-root"
 
 secret() { # name cert key ca
 	echo "kubectl -n $ns create secret generic $1 --from-file=tls.crt=$out/$2.crt --from-file=tls.key=$out/$2.key --from-file=ca.crt=$out/$3-ca.crt"
@@ -73,6 +79,8 @@ echo "kubectl create namespace $ns --dry-run=client -o yaml | kubectl apply -f -
 for c in router shard rebalance operator envoy; do
 	secret "shardlimit-$c-tls" "$c" shardlimit
 done
-secret shardlimit-etcd-client-tls etcd-client etcd
+for c in router shard rebalance root; do
+	secret "shardlimit-etcd-$c-tls" "etcd-$c" etcd
+done
 secret shardlimit-etcd-server-tls etcd-server etcd
 secret shardlimit-etcd-peer-tls etcd-peer etcd

@@ -69,7 +69,9 @@ func TestComponentsExportTheMetricContract(t *testing.T) {
 	byCommand := map[string]bool{"shardlimit_build_info": true,
 		"shardlimit_router_certificate_expiry_timestamp_seconds":    true,
 		"shardlimit_shard_certificate_expiry_timestamp_seconds":     true,
-		"shardlimit_rebalance_certificate_expiry_timestamp_seconds": true}
+		"shardlimit_rebalance_certificate_expiry_timestamp_seconds": true,
+		// cmd/shardlimit's TestEtcdInsecureMetric.
+		"shardlimit_router_etcd_insecure": true, "shardlimit_shard_etcd_insecure": true, "shardlimit_rebalance_etcd_insecure": true}
 	// The run ends, and its families get their series, after the call
 	// returns: wait for them.
 	var got map[string]bool

@@ -4,7 +4,9 @@
 // tokens read from a file the same way (TokenFile, PerRPC), the client
 // config file that ctl and the Go client find through $SHARDLIMIT_CONFIG
 // (ClientConfig), and, for `shardlimit dev` and test clusters, a CA and the
-// certificates it issues (NewCA, Local).
+// certificates it issues (NewCA, Local), and dev's etcd PKI apart from it
+// (LocalEtcd: the server's, root's and one client certificate per
+// component, whose common names are their etcd users).
 //
 // Rotation: a file in use is looked at (one stat) at most once a second, on
 // the next handshake or call; a changed file is read and used from then on.

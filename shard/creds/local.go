@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/shardlimit/shardlimit/shard/auth"
@@ -81,4 +82,70 @@ func (l *Local) Grants() []auth.Grant {
 		{ID: ShardID, Role: auth.RoleInternal},
 		{ID: OperatorID, Role: auth.RoleOperator},
 	}
+}
+
+// The common names of a LocalEtcd's client certificates. An etcd with
+// --client-cert-auth and its authentication enabled takes a client
+// certificate's common name as the user it acts as.
+const (
+	EtcdRootUser      = "root"
+	EtcdRouterUser    = "shardlimit-router"
+	EtcdShardUser     = "shardlimit-shard"
+	EtcdRebalanceUser = "shardlimit-rebalance"
+)
+
+// LocalEtcd is the PKI of one machine's etcd, apart from Local's so that
+// a component certificate is no etcd credential and the other way round:
+// its own CA, the server's certificate and one client certificate per
+// component and for root (the user that sets etcd's authentication up),
+// written in a directory. `shardlimit dev` makes one.
+type LocalEtcd struct {
+	Dir                                    string
+	Server, Root, Router, Shard, Rebalance Files
+}
+
+// LocalEtcdClient returns the files of user's client certificate in the
+// directory of a LocalEtcd PKI (dev's: its credentials directory's etcd/),
+// for a process of one's own beside dev's components.
+func LocalEtcdClient(dir, user string) Files {
+	return Files{Cert: filepath.Join(dir, user+".pem"), Key: filepath.Join(dir, user+"-key.pem"), CA: filepath.Join(dir, "ca.pem")}
+}
+
+// NewLocalEtcd makes a LocalEtcd PKI in dir, which it creates. The
+// server's certificate holds 127.0.0.1 and localhost, and each of hosts
+// (an IP address or a DNS name) that clients may dial besides.
+func NewLocalEtcd(dir string, hosts ...string) (*LocalEtcd, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := NewCA("shardlimit local etcd CA", 10*365*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	server := Leaf{CommonName: "etcd", DNSNames: []string{LocalServerName}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			server.IPs = append(server.IPs, ip)
+		} else if h != "" {
+			server.DNSNames = append(server.DNSNames, h)
+		}
+	}
+	l := &LocalEtcd{Dir: dir}
+	if l.Server, err = ca.IssueFiles(dir, "server", server); err != nil {
+		return nil, fmt.Errorf("etcd server certificate: %w", err)
+	}
+	for _, c := range []struct {
+		f    *Files
+		user string
+	}{
+		{&l.Root, EtcdRootUser},
+		{&l.Router, EtcdRouterUser},
+		{&l.Shard, EtcdShardUser},
+		{&l.Rebalance, EtcdRebalanceUser},
+	} {
+		if *c.f, err = ca.IssueFiles(dir, c.user, Leaf{CommonName: c.user}); err != nil {
+			return nil, fmt.Errorf("etcd client certificate %s: %w", c.user, err)
+		}
+	}
+	return l, nil
 }

@@ -4,5 +4,7 @@
 // key prefix of its own.
 //
 // It is for development and tests; production runs a real etcd cluster.
+// Plain text by default (tests); ClientCertAuth serves TLS only and
+// requires a client certificate (dev).
 // Only `dev` and tests import it, so no component links the etcd server.
 package embedded

@@ -2,13 +2,17 @@ package embedded
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // Etcd is an embedded single-member etcd server.
@@ -58,6 +62,39 @@ func Start(dir, clientAddr string, adjust ...func(*embed.Config)) (*Etcd, error)
 		return nil, fmt.Errorf("embedded etcd not ready after 30s")
 	}
 	return &Etcd{server: e, endpoint: e.Clients[0].Addr().String(), level: level}, nil
+}
+
+// ClientCertAuth is an adjustment for Start: the server serves clients
+// over TLS only, with the certificate certFile and its key keyFile, and
+// accepts only clients that present a certificate signed by the CA in
+// caFile (etcd's --client-cert-auth). A plain-text request, or one without
+// such a certificate, is refused.
+func ClientCertAuth(certFile, keyFile, caFile string) func(*embed.Config) {
+	return func(cfg *embed.Config) {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
+		for _, us := range [][]url.URL{cfg.ListenClientUrls, cfg.AdvertiseClientUrls} {
+			for i := range us {
+				us[i].Scheme = "https"
+			}
+		}
+	}
+}
+
+// StartSecure makes a creds.LocalEtcd PKI in pkiDir, for 127.0.0.1,
+// localhost and clientAddr's host, and starts an etcd with its data in dir
+// that serves clients on clientAddr with its server certificate and
+// accepts only its client certificates (ClientCertAuth): dev's etcd.
+func StartSecure(dir, pkiDir, clientAddr string) (*Etcd, *creds.LocalEtcd, error) {
+	host, _, err := net.SplitHostPort(clientAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcd client address: %w", err)
+	}
+	pki, err := creds.NewLocalEtcd(pkiDir, host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcd credentials: %w", err)
+	}
+	e, err := Start(dir, clientAddr, ClientCertAuth(pki.Server.Cert, pki.Server.Key, pki.Server.CA))
+	return e, pki, err
 }
 
 // Endpoint returns the client address, host:port.
