@@ -7,13 +7,10 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/shard/creds"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -41,16 +38,7 @@ func TestEtcdPlainText(t *testing.T) {
 // over TLS, export 0: TestDevClusterEndToEnd).
 func TestEtcdInsecureMetric(t *testing.T) {
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	pki, err := creds.NewLocal(filepath.Join(dir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	etcd, pki := plainEtcdAndPKI(t)
 	metrics := freeAddr(t)
 	cmd := exec.Command(bin, "router", "--etcd", etcd.Endpoint(), "--listen", "127.0.0.1:0", "--metrics-listen", metrics,
 		"--tls-cert", pki.Router.Cert, "--tls-key", pki.Router.Key, "--tls-ca", pki.Router.CA)

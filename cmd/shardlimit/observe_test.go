@@ -45,16 +45,7 @@ func routerLines(t *testing.T, bin, etcd string, pki *creds.Local, logLevel stri
 // hides them and keeps the info lines.
 func TestLogLevelDebugShowsDebugLines(t *testing.T) {
 	bin := buildBinary(t)
-	dir := t.TempDir()
-	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	pki, err := creds.NewLocal(filepath.Join(dir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	etcd, pki := plainEtcdAndPKI(t)
 	debug := routerLines(t, bin, etcd.Endpoint(), pki, "debug")
 	if !strings.Contains(debug, "level=DEBUG") || !strings.Contains(debug, `msg="shard members in detail"`) {
 		t.Errorf("--log-level debug: no debug line about the shard members:\n%s", debug)
@@ -111,4 +102,22 @@ func TestDevTracesChecksIntoACollector(t *testing.T) {
 		}
 		return fmt.Errorf("no trace with a router check span, its call to a shard and the shard's span among %d spans", len(spans))
 	})
+}
+
+// plainEtcdAndPKI starts an embedded etcd in plain text (a component's
+// --etcd without certificates) and makes a local PKI for the components,
+// both removed when t ends.
+func plainEtcdAndPKI(t *testing.T) (*embedded.Etcd, *creds.Local) {
+	t.Helper()
+	dir := t.TempDir()
+	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	pki, err := creds.NewLocal(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return etcd, pki
 }
