@@ -91,11 +91,13 @@ func (o *Options) fill() {
 }
 
 // limits returns the connection bound's limits: the router's, with the
-// API's own MaxConnections, and at most as many per address.
+// API's own MaxConnections; per address, the router's explicit
+// --max-connections-per-peer, else the default share of the API's own
+// bound (not of gRPC's), and never all of it.
 func (o Options) limits() rpc.Limits {
 	l := o.Limits
-	l.MaxConnectionsPerPeer = min(l.PerPeer(), o.MaxConnections)
 	l.MaxConnections = o.MaxConnections
+	l.MaxConnectionsPerPeer = min(l.PerPeer(), o.MaxConnections)
 	return l
 }
 

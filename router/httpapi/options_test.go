@@ -29,3 +29,22 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// The API's per-address bound is a share of its own connection bound, not
+// of gRPC's: one address never holds every HTTP connection by default.
+func TestPerPeerBoundIsAShareOfTheAPIsOwn(t *testing.T) {
+	for _, c := range []struct {
+		grpcMax, perPeer, httpMax, want int
+	}{
+		{grpcMax: 2000, httpMax: 50, want: 2},      // 5% of 50, not min(100, 50)
+		{grpcMax: 20000, httpMax: 2000, want: 100}, // 5% of 2000, not 1000
+		{grpcMax: 2000, perPeer: 30, httpMax: 2000, want: 30},
+		{grpcMax: 2000, perPeer: 300, httpMax: 100, want: 100},
+	} {
+		o := Options{MaxConnections: c.httpMax}
+		o.Limits.MaxConnections, o.Limits.MaxConnectionsPerPeer = c.grpcMax, c.perPeer
+		if got := o.limits().MaxConnectionsPerPeer; got != c.want {
+			t.Errorf("%+v: %d per address, want %d", c, got, c.want)
+		}
+	}
+}
