@@ -305,7 +305,7 @@ func ruleParams(rule *rules.Rule) *shardlimitv1.RuleParams {
 	lr := rule.Limiter()
 	return &shardlimitv1.RuleParams{
 		Name: rule.Name, Algorithm: shardlimitv1.Algorithm(lr.Algorithm),
-		Limit: lr.Limit, PeriodNs: lr.Period, Burst: lr.Burst, MaxDelayNs: lr.MaxDelay,
+		Limit: lr.Limit, PeriodNs: lr.Period, Burst: lr.Burst, MaxDelayNs: lr.WireMaxDelay(),
 		SoftPercent: lr.SoftPercent, ElasticPercent: lr.ElasticPercent,
 		ElasticLoadPercent: lr.ElasticLoadPercent, Shadow: lr.Shadow,
 	}

@@ -3,6 +3,7 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -152,6 +153,25 @@ func (r *Rule) Capacity() int64 {
 		return r.Burst
 	}
 	return r.Limit
+}
+
+// WireMaxDelay returns the MaxDelay to send a shard for r: a leaky_bucket
+// rule's default (0, the queue's whole drain time) made explicit, rounded
+// up to a ns (the same answers: a request that fits waits less than the
+// drain time), when it is at most MaxPeriod; r.MaxDelay otherwise. An
+// older shard reads 0 as "no queue", so a router that sends the drain time
+// itself has every shard version decide the rule alike.
+func (r *Rule) WireMaxDelay() int64 {
+	if r.Algorithm != LeakyBucket || r.MaxDelay != 0 || r.Limit <= 0 || r.Period <= 0 {
+		return r.MaxDelay
+	}
+	if hi, _ := bits.Mul64(uint64(r.Capacity()), uint64(r.Period)); hi >= uint64(r.Limit) {
+		return 0 // the quotient does not fit 64 bits: far past MaxPeriod
+	}
+	if drain := mulDivCeil(r.Capacity(), r.Period, r.Limit); drain > 0 && drain <= int64(MaxPeriod) {
+		return drain
+	}
+	return 0
 }
 
 // LogSize returns the number of timestamps a sliding_log key can hold

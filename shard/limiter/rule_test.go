@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -100,6 +101,38 @@ func TestNegativeHits(t *testing.T) {
 		}
 		if x.s != before.s || x.l.Len != before.l.Len {
 			t.Errorf("%v: state changed from %+v to %+v", alg, before, *x)
+		}
+	}
+}
+
+// A leaky_bucket rule's default max_delay goes to shards as the queue's
+// drain time, which decides exactly as 0 does on a shard of this version.
+func TestWireMaxDelay(t *testing.T) {
+	for _, c := range []struct {
+		r    Rule
+		want int64
+	}{
+		{Rule{Algorithm: LeakyBucket, Limit: 10, Period: 2 * sec}, 2 * sec},
+		{Rule{Algorithm: LeakyBucket, Limit: 3, Period: sec, Burst: 1}, sec/3 + 1},
+		{Rule{Algorithm: LeakyBucket, Limit: 10, Period: 2 * sec, MaxDelay: sec / 2}, sec / 2},
+		{Rule{Algorithm: LeakyBucket, Limit: 1, Period: int64(MaxPeriod), Burst: 2}, 0}, // past MaxPeriod: 0, the shard's default
+		{Rule{Algorithm: LeakyBucket, Limit: 1, Period: int64(MaxPeriod), Burst: 1 << 62}, 0},
+		{Rule{Algorithm: TokenBucket, Limit: 10, Period: 2 * sec}, 0},
+	} {
+		if got := c.r.WireMaxDelay(); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.r, got, c.want)
+		}
+	}
+	// The same decisions with the explicit value as with 0.
+	r := Rule{Algorithm: LeakyBucket, Limit: 10, Period: 2 * sec}
+	explicit := r
+	explicit.MaxDelay = r.WireMaxDelay()
+	var a, b State
+	for i := range 40 {
+		now := int64(i) * sec / 20
+		da, db := Decide(&a, now, &r, 1), Decide(&b, now, &explicit, 1)
+		if da != db {
+			t.Fatalf("hit %d at %v: %+v with max_delay 0, %+v with %v", i, time.Duration(now), da, db, time.Duration(explicit.MaxDelay))
 		}
 	}
 }
