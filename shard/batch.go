@@ -10,10 +10,6 @@ import (
 // hash, the rule to decide it by, and whether it is a refund.
 type BatchCheck struct {
 	Check
-	// Hash is the key's placement hash (key.Hash) as the router computed
-	// it, which placed the check on its partition; 0 when not sent. The
-	// store keeps counters by their whole key, not by this hash.
-	Hash uint64
 	// Limiter is the rule to decide by.
 	Limiter *limiter.Rule
 	// Refund gives back Hits, as Store.Refund does, instead of deciding.

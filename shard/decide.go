@@ -251,7 +251,7 @@ func (s *Server) batchOf(req *shardlimitv1.DecideRequest, b *batch) (refunds int
 				Service: c.Service, Endpoint: c.Endpoint, User: c.User, Rule: req.Rules[c.Rule].Name,
 				Hits: c.Hits, Partition: int(c.Partition),
 			},
-			Hash: c.Hash, Limiter: &b.rules[c.Rule], Refund: c.Refund,
+			Limiter: &b.rules[c.Rule], Refund: c.Refund,
 		})
 	}
 	if cap(b.out) < len(b.checks) {

@@ -61,9 +61,6 @@ func TestDecideBatchIsDecideOneByOne(t *testing.T) {
 			if c.Refund {
 				c.Hits++
 			}
-			if rng.IntN(2) == 0 {
-				c.Hash = k.Hi // as the router sends it; else 0
-			}
 			checks[i] = c
 		}
 		out := make([]limiter.Decision, len(checks))

@@ -26,7 +26,7 @@ func batchChecks(svc, r string, us []string, rl *limiter.Rule, same bool) []Batc
 		if same {
 			h = key.Hash(svc, r, us[0])
 		}
-		checks[i] = BatchCheck{Check: Check{Service: svc, Rule: r, User: u, Hits: 1, Partition: key.Partition(h, 1024)}, Hash: h, Limiter: rl}
+		checks[i] = BatchCheck{Check: Check{Service: svc, Rule: r, User: u, Hits: 1, Partition: key.Partition(h, 1024)}, Limiter: rl}
 	}
 	return checks
 }

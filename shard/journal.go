@@ -84,7 +84,8 @@ func (j *journal) record(checks []BatchCheck) {
 		if c.Skip || j.parts[c.Partition] == nil {
 			continue
 		}
-		if !j.add(c.Partition, string(storedKey(nil, c.Limiter.Algorithm, c.Service, c.Rule, c.User))) {
+		var buf [stackKey]byte
+		if !j.add(c.Partition, string(storedKey(buf[:0], c.Limiter.Algorithm, c.Service, c.Rule, c.User))) {
 			return
 		}
 	}

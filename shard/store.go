@@ -96,8 +96,9 @@ type Store struct {
 	perStripeBytes int64
 	epoch          int64 // Unix ns
 	// seed and identSeed are drawn when the store is made: seed picks a
-	// key's stripe and (salted per table) its slot, identSeed with seed
-	// names it to the episode log and the hot keys. No caller knows them.
+	// key's stripe and (salted per table) its slot and names it to the hot
+	// keys (64 bits); identSeed with seed names it to the episode log (128
+	// bits). No caller knows them.
 	seed, identSeed maphash.Seed
 	stripes         [stripes]stripe
 

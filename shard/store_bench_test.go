@@ -120,7 +120,7 @@ func benchDecideJournal(b *testing.B, r *limiter.Rule, n, size int, j *journal) 
 	for i := range checks {
 		u := us[i%n]
 		h := key.Hash("svc", "r", u)
-		checks[i] = BatchCheck{Check: Check{Service: "svc", Rule: "r", User: u, Hits: 1, Partition: key.Partition(h, 1024)}, Hash: h, Limiter: r}
+		checks[i] = BatchCheck{Check: Check{Service: "svc", Rule: "r", User: u, Hits: 1, Partition: key.Partition(h, 1024)}, Limiter: r}
 	}
 	out := make([]limiter.Decision, size)
 	for i := 0; i < n; i += size {

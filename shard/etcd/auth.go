@@ -19,9 +19,8 @@ const RootUser = "root"
 // writes only l.Writes(component), a user holding it, and root. Users
 // have no password: they authenticate by certificate only. It may run
 // again: what exists is kept, and permissions are granted again. cli must
-// act as root once authentication is on. The Kubernetes manifests' init
-// Job does the same with etcdctl (deploy/k8s/etcd; a deploy test holds
-// the two equal).
+// act as root once authentication is on. The Kubernetes manifests' Job
+// shardlimit-etcd-auth runs this same function (`shardlimit etcd auth`).
 func EnableAuth(ctx context.Context, cli *clientv3.Client, l Layout, users map[string]string) error {
 	exists := func(err error) error {
 		if errors.Is(err, rpctypes.ErrUserAlreadyExist) || errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
