@@ -130,12 +130,15 @@ func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
 		r.answerByPolicy(rs, pt.pd, pt.idx, false)
 		pt.done(outcomeCircuitOpen)
 	case !p.queue.Add(pt, rs.class(pt.pd.checks[pt.idx[0]].Rule), len(pt.idx), inline):
-		r.shed(pt)
+		r.answerByPolicy(rs, pt.pd, pt.idx, true)
+		pt.done(outcomeOverload)
 	}
 }
 
-// shed answers pt as overload: its shard's queue had no room for it, or
-// displaced it for a service under its share.
+// shed answers pt as overload when its shard's queue displaced it for a
+// service under its share; pt's rule set is not kept, so its checks are
+// counted against the one in force (a rule set changed meanwhile may not
+// count them).
 func (r *Router) shed(pt *part) {
 	r.answerByPolicy(r.rules.Load(), pt.pd, pt.idx, true)
 	pt.done(outcomeOverload)
