@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -98,33 +97,20 @@ Exit codes:
 }
 
 // applyEnv sets each of ctl's global flags (global) that the command line
-// left unset from its environment variable, if that is set and not empty.
-// fs is the running command's flag set, which holds the global flags too.
+// left unset from its environment variable, as the servers do with every
+// flag (applyEnv), and records which came from where. fs is the running
+// command's flag set, which holds the global flags too.
 func (cf *ctlFlags) applyEnv(fs, global *pflag.FlagSet) error {
-	var errs []string
 	global.VisitAll(func(g *pflag.Flag) {
-		f := fs.Lookup(g.Name)
-		if f == nil {
-			return
-		}
-		if f.Changed {
+		if f := fs.Lookup(g.Name); f != nil && f.Changed {
 			cf.changed[f.Name] = true
-			return
 		}
-		v := os.Getenv(envName(f.Name))
-		if v == "" {
-			return
-		}
-		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Sprintf("%s=%q (--%s): %v", envName(f.Name), v, f.Name, err))
-			return
-		}
-		cf.fromEnv[f.Name] = true
 	})
-	if len(errs) > 0 {
-		return usageErrorf("%s", strings.Join(errs, "; "))
+	src, err := applyEnv(fs, func(f *pflag.Flag) bool { return global.Lookup(f.Name) != nil })
+	for name := range src.fromEnv {
+		cf.fromEnv[name] = true
 	}
-	return nil
+	return err
 }
 
 // applyConfig sets each global flag that neither the command line nor

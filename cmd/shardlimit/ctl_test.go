@@ -124,7 +124,7 @@ func TestCtlEnvironment(t *testing.T) {
 	}
 	t.Setenv("SHARDLIMIT_OUTPUT", "")
 	t.Setenv("SHARDLIMIT_TIMEOUT", "soon")
-	if _, err := ctl("rules", "validate", "-f", file); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), "SHARDLIMIT_TIMEOUT") {
+	if _, err := ctl("rules", "validate", "-f", file); exitCode(err) != exitUsage || !strings.Contains(fmt.Sprint(err), `invalid value "soon" for SHARDLIMIT_TIMEOUT (environment; --timeout)`) {
 		t.Errorf("SHARDLIMIT_TIMEOUT=soon: %v (exit %d)", err, exitCode(err))
 	}
 	t.Setenv("SHARDLIMIT_TIMEOUT", "")

@@ -32,7 +32,7 @@ func withEnv(cmd *cobra.Command) *cobra.Command {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	var src flagSources
 	cmd.PreRunE = func(c *cobra.Command, _ []string) (err error) {
-		if src, err = applyEnv(c.Flags()); err != nil {
+		if src, err = applyEnv(c.Flags(), nil); err != nil {
 			return err
 		}
 		return src.annotate(checkLogFlags()) // the root checked them before the environment applied
@@ -46,15 +46,16 @@ func withEnv(cmd *cobra.Command) *cobra.Command {
 // from: the command line or the environment.
 type flagSources struct{ fromEnv map[string]string } // flag name → its variable's value
 
-// applyEnv sets each flag of fs that the command line left unset from its
-// variable, if that is set and not empty. An invalid value is a usage
-// error naming the variable and the flag.
-func applyEnv(fs *pflag.FlagSet) (flagSources, error) {
+// applyEnv sets each flag of fs (those only accepts, when only is not nil)
+// that the command line left unset from its variable, if that is set and
+// not empty. An invalid value is a usage error naming the variable and the
+// flag.
+func applyEnv(fs *pflag.FlagSet, only func(*pflag.Flag) bool) (flagSources, error) {
 	src := flagSources{fromEnv: map[string]string{}}
 	var errs []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		v := os.Getenv(envName(f.Name))
-		if f.Changed || v == "" || f.Name == "help" {
+		if f.Changed || v == "" || f.Name == "help" || (only != nil && !only(f)) {
 			return
 		}
 		// As fs.Set, whose error would name the flag as if it were on the
