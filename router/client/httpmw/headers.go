@@ -2,7 +2,6 @@ package httpmw
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/shardlimit/shardlimit/router/client"
 	"github.com/shardlimit/shardlimit/router/ratelimitheader"
@@ -43,10 +42,14 @@ func setRateLimitFields(h http.Header, d client.Decision) {
 	ratelimitheader.SetFields(h, advertised(d))
 }
 
-// retryAfter is the Retry-After value of a denied decision: whole seconds,
-// rounded up, at least 1 so that no client is told to retry at once.
+// retryAfter is the Retry-After value of a denied decision
+// (ratelimitheader.RetryAfter): whole seconds, rounded up, at least 1;
+// "never" for a denial that no wait lifts.
 func retryAfter(d client.Decision) string {
-	return strconv.FormatInt(max(ratelimitheader.Seconds(d.RetryAfter), 1), 10)
+	if s, ok := ratelimitheader.RetryAfter(d.RetryAfter); ok {
+		return s
+	}
+	return "never"
 }
 
 // ProblemDenied is the default Options.Denied: 429 Too Many Requests with

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/router/client"
+	"github.com/shardlimit/shardlimit/router/ratelimitheader"
 )
 
 // New returns middleware that checks every request with c before calling
@@ -86,8 +87,8 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	if !d.Allowed {
 		setRateLimitFields(w.Header(), d)
-		if !d.NeverAllowed { // else the request costs more than the rule ever allows
-			w.Header().Set("Retry-After", retryAfter(d))
+		if s, ok := ratelimitheader.RetryAfter(d.RetryAfter); ok { // else the request costs more than the rule ever allows
+			w.Header().Set(ratelimitheader.RetryAfterField, s)
 		}
 		m.o.Denied(w, r, d)
 		return
