@@ -331,10 +331,23 @@ func TestLeaderElectionFencingAndHandover(t *testing.T) {
 	if both.Load() {
 		t.Fatal("two instances led at once")
 	}
-	// The new leader runs; a map write fenced by a stale election key fails.
-	run, err := c.Admin(0).RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}})
-	if err != nil || run.Run.Leader != follower.ID() {
-		t.Fatalf("run by the new leader: %v %v", run, err)
+	// The new leader runs, once the router has seen it lead (it follows
+	// the election through etcd, and until then finds no leader); a map
+	// write fenced by a stale election key fails.
+	var run *shardlimitv1.RunResponse
+	poll.Until(t, 30*time.Second, func() error {
+		var err error
+		run, err = c.Admin(0).RebalanceRun(context.Background(), &shardlimitv1.RebalanceRunRequest{Run: &shardlimitv1.RunRequest{Trigger: "test"}})
+		if status.Code(err) == codes.FailedPrecondition {
+			return fmt.Errorf("the router sees no leader yet: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("run by the new leader: %v", err)
+		}
+		return nil
+	})
+	if run.Run.Leader != follower.ID() {
+		t.Fatalf("run by %s, want the new leader %s", run.Run.Leader, follower.ID())
 	}
 	m, rev, _ := mapstore.Load(context.Background(), cli, etcd.Layout(c.Prefix))
 	stale := mapstoreFenceOfDeadLeader(t, cli, c.Prefix)
