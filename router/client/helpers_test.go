@@ -13,7 +13,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/shard/creds"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 func testRules(t *testing.T) []rules.Rule {
@@ -109,19 +109,8 @@ type testPKI struct{ server, client *tls.Config }
 
 func newPKI(t *testing.T) testPKI {
 	t.Helper()
-	pki, err := creds.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := creds.ServerTLS(pki.Router, tls.VerifyClientCertIfGiven)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := creds.ClientTLS(pki.Operator, creds.LocalServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testPKI{server: server, client: client}
+	lt := rpctest.NewLocalTLS(t)
+	return testPKI{server: lt.Server, client: lt.Operator}
 }
 
 func startHangingRouter(t *testing.T) *hangingRouter {

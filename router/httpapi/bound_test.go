@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,9 +19,9 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/httpapi"
-	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 // An HTTP API connection that has not finished its TLS handshake and a
@@ -31,17 +30,10 @@ import (
 // counted.
 func TestHTTPAPIHandshakeTimeout(t *testing.T) {
 	const n = 20
-	pki, err := creds.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTLS, err := creds.ServerTLS(pki.Router, tls.VerifyClientCertIfGiven)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lt := rpctest.NewLocalTLS(t)
 	reg := prometheus.NewRegistry()
 	s, err := httpapi.Start(httpapi.Options{
-		Listen: "127.0.0.1:0", TLS: srvTLS, Registry: reg, Logger: clustertest.Logger(),
+		Listen: "127.0.0.1:0", TLS: lt.Server, Registry: reg, Logger: clustertest.Logger(),
 		Limits: rpc.Limits{HandshakeTimeout: time.Second},
 	}, httpapi.Services{
 		RateLimiter: shardlimitv1.UnimplementedRateLimiterServer{}, Envoy: rlsv3.UnimplementedRateLimitServiceServer{},
@@ -54,7 +46,7 @@ func TestHTTPAPIHandshakeTimeout(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Stop(context.Background()) })
 
-	cli := httpClient(mustClientTLS(t, creds.Files{CA: pki.Router.CA}), false)
+	cli := httpClient(lt.CAOnly, false)
 	resp, err := cli.Post("https://"+s.Addr()+"/v1/check", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)

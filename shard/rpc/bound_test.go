@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 // Two client addresses on loopback: Linux routes all of 127/8 to lo, so a
@@ -32,18 +32,8 @@ var (
 // TLS config that verifies it.
 func tlsServer(t *testing.T, l Limits) (*Server, *prometheus.Registry, *tls.Config) {
 	t.Helper()
-	pki, err := creds.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTLS, err := creds.ServerTLS(pki.Router, tls.VerifyClientCertIfGiven)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cliTLS, err := creds.ClientTLS(creds.Files{CA: pki.Router.CA}, creds.LocalServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lt := rpctest.NewLocalTLS(t)
+	srvTLS, cliTLS := lt.Server, lt.CAOnly
 	reg := prometheus.NewRegistry()
 	s, err := Listen("127.0.0.1:0", srvTLS, l.ServerOptions(reg, "test")...)
 	if err != nil {
