@@ -93,8 +93,7 @@ func devEtcdRoot(ctx context.Context, endpoint string, pki *creds.LocalEtcd, pre
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	users := map[string]string{etcdclient.Router: creds.EtcdRouterUser, etcdclient.Shard: creds.EtcdShardUser, etcdclient.Rebalance: creds.EtcdRebalanceUser}
-	if err := etcdclient.EnableAuth(ctx, cli, etcdclient.Layout(prefix), users); err != nil {
+	if err := etcdclient.EnableAuth(ctx, cli, etcdclient.Layout(prefix), etcdUsers()); err != nil {
 		cli.Close()
 		return nil, err
 	}

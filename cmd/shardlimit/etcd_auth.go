@@ -75,10 +75,15 @@ permissions are granted again. The key ranges come from the code's etcd layout
 	fl.StringVar(&f.Cert, "etcd-cert", "", "PEM client certificate of etcd's root user (common name root; required)")
 	fl.StringVar(&f.Key, "etcd-key", "", "PEM key of --etcd-cert (required)")
 	fl.StringVar(&f.CA, "etcd-ca", "", "PEM CA of the etcd servers (required)")
-	for _, c := range []struct{ component, user string }{
-		{etcdclient.Router, creds.EtcdRouterUser}, {etcdclient.Shard, creds.EtcdShardUser}, {etcdclient.Rebalance, creds.EtcdRebalanceUser},
-	} {
-		users[c.component] = fl.String(c.component+"-user", c.user, "etcd user of the "+c.component+": the common name of its etcd client certificate")
+	for _, component := range []string{etcdclient.Router, etcdclient.Shard, etcdclient.Rebalance} {
+		users[component] = fl.String(component+"-user", etcdUsers()[component], "etcd user of the "+component+": the common name of its etcd client certificate")
 	}
 	return cmd
+}
+
+// etcdUsers maps each component to the etcd user of its client
+// certificate in a local PKI (creds.LocalEtcd): dev's, and the defaults of
+// `shardlimit etcd auth`.
+func etcdUsers() map[string]string {
+	return map[string]string{etcdclient.Router: creds.EtcdRouterUser, etcdclient.Shard: creds.EtcdShardUser, etcdclient.Rebalance: creds.EtcdRebalanceUser}
 }
