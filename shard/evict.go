@@ -73,8 +73,9 @@ func touched(flags uint8) uint8 { return flags | flagUsed | flagReused }
 //     expiration, not an eviction: no user loses a count);
 //  1. idle: a key used once, or not used again for two passes of the
 //     eviction clock (CLOCK: passing a key clears its used flag, else its
-//     reused flag), so that a flood of new keys, each used once, evicts its
-//     own keys before any key in steady use;
+//     reused flag; passClock says which passes clear), so that a flood of
+//     new keys, each used once, evicts its own keys before any key in
+//     steady use;
 //  2. a key not used again since the clock last passed it;
 //  3. a key used since;
 //  4. only when the whole sample holds nothing but over-limit keys, an
@@ -101,12 +102,14 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep *logEntry) boo
 		return best[expired].ok || best[idle].ok || (seen >= sample && (best[lessUsed].ok || best[used].ok)) || seen >= maxScan
 	}
 	// offer considers a key (a table slot's index, or a log) and returns
-	// its flags once the clock passed.
-	offer := func(k evictable, flags uint8, fresh uint32) uint8 {
+	// its flags once the clock passed: a clearing pass (see passClock)
+	// clears one used flag, any other pass leaves them.
+	offer := func(k evictable, flags uint8, fresh uint32, clears bool) uint8 {
 		if k.le != nil && k.le == keep {
 			return flags
 		}
 		seen++
+		st.offered++
 		switch {
 		case s.isFresh(fresh, now):
 			best[expired].offer(k, fresh, flags)
@@ -114,10 +117,14 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep *logEntry) boo
 			best[overLimit].offer(k, fresh, flags)
 		case flags&flagUsed != 0:
 			best[used].offer(k, fresh, flags)
-			return flags &^ flagUsed
+			if clears {
+				return flags &^ flagUsed
+			}
 		case flags&flagReused != 0:
 			best[lessUsed].offer(k, fresh, flags)
-			return flags &^ flagReused
+			if clears {
+				return flags &^ flagReused
+			}
 		default:
 			best[idle].offer(k, fresh, flags)
 		}
@@ -133,9 +140,19 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep *logEntry) boo
 			if enough() {
 				return
 			}
+			i := (start + j) % n
 			st.hand = start + j + 1
-			if sl := &st.t.slots[(start+j)%n]; !sl.empty() {
-				sl.setMeta(sl.fresh(), offer(evictable{slot: (start + j) % n}, sl.flags(), sl.fresh()))
+			if i == 0 {
+				st.tableClock.wrap(st.offered, st.keys())
+				st.tableLayout = st.t.layouts
+			} else if st.tableLayout != st.t.layouts {
+				// The keys moved since the pass began: the hand
+				// may meet a key it passed, so the rest of the
+				// pass clears nothing.
+				st.tableClock.clears = false
+			}
+			if sl := &st.t.slots[i]; !sl.empty() {
+				sl.setMeta(sl.fresh(), offer(evictable{slot: i}, sl.flags(), sl.fresh(), st.tableClock.clears))
 			}
 		}
 	}
@@ -143,8 +160,11 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep *logEntry) boo
 		n := len(st.logOrder)
 		for j := 0; j < n && !enough(); j++ {
 			st.logHand = (st.logHand + 1) % n
+			if st.logHand == 0 {
+				st.logClock.wrap(st.offered, st.keys())
+			}
 			r := st.logOrder[st.logHand]
-			r.le.flags = offer(evictable{le: r.le}, r.le.flags, r.le.fresh)
+			r.le.flags = offer(evictable{le: r.le}, r.le.flags, r.le.fresh, st.logClock.clears)
 		}
 	}
 	if logsFirst {
@@ -179,6 +199,33 @@ func (s *Store) evict(st *stripe, now int64, logsFirst bool, keep *logEntry) boo
 		return true
 	}
 	return false
+}
+
+// passClock says which passes of one eviction hand clear the used flags
+// of the keys it passes. A stripe's keys are in two places, the table and
+// the sliding_log keys, each with its own hand, and a hand laps its place
+// as often as evictions scan it: a table of ten counter keys beside a
+// thousand logs would be lapped a hundred times as often as the logs, and
+// its keys, used once a minute, would fall back to idle between two uses
+// and be evicted before any idle log key. So a pass clears flags only when
+// the stripe's two hands have passed at least half the stripe's keys
+// since the last pass that cleared: each key then loses a flag at most
+// about twice per pass over the whole stripe, wherever it is held. A
+// stripe of one kind of key clears on every pass, as a plain CLOCK does.
+// A table that grows, shrinks or rehashes moves its keys, so a hand's pass
+// over its slots clears nothing from then until it starts a new one.
+type passClock struct {
+	clears bool // the current pass clears flags
+	at     int  // the stripe's offered count when the last clearing pass began
+}
+
+// wrap starts a hand's new pass, given the keys its stripe's hands have
+// offered so far and the keys the stripe holds.
+func (c *passClock) wrap(offered, keys int) {
+	c.clears = offered-c.at >= keys/2
+	if c.clears {
+		c.at = offered
+	}
 }
 
 // evictable is a key that eviction may take: a sliding log's entry, or

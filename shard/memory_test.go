@@ -129,13 +129,6 @@ func TestStoreHeapUnderProcessBound(t *testing.T) {
 	lg, tb := logRule(100, time.Hour), tokenRule(100, time.Hour)
 	const steady = 100
 	flood := 0
-	// Known regression since counters became their whole key (issue 23):
-	// with stripes placed by a per-process seed, one load run in six saw a
-	// steady user reset here (an active eviction). The cause is not yet
-	// found; the suspect is the key arena's growth by a quarter at once,
-	// which makeRoom must free in one go. Until it is fixed, resets are
-	// logged and bounded (5 of 100), not fatal.
-	reset := map[string]bool{}
 	for round := range 25 {
 		now := t0 + int64(round)*int64(time.Second)
 		for i := range steady {
@@ -144,9 +137,8 @@ func TestStoreHeapUnderProcessBound(t *testing.T) {
 				r = tb
 			}
 			want := decide(ref, u, now, r, 5) // over the limit from round 20 on
-			if got := decide(s, u, now, r, 5); got != want && !reset[u] {
-				reset[u] = true
-				t.Logf("%s in round %d: %+v, want %+v: its count was reset", u, round, got, want)
+			if got := decide(s, u, now, r, 5); got != want {
+				t.Fatalf("%s in round %d: %+v, want %+v: its count was reset", u, round, got, want)
 			}
 		}
 		for range 10_000 {
@@ -175,8 +167,43 @@ func TestStoreHeapUnderProcessBound(t *testing.T) {
 	if st.Keys+st.LogKeys < int64(flood)/10 || st.EvictionsBy[evictIdle] == 0 {
 		t.Fatalf("%d keys held of %d, evictions %v: the flood did not fill the share", st.Keys+st.LogKeys, flood, st.EvictionsBy)
 	}
-	if len(reset) > steady/20 || st.EvictionsBy[evictActive] > steady/20 || st.EvictionsBy[evictOverLimit] != 0 {
-		t.Fatalf("evictions %v, %d of %d steady users reset: over the known regression's bound of %d", st.EvictionsBy, len(reset), steady, steady/20)
+	if st.EvictionsBy[evictActive] != 0 || st.EvictionsBy[evictOverLimit] != 0 {
+		t.Fatalf("evictions %v: a steady user's key was taken", st.EvictionsBy)
+	}
+}
+
+// Counter keys in steady use outlive a flood that fills the stripes with
+// sliding_log keys and, from round 5, adds counter keys too. Each stripe's
+// table then holds a few counter keys beside hundreds of logs, and its
+// eviction hand laps them far more often than the log hand laps the logs:
+// when each lap cleared a used flag, a counter key used once a round fell
+// back to idle within the round and was evicted (5–13 of 200 here in every
+// store so tried; one load run in six of the test above). The stripe's
+// clock (passClock) keeps them.
+func TestStoreSteadyCounterKeysOutliveALogFlood(t *testing.T) {
+	s := NewStore(StoreOptions{MaxBytes: 4 << 20}, t0)
+	ref := NewStore(StoreOptions{}, t0) // the steady users alone
+	lg, tb := logRule(100, time.Hour), tokenRule(100, time.Hour)
+	flood := 0
+	for round := range 25 {
+		now := t0 + int64(round)*int64(time.Second)
+		for i := range 200 {
+			u := fmt.Sprintf("steady%d", i)
+			if want, got := decide(ref, u, now, tb, 1), decide(s, u, now, tb, 1); got != want {
+				t.Fatalf("%s in round %d: %+v, want %+v: its count was reset", u, round, got, want)
+			}
+		}
+		for range 2_500 {
+			r := lg
+			if round >= 5 && flood%4 == 0 {
+				r = tb
+			}
+			decide(s, fmt.Sprintf("flood%d", flood), now, r, 1)
+			flood++
+		}
+	}
+	if st := s.Stats(); st.EvictionsBy[evictIdle] < uint64(flood)/2 || st.EvictionsBy[evictActive] != 0 {
+		t.Fatalf("evictions %v of %d flood keys: want most of the flood's own, no active key", st.EvictionsBy, flood)
 	}
 }
 

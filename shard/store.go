@@ -43,9 +43,15 @@ type stripe struct {
 	logSlots int64                // ring entries of logs, for the memory estimate
 	// logKeyBytes are the bytes of the keys of logs.
 	logKeyBytes int64
-	hand        int      // where the next eviction scan of the table starts
-	logHand     int      // and of logOrder
-	_           [80]byte // 256 bytes: stripes' locks on separate cache lines
+	hand        int // where the next eviction scan of the table starts
+	logHand     int // and of logOrder
+	// offered counts the keys either eviction hand has passed; the
+	// clocks say which pass of each hand clears the used flags (see
+	// passClock).
+	offered              int
+	tableClock, logClock passClock
+	tableLayout          int      // the table's layouts when tableClock's pass began
+	_                    [24]byte // 256 bytes: stripes' locks on separate cache lines
 }
 
 // StoreOptions bound a store.

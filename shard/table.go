@@ -38,6 +38,9 @@ type table struct {
 	// sinceRehash counts inserts since the last rehash, rehashes the
 	// rehashes for a probe past maxProbe.
 	sinceRehash, rehashes int
+	// layouts counts the times resize moved the keys to new slots, so
+	// that an eviction hand knows its pass over the slots was cut.
+	layouts int
 	// testHash, set by tests only, replaces the seeded hash to force
 	// collisions; the caller passes its values as h.
 	testHash func([]byte) uint64
@@ -215,6 +218,7 @@ func (t *table) resize(n int) {
 	t.keys = make([]byte, 0, len(oldKeys)-t.dead)
 	t.dead = 0
 	t.sinceRehash = 0
+	t.layouts++
 	for i := range old {
 		s := old[i]
 		if s.empty() {

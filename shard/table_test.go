@@ -180,6 +180,14 @@ func TestSlotPacksInto32Bytes(t *testing.T) {
 	}
 }
 
+// A stripe is 256 bytes, so that its padding keeps stripes' locks on
+// separate cache lines.
+func TestStripeIs256Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(stripe{}); n != 256 {
+		t.Fatalf("stripe is %d bytes, want 256", n)
+	}
+}
+
 // A table shrinks once its keys fit in half of it, keeping every key, and
 // says what its next insert adds.
 func TestTableShrinks(t *testing.T) {
