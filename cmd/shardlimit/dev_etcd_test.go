@@ -21,7 +21,7 @@ import (
 
 // etcdFlags are the --etcd-* flags of a component process of our own in
 // a dev cluster: the etcd client certificate dev made for user (one of
-// creds.Etcd*User).
+// creds.Etcd*User, or etcd.RootUser).
 func (d *devCluster) etcdFlags(user string) []string {
 	e := creds.LocalEtcdClient(filepath.Join(filepath.Dir(d.config), "etcd"), user)
 	return []string{"--etcd-cert", e.Cert, "--etcd-key", e.Key, "--etcd-ca", e.CA}
@@ -78,7 +78,7 @@ func checkDevEtcd(t *testing.T, d *devCluster) {
 	if _, err := dial(creds.EtcdRouterUser).Put(ctx, l.Member("attacker"), "{}"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("a router's etcd certificate wrote a member record: %v, want permission denied", err)
 	}
-	root := dial(creds.EtcdRootUser)
+	root := dial(etcdclient.RootUser)
 	if _, err := root.Put(ctx, "/elsewhere", "v"); err != nil {
 		t.Errorf("root cannot write: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 // The identities of the components' and the operator's certificates that
@@ -84,11 +85,11 @@ func (l *Local) Grants() []auth.Grant {
 	}
 }
 
-// The common names of a LocalEtcd's client certificates. An etcd with
-// --client-cert-auth and its authentication enabled takes a client
-// certificate's common name as the user it acts as.
+// The common names of a LocalEtcd's component client certificates (root's
+// is etcd.RootUser). An etcd with --client-cert-auth and its
+// authentication enabled takes a client certificate's common name as the
+// user it acts as.
 const (
-	EtcdRootUser      = "root"
 	EtcdRouterUser    = "shardlimit-router"
 	EtcdShardUser     = "shardlimit-shard"
 	EtcdRebalanceUser = "shardlimit-rebalance"
@@ -138,7 +139,7 @@ func NewLocalEtcd(dir string, hosts ...string) (*LocalEtcd, error) {
 		f    *Files
 		user string
 	}{
-		{&l.Root, EtcdRootUser},
+		{&l.Root, etcd.RootUser},
 		{&l.Router, EtcdRouterUser},
 		{&l.Shard, EtcdShardUser},
 		{&l.Rebalance, EtcdRebalanceUser},
