@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -40,38 +38,8 @@ func TestEtcdInsecureMetric(t *testing.T) {
 	bin := buildBinary(t)
 	etcd, pki := plainEtcdAndPKI(t)
 	metrics := freeAddr(t)
-	cmd := exec.Command(bin, "router", "--etcd", etcd.Endpoint(), "--listen", "127.0.0.1:0", "--metrics-listen", metrics,
-		"--tls-cert", pki.Router.Cert, "--tls-key", pki.Router.Key, "--tls-ca", pki.Router.CA)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	const warning = `level=WARN msg="etcd is reached in PLAIN TEXT`
-	var out strings.Builder
-	timeout := time.After(30 * time.Second)
-	for !strings.Contains(out.String(), warning) {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("router exited without the warning:\n%s", out.String())
-			}
-			out.WriteString(l + "\n")
-		case <-timeout:
-			t.Fatalf("no warning about plain-text etcd within 30s:\n%s", out.String())
-		}
-	}
+	r := startRouter(t, bin, etcd.Endpoint(), pki, "--metrics-listen", metrics)
+	r.until(t, `level=WARN msg="etcd is reached in PLAIN TEXT`)
 	poll.Until(t, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + metrics + "/metrics")
 		if err != nil {
@@ -84,15 +52,8 @@ func TestEtcdInsecureMetric(t *testing.T) {
 		}
 		return nil
 	})
-	for drained := false; !drained; {
-		select {
-		case l := <-lines:
-			out.WriteString(l + "\n")
-		default:
-			drained = true
-		}
-	}
-	if n := strings.Count(out.String(), "etcd is reached in PLAIN TEXT"); n != 1 {
-		t.Errorf("%d warnings about plain-text etcd, want 1:\n%s", n, out.String())
+	out := r.drain()
+	if n := strings.Count(out, "etcd is reached in PLAIN TEXT"); n != 1 {
+		t.Errorf("%d warnings about plain-text etcd, want 1:\n%s", n, out)
 	}
 }

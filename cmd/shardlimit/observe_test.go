@@ -15,12 +15,19 @@ import (
 	"github.com/shardlimit/shardlimit/shard/tracing/tracingtest"
 )
 
-// routerLines starts a real router process, secure, over an etcd with no
-// shard, at logLevel, and returns what it logged until it served.
-func routerLines(t *testing.T, bin, etcd string, pki *creds.Local, logLevel string) string {
+// routerProc is a real router process, secure, over an etcd with no
+// shard, whose log lines a test reads as they come.
+type routerProc struct {
+	lines chan string
+	out   strings.Builder // the lines read so far
+}
+
+// startRouter starts a router with args besides its etcd, listen address
+// and TLS flags; the test's end kills it.
+func startRouter(t *testing.T, bin, etcd string, pki *creds.Local, args ...string) *routerProc {
 	t.Helper()
-	cmd := exec.Command(bin, "router", "--etcd", etcd, "--prefix", "/"+logLevel+"/", "--listen", "127.0.0.1:0",
-		"--tls-cert", pki.Router.Cert, "--tls-key", pki.Router.Key, "--tls-ca", pki.Router.CA, "--log-level", logLevel)
+	cmd := exec.Command(bin, append([]string{"router", "--etcd", etcd, "--listen", "127.0.0.1:0",
+		"--tls-cert", pki.Router.Cert, "--tls-key", pki.Router.Key, "--tls-ca", pki.Router.CA}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -28,17 +35,61 @@ func routerLines(t *testing.T, bin, etcd string, pki *creds.Local, logLevel stri
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var out strings.Builder
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "router serving") {
-			return out.String()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	r := &routerProc{lines: make(chan string, 1000)}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+		close(r.lines)
+	}()
+	return r
+}
+
+// until reads lines until one contains want, and returns every line read
+// so far; it fails the test if the router exits first, or after 30s (a
+// bound for a hung router, far above a loaded machine's start-up).
+func (r *routerProc) until(t *testing.T, want string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("router exited before logging %q:\n%s", want, r.out.String())
+			}
+			r.out.WriteString(l + "\n")
+			if strings.Contains(l, want) {
+				return r.out.String()
+			}
+		case <-timeout:
+			t.Fatalf("router logged no %q within 30s:\n%s", want, r.out.String())
 		}
 	}
-	t.Fatalf("router exited before serving:\n%s", out.String())
-	return ""
+}
+
+// drain reads the lines logged so far without waiting, and returns every
+// line read.
+func (r *routerProc) drain() string {
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				return r.out.String()
+			}
+			r.out.WriteString(l + "\n")
+		default:
+			return r.out.String()
+		}
+	}
+}
+
+// routerLines starts a router at logLevel (under a prefix of its own) and
+// returns what it logged until it served.
+func routerLines(t *testing.T, bin, etcd string, pki *creds.Local, logLevel string) string {
+	t.Helper()
+	return startRouter(t, bin, etcd, pki, "--prefix", "/"+logLevel+"/", "--log-level", logLevel).until(t, "router serving")
 }
 
 // --log-level debug shows a component's debug lines; info, the default,
