@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -20,6 +22,10 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/envoy"
+	routerrequest "github.com/shardlimit/shardlimit/router/request"
+	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // testOptions is a short run by request count: no assertion in this file
@@ -325,6 +331,68 @@ func TestPickerFloods(t *testing.T) {
 	}
 }
 
+// A same-placement flood's users are new, distinct, and all on one
+// partition and one owner by the router's own placement (request.Group),
+// where a random flood's spread over both owners.
+func TestPickerFloodsOnePlacement(t *testing.T) {
+	table, err := shardmap.Build(shardmap.DefaultConfig(), []member.Member{{ID: "a", Addr: "a:1"}, {ID: "b", Addr: "b:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, names := range []string{FloodRandom, FloodSamePlacement} {
+		o := DefaultOptions()
+		o.Users, o.Flood, o.FloodNames, o.FloodRule = 10, 0.5, names, "shop-per-user"
+		o.fill()
+		if err := o.validate(); err != nil {
+			t.Fatal(err)
+		}
+		o.prepare()
+		p := newPicker(&o, 0)
+		population := userNames(o.Users)
+		rule := &rules.Rule{Name: o.FloodRule}
+		var checks []rules.Resolved
+		seen := map[string]bool{}
+		for range 10_000 {
+			u := p.user(population)
+			if slices.Contains(population, u) {
+				continue
+			}
+			if seen[u] || !utf8.ValidString(u) {
+				t.Fatalf("%s: flood user %q drawn twice or not UTF-8", names, u)
+			}
+			seen[u] = true
+			checks = append(checks, rules.Resolved{Rule: rule, Service: o.Service, Endpoint: o.Endpoint, User: u})
+		}
+		if n := len(checks); n < 4500 || n > 5500 {
+			t.Fatalf("%s: %d of 10000 checks for new users, want about half", names, n)
+		}
+		g := routerrequest.Group(checks, table)
+		partitions := map[int]bool{}
+		for _, p := range g.Partition {
+			partitions[p] = true
+		}
+		a, b := len(g.ByOwner[0]), len(g.ByOwner[1])
+		switch {
+		case names == FloodSamePlacement && (len(partitions) != 1 || a*b != 0):
+			t.Errorf("%s: %d partitions, %d and %d checks per owner; want 1 partition, one owner", names, len(partitions), a, b)
+		case names == FloodRandom && (len(partitions) < 1000 || a < 2000 || b < 2000):
+			t.Errorf("%s: %d partitions, %d and %d checks per owner; want them spread", names, len(partitions), a, b)
+		}
+	}
+	// Without a flood, or on Envoy's API, same-placement names nothing.
+	for _, mutate := range []func(*Options){
+		func(o *Options) { o.FloodNames, o.FloodRule = FloodSamePlacement, "r" },
+		func(o *Options) { o.API, o.Flood, o.FloodNames, o.FloodRule = APIEnvoy, 0.5, FloodSamePlacement, "r" },
+	} {
+		o := DefaultOptions()
+		mutate(&o)
+		o.fill()
+		if err := o.validate(); err == nil || !strings.HasPrefix(err.Error(), "flood-names: ") {
+			t.Errorf("validate() = %v; want a flood-names error", err)
+		}
+	}
+}
+
 func TestReportOutputs(t *testing.T) {
 	for _, api := range []string{APIPublic, APIEnvoy} {
 		o := testOptions(api, false)
@@ -411,6 +479,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		"routers[1]":   func(o *Options) { o.Routers = []string{"a:1", ""} },
 		"legit":        func(o *Options) { o.API, o.Legit = APIEnvoy, 10 },
 		"legit checks": func(o *Options) { o.Legit, o.LegitChecks = 10, 1 },
+		"flood-names":  func(o *Options) { o.Flood, o.FloodNames = 0.5, "colliding" },
+		"flood-rule":   func(o *Options) { o.Flood, o.FloodNames = 0.5, FloodSamePlacement },
 	} {
 		o := DefaultOptions()
 		mutate(&o)

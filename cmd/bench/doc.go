@@ -16,7 +16,8 @@
 // issues requests on a schedule and measures each from its scheduled time,
 // so a slow answer cannot hide the requests it delayed. Options.Flood
 // makes a share of the checks each for a user never seen before (the
-// report counts them, per minute); Options.Legit checks a fixed set of
+// report counts them, per minute), named at random or, with
+// FloodSamePlacement, all on one placement hash (shard/key/keytest); Options.Legit checks a fixed set of
 // users on a schedule of their own, one goroutine beside the workers at a
 // few requests a second (legit.go), and reports their decisions apart, so
 // that runs with and without a flood compare exactly. Given several

@@ -5,6 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"time"
+
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/key/keytest"
 )
 
 // APIs the bench can call.
@@ -22,6 +25,17 @@ const (
 const (
 	DistUniform = "uniform"
 	DistZipf    = "zipf"
+)
+
+// Names of the flood's users (Options.FloodNames).
+const (
+	// FloodRandom names them flood-<run>-<n>: spread over every partition
+	// as the placement hash spreads any names.
+	FloodRandom = "random"
+	// FloodSamePlacement names them so that all their keys share one
+	// placement hash (shard/key/keytest.Colliding), as an attacker can:
+	// one partition, one shard.
+	FloodSamePlacement = "same-placement"
 )
 
 // Options configure a run. Flags of `shardlimit bench` map 1:1 onto them.
@@ -70,6 +84,16 @@ type Options struct {
 	// seen before (a flood of new users, as an attack or a launch brings),
 	// beside the Users drawn as Dist says; default 0.
 	Flood float64
+	// FloodNames is how the flood's users are named: FloodRandom (default)
+	// or FloodSamePlacement, printable names whose keys under Service and
+	// FloodRule share one placement hash. Their names repeat after
+	// keytest.Colliding.Len (268M) of them.
+	FloodNames string
+	// FloodRule is the name of the rule the router applies to Service's
+	// checks, which must be keyed on user alone: the placement hash is of
+	// service, rule and user. Required with FloodSamePlacement, unused
+	// otherwise.
+	FloodRule string
 	// Legit is the number of legitimate users checked on a fixed schedule
 	// beside the load, in the target phase only, whose decisions are
 	// reported apart (see legit.go); default 0: none. Public API only.
@@ -108,6 +132,9 @@ type Options struct {
 	// Seed of the users' random draws; default 1. Each worker draws from
 	// its own generator, seeded with (Seed, worker).
 	Seed uint64
+	// collide makes the flood's FloodSamePlacement names; set by
+	// prepare, nil for FloodRandom.
+	collide *keytest.Colliding
 	// Measured, when set, is called as each phase's measured window opens
 	// (begin true) and closes, with the phase's name. The table runner
 	// uses it to read other processes' CPU over the same window.
@@ -118,7 +145,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		API: APIPublic, Routers: []string{"127.0.0.1:8081"}, Concurrency: 50, MaxOutstanding: 1000,
-		Duration: 10 * time.Second, Connections: 1, Users: 10000, Dist: DistUniform, ZipfS: 1.1, ZipfV: 1,
+		Duration: 10 * time.Second, Connections: 1, Users: 10000, Dist: DistUniform, FloodNames: FloodRandom, ZipfS: 1.1, ZipfV: 1,
 		LegitChecks: 150, Checks: 1, Service: "shop", Endpoint: "/search", Domain: "shop", DescriptorKey: "user_id",
 		Timeout: 10 * time.Second, Seed: 1,
 	}
@@ -137,6 +164,7 @@ func (o *Options) fill() {
 	o.Connections = cmp.Or(o.Connections, d.Connections)
 	o.Users = cmp.Or(o.Users, d.Users)
 	o.Dist = cmp.Or(o.Dist, d.Dist)
+	o.FloodNames = cmp.Or(o.FloodNames, d.FloodNames)
 	o.ZipfS = cmp.Or(o.ZipfS, d.ZipfS)
 	o.ZipfV = cmp.Or(o.ZipfV, d.ZipfV)
 	o.Checks = cmp.Or(o.Checks, d.Checks)
@@ -179,6 +207,16 @@ func (o *Options) validate() error {
 		return fmt.Errorf("zipf v: %v must be at least 1", o.ZipfV)
 	case !(o.Flood >= 0 && o.Flood <= 1):
 		return fmt.Errorf("flood: %v not in 0..1", o.Flood)
+	case o.FloodNames != FloodRandom && o.FloodNames != FloodSamePlacement:
+		return fmt.Errorf("flood-names: %q is not %s or %s", o.FloodNames, FloodRandom, FloodSamePlacement)
+	case o.FloodNames == FloodSamePlacement && o.Flood == 0:
+		return fmt.Errorf("flood-names: %s names the flood's users, but flood is 0", FloodSamePlacement)
+	case o.FloodNames == FloodSamePlacement && o.API == APIEnvoy:
+		return fmt.Errorf("flood-names: %s floods through the %s or %s API only, not %s", FloodSamePlacement, APIPublic, APIHTTP, o.API)
+	case o.FloodNames == FloodSamePlacement && o.FloodRule == "":
+		return fmt.Errorf("flood-rule: required with flood-names %s: the name of the rule that limits service %s's checks, keyed on user (placement hashes service, rule and user)", FloodSamePlacement, o.Service)
+	case len(o.FloodRule) > key.MaxRuleLength:
+		return fmt.Errorf("flood-rule: length %d exceeds the maximum of %d bytes", len(o.FloodRule), key.MaxRuleLength)
 	case o.Legit < 0 || o.Legit > 1_000_000:
 		return fmt.Errorf("legit: %d not in 0..1000000", o.Legit)
 	case o.LegitChecks < 2 || o.LegitChecks > 100_000:
@@ -202,6 +240,15 @@ func (o *Options) validate() error {
 		}
 	}
 	return nil
+}
+
+// prepare builds what the run's workers share read-only once o is valid:
+// the flood's colliding names (a few tens of milliseconds), new in every
+// process (their salt is the random flood's prefix).
+func (o *Options) prepare() {
+	if o.FloodNames == FloodSamePlacement {
+		o.collide = keytest.NewColliding(o.Service, o.FloodRule, floodPrefix)
+	}
 }
 
 // openLoop reports whether the run issues requests on a schedule.

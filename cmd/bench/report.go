@@ -43,6 +43,8 @@ type Config struct {
 	Users            int      `json:"users"`
 	Dist             string   `json:"dist"`
 	Flood            float64  `json:"flood,omitempty"`
+	FloodNames       string   `json:"flood_names,omitempty"`
+	FloodRule        string   `json:"flood_rule,omitempty"`
 	Legit            int      `json:"legit,omitempty"`
 	LegitChecks      int      `json:"legit_checks,omitempty"`
 	ChecksPerRequest int      `json:"checks_per_request"`
@@ -138,6 +140,9 @@ func configOf(o *Options) Config {
 		Routers: o.Routers, Users: o.Users, Dist: o.Dist, Flood: o.Flood,
 		Legit: o.Legit, LegitChecks: o.LegitChecks, ChecksPerRequest: o.Checks, TLS: o.TLS != nil,
 	}
+	if o.Flood > 0 {
+		c.FloodNames, c.FloodRule = o.FloodNames, o.FloodRule
+	}
 	if o.BaselineOnly {
 		c.Routers = []string{}
 	}
@@ -202,6 +207,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	users := fmt.Sprintf("%d users (%s)", c.Users, c.Dist)
 	if c.Flood > 0 {
 		users += fmt.Sprintf(" and a flood of new users (%.0f%% of %ss)", 100*c.Flood, unit)
+		if c.FloodNames == FloodSamePlacement {
+			users += fmt.Sprintf(" whose keys under rule %s share one placement hash", c.FloodRule)
+		}
 	}
 	fmt.Fprintf(w, "shardlimit bench: %s (%s)\n", c.API, c.Method)
 	fmt.Fprintf(w, "  %s, %s after %v warmup; %d connection(s) per router; %s, %d %s(s) per request; %s\n\n",

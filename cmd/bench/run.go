@@ -30,6 +30,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	o.prepare()
 	names := userNames(o.Users)
 	rep := &Report{Config: configOf(&o), LatencyErrorBound: QuantileErrorBound}
 	if o.Baseline || o.BaselineOnly {

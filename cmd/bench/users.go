@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardlimit/shardlimit/shard/key/keytest"
 )
 
 // userNames returns the names of n users, built once and shared read-only
@@ -20,15 +22,16 @@ func userNames(n int) []string {
 // picker draws user indexes in [0, n) for one worker; it is not safe for
 // concurrent use.
 type picker struct {
-	rng   *rand.Rand
-	zipf  *rand.Zipf // nil: uniform
-	n     uint64
-	flood float64
+	rng     *rand.Rand
+	zipf    *rand.Zipf // nil: uniform
+	n       uint64
+	flood   float64
+	collide *keytest.Colliding // nil: random flood names
 }
 
 func newPicker(o *Options, worker int) *picker {
 	rng := rand.New(rand.NewPCG(o.Seed, uint64(worker)))
-	p := &picker{rng: rng, n: uint64(o.Users), flood: o.Flood}
+	p := &picker{rng: rng, n: uint64(o.Users), flood: o.Flood, collide: o.collide}
 	if o.Dist == DistZipf {
 		// Rank 0 is the most frequent user.
 		p.zipf = rand.NewZipf(rng, o.ZipfS, o.ZipfV, p.n-1)
@@ -37,10 +40,15 @@ func newPicker(o *Options, worker int) *picker {
 }
 
 // user returns the name of the next check's user: a new one, with
-// probability flood, else one of names drawn by next.
+// probability flood (named as Options.FloodNames says), else one of names
+// drawn by next.
 func (p *picker) user(names []string) string {
 	if p.flood > 0 && p.rng.Float64() < p.flood {
-		return floodPrefix + strconv.FormatUint(floodSeq.Add(1), 36)
+		n := floodSeq.Add(1)
+		if p.collide != nil {
+			return p.collide.User((n - 1) % p.collide.Len())
+		}
+		return floodPrefix + strconv.FormatUint(n, 36)
 	}
 	return names[p.next()]
 }

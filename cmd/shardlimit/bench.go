@@ -112,6 +112,8 @@ func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
 	f.Float64Var(&o.ZipfS, "zipf-s", o.ZipfS, "zipf exponent s (> 1)")
 	f.Float64Var(&o.ZipfV, "zipf-v", o.ZipfV, "zipf parameter v (>= 1)")
 	f.Float64Var(&o.Flood, "flood", o.Flood, "share of checks (0..1) each for a new user never seen before: a flood of new users beside the --users")
+	f.StringVar(&o.FloodNames, "flood-names", o.FloodNames, "names of the --flood's users: random (flood-<run>-<n>, spread over every partition) or same-placement (printable names whose keys all share one placement hash, so one partition and one shard, as an attacker can make them; needs --flood-rule; public or http API)")
+	f.StringVar(&o.FloodRule, "flood-rule", o.FloodRule, "with --flood-names same-placement: the name of the rule the router applies to --service's checks, keyed on user alone (placement hashes service, rule and user)")
 	f.IntVar(&o.Legit, "legit", o.Legit, "legitimate users checked on a fixed schedule beside the load, their decisions reported apart: even ones are sent --legit-checks checks, odd ones half, spread over --duration (public API; 0: none)")
 	f.IntVar(&o.LegitChecks, "legit-checks", o.LegitChecks, "checks each even-numbered --legit user is sent over the run (odd ones: half)")
 	f.IntVar(&o.Checks, "checks", o.Checks, "checks per request (public API) or descriptors per request (envoy), each for its own user")
