@@ -21,12 +21,15 @@ import (
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
+// testRules are the tests' rules. checkout's fixed window is 366 days:
+// fixed windows are aligned on the epoch, and an hour's would end mid-test
+// at the turn of the wall-clock hour, resetting the users at their limit.
 func testRules(t *testing.T) []rules.Rule {
 	t.Helper()
 	rs, err := rules.Parse("test.yaml", []byte(`
 rules:
   - {service: shop, endpoint: /browse, name: browse, limit: 1000000, period: 1h}
-  - {service: shop, endpoint: /checkout, name: checkout, algorithm: fixed_window, limit: 10, period: 1h}
+  - {service: shop, endpoint: /checkout, name: checkout, algorithm: fixed_window, limit: 10, period: 366d}
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -13,19 +13,22 @@ import (
 )
 
 // Every algorithm and limit kind is selectable in a rule file and decided by
-// the owner shard, end to end.
+// the owner shard, end to end. Fixed and sliding windows are aligned on
+// the epoch: theirs are 366 days long, so that no run crosses the turn of
+// one (the next is 2027-02-13T00:00Z), as an hour's window would at every
+// hour.
 func TestEveryAlgorithmThroughTheRouter(t *testing.T) {
 	rs, err := rules.Parse("algorithms.yaml", []byte(`
 rules:
   - {service: alg, endpoint: /token, algorithm: token_bucket, limit: 3, period: 1h}
   - {service: alg, endpoint: /gcra, algorithm: gcra, limit: 3, period: 1h}
-  - {service: alg, endpoint: /fixed, algorithm: fixed_window, limit: 3, period: 1h}
+  - {service: alg, endpoint: /fixed, algorithm: fixed_window, limit: 3, period: 366d}
   - {service: alg, endpoint: /log, algorithm: sliding_log, limit: 3, period: 1h}
-  - {service: alg, endpoint: /window, algorithm: sliding_window, limit: 3, period: 1h}
+  - {service: alg, endpoint: /window, algorithm: sliding_window, limit: 3, period: 366d}
   - {service: alg, endpoint: /leaky, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3}
   - {service: kinds, endpoint: /queue, algorithm: leaky_bucket, limit: 3, period: 1h, burst: 3, max_delay: 20m}
-  - {service: kinds, endpoint: /soft, algorithm: fixed_window, limit: 10, period: 1h, soft_percent: 20}
-  - {service: kinds, endpoint: /shadow, algorithm: fixed_window, limit: 3, period: 1h, shadow: true}
+  - {service: kinds, endpoint: /soft, algorithm: fixed_window, limit: 10, period: 366d, soft_percent: 20}
+  - {service: kinds, endpoint: /shadow, algorithm: fixed_window, limit: 3, period: 366d, shadow: true}
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -435,7 +435,7 @@ func TestRouterWithoutTheInternalIdentityCannotCallShards(t *testing.T) {
 // import made-up state: a negative fixed_window count (which gave remaining
 // 4.6e18) is InvalidArgument and stores nothing of its request.
 func TestImportRejectsStatesNoAlgorithmProduces(t *testing.T) {
-	rs := append(testRules(t), mustRules(t, "rules:\n  - {service: api, endpoint: /fw, name: fw, algorithm: fixed_window, limit: 10, period: 1m}\n")...)
+	rs := append(testRules(t), mustRules(t, "rules:\n  - {service: api, endpoint: /fw, name: fw, algorithm: fixed_window, limit: 10, period: 366d}\n")...)
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: rs})
 	cl := c.Client(0)
 	check(t, cl, "api", "/fw", "victim")

@@ -34,7 +34,8 @@ func decisionsOf(t *testing.T, c *clustertest.Cluster, shards ...*shard.Server) 
 // the whole flood; the user stays denied, not answered by failure policy,
 // while that shard is down and after its partitions restart from zero
 // elsewhere; and a rule change (a raised limit) sets the cache aside at
-// once.
+// once. The rule's sliding window is 366 days: windows are aligned on the
+// epoch, and an hour's would turn at the hour and let mallory through.
 func TestOverLimitCache(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 3, Router: func(o *router.Options) {
 		o.Rules = nil // follow etcd, so the rule can change
@@ -43,7 +44,7 @@ func TestOverLimitCache(t *testing.T) {
 	ctx := context.Background()
 	apply := func(limit int) {
 		t.Helper()
-		doc := fmt.Sprintf("rules:\n  - {service: flood, endpoint: /api, name: api, algorithm: sliding_window, limit: %d, period: 1h}\n", limit)
+		doc := fmt.Sprintf("rules:\n  - {service: flood, endpoint: /api, name: api, algorithm: sliding_window, limit: %d, period: 366d}\n", limit)
 		if _, err := c.Admin(0).ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{FileName: "r.yaml", Yaml: []byte(doc)}); err != nil {
 			t.Fatal(err)
 		}

@@ -154,8 +154,8 @@ func TestRoutersAgreeOnAnInvalidStoredRule(t *testing.T) {
 	ctx := context.Background()
 	adm := c.Admin(0)
 	if _, err := adm.ApplyRules(ctx, &shardlimitv1.ApplyRulesRequest{Yaml: []byte(`rules:
-  - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 10, period: 1m}
-  - {service: pay, endpoint: "*", algorithm: fixed_window, limit: 100, period: 1m}
+  - {service: pay, endpoint: /charge, name: charge, algorithm: fixed_window, limit: 10, period: 366d}
+  - {service: pay, endpoint: "*", algorithm: fixed_window, limit: 100, period: 366d}
 `)}); err != nil {
 		t.Fatal(err)
 	}

@@ -114,10 +114,15 @@ func pullAll(tb testing.TB, dst shardlimitv1.ShardClient, src *shard.Server, req
 	return resp
 }
 
-var fixedWindow = &shardlimitv1.RuleParams{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: int64(time.Hour)}
+// fixedWindow is the tests' rule: 10 a window of 366 days, the longest a
+// rule may have. Fixed windows are aligned on the epoch, so a window of an
+// hour ended at every turn of the wall-clock hour, and a test that crossed
+// one (two loaded CI runs at 14:00) found its users' counts expired; the
+// next turn of a 366-day window is 2027-02-13T00:00Z.
+var fixedWindow = &shardlimitv1.RuleParams{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, PeriodNs: int64(366 * 24 * time.Hour)}
 
 // fill has n users u0..u<n-1> each spend hits of their fixed-window limit
-// of 10 per hour on c, 1000 checks a call. Checks the shard did not decide
+// of 10 on c, 1000 checks a call. Checks the shard did not decide
 // (it lost its lease on a loaded machine, and decides nothing until it
 // joined again) are sent again until it does.
 func fill(tb testing.TB, c shardlimitv1.ShardClient, n int, hits int64) {
