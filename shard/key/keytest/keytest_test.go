@@ -38,7 +38,7 @@ func TestCollidingRange(t *testing.T) {
 		want := key.Hash(tc.svc, tc.rule, c.User(0))
 		seen := map[string]bool{}
 		const step = 1<<(lanes*laneBits)/1000 + 1 // odd multiples reach every lane's pairs
-		for n := range uint64(1999) { // 0..999, then 999 spread over the range
+		for n := range uint64(1999) {             // 0..999, then 999 spread over the range
 			i := n
 			if n >= 1000 {
 				i = (n - 999) * step
