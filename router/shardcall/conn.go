@@ -182,6 +182,19 @@ func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest)
 	return c.client.Decide(ctx, req)
 }
 
+// Alive asks the shard for a decision on no checks, by unary Decide (not
+// behind the batches in flight on the stream), and reports nil when it
+// answers within timeout: the shard is alive and deciding, however late
+// its batches are. It fails when the shard answers nothing in time (a
+// stopped process, a cut link), cannot be reached (a dead one), refuses,
+// or ctx ends.
+func (c *Conn) Alive(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := c.client.Decide(ctx, &shardlimitv1.DecideRequest{})
+	return err
+}
+
 // unaryFromNowOn calls a shard that has no DecideStream with unary Decide,
 // req first: a shard that did not know the method decided nothing of it.
 func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
