@@ -269,31 +269,6 @@ func (rs *ruleSet) paramsOf(rule *rules.Rule) *shardlimitv1.RuleParams {
 	return ruleParams(rule)
 }
 
-// checkLiveness sends p the liveness check its breaker asked for, and
-// tells the breaker the verdict (see breaker for why): a shard that
-// answers within LivenessTimeout is alive and its circuit stays closed;
-// one that does not, or refuses, is dead or stalled, and its circuit
-// opens once BreakerFailures calls in a row failed.
-func (r *Router) checkLiveness(p *peer) {
-	err := p.calls.Alive(r.ctx, r.opts.LivenessTimeout)
-	switch {
-	case r.ctx.Err() != nil:
-		p.breaker.abandonCheck()
-	case err == nil:
-		r.metrics.liveness.WithLabelValues(p.member.ID, "alive").Inc()
-		if p.breaker.alive() {
-			p.log.Debug("shard circuit closed: the shard answered a liveness check", "addr", p.member.Addr)
-		}
-	default:
-		r.metrics.liveness.WithLabelValues(p.member.ID, "silent").Inc()
-		if p.breaker.silence(time.Now()) {
-			r.metrics.circuitOpened.WithLabelValues(p.member.ID).Inc()
-			p.log.Debug("shard circuit open: its calls failed and it did not answer a liveness check; calls answered by failure policy until a probe succeeds",
-				"addr", p.member.Addr, "failures", r.opts.BreakerFailures, "liveness_timeout", r.opts.LivenessTimeout, "cooldown", r.opts.BreakerCooldown, "err", err)
-		}
-	}
-}
-
 // logCallFailed logs, at debug, a failed call to p that carried parts
 // requests, n checks in all; the circuit's opening is its own line.
 func (r *Router) logCallFailed(p *peer, err error, reason string, parts, n int, opened bool) {

@@ -14,8 +14,8 @@
 // opens only for a shard that answers nothing at all: after failed calls,
 // the router sends it a liveness check (a call with no checks), and a
 // shard that answers it is alive, only late (an oversubscribed machine),
-// so its failed calls answer their own checks by policy and nothing more
-// (breaker.go says why). When the router
+// so its failed calls answer their own checks by policy and nothing more;
+// a failed probe is checked the same way (breaker.go says why). When the router
 // itself is overloaded (too many checks waiting for a shard, or one waiting
 // too long), it sheds checks the same way but flagged overload and counted
 // under its own result, and the shard's circuit never hears of it. A

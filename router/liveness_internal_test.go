@@ -80,3 +80,29 @@ func TestCircuitOpensOnlyForAShardThatFailsItsLivenessCheck(t *testing.T) {
 		})
 	}
 }
+
+// A liveness check's wait counts the router's running time: a timer step
+// that fired late, because the router's process waited for a CPU, counts
+// as twice the step at most, so a starved router does not call a live
+// shard silent; steps on time count in full. A fake clock.
+func TestRunningTimeCountsAStarvedStepAsOne(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	rt := runningTime{last: t0}
+	ms := time.Millisecond
+	for _, s := range []struct {
+		at, want time.Duration
+		label    string
+	}{
+		{10 * ms, 10 * ms, "a step on time counts in full"},
+		{21 * ms, 21 * ms, "a little late: in full"},
+		{41 * ms, 41 * ms, "twice the step: in full"},
+		{341 * ms, 61 * ms, "300ms without running: one step of 20ms"},
+		{351 * ms, 71 * ms, "on time again"},
+		{351 * ms, 71 * ms, "no time at all"},
+		{340 * ms, 71 * ms, "a clock that went back counts nothing"},
+	} {
+		if got := rt.step(t0.Add(s.at)); got != s.want {
+			t.Fatalf("at %v (%s): ran %v, want %v", s.at, s.label, got, s.want)
+		}
+	}
+}

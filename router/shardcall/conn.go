@@ -184,13 +184,11 @@ func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest)
 
 // Alive asks the shard for a decision on no checks, by unary Decide (not
 // behind the batches in flight on the stream), and reports nil when it
-// answers within timeout: the shard is alive and deciding, however late
-// its batches are. It fails when the shard answers nothing in time (a
-// stopped process, a cut link), cannot be reached (a dead one), refuses,
-// or ctx ends.
-func (c *Conn) Alive(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// answers: the shard is alive and deciding, however late its batches are.
+// It fails when the shard cannot be reached (a dead one) or refuses, or
+// when ctx ends first (the caller's bound on a shard that answers
+// nothing: a stopped process, a cut link).
+func (c *Conn) Alive(ctx context.Context) error {
 	_, err := c.client.Decide(ctx, &shardlimitv1.DecideRequest{})
 	return err
 }
