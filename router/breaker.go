@@ -127,11 +127,11 @@ func (b *breaker) success() (closed bool) {
 func (b *breaker) failure(sent, now time.Time) (opened, check bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	probeFailed := b.tripped() && b.probing && !sent.Before(b.probeAt)
 	b.probing = false
 	if b.failed > 0 && !sent.After(b.failedAt) {
 		return false, false
 	}
-	probeFailed := b.tripped()
 	b.failed++
 	b.failedAt = now
 	opened = b.tripped()

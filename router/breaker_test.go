@@ -131,8 +131,10 @@ func TestBreakerOpensOnlyWhenTheShardFailsItsLivenessCheck(t *testing.T) {
 		{3761 * ms, "allow", 0, "", "not open before the check's verdict"},
 		{3950 * ms, "silent", 0, "open", "the check's silence opens it"},
 		{3951 * ms, "refuse", 0, "", ""},
-		{4950 * ms, "allow", 0, "probe", ""},
-		{4951 * ms, "ok", 0, "", ""},
+		{3960 * ms, "fail", 3761 * ms, "open", "a call in flight when it opened fails: open a cooldown more, no check (it was no probe)"},
+		{4959 * ms, "refuse", 0, "", ""},
+		{4960 * ms, "allow", 0, "probe", ""},
+		{4961 * ms, "ok", 0, "", ""},
 		// A verdict on a check sent before a call succeeded is out of date.
 		{5000 * ms, "fail", 4951 * ms, "check", ""},
 		{5001 * ms, "ok", 0, "", "a call succeeds while the check is out"},

@@ -41,7 +41,8 @@
 // them, decide.go hands the owners' shares to their queues, call.go makes
 // one call for a queue's batch, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
-// breaker.go is the circuit breaker, overlimit.go consults and fills the
+// breaker.go is the circuit breaker, liveness.go the liveness check that
+// decides whether a failing shard's circuit opens, overlimit.go consults and fills the
 // over-limit cache, tracing.go makes the spans of a traced request (its
 // waits for shards, and the calls that carry them, linked to every request
 // they carry) when Options.Tracer is set, and debuglog.go writes the debug
