@@ -28,9 +28,13 @@ import (
 // checks answered by policy for a cooldown. A shard that is killed,
 // stopped (SIGSTOP) or cut off answers nothing at all, the check included,
 // and a dead one refuses it at once; a shard starved of CPU answers the
-// tiny check, late but within the liveness timeout. So the circuit opens
-// for the shard that cannot answer, a few hundred ms after it stopped,
-// and a late shard costs only the checks of the calls that missed.
+// tiny check, late but within the liveness timeout, which counts the
+// router's own running time (liveness.go: counted in wall time, a router
+// starved of CPU took its own delay for the shard's silence). So the
+// circuit opens for the shard that cannot answer, a few hundred ms after
+// it stopped (the price: its users pay the deadline that much longer
+// than after 3 misses), and a late shard costs only the checks of the
+// calls that missed.
 //
 // Why not an adaptive concurrency limit instead (AIMD or a gradient, as
 // Netflix's concurrency-limits or Envoy's adaptive concurrency filter),
