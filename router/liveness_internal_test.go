@@ -106,3 +106,28 @@ func TestRunningTimeCountsAStarvedStepAsOne(t *testing.T) {
 		}
 	}
 }
+
+// LivenessTimeout defaults to 250ms, or to Deadline when that is longer,
+// and is refused under Deadline, naming the field and the bound.
+func TestLivenessTimeoutOption(t *testing.T) {
+	for _, tc := range []struct {
+		deadline, liveness, want time.Duration
+		err                      string
+	}{
+		{0, 0, 250 * time.Millisecond, ""},
+		{500 * time.Millisecond, 0, 500 * time.Millisecond, ""},
+		{0, time.Second, time.Second, ""},
+		{100 * time.Millisecond, 50 * time.Millisecond, 0, "liveness timeout: 50ms not in 100ms (the deadline)..10s"},
+		{0, 11 * time.Second, 0, "liveness timeout: 11s not in 20ms (the deadline)..10s"},
+	} {
+		o := Options{Etcd: []string{"unused"}, Insecure: true, Deadline: tc.deadline, LivenessTimeout: tc.liveness}
+		o.fill()
+		err := o.validate()
+		switch {
+		case tc.err != "" && (err == nil || err.Error() != tc.err):
+			t.Errorf("deadline %v, liveness timeout %v: error %v, want %q", tc.deadline, tc.liveness, err, tc.err)
+		case tc.err == "" && (err != nil || o.LivenessTimeout != tc.want):
+			t.Errorf("deadline %v, liveness timeout %v: %v, %v; want %v", tc.deadline, tc.liveness, o.LivenessTimeout, err, tc.want)
+		}
+	}
+}

@@ -92,11 +92,11 @@ type Options struct {
 	// a liveness check (a call with no checks, sent on the first failure
 	// of a run) before it counts as dead or stalled, and its circuit may
 	// open. It is counted in the router's own running time (see
-	// runningTime), not wall time. A shard that answers it is alive: its failed calls answer only
-	// their own checks by policy, and its circuit stays closed, so a shard
-	// that is late because the machine is oversubscribed does not have
-	// every check answered by policy for a cooldown. Default (zero) 250ms,
-	// or Deadline when that is longer.
+	// runningTime), not wall time. A shard that answers it is alive: its
+	// failed calls answer only their own checks by policy, and its circuit
+	// stays closed, so a shard that is late because the machine is
+	// oversubscribed does not have every check answered by policy for a
+	// cooldown. Default (zero) 250ms, or Deadline when that is longer.
 	LivenessTimeout time.Duration
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
