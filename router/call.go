@@ -87,7 +87,13 @@ func (r *Router) send(p *peer, batch []*part) {
 		p.breaker.abandon(probe)
 		outcome = outcomeError
 	case err != nil:
-		opened := p.breaker.failure(now, time.Now())
+		opened, check := p.breaker.failure(now, time.Now())
+		if check {
+			go r.checkLiveness(p)
+		}
+		if opened {
+			r.metrics.circuitOpened.WithLabelValues(p.member.ID).Inc()
+		}
 		p.failing.Store(true)
 		reason := "error"
 		outcome = outcomeError

@@ -10,7 +10,12 @@
 // When an owner is unreachable or late, its checks are answered by each
 // rule's failure policy (allow unless the rule says deny), flagged as such,
 // and counted; a per-shard circuit breaker then answers by policy at once
-// until a probe succeeds, so a dead shard costs no latency. When the router
+// until a probe succeeds, so a dead shard costs no latency. The circuit
+// opens only for a shard that answers nothing at all: after failed calls,
+// the router sends it a liveness check (a call with no checks), and a
+// shard that answers it is alive, only late (an oversubscribed machine),
+// so its failed calls answer their own checks by policy and nothing more;
+// a failed probe is checked the same way (breaker.go says why). When the router
 // itself is overloaded (too many checks waiting for a shard, or one waiting
 // too long), it sheds checks the same way but flagged overload and counted
 // under its own result, and the shard's circuit never hears of it. A
@@ -36,7 +41,8 @@
 // them, decide.go hands the owners' shares to their queues, call.go makes
 // one call for a queue's batch, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
-// breaker.go is the circuit breaker, overlimit.go consults and fills the
+// breaker.go is the circuit breaker, liveness.go the liveness check that
+// decides whether a failing shard's circuit opens, overlimit.go consults and fills the
 // over-limit cache, tracing.go makes the spans of a traced request (its
 // waits for shards, and the calls that carry them, linked to every request
 // they carry) when Options.Tracer is set, and debuglog.go writes the debug

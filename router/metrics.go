@@ -66,6 +66,8 @@ type metrics struct {
 	mapWritten    atomic.Int64 // Unix ns the map in force was written
 	decisions     *prometheus.CounterVec
 	shardErrors   *prometheus.CounterVec
+	liveness      *prometheus.CounterVec
+	circuitOpened *prometheus.CounterVec
 	callChecks    prometheus.Histogram
 	members       prometheus.Gauge
 	refunds       prometheus.Counter
@@ -128,6 +130,14 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 			Name: "shardlimit_router_shard_errors_total",
 			Help: "Calls to a shard that failed (error) or timed out (deadline), and requests' checks for it refused by its open circuit (circuit_open) or given up after waiting past the bound behind its failing calls (queued), and checks the shard answered without deciding them (not_decided: their partition is being taken over from a shard that left without a hand-off), by shard and reason.",
 		}, []string{"shard", "reason"}),
+		liveness: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_router_liveness_checks_total",
+			Help: "Liveness checks of a shard whose call failed (a call with no checks), by shard and result: alive (it answered within --liveness-timeout: its circuit stays closed) or silent (it did not, or refused: its circuit opens at --breaker-failures failed calls in a row).",
+		}, []string{"shard", "result"}),
+		circuitOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_router_circuit_openings_total",
+			Help: "Times a shard's circuit opened, or a failed probe kept it open for another --breaker-cooldown, by shard.",
+		}, []string{"shard"}),
 		callChecks: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "shardlimit_router_shard_call_checks",
 			Help:    "Checks per call to a shard: the checks of concurrent requests bound for one shard share one call.",
@@ -196,7 +206,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Name: "shardlimit_router_overlimit_cache_evictions_total",
 		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
 	}, func() float64 { return float64(cache.Evicted()) })
-	reg.MustRegister(m.decisions, m.shardErrors, m.callChecks, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
+	reg.MustRegister(m.decisions, m.shardErrors, m.liveness, m.circuitOpened, m.callChecks, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
 		m.ruleGauges.limit, m.ruleGauges.period, m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
 		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

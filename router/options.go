@@ -85,8 +85,19 @@ type Options struct {
 	// MaxUserLength bounds a check's user in bytes; default 256.
 	MaxUserLength int
 	// BreakerFailures is the number of consecutive failed calls that open a
-	// shard's circuit; default 3.
+	// shard's circuit, once the shard has also failed a liveness check
+	// (see LivenessTimeout); default 3.
 	BreakerFailures int
+	// LivenessTimeout is how long a shard whose call failed has to answer
+	// a liveness check (a call with no checks, sent on the first failure
+	// of a run) before it counts as dead or stalled, and its circuit may
+	// open. It is counted in the router's own running time (see
+	// runningTime), not wall time. A shard that answers it is alive: its
+	// failed calls answer only their own checks by policy, and its circuit
+	// stays closed, so a shard that is late because the machine is
+	// oversubscribed does not have every check answered by policy for a
+	// cooldown. Default (zero) 250ms, or Deadline when that is longer.
+	LivenessTimeout time.Duration
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
 	BreakerCooldown time.Duration
@@ -132,6 +143,11 @@ type Options struct {
 	// TracerProvider); default nil: tracing off, no span is made.
 	Tracer trace.TracerProvider
 }
+
+// defaultLivenessTimeout is LivenessTimeout's default when Deadline is
+// shorter: a shard starved of CPU answers a call with no checks well
+// within it, and a dead one's circuit still opens within a second.
+const defaultLivenessTimeout = 250 * time.Millisecond
 
 // DefaultOptions returns the defaults, without the required Etcd and rules.
 func DefaultOptions() Options {
@@ -197,6 +213,9 @@ func (o *Options) fill() {
 	if o.BreakerCooldown == 0 {
 		o.BreakerCooldown = d.BreakerCooldown
 	}
+	if o.LivenessTimeout == 0 {
+		o.LivenessTimeout = max(defaultLivenessTimeout, o.Deadline)
+	}
 	if o.OverLimitCache == 0 {
 		o.OverLimitCache = d.OverLimitCache
 	}
@@ -230,6 +249,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker failures: %d is under the minimum of 1", o.BreakerFailures)
 	case o.BreakerCooldown < time.Millisecond:
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
+	case o.LivenessTimeout < o.Deadline || o.LivenessTimeout > 10*time.Second:
+		return fmt.Errorf("liveness timeout: %v not in %v (the deadline)..10s", o.LivenessTimeout, o.Deadline)
 	case o.OverLimitCache > 0 && (o.OverLimitCache < overlimit.MinEntries || o.OverLimitCache > maxOverLimitCache):
 		return fmt.Errorf("over-limit cache: %d entries not in %d..%d (negative turns it off)", o.OverLimitCache, overlimit.MinEntries, maxOverLimitCache)
 	case !o.Insecure && o.TLS == nil:

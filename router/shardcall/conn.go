@@ -182,6 +182,17 @@ func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest)
 	return c.client.Decide(ctx, req)
 }
 
+// Alive asks the shard for a decision on no checks, by unary Decide (not
+// behind the batches in flight on the stream), and reports nil when it
+// answers: the shard is alive and deciding, however late its batches are.
+// It fails when the shard cannot be reached (a dead one) or refuses, or
+// when ctx ends first (the caller's bound on a shard that answers
+// nothing: a stopped process, a cut link).
+func (c *Conn) Alive(ctx context.Context) error {
+	_, err := c.client.Decide(ctx, &shardlimitv1.DecideRequest{})
+	return err
+}
+
 // unaryFromNowOn calls a shard that has no DecideStream with unary Decide,
 // req first: a shard that did not know the method decided nothing of it.
 func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {

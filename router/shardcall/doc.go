@@ -14,6 +14,11 @@
 // stalled stream is never reused. A shard that does not know DecideStream
 // (an older version) is called with unary Decide instead.
 //
+// Alive is the liveness check of the router's circuit breaker: a unary
+// call with no checks, which a shard starved of CPU still answers while
+// its batches miss the deadline, and a stopped, cut-off or dead one does
+// not.
+//
 // It logs at debug the streams it opens and reopens and why each ended.
 // It judges nothing: failures go back to the caller, whose circuit breaker
 // decides what they mean. It holds no rules and never retries a batch (a

@@ -1,0 +1,133 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// A shard whose calls fail keeps its circuit closed while it answers the
+// router's liveness check, however many calls fail in a row (a late
+// shard on an oversubscribed machine), and has it opened when it answers
+// nothing (stopped, cut off) or refuses it (dead). No timing is asserted:
+// each shard's liveness answer is held until the failures are counted.
+func TestCircuitOpensOnlyForAShardThatFailsItsLivenessCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// alive answers the liveness check once released.
+		alive func(ctx context.Context) error
+		open  bool
+	}{
+		{"late shard answers", func(context.Context) error { return nil }, false},
+		{"stopped shard answers nothing", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true},
+		{"dead shard refuses", func(context.Context) error { return status.Error(codes.Unavailable, "connection refused") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			f := &fakeShard{decide: func(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+				if len(req.Checks) > 0 {
+					return nil, status.Error(codes.DeadlineExceeded, "missed the deadline")
+				}
+				<-release
+				if err := tc.alive(ctx); err != nil {
+					return nil, err
+				}
+				return &shardlimitv1.DecideResponse{}, nil
+			}}
+			r, p := shedRouter(t, Options{BreakerFailures: 3, Deadline: 10 * time.Millisecond, LivenessTimeout: 50 * time.Millisecond}, f)
+			metric := func(name string, labels map[string]string) float64 {
+				return MetricValue(t, r.registry, name, labels)
+			}
+			for i := range 3 {
+				d := r.Decide(context.Background(), checks(r, "/closed", fmt.Sprint("u", i)))[0]
+				if !d.FailurePolicy || d.Overload || d.Allowed {
+					t.Fatalf("check %d in a call that missed: %v; want the fail-closed policy", i, d)
+				}
+			}
+			if p.breaker.failed != 3 || p.breaker.refusing(time.Now()) {
+				t.Fatalf("%d failures, refusing %v: want 3, the circuit closed until the liveness verdict", p.breaker.failed, p.breaker.refusing(time.Now()))
+			}
+			close(release)
+			result := "alive"
+			if tc.open {
+				result = "silent"
+			}
+			poll.Until(t, 10*time.Second, func() error {
+				if n := metric("shardlimit_router_liveness_checks_total", map[string]string{"shard": "s0", "result": result}); n != 1 {
+					return fmt.Errorf("%v liveness checks %s, want 1", n, result)
+				}
+				return nil
+			})
+			openings := metric("shardlimit_router_circuit_openings_total", map[string]string{"shard": "s0"})
+			if got := p.breaker.refusing(time.Now()); got != tc.open || (openings == 1) != tc.open {
+				t.Fatalf("circuit refusing %v, opened %v times; want open %v", got, openings, tc.open)
+			}
+			calls := len(f.calls())
+			d := r.Decide(context.Background(), checks(r, "/closed", "next"))[0]
+			if !d.FailurePolicy {
+				t.Fatalf("next check: %v; want the policy (by the open circuit, or a call that missed)", d)
+			}
+			if sent := len(f.calls()) - calls; sent != map[bool]int{true: 0, false: 1}[tc.open] {
+				t.Fatalf("next check sent in %d calls; want none through an open circuit, one through a closed one", sent)
+			}
+		})
+	}
+}
+
+// A liveness check's wait counts the router's running time: a timer step
+// that fired late, because the router's process waited for a CPU, counts
+// as twice the step at most, so a starved router does not call a live
+// shard silent; steps on time count in full. A fake clock.
+func TestRunningTimeCountsAStarvedStepAsOne(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	rt := runningTime{last: t0}
+	ms := time.Millisecond
+	for _, s := range []struct {
+		at, want time.Duration
+		label    string
+	}{
+		{10 * ms, 10 * ms, "a step on time counts in full"},
+		{21 * ms, 21 * ms, "a little late: in full"},
+		{41 * ms, 41 * ms, "twice the step: in full"},
+		{341 * ms, 61 * ms, "300ms without running: one step of 20ms"},
+		{351 * ms, 71 * ms, "on time again"},
+		{351 * ms, 71 * ms, "no time at all"},
+		{340 * ms, 71 * ms, "a clock that went back counts nothing"},
+	} {
+		if got := rt.step(t0.Add(s.at)); got != s.want {
+			t.Fatalf("at %v (%s): ran %v, want %v", s.at, s.label, got, s.want)
+		}
+	}
+}
+
+// LivenessTimeout defaults to 250ms, or to Deadline when that is longer,
+// and is refused under Deadline, naming the field and the bound.
+func TestLivenessTimeoutOption(t *testing.T) {
+	for _, tc := range []struct {
+		deadline, liveness, want time.Duration
+		err                      string
+	}{
+		{0, 0, 250 * time.Millisecond, ""},
+		{500 * time.Millisecond, 0, 500 * time.Millisecond, ""},
+		{0, time.Second, time.Second, ""},
+		{100 * time.Millisecond, 50 * time.Millisecond, 0, "liveness timeout: 50ms not in 100ms (the deadline)..10s"},
+		{0, 11 * time.Second, 0, "liveness timeout: 11s not in 20ms (the deadline)..10s"},
+	} {
+		o := Options{Etcd: []string{"unused"}, Insecure: true, Deadline: tc.deadline, LivenessTimeout: tc.liveness}
+		o.fill()
+		err := o.validate()
+		switch {
+		case tc.err != "" && (err == nil || err.Error() != tc.err):
+			t.Errorf("deadline %v, liveness timeout %v: error %v, want %q", tc.deadline, tc.liveness, err, tc.err)
+		case tc.err == "" && (err != nil || o.LivenessTimeout != tc.want):
+			t.Errorf("deadline %v, liveness timeout %v: %v, %v; want %v", tc.deadline, tc.liveness, o.LivenessTimeout, err, tc.want)
+		}
+	}
+}
