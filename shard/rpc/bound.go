@@ -30,10 +30,12 @@ const (
 )
 
 // ConnBound bounds the open connections of a listener, in all and per
-// client address, and counts the ones it closes. It is a gRPC server
-// option that Listen applies to its listener (gRPC has none of its own for
-// this); a server of another kind (the router's HTTP API) wraps its
-// listener with Wrap, with a ConnBound of its own.
+// client address, and how long each may stay without authenticating
+// (AuthTimeout, authtimeout.go), and counts the ones it closes. It is a
+// gRPC server option that Listen applies to its listener (gRPC has none of
+// its own for this), and the server's stats.Handler for AuthTimeout; a
+// server of another kind (the router's HTTP API) wraps its listener with
+// Wrap, with a ConnBound of its own, and serves with its ConnContext.
 type ConnBound struct {
 	grpc.EmptyServerOption
 	max, perPeer int
@@ -49,9 +51,9 @@ type ConnBound struct {
 // NewConnBound returns the bound of l (MaxConnections, PerPeer), with its
 // metrics registered on reg: shardlimit_<name>_connections (open now) and
 // shardlimit_<name>_connections_refused_total{reason} (global, per_peer,
-// handshake_timeout, auth_timeout; every series exported from the start). name is the
-// component ("router", "shard", "rebalance") or a server of its
-// ("router_http"). It panics if they are registered twice: a programmer's
+// handshake_timeout, auth_timeout; every series exported from the start).
+// name is the component ("router", "shard", "rebalance") or a server of
+// its ("router_http"). It panics if they are registered twice: a programmer's
 // mistake at start-up.
 func NewConnBound(l Limits, reg prometheus.Registerer, name string) *ConnBound {
 	l.Fill()
