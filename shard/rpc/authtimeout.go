@@ -6,9 +6,9 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/stats"
 
 	"github.com/shardlimit/shardlimit/shard/rpc/connauth"
 )
@@ -54,26 +54,81 @@ func (c *boundConn) stopAuthTimer() {
 
 // WatchAuth makes b close the connections that a does not find
 // authenticated within AuthTimeout. Limits.ServerOptions calls it for a
-// gRPC server; a server of another kind (the router's HTTP API) calls it
-// and serves with b.ConnContext. Call it before serving.
+// gRPC server (Listen then starts each connection's AuthTimeout when its
+// TLS handshake is done, and ServerOptions' interceptors give each call
+// its connection to mark); a server of another kind (the router's HTTP
+// API) calls it and serves with b.ConnContext. Call it before serving.
 func (b *ConnBound) WatchAuth(a ConnAuthenticator) { b.auth = a }
 
-// TagConn starts the AuthTimeout of a connection that gRPC has set up (TLS
-// handshake and HTTP/2 preface done), unless its certificate authenticates
-// it at once, and gives its context the connection (connauth.NewContext).
-// ConnBound is a stats.Handler for this (Limits.ServerOptions registers
-// it) and ignores every other event.
-func (b *ConnBound) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	if b.auth == nil || info.RemoteAddr == nil {
-		return ctx
-	}
-	c := b.lookup(info.RemoteAddr.String())
-	if c == nil {
-		return ctx
-	}
-	// gRPC gives the connection's context its peer, certificate included.
-	return b.watch(ctx, c, func() context.Context { return ctx })
+// creds wraps a gRPC server's TLS credentials so that each connection's
+// AuthTimeout starts when its TLS handshake is done (Listen applies it).
+func (b *ConnBound) creds(tc credentials.TransportCredentials) credentials.TransportCredentials {
+	return authCreds{TransportCredentials: tc, b: b}
 }
+
+type authCreds struct {
+	credentials.TransportCredentials
+	b *ConnBound
+}
+
+// ServerHandshake does the TLS handshake, then starts the AuthTimeout of a
+// connection that b's listener accepted, unless its certificate
+// authenticates it at once.
+func (a authCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := a.TransportCredentials.ServerHandshake(raw)
+	if c := boundOf(raw); err == nil && a.b.auth != nil && c != nil {
+		p := &peer.Peer{Addr: raw.RemoteAddr(), AuthInfo: info}
+		a.b.watch(c, func() context.Context { return peer.NewContext(context.Background(), p) })
+	}
+	return conn, info, err
+}
+
+func (a authCreds) Clone() credentials.TransportCredentials {
+	return authCreds{TransportCredentials: a.TransportCredentials.Clone(), b: a.b}
+}
+
+// tag gives a call's context its connection (connauth.NewContext), for the
+// auth interceptor to mark, while the connection is not authenticated;
+// once it is, the call costs a map lookup and nothing more.
+func (b *ConnBound) tag(ctx context.Context) context.Context {
+	if b.auth == nil {
+		return ctx
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ctx
+	}
+	// gRPC's peer address is the one the listener accepted (the same
+	// value, through TLS), the key of b.conns.
+	v, ok := b.conns.Load(p.Addr)
+	if !ok {
+		return ctx
+	}
+	if c := v.(*boundConn); c.auth.Load() == authPending {
+		return connauth.NewContext(ctx, c)
+	}
+	return ctx
+}
+
+// unary and stream are the interceptors that tag calls; Limits.ServerOptions
+// puts them ahead of the component's (the auth interceptors).
+func (b *ConnBound) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return handler(b.tag(ctx), req)
+}
+
+func (b *ConnBound) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if ctx := b.tag(ss.Context()); ctx != ss.Context() {
+		ss = taggedStream{ServerStream: ss, ctx: ctx}
+	}
+	return handler(srv, ss)
+}
+
+type taggedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s taggedStream) Context() context.Context { return s.ctx }
 
 // ConnContext is an http.Server's ConnContext that starts the AuthTimeout
 // of each connection that b's listener accepted (under TLS or not), from
@@ -86,25 +141,25 @@ func (b *ConnBound) ConnContext(ctx context.Context, conn net.Conn) context.Cont
 	if b.auth == nil || c == nil {
 		return ctx
 	}
-	return b.watch(ctx, c, func() context.Context {
+	b.watch(c, func() context.Context {
 		p := &peer.Peer{Addr: conn.RemoteAddr()}
 		if t, ok := conn.(*tls.Conn); ok {
 			p.AuthInfo = credentials.TLSInfo{State: t.ConnectionState(), CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
 		}
 		return peer.NewContext(ctx, p)
 	})
+	return connauth.NewContext(ctx, c)
 }
 
-// watch starts c's AuthTimeout, unless it is authenticated already, and
-// returns ctx carrying c. peerCtx returns the connection's context with
-// its gRPC peer as it stands, for the ConnAuthenticator.
-func (b *ConnBound) watch(ctx context.Context, c *boundConn, peerCtx func() context.Context) context.Context {
+// watch starts c's AuthTimeout, unless it is authenticated already.
+// peerCtx returns a context with the connection's gRPC peer as it stands,
+// for the ConnAuthenticator.
+func (b *ConnBound) watch(c *boundConn, peerCtx func() context.Context) {
 	if b.auth.ConnAuthenticated(peerCtx()) {
 		c.auth.Store(authDone)
-	} else {
-		c.authTimer.Store(time.AfterFunc(b.authTimeout, func() { b.authExpired(peerCtx, c) }))
+		return
 	}
-	return connauth.NewContext(ctx, c)
+	c.authTimer.Store(time.AfterFunc(b.authTimeout, func() { b.authExpired(peerCtx, c) }))
 }
 
 // authExpired closes c, counts it and has it logged, unless it has
@@ -126,13 +181,3 @@ func (b *ConnBound) authExpired(peerCtx func() context.Context, c *boundConn) {
 	b.auth.ConnAuthTimedOut(ctx)
 	_ = c.Close()
 }
-
-// HandleConn is a no-op of stats.Handler: a connection's AuthTimeout
-// stops when it is closed.
-func (b *ConnBound) HandleConn(context.Context, stats.ConnStats) {}
-
-// TagRPC is a no-op of stats.Handler.
-func (b *ConnBound) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-
-// HandleRPC is a no-op of stats.Handler.
-func (b *ConnBound) HandleRPC(context.Context, stats.RPCStats) {}

@@ -32,18 +32,18 @@ const (
 // ConnBound bounds the open connections of a listener, in all and per
 // client address, and how long each may stay without authenticating
 // (AuthTimeout, authtimeout.go), and counts the ones it closes. It is a
-// gRPC server option that Listen applies to its listener (gRPC has none of
-// its own for this), and the server's stats.Handler for AuthTimeout; a
-// server of another kind (the router's HTTP API) wraps its listener with
-// Wrap, with a ConnBound of its own, and serves with its ConnContext.
+// gRPC server option that Listen applies to its listener and its TLS
+// credentials (gRPC has none of its own for this); a server of another
+// kind (the router's HTTP API) wraps its listener with Wrap, with a
+// ConnBound of its own, and serves with its ConnContext.
 type ConnBound struct {
 	grpc.EmptyServerOption
 	max, perPeer int
 	authTimeout  time.Duration
 	auth         ConnAuthenticator // nil: AuthTimeout does not apply
 	mu           sync.Mutex
-	peers        map[netip.Addr]int    // open connections by client address; no zero entries
-	conns        map[string]*boundConn // open connections by remote address, for TagConn
+	peers        map[netip.Addr]int // open connections by client address; no zero entries
+	conns        sync.Map           // net.Addr (RemoteAddr) → *boundConn: the open connections, for tag
 	open         atomic.Int64
 	refused      map[string]prometheus.Counter // by reason
 }
@@ -58,7 +58,7 @@ type ConnBound struct {
 func NewConnBound(l Limits, reg prometheus.Registerer, name string) *ConnBound {
 	l.Fill()
 	b := &ConnBound{max: l.MaxConnections, perPeer: l.PerPeer(), authTimeout: l.AuthTimeout,
-		peers: map[netip.Addr]int{}, conns: map[string]*boundConn{}, refused: map[string]prometheus.Counter{}}
+		peers: map[netip.Addr]int{}, refused: map[string]prometheus.Counter{}}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shardlimit_" + name + "_connections_refused_total",
 		Help: "Connections closed before they carried a call, by reason: global (--max-connections open), per_peer (--max-connections-per-peer open from its address), handshake_timeout (TLS and HTTP/2 setup not done within --handshake-timeout), auth_timeout (set up but not authenticated within --auth-timeout).",
@@ -76,12 +76,20 @@ func NewConnBound(l Limits, reg prometheus.Registerer, name string) *ConnBound {
 // Bound wraps lis with the ConnBound among opts, if any: Listen applies
 // it.
 func Bound(lis net.Listener, opts []grpc.ServerOption) net.Listener {
-	for _, o := range opts {
-		if b, ok := o.(*ConnBound); ok {
-			return b.Wrap(lis)
-		}
+	if b := boundIn(opts); b != nil {
+		return b.Wrap(lis)
 	}
 	return lis
+}
+
+// boundIn returns the ConnBound among opts, or nil.
+func boundIn(opts []grpc.ServerOption) *ConnBound {
+	for _, o := range opts {
+		if b, ok := o.(*ConnBound); ok {
+			return b
+		}
+	}
+	return nil
 }
 
 // Wrap returns lis bounded by b: it closes at once the connections it
@@ -101,7 +109,7 @@ func (b *ConnBound) admit(c *boundConn) (reason string) {
 		return RefusedPerPeer
 	}
 	b.peers[c.peer]++
-	b.conns[c.remote] = c
+	b.conns.Store(c.remote, c)
 	b.open.Add(1)
 	return ""
 }
@@ -113,17 +121,8 @@ func (b *ConnBound) release(c *boundConn) {
 	if b.peers[c.peer]--; b.peers[c.peer] <= 0 {
 		delete(b.peers, c.peer)
 	}
-	if b.conns[c.remote] == c {
-		delete(b.conns, c.remote)
-	}
+	b.conns.CompareAndDelete(c.remote, c)
 	b.open.Add(-1)
-}
-
-// lookup returns the open connection from the remote address addr, or nil.
-func (b *ConnBound) lookup(addr string) *boundConn {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.conns[addr]
 }
 
 // peerOf is the address a connection counts under: the client's IP, the
@@ -148,7 +147,7 @@ func (l *boundListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		bc := &boundConn{Conn: c, b: l.b, peer: peerOf(c), remote: c.RemoteAddr().String()}
+		bc := &boundConn{Conn: c, b: l.b, peer: peerOf(c), remote: c.RemoteAddr()}
 		if reason := l.b.admit(bc); reason != "" {
 			l.b.refused[reason].Inc()
 			_ = c.Close()
@@ -168,7 +167,7 @@ type boundConn struct {
 	net.Conn
 	b           *ConnBound
 	peer        netip.Addr
-	remote      string // RemoteAddr().String(), its key in ConnBound.conns
+	remote      net.Addr // RemoteAddr(), its key in ConnBound.conns
 	once        sync.Once
 	established atomic.Bool
 	timedOut    atomic.Bool

@@ -164,9 +164,11 @@ func (l Limits) PerPeer() int {
 
 // ServerOptions returns the gRPC server options that enforce l (filled
 // with defaults), for Listen: the connection bound (a ConnBound, which
-// Listen applies to its listener, and which closes the connections that do
-// not authenticate within AuthTimeout), the handshake deadline, and the bounds
-// of streams, messages and connection lifetime. The bound is counted in
+// Listen applies to its listener and its TLS credentials, and which closes
+// the connections that do not authenticate within AuthTimeout, with
+// interceptors that give each call its connection: put these options ahead
+// of the auth interceptors), the handshake deadline, and the bounds of
+// streams, messages and connection lifetime. The bound is counted in
 // metrics registered on reg (see NewConnBound), named for component. auth
 // (the server's auth.Authorizer) tells the bound which connections are
 // authenticated; with nil, AuthTimeout does not apply. It panics if the
@@ -176,7 +178,7 @@ func (l Limits) ServerOptions(reg prometheus.Registerer, component string, auth 
 	b := NewConnBound(l, reg, component)
 	b.WatchAuth(auth)
 	return []grpc.ServerOption{
-		b, grpc.StatsHandler(b),
+		b, grpc.ChainUnaryInterceptor(b.unary), grpc.ChainStreamInterceptor(b.stream),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),
