@@ -79,11 +79,24 @@ func list(conn *grpc.ClientConn) error {
 	return err
 }
 
+// watch opens Health/Watch, which only a known caller may, and reads its
+// first answer.
+func watch(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	_, err = w.Recv()
+	return err
+}
+
 // Issue 23: a connection that finishes TLS and the HTTP/2 preface but never
 // authenticates is closed after --auth-timeout and counted, even while it
 // makes anonymous Health Checks; one that authenticated by a token within
-// the bound, and one with a client certificate that names an identity, are
-// kept past it. The steps are ordered by conditions: every kept connection
+// the bound (on a unary call, or on a stream), and one with a client
+// certificate that names an identity, are kept past it. The steps are ordered by conditions: every kept connection
 // is set up before the one that sends nothing, so its bound has passed
 // once that one is closed.
 func TestAuthTimeoutClosesUnauthenticatedConnections(t *testing.T) {
@@ -99,6 +112,11 @@ func TestAuthTimeoutClosesUnauthenticatedConnections(t *testing.T) {
 	tok, tokDials := countedClient(t, s.Addr(), lt.CAOnly, grpc.WithPerRPCCredentials(creds.PerRPC(creds.StaticToken(token))))
 	if err := list(tok); err != nil {
 		t.Fatalf("token client: %v", err)
+	}
+	// A client that authenticates by token on a stream (Health/Watch).
+	watcher, watcherDials := countedClient(t, s.Addr(), lt.CAOnly, grpc.WithPerRPCCredentials(creds.PerRPC(creds.StaticToken(token))))
+	if err := watch(watcher); err != nil {
+		t.Fatalf("token client's stream: %v", err)
 	}
 	// A client with no credentials that makes anonymous Health Checks.
 	anon, anonDials := countedClient(t, s.Addr(), lt.CAOnly)
@@ -138,6 +156,12 @@ func TestAuthTimeoutClosesUnauthenticatedConnections(t *testing.T) {
 	}
 	if err := check(healthpb.NewHealthClient(mtls)); err != nil {
 		t.Fatalf("mTLS client after the bound: %v", err)
+	}
+	if err := watch(watcher); err != nil {
+		t.Fatalf("token client's stream after the bound: %v", err)
+	}
+	if n := watcherDials.Load(); n != 1 {
+		t.Fatalf("the token client of a stream connected %d times, want 1: its connection was closed", n)
 	}
 	if n := tokDials.Load(); n != 1 {
 		t.Fatalf("the token client connected %d times, want 1: its connection was closed", n)
