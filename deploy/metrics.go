@@ -36,7 +36,7 @@ var Metrics = []string{
 	"shardlimit_router_overlimit_cache_evictions_total",
 	"shardlimit_router_http_requests_total",                // {api,code}: the HTTP/JSON API (--http-listen)
 	"shardlimit_router_connections",                        // open gRPC connections
-	"shardlimit_router_connections_refused_total",          // {reason}: global, per_peer, handshake_timeout
+	"shardlimit_router_connections_refused_total",          // {reason}: global, per_peer, handshake_timeout, auth_timeout
 	"shardlimit_router_auth_refusals_total",                // {api,reason}
 	"shardlimit_router_insecure",                           // 1 when started with --insecure
 	"shardlimit_router_grants",                             // identities granted a role (grants file and etcd)

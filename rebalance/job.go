@@ -92,7 +92,7 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 		_ = j.etcd.Close()
 		return nil, err
 	}
-	srvOpts := append(opts.Limits.ServerOptions(j.registry, "rebalance"), authz.ServerOptions()...)
+	srvOpts := append(opts.Limits.ServerOptions(j.registry, "rebalance", authz), authz.ServerOptions()...)
 	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		cancel()
 		_ = j.etcd.Close()

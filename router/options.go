@@ -31,7 +31,7 @@ type Options struct {
 	// HTTPMaxConnections bounds the HTTP/JSON API's open connections,
 	// apart from the gRPC server's Limits.MaxConnections, so that neither
 	// API can take the other's places (Limits.MaxConnectionsPerPeer and
-	// Limits.HandshakeTimeout apply to it too); default 2000
+	// Limits.HandshakeTimeout and AuthTimeout apply to it too); default 2000
 	// (httpapi.DefaultMaxConnections), 1..1000000.
 	HTTPMaxConnections int
 	// Etcd lists the etcd endpoints. Required.

@@ -130,7 +130,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.Stop(context.Background())
 		return nil, err
 	}
-	srvOpts := append(opts.Limits.ServerOptions(r.registry, "router"), r.auth.ServerOptions()...)
+	srvOpts := append(opts.Limits.ServerOptions(r.registry, "router", r.auth), r.auth.ServerOptions()...)
 	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
@@ -146,7 +146,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		r.http, err = httpapi.Start(httpapi.Options{
 			Listen: opts.HTTPListen, TLS: opts.TLS, MaxBody: opts.HTTPMaxBody, Limits: opts.Limits,
 			MaxConnections: opts.HTTPMaxConnections, Registry: r.registry, Logger: r.log, Tracer: opts.Tracer,
-		}, httpapi.Services{RateLimiter: r, Envoy: envoySvc, Authorize: r.auth.Unary})
+		}, httpapi.Services{RateLimiter: r, Envoy: envoySvc, Authorize: r.auth.Unary, ConnAuth: r.auth})
 		if err != nil {
 			r.Stop(context.Background())
 			return nil, fmt.Errorf("http listen: %w", err)

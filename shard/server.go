@@ -122,7 +122,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srvOpts := append(opts.Limits.ServerOptions(s.registry, "shard"), s.auth.ServerOptions()...)
+	srvOpts := append(opts.Limits.ServerOptions(s.registry, "shard", s.auth), s.auth.ServerOptions()...)
 	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
 		return nil, err
 	}

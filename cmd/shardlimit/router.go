@@ -71,7 +71,7 @@ func routerCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address, host:port (port 0: any free port)")
 	f.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "address of the HTTP/JSON API (POST /v1/check, Envoy's POST /json), with the gRPC server's TLS and credentials and connections bounded by --http-max-connections (default: off)")
-	f.IntVar(&o.HTTPMaxConnections, "http-max-connections", o.HTTPMaxConnections, "open connections of the HTTP/JSON API, apart from gRPC's --max-connections (--max-connections-per-peer and --handshake-timeout apply too); past it new ones are closed at once (shardlimit_router_http_connections_refused_total)")
+	f.IntVar(&o.HTTPMaxConnections, "http-max-connections", o.HTTPMaxConnections, "open connections of the HTTP/JSON API, apart from gRPC's --max-connections (--max-connections-per-peer, --handshake-timeout and --auth-timeout apply too); past it new ones are closed at once (shardlimit_router_http_connections_refused_total)")
 	f.Var(newSizeFlag(&o.HTTPMaxBody), "http-max-body", "maximum HTTP request body (bytes, or with a unit: 512KiB, 1MiB); a larger one is answered 413")
 	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
 	f.BoolVar(&profiles, "pprof", false, pprofHelp)

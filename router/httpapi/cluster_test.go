@@ -424,6 +424,7 @@ func TestHTTPAPIHasItsOwnConnectionBound(t *testing.T) {
 		ro.HTTPListen = "127.0.0.1:0"
 		ro.Limits.MaxConnections, ro.Limits.MaxConnectionsPerPeer = grpcBound, grpcBound
 		ro.Limits.HandshakeTimeout = time.Minute // the held connections stay for the whole test
+		ro.Limits.AuthTimeout = time.Minute
 		ro.HTTPMaxConnections = httpBound
 	}})
 	r := c.Routers[0]

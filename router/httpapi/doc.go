@@ -11,7 +11,10 @@
 // verified when given) and a connection bound of its own (rpc.ConnBound:
 // Options.MaxConnections, --http-max-connections, apart from gRPC's; the
 // per-address bound and the handshake deadline of the router's Limits,
-// the latter as ReadHeaderTimeout, which bounds the TLS handshake too).
+// the latter as ReadHeaderTimeout, which bounds the TLS handshake too; and
+// its AuthTimeout from accept, through the bound's ConnContext, with
+// Services.ConnAuth judging a connection's certificate and the authorizer
+// marking the connection of every request whose caller it identifies).
 // The gateway calls the
 // router's gRPC service implementations in process, through the same
 // authorization as the gRPC server: the interceptor given in

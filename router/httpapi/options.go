@@ -42,7 +42,9 @@ type Options struct {
 	// Limits are the router's: MaxConcurrentStreams bounds the requests in
 	// flight on one HTTP/2 connection, MaxConnectionIdle closes idle
 	// connections, HandshakeTimeout bounds a connection's TLS handshake and
-	// each request's header (ReadHeaderTimeout), and MaxConnectionsPerPeer
+	// each request's header (ReadHeaderTimeout), AuthTimeout closes a
+	// connection that has not authenticated that long after its accept
+	// (Services.ConnAuth), and MaxConnectionsPerPeer
 	// (at most MaxConnections below) bounds one address's connections;
 	// each zero field its default (rpc.DefaultLimits). Its MaxConnections
 	// is the gRPC server's and is not used here.
@@ -75,6 +77,11 @@ type Services struct {
 	// interceptor does (the router's auth.Authorizer.Unary). Required: an
 	// insecure router's lets every call through.
 	Authorize grpc.UnaryServerInterceptor
+	// ConnAuth tells which connections are authenticated (the router's
+	// auth.Authorizer, whose Authorize marks them): a connection that is
+	// not within Limits.AuthTimeout of its accept is closed. Default nil:
+	// AuthTimeout does not apply.
+	ConnAuth rpc.ConnAuthenticator
 }
 
 func (o *Options) fill() {

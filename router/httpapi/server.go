@@ -95,7 +95,9 @@ func Start(o Options, s Services) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis = rpc.NewConnBound(o.limits(), o.Registry, "router_http").Wrap(lis)
+	bound := rpc.NewConnBound(o.limits(), o.Registry, "router_http")
+	bound.WatchAuth(s.ConnAuth)
+	lis = bound.Wrap(lis)
 	if o.TLS != nil {
 		// The router's config offers h2 only in ALPN, as gRPC needs; Go's
 		// TLS lets clients that offer http/1.1 only connect as if they had
@@ -116,6 +118,7 @@ func Start(o Options, s Services) (*Server, error) {
 		MaxHeaderBytes:    maxHeaderBytes,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: int(o.Limits.MaxConcurrentStreams)},
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+		ConnContext:       bound.ConnContext, // AuthTimeout
 		// A connection that carries a request is past its handshake: its
 		// idle and read timeouts from then on are not handshake timeouts.
 		ConnState: func(c net.Conn, st http.ConnState) {

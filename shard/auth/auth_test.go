@@ -329,6 +329,27 @@ func TestRefusalLogsAreRateLimited(t *testing.T) {
 	}
 }
 
+// Connections closed for not authenticating in time (package rpc counts
+// them) are logged in the same window, apart from refused calls.
+func TestAuthTimeoutLogsAreRateLimited(t *testing.T) {
+	var logs bytes.Buffer
+	a, _ := New(Options{Component: "shard", Logger: slog.New(slog.NewTextHandler(&logs, nil)), LogEvery: 10 * time.Second})
+	now := time.Unix(1000, 0)
+	a.refusals.now = func() time.Time { return now }
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 4000}})
+	for range 3 {
+		a.ConnAuthTimedOut(ctx)
+	}
+	a.refusals.record(&Caller{a: a, api: "shardlimit.v1.Shard", method: "/shardlimit.v1.Shard/Drop", known: true}, ReasonNoCredentials)
+	now = now.Add(11 * time.Second)
+	a.ConnAuthTimedOut(ctx)
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "reason=auth_timeout peer=192.0.2.1:4000") ||
+		!strings.Contains(lines[1], "reason=no_credentials") || !strings.Contains(lines[2], "suppressed=2") {
+		t.Fatalf("log lines:\n%s", logs.String())
+	}
+}
+
 func TestInsecureAllowsEverythingAndSaysSo(t *testing.T) {
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/shardlimit/shardlimit/shard/rpc/connauth"
 )
 
 // Options configure an Authorizer.
@@ -100,9 +102,33 @@ func (a *Authorizer) GrantsSynced(t time.Time) {
 func (a *Authorizer) Grants() *Set { return a.grants.Load() }
 
 // ServerOptions returns the interceptors to build the gRPC server with: one
-// for unary calls and one for streams, deciding alike.
+// for unary calls and one for streams, deciding alike. The interceptors
+// mark the connection of every call whose caller they identify as
+// authenticated (package connauth), for --auth-timeout; the Authorizer is
+// the server's rpc.ConnAuthenticator too (rpc.Limits.ServerOptions).
 func (a *Authorizer) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(a.Unary), grpc.ChainStreamInterceptor(a.Stream)}
+}
+
+// ConnAuthenticated reports whether the connection of ctx is authenticated
+// by itself, as rpc.ConnAuthenticator: its verified client certificate
+// names an identity of the grants in force, or the server is Insecure.
+func (a *Authorizer) ConnAuthenticated(ctx context.Context) bool {
+	if a.insecure != nil {
+		return true
+	}
+	id, _, _ := a.identify(ctx)
+	return id != nil
+}
+
+// ConnAuthTimedOut logs a connection closed for not authenticating in
+// time, at most one line per LogEvery, as rpc.ConnAuthenticator.
+func (a *Authorizer) ConnAuthTimedOut(ctx context.Context) {
+	var addr net.Addr
+	if p, ok := peer.FromContext(ctx); ok {
+		addr = p.Addr
+	}
+	a.refusals.connTimedOut(addr)
 }
 
 // Unary is the unary server interceptor.
@@ -163,12 +189,16 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 		return c, nil
 	}
 	if known && perm&Anyone != 0 {
-		return c, nil // identified or not, it may call
+		// Identified or not, it may call; it does not authenticate the
+		// connection (--auth-timeout), so an anonymous Health Check
+		// cannot hold one open.
+		return c, nil
 	}
 	id, reason, err := a.identify(ctx)
 	if err != nil {
 		return nil, a.refuse(c, reason, codes.Unauthenticated, err.Error())
 	}
+	connauth.Authenticated(ctx) // a known caller: its connection may stay
 	c.Identity = id
 	switch {
 	case !known:

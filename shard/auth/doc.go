@@ -65,8 +65,14 @@
 //   - A TCP connection, counted from accept by package rpc's connection
 //     bound: at most --max-connections in all and --max-connections-per-peer
 //     from one IP, each closed unless its TLS handshake and HTTP/2 preface
-//     are done within --handshake-timeout (5s; gRPC's own is 120s). The
-//     router's HTTP API has a bound of its own (--http-max-connections).
+//     are done within --handshake-timeout (5s; gRPC's own is 120s), and
+//     then unless it authenticates within --auth-timeout (10s): a client
+//     certificate that a grant names authenticates it at once
+//     (Authorizer.ConnAuthenticated), else the first call whose caller the
+//     interceptor identifies marks it (package connauth); calls open to
+//     anyone never do, so Health Checks cannot hold a connection. The
+//     router's HTTP API has a bound of its own (--http-max-connections),
+//     and the same --auth-timeout, from accept.
 //   - A TLS handshake: the server's certificate, and verification of a
 //     client certificate if one is sent (VerifyClientCertIfGiven).
 //   - Streams on an HTTP/2 connection: at most --max-concurrent-streams (1000)

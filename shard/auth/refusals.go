@@ -2,6 +2,7 @@ package auth
 
 import (
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -25,8 +26,13 @@ type refusals struct {
 	suppressed [len(reasonsArray)]int
 }
 
-// reasonsArray fixes the number of reasons for the arrays above.
-var reasonsArray = [...]string{ReasonNoCredentials, ReasonUnknownCredentials, ReasonRole, ReasonService, ReasonMethod}
+// reasonsArray fixes the number of reasons for the arrays above: those of
+// refused calls, and reasonAuthTimeout, logged but counted by package rpc.
+var reasonsArray = [...]string{ReasonNoCredentials, ReasonUnknownCredentials, ReasonRole, ReasonService, ReasonMethod, reasonAuthTimeout}
+
+// reasonAuthTimeout is the log reason of a connection closed for not
+// authenticating within --auth-timeout (rpc.RefusedAuthTimeout).
+const reasonAuthTimeout = "auth_timeout"
 
 func newRefusals(o Options) (*refusals, error) {
 	r := &refusals{
@@ -66,17 +72,10 @@ func newRefusals(o Options) (*refusals, error) {
 // was written within the last LogEvery.
 func (r *refusals) record(c *Caller, reason string) {
 	r.total.WithLabelValues(c.api, reason).Inc()
-	i := slices.Index(reasonsArray[:], reason)
-	now := r.now()
-	r.mu.Lock()
-	if !r.last[i].IsZero() && now.Sub(r.last[i]) < r.every {
-		r.suppressed[i]++
-		r.mu.Unlock()
+	suppressed, ok := r.window(reason)
+	if !ok {
 		return
 	}
-	suppressed := r.suppressed[i]
-	r.last[i], r.suppressed[i] = now, 0
-	r.mu.Unlock()
 	method := c.method
 	if !c.known {
 		method = "unknown"
@@ -89,4 +88,36 @@ func (r *refusals) record(c *Caller, reason string) {
 	// token; an unknown caller is logged by its address only.
 	r.log.Warn("call refused", "reason", reason, "api", c.api, "method", method, "caller", c.Name(), "peer", peer,
 		"suppressed", suppressed, "suppressed_window", r.every)
+}
+
+// connTimedOut logs a connection closed for not authenticating in time
+// (package rpc counts it), unless a line of the same kind was written
+// within the last LogEvery.
+func (r *refusals) connTimedOut(peer net.Addr) {
+	suppressed, ok := r.window(reasonAuthTimeout)
+	if !ok {
+		return
+	}
+	addr := ""
+	if peer != nil {
+		addr = peer.String()
+	}
+	r.log.Warn("connection closed: not authenticated in time", "reason", reasonAuthTimeout, "peer", addr,
+		"suppressed", suppressed, "suppressed_window", r.every)
+}
+
+// window reports whether a line of reason may be written now, at most one
+// per LogEvery, and how many it held back since the last one.
+func (r *refusals) window(reason string) (suppressed int, ok bool) {
+	i := slices.Index(reasonsArray[:], reason)
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last[i].IsZero() && now.Sub(r.last[i]) < r.every {
+		r.suppressed[i]++
+		return 0, false
+	}
+	suppressed = r.suppressed[i]
+	r.last[i], r.suppressed[i] = now, 0
+	return suppressed, true
 }

@@ -35,7 +35,7 @@ func tlsServer(t *testing.T, l Limits) (*Server, *prometheus.Registry, *tls.Conf
 	lt := rpctest.NewLocalTLS(t)
 	srvTLS, cliTLS := lt.Server, lt.CAOnly
 	reg := prometheus.NewRegistry()
-	s, err := Listen("127.0.0.1:0", srvTLS, l.ServerOptions(reg, "test")...)
+	s, err := Listen("127.0.0.1:0", srvTLS, l.ServerOptions(reg, "test", nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}

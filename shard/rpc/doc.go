@@ -11,7 +11,11 @@
 // --max-connections-per-peer from one client IP, and counts them by
 // reason), the handshake deadline (--handshake-timeout: a connection that
 // has not finished TLS and the HTTP/2 preface by then is closed and
-// counted), calls in flight per connection, message sizes, idle and maximum
+// counted), the authentication deadline (--auth-timeout, authtimeout.go: a
+// connection that has not authenticated by then is closed and counted;
+// the component's auth.Authorizer, as ConnAuthenticator, judges a
+// connection's certificate, and its interceptor marks the connection of
+// every identified call through package connauth), calls in flight per connection, message sizes, idle and maximum
 // connection age, and keepalive enforcement; the components turn their
 // Limits into server options for Listen. These bounds hold before any
 // caller is authenticated: they are what an anonymous client can take

@@ -37,6 +37,17 @@ type Limits struct {
 	// bounds its TLS handshake too), counted under
 	// reason="handshake_timeout"; default 5s (gRPC's own is 120s), 100ms..2m.
 	HandshakeTimeout time.Duration
+	// AuthTimeout closes a connection that has finished its TLS handshake
+	// and HTTP/2 preface but not authenticated this long after, counted
+	// under reason="auth_timeout": a connection is authenticated at once
+	// by a verified client certificate that names an identity (or on a
+	// server with --insecure), else by its first call whose token or
+	// certificate the server knows; an anonymous Health Check does not
+	// count. Without it a client with no credential holds its places until
+	// MaxConnectionIdle, or for ever with a Health Check now and then.
+	// Applies on servers whose ServerOptions are given a ConnAuthenticator
+	// (every component's). Default 10s, 100ms..10m.
+	AuthTimeout time.Duration
 	// MaxConcurrentStreams bounds the calls in flight on one connection;
 	// default 1000. gRPC clients wait for a free slot past it (HTTP/2
 	// flow control), so it shows as client latency; a client that ignores
@@ -80,7 +91,7 @@ type Limits struct {
 // DefaultLimits returns the defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxConnections: 2000, MaxConcurrentStreams: 1000, HandshakeTimeout: 5 * time.Second,
+		MaxConnections: 2000, MaxConcurrentStreams: 1000, HandshakeTimeout: 5 * time.Second, AuthTimeout: 10 * time.Second,
 		MaxRecvMsgSize: 4 << 20, MaxSendMsgSize: 16 << 20,
 		MaxConnectionIdle: 5 * time.Minute, MaxConnectionAge: 30 * time.Minute, MaxConnectionAgeGrace: 30 * time.Second,
 		KeepaliveTime: time.Minute, KeepaliveTimeout: 20 * time.Second, KeepaliveMinTime: 10 * time.Second,
@@ -93,6 +104,7 @@ func (l *Limits) Fill() {
 	l.MaxConnections = cmp.Or(l.MaxConnections, d.MaxConnections)
 	l.MaxConcurrentStreams = cmp.Or(l.MaxConcurrentStreams, d.MaxConcurrentStreams)
 	l.HandshakeTimeout = cmp.Or(l.HandshakeTimeout, d.HandshakeTimeout)
+	l.AuthTimeout = cmp.Or(l.AuthTimeout, d.AuthTimeout)
 	l.MaxRecvMsgSize = cmp.Or(l.MaxRecvMsgSize, d.MaxRecvMsgSize)
 	l.MaxSendMsgSize = cmp.Or(l.MaxSendMsgSize, d.MaxSendMsgSize)
 	l.MaxConnectionIdle = cmp.Or(l.MaxConnectionIdle, d.MaxConnectionIdle)
@@ -120,6 +132,8 @@ func (l *Limits) Validate() error {
 		return fmt.Errorf("max-connections-per-peer: %d not in 1..%d (max-connections), or 0 for 5%% of max-connections", l.MaxConnectionsPerPeer, l.MaxConnections)
 	case l.HandshakeTimeout < 100*time.Millisecond || l.HandshakeTimeout > 2*time.Minute:
 		return fmt.Errorf("handshake-timeout: %v not in 100ms..2m", l.HandshakeTimeout)
+	case l.AuthTimeout < 100*time.Millisecond || l.AuthTimeout > 10*time.Minute:
+		return fmt.Errorf("auth-timeout: %v not in 100ms..10m", l.AuthTimeout)
 	case l.MaxConcurrentStreams < 1:
 		return fmt.Errorf("max-concurrent-streams: %d is under the minimum of 1", l.MaxConcurrentStreams)
 	case l.MaxRecvMsgSize < minMsg || l.MaxRecvMsgSize > maxMsg:
@@ -150,14 +164,21 @@ func (l Limits) PerPeer() int {
 
 // ServerOptions returns the gRPC server options that enforce l (filled
 // with defaults), for Listen: the connection bound (a ConnBound, which
-// Listen applies to its listener), the handshake deadline, and the bounds
-// of streams, messages and connection lifetime. The bound is counted in
-// metrics registered on reg (see NewConnBound), named for component. It
-// panics if those are registered twice: a programmer's mistake at start-up.
-func (l Limits) ServerOptions(reg prometheus.Registerer, component string) []grpc.ServerOption {
+// Listen applies to its listener and its TLS credentials, and which closes
+// the connections that do not authenticate within AuthTimeout, with
+// interceptors that give each call its connection: put these options ahead
+// of the auth interceptors), the handshake deadline, and the bounds of
+// streams, messages and connection lifetime. The bound is counted in
+// metrics registered on reg (see NewConnBound), named for component. auth
+// (the server's auth.Authorizer) tells the bound which connections are
+// authenticated; with nil, AuthTimeout does not apply. It panics if the
+// metrics are registered twice: a programmer's mistake at start-up.
+func (l Limits) ServerOptions(reg prometheus.Registerer, component string, auth ConnAuthenticator) []grpc.ServerOption {
 	l.Fill()
+	b := NewConnBound(l, reg, component)
+	b.WatchAuth(auth)
 	return []grpc.ServerOption{
-		NewConnBound(l, reg, component),
+		b, grpc.ChainUnaryInterceptor(b.unary), grpc.ChainStreamInterceptor(b.stream),
 		grpc.ConnectionTimeout(l.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgSize),

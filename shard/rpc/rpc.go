@@ -41,7 +41,11 @@ func Listen(addr string, tlsCfg *tls.Config, opts ...grpc.ServerOption) (*Server
 	lis = Bound(lis, opts) // Limits.ServerOptions' connection bound
 	opts = append([]grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}, opts...)
 	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+		tc := credentials.NewTLS(tlsCfg)
+		if b := boundIn(opts); b != nil {
+			tc = b.creds(tc) // its AuthTimeout starts when TLS is done
+		}
+		opts = append(opts, grpc.Creds(tc))
 	}
 	opts = append(opts, grpc.ForceServerCodecV2(newCodec()))
 	s := &Server{GRPC: grpc.NewServer(opts...), health: health.NewServer(), lis: lis}

@@ -26,7 +26,7 @@ import (
 func serve(t *testing.T, l Limits) (*Server, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s, err := Listen("127.0.0.1:0", nil, l.ServerOptions(reg, "test")...)
+	s, err := Listen("127.0.0.1:0", nil, l.ServerOptions(reg, "test", nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}
