@@ -3,11 +3,11 @@ package auth
 import (
 	"log/slog"
 	"net"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardlimit/shardlimit/shard/logwindow"
 )
 
 // refusals counts every refused call by API and reason, and logs them at
@@ -21,14 +21,8 @@ type refusals struct {
 	every                             time.Duration
 	now                               func() time.Time
 
-	mu         sync.Mutex
-	last       [len(reasonsArray)]time.Time
-	suppressed [len(reasonsArray)]int
+	lines logwindow.Repeats // one line per reason per every
 }
-
-// reasonsArray fixes the number of reasons for the arrays above: those of
-// refused calls, and reasonAuthTimeout, logged but counted by package rpc.
-var reasonsArray = [...]string{ReasonNoCredentials, ReasonUnknownCredentials, ReasonRole, ReasonService, ReasonMethod, reasonAuthTimeout}
 
 // reasonAuthTimeout is the log reason of a connection closed for not
 // authenticating within --auth-timeout (rpc.RefusedAuthTimeout).
@@ -56,7 +50,7 @@ func newRefusals(o Options) (*refusals, error) {
 			Namespace: "shardlimit", Subsystem: o.Component, Name: "grants_last_sync_timestamp_seconds",
 			Help: "When the grants in force were last known to match etcd (Unix seconds): set by every list and watch event of grants and every successful check against etcd (every few seconds); 0 before the first. A cut-off component keeps its last grants: alert on time() minus this.",
 		}),
-		log: o.Logger, every: o.LogEvery, now: time.Now,
+		log: o.Logger, every: o.LogEvery, now: time.Now, lines: logwindow.Repeats{Window: o.LogEvery},
 	}
 	if o.Registry != nil {
 		for _, c := range []prometheus.Collector{r.total, r.insecure, r.grants, r.invalid, r.synced} {
@@ -109,15 +103,6 @@ func (r *refusals) connTimedOut(peer net.Addr) {
 // window reports whether a line of reason may be written now, at most one
 // per LogEvery, and how many it held back since the last one.
 func (r *refusals) window(reason string) (suppressed int, ok bool) {
-	i := slices.Index(reasonsArray[:], reason)
-	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.last[i].IsZero() && now.Sub(r.last[i]) < r.every {
-		r.suppressed[i]++
-		return 0, false
-	}
-	suppressed = r.suppressed[i]
-	r.last[i], r.suppressed[i] = now, 0
-	return suppressed, true
+	ok, suppressed = r.lines.Note(reason, r.now())
+	return suppressed, ok
 }

@@ -1,4 +1,4 @@
-package tracing
+package logwindow
 
 import (
 	"fmt"
@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// The first of each distinct error is logged; the same one again only a
+// The first of each kind is logged; the same one again only a
 // window later, with the count left out in between.
 func TestRepeats(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := repeats{window: time.Minute}
+	r := Repeats{Window: time.Minute}
 	for i, c := range []struct {
 		msg      string
 		at       time.Duration
@@ -26,29 +26,29 @@ func TestRepeats(t *testing.T) {
 		{"timeout", 3 * time.Minute, true, 0}, // none left out since its line
 		{"refused", 10 * time.Minute, true, 1},
 	} {
-		log, left := r.note(c.msg, t0.Add(c.at))
+		log, left := r.Note(c.msg, t0.Add(c.at))
 		if log != c.wantLog || left != c.wantLeft {
 			t.Errorf("%d: %s at %v: log %v left %d, want %v %d", i, c.msg, c.at, log, left, c.wantLog, c.wantLeft)
 		}
 	}
 }
 
-// Past maxDistinct errors in a window, new ones share one entry: one line
+// Past MaxKinds kinds in a window, new ones share one entry: one line
 // a window for all of them, and memory stays bounded.
 func TestRepeatsBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := repeats{window: time.Minute}
+	r := Repeats{Window: time.Minute}
 	logged := 0
-	for i := range 3 * maxDistinct {
-		if log, _ := r.note(fmt.Sprintf("error %d", i), t0); log {
+	for i := range 3 * MaxKinds {
+		if log, _ := r.Note(fmt.Sprintf("error %d", i), t0); log {
 			logged++
 		}
 	}
-	if logged != maxDistinct+1 || len(r.seen) != maxDistinct+1 {
-		t.Errorf("logged %d, remembered %d, want %d", logged, len(r.seen), maxDistinct+1)
+	if logged != MaxKinds+1 || len(r.seen) != MaxKinds+1 {
+		t.Errorf("logged %d, remembered %d, want %d", logged, len(r.seen), MaxKinds+1)
 	}
 	// A window later the old entries are forgotten to make room.
-	if log, left := r.note("new", t0.Add(time.Minute)); !log || left != 0 || len(r.seen) != 1 {
+	if log, left := r.Note("new", t0.Add(time.Minute)); !log || left != 0 || len(r.seen) != 1 {
 		t.Errorf("after a window: log %v left %d remembered %d, want a line and 1 remembered", log, left, len(r.seen))
 	}
 }
