@@ -101,7 +101,10 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 	w := &watcher{}
 	go membership.Watch(ctx, cli, etcd.Layout(prefix), slog.New(slog.DiscardHandler), w.set)
 
-	a, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, 3*time.Second, slog.New(slog.DiscardHandler))
+	// a's lease is the one the test revokes: 10s, which no stall of a
+	// loaded machine outlasts (a 3s one expired on its own before the
+	// revoke, which then found no lease). b's expires when abandoned.
+	a, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, 10*time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +185,7 @@ func TestRegisterUntilLostCallsBackInstead(t *testing.T) {
 	cli := dial(t)
 	ctx := context.Background()
 	lost := make(chan struct{}, 2)
-	r, err := membership.RegisterUntilLost(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1", State: member.Joining}, 5*time.Second,
+	r, err := membership.RegisterUntilLost(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1", State: member.Joining}, 10*time.Second,
 		slog.New(slog.DiscardHandler), func() { lost <- struct{}{} })
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +201,8 @@ func TestRegisterUntilLostCallsBackInstead(t *testing.T) {
 		t.Fatalf("record after Update: %+v, %v", m, err)
 	}
 	// Revoked behind its back: seen at once through the deleted record,
-	// long before the next keep-alive of a 5s lease would tell.
+	// long before the next keep-alive of a 10s lease would tell (a 5s one
+	// could expire on its own on a loaded machine, and the revoke find none).
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
