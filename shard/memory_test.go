@@ -177,7 +177,7 @@ func TestStoreHeapUnderProcessBound(t *testing.T) {
 // table then holds a few counter keys beside hundreds of logs, and its
 // eviction hand laps them far more often than the log hand laps the logs:
 // when each lap cleared a used flag, a counter key used once a round fell
-// back to idle within the round and was evicted (5–13 of 200 here in every
+// back to idle within the round and was evicted (3–14 of 200 here in every
 // store so tried; one load run in six of the test above). The stripe's
 // clock (passClock) keeps them.
 func TestStoreSteadyCounterKeysOutliveALogFlood(t *testing.T) {
