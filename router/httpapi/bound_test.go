@@ -21,8 +21,6 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/httpapi"
-	"github.com/shardlimit/shardlimit/shard/auth"
-	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
@@ -102,18 +100,7 @@ func TestHTTPAPIHandshakeTimeout(t *testing.T) {
 // sends nothing), are kept. As with gRPC, the kept ones connect first.
 func TestHTTPAPIAuthTimeout(t *testing.T) {
 	lt := rpctest.NewLocalTLS(t)
-	a, err := auth.New(auth.Options{Component: "test", Logger: clustertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, stored, err := auth.NewToken(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetGrants(auth.NewSet([]auth.Grant{
-		{ID: creds.OperatorID, Role: auth.RoleOperator},
-		{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}, Tokens: []auth.Token{stored}},
-	}), 0)
+	a, token := rpctest.NewAuthorizer(t, clustertest.Logger())
 	reg := prometheus.NewRegistry()
 	s, err := httpapi.Start(httpapi.Options{
 		Listen: "127.0.0.1:0", TLS: lt.Server, Registry: reg, Logger: clustertest.Logger(),

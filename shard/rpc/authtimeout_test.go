@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
@@ -29,18 +28,7 @@ import (
 func authServer(t *testing.T, l Limits) (*Server, *prometheus.Registry, rpctest.LocalTLS, string) {
 	t.Helper()
 	lt := rpctest.NewLocalTLS(t)
-	a, err := auth.New(auth.Options{Component: "test", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, stored, err := auth.NewToken(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetGrants(auth.NewSet([]auth.Grant{
-		{ID: creds.OperatorID, Role: auth.RoleOperator},
-		{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}, Tokens: []auth.Token{stored}},
-	}), 0)
+	a, token := rpctest.NewAuthorizer(t, slog.New(slog.DiscardHandler))
 	reg := prometheus.NewRegistry()
 	s, err := Listen("127.0.0.1:0", lt.Server, append(l.ServerOptions(reg, "test", a), a.ServerOptions()...)...)
 	if err != nil {
