@@ -36,10 +36,8 @@ import (
 // than after 3 misses), and a late shard costs only the checks of the
 // calls that missed. Under a flood the check itself sometimes went
 // unanswered for over a second of wall time while the shard's calls kept
-// coming back (the processes of a machine at load 20 on 2 cores): so a
-// call sent after the failed one and answered while the check waits is
-// its answer too. A router keeps a breaker for each lane of a shard
-// (routing.go), each judged by its own calls.
+// coming back (the processes of a machine at load 20 on 2 cores): so any
+// call the shard answers while the check waits is its answer too.
 //
 // Why not an adaptive concurrency limit instead (AIMD or a gradient, as
 // Netflix's concurrency-limits or Envoy's adaptive concurrency filter),

@@ -53,7 +53,7 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 	if len(live) == 0 {
 		return
 	}
-	probe, ok := l.breaker.allow(now)
+	probe, ok := p.breaker.allow(now)
 	if !ok {
 		for _, pt := range live {
 			r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
@@ -84,12 +84,12 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 	case err != nil && r.ctx.Err() != nil:
 		// The router is stopping: no verdict on the shard, and a probe
 		// frees its slot.
-		l.breaker.abandon(probe)
+		p.breaker.abandon(probe)
 		outcome = outcomeError
 	case err != nil:
-		opened, check := l.breaker.failure(now, time.Now())
+		opened, check := p.breaker.failure(now, time.Now())
 		if check {
-			go r.checkLiveness(p, l, now)
+			go r.checkLiveness(p, p.answers.Load())
 		}
 		if opened {
 			r.metrics.circuitOpened.WithLabelValues(p.member.ID).Inc()
@@ -101,11 +101,11 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 			reason, outcome = "deadline", outcomeDeadline
 		}
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, reason).Inc()
-		r.logCallFailed(p, l, err, reason, len(live), n, opened)
+		r.logCallFailed(p, err, reason, len(live), n, opened)
 	default:
-		l.answeredCall(now)
-		if l.breaker.success() {
-			l.log.Debug("shard circuit closed: a call succeeded", "addr", p.member.Addr)
+		p.answers.Add(1)
+		if p.breaker.success() {
+			p.log.Debug("shard circuit closed: a call succeeded", "addr", p.member.Addr)
 		}
 		l.failing.Store(false)
 	}
@@ -270,17 +270,16 @@ func (rs *ruleSet) paramsOf(rule *rules.Rule) *shardlimitv1.RuleParams {
 	return ruleParams(rule)
 }
 
-// logCallFailed logs, at debug, a failed call to p in lane l that
-// carried parts requests, n checks in all; the circuit's opening is its
-// own line.
-func (r *Router) logCallFailed(p *peer, l *lane, err error, reason string, parts, n int, opened bool) {
-	if !l.log.Enabled(r.ctx, slog.LevelDebug) {
+// logCallFailed logs, at debug, a failed call to p that carried parts
+// requests, n checks in all; the circuit's opening is its own line.
+func (r *Router) logCallFailed(p *peer, err error, reason string, parts, n int, opened bool) {
+	if !p.log.Enabled(r.ctx, slog.LevelDebug) {
 		return
 	}
-	l.log.Debug("shard call failed; its checks answered by failure policy", "addr", p.member.Addr,
+	p.log.Debug("shard call failed; its checks answered by failure policy", "addr", p.member.Addr,
 		"reason", reason, "requests", parts, "checks", n, "err", err)
 	if opened {
-		l.log.Debug("shard circuit open: calls answered by failure policy until a probe succeeds",
+		p.log.Debug("shard circuit open: calls answered by failure policy until a probe succeeds",
 			"addr", p.member.Addr, "failures", r.opts.BreakerFailures, "cooldown", r.opts.BreakerCooldown)
 	}
 }

@@ -125,13 +125,12 @@ func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund boo
 // lets the queue make the call from this goroutine.
 func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
 	p := pt.peer
-	l := p.lane(len(pt.idx))
 	switch {
-	case p.client == nil || l.breaker.refusing(now):
+	case p.client == nil || p.breaker.refusing(now):
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
 		r.answerByPolicy(rs, pt.pd, pt.idx, false)
 		pt.done(outcomeCircuitOpen)
-	case !l.queue.Add(pt, rs.class(pt.pd.checks[pt.idx[0]].Rule), len(pt.idx), inline):
+	case !p.lane(len(pt.idx)).queue.Add(pt, rs.class(pt.pd.checks[pt.idx[0]].Rule), len(pt.idx), inline):
 		r.answerByPolicy(rs, pt.pd, pt.idx, true)
 		pt.done(outcomeOverload)
 	}

@@ -13,12 +13,11 @@
 //
 // When an owner is unreachable or late, its checks are answered by each
 // rule's failure policy (allow unless the rule says deny), flagged as such,
-// and counted; a circuit breaker for each lane of each shard then answers
-// by policy at once until a probe succeeds, so a dead shard costs no
-// latency. The circuit opens only for a shard that answers nothing at
-// all: after failed calls, the router sends it a liveness check (a call
-// with no checks), and a shard that answers it, or meanwhile a call sent
-// after the failed one, is alive, only late (an oversubscribed machine),
+// and counted; a per-shard circuit breaker then answers by policy at once
+// until a probe succeeds, so a dead shard costs no latency. The circuit
+// opens only for a shard that answers nothing at all: after failed calls,
+// the router sends it a liveness check (a call with no checks), and a
+// shard that answers it, or meanwhile any call, is alive, only late (an oversubscribed machine),
 // so its failed calls answer their own checks by policy and nothing more;
 // a failed probe is checked the same way (breaker.go says why). When the router
 // itself is overloaded (too many checks waiting for a shard, or one waiting

@@ -35,47 +35,44 @@ func (rt *runningTime) step(now time.Time) time.Duration {
 	return rt.ran
 }
 
-// checkLiveness sends shard p, over lane l's connection, the liveness
-// check l's breaker asked for when a call sent at failed failed, and
+// checkLiveness sends p the liveness check its breaker asked for, and
 // tells the breaker the verdict (see breaker for why): a shard that
 // answers within LivenessTimeout of the router's running time (not wall
-// time: runningTime) is alive and the lane's circuit stays closed, and so
-// is one that meanwhile answers a call of the lane sent after the failed
-// one (under a flood the check itself can wait behind the processes of an
-// oversubscribed machine while calls keep coming back); one that answers
-// nothing, or refuses the check, is dead or stalled, and the lane's
-// circuit opens once BreakerFailures calls in a row failed. However
-// starved the router, the check ends within BreakerCooldown (or
-// LivenessTimeout when longer).
-func (r *Router) checkLiveness(p *peer, l *lane, failed time.Time) {
+// time: runningTime) is alive and its circuit stays closed, and so is one
+// that meanwhile answers any call in either lane (under a flood the check
+// itself can wait behind the processes of an oversubscribed machine while
+// calls keep coming back: answers counts them, as it was when the call
+// failed); one that answers nothing, or refuses the check,
+// is dead or stalled, and its circuit opens once BreakerFailures calls in
+// a row failed. However starved the router, the check ends within
+// BreakerCooldown (or LivenessTimeout when longer).
+func (r *Router) checkLiveness(p *peer, answers uint64) {
 	ctx, cancel := context.WithTimeout(r.ctx, max(r.opts.BreakerCooldown, r.opts.LivenessTimeout))
 	defer cancel()
 	answered := make(chan error, 1)
-	go func() { answered <- l.calls.Alive(ctx) }()
-	err := awaitRunning(answered, r.opts.LivenessTimeout, func() bool { return l.answered.Load() > failed.UnixNano() })
+	go func() { answered <- p.lanes[laneSmall].calls.Alive(ctx) }()
+	err := awaitRunning(answered, r.opts.LivenessTimeout, func() bool { return p.answers.Load() != answers })
 	switch {
 	case r.ctx.Err() != nil:
-		l.breaker.abandonCheck()
+		p.breaker.abandonCheck()
 	case err == nil:
 		r.metrics.liveness.WithLabelValues(p.member.ID, "alive").Inc()
-		l.failing.Store(false)
-		if l.breaker.alive() {
-			l.log.Debug("shard circuit closed: the shard answered a liveness check", "addr", p.member.Addr)
+		if p.breaker.alive() {
+			p.log.Debug("shard circuit closed: the shard answered a liveness check", "addr", p.member.Addr)
 		}
 	default:
 		r.metrics.liveness.WithLabelValues(p.member.ID, "silent").Inc()
-		if l.breaker.silence(time.Now()) {
+		if p.breaker.silence(time.Now()) {
 			r.metrics.circuitOpened.WithLabelValues(p.member.ID).Inc()
-			l.log.Debug("shard circuit open: its calls failed and it did not answer a liveness check; calls answered by failure policy until a probe succeeds",
+			p.log.Debug("shard circuit open: its calls failed and it did not answer a liveness check; calls answered by failure policy until a probe succeeds",
 				"addr", p.member.Addr, "failures", r.opts.BreakerFailures, "liveness_timeout", r.opts.LivenessTimeout, "cooldown", r.opts.BreakerCooldown, "err", err)
 		}
 	}
 }
 
 // awaitRunning returns the answer on answered, nil once heard reports
-// another answer from the shard (an answer on answered comes first, so a
-// refusal is never taken for life), or errSilent once timeout of the
-// router's running time (runningTime) passed without either.
+// another answer from the shard, or errSilent once timeout of the router's
+// running time (runningTime) passed without either.
 func awaitRunning(answered <-chan error, timeout time.Duration, heard func() bool) error {
 	rt := runningTime{last: time.Now()}
 	t := time.NewTimer(livenessStep)
@@ -85,11 +82,6 @@ func awaitRunning(answered <-chan error, timeout time.Duration, heard func() boo
 		case err := <-answered:
 			return err
 		case <-t.C:
-		}
-		select {
-		case err := <-answered:
-			return err
-		default:
 		}
 		if heard() {
 			return nil

@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,8 +51,8 @@ func TestCircuitOpensOnlyForAShardThatFailsItsLivenessCheck(t *testing.T) {
 					t.Fatalf("check %d in a call that missed: %v; want the fail-closed policy", i, d)
 				}
 			}
-			if p.lanes[laneSmall].breaker.failed != 3 || p.lanes[laneSmall].breaker.refusing(time.Now()) {
-				t.Fatalf("%d failures, refusing %v: want 3, the circuit closed until the liveness verdict", p.lanes[laneSmall].breaker.failed, p.lanes[laneSmall].breaker.refusing(time.Now()))
+			if p.breaker.failed != 3 || p.breaker.refusing(time.Now()) {
+				t.Fatalf("%d failures, refusing %v: want 3, the circuit closed until the liveness verdict", p.breaker.failed, p.breaker.refusing(time.Now()))
 			}
 			close(release)
 			result := "alive"
@@ -67,7 +66,7 @@ func TestCircuitOpensOnlyForAShardThatFailsItsLivenessCheck(t *testing.T) {
 				return nil
 			})
 			openings := metric("shardlimit_router_circuit_openings_total", map[string]string{"shard": "s0"})
-			if got := p.lanes[laneSmall].breaker.refusing(time.Now()); got != tc.open || (openings == 1) != tc.open {
+			if got := p.breaker.refusing(time.Now()); got != tc.open || (openings == 1) != tc.open {
 				t.Fatalf("circuit refusing %v, opened %v times; want open %v", got, openings, tc.open)
 			}
 			calls := len(f.calls())
@@ -139,7 +138,16 @@ func TestLivenessTimeoutOption(t *testing.T) {
 // The check never answers here, and its timeout is long, so the verdict
 // can only come from the call that succeeds meanwhile.
 func TestACallAnsweredDuringTheLivenessCheckShowsTheShardAlive(t *testing.T) {
-	f := silentShard("answered", nil)
+	f := &fakeShard{decide: func(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+		switch {
+		case len(req.Checks) == 0: // the liveness check
+			<-ctx.Done()
+			return nil, ctx.Err()
+		case req.Checks[0].User == "answered":
+			return allowAll(req), nil
+		}
+		return nil, status.Error(codes.DeadlineExceeded, "missed the deadline")
+	}}
 	r, p := shedRouter(t, Options{BreakerFailures: 1, Deadline: 10 * time.Millisecond, LivenessTimeout: 10 * time.Second, BreakerCooldown: 10 * time.Second}, f)
 	if d := r.Decide(context.Background(), checks(r, "/closed", "missed"))[0]; !d.FailurePolicy {
 		t.Fatalf("check in a call that missed: %v; want the policy", d)
@@ -154,66 +162,7 @@ func TestACallAnsweredDuringTheLivenessCheckShowsTheShardAlive(t *testing.T) {
 		}
 		return nil
 	})
-	if p.lanes[laneSmall].breaker.refusing(time.Now()) {
+	if p.breaker.refusing(time.Now()) {
 		t.Fatal("the circuit opened for a shard that answered a call")
 	}
-}
-
-// Only a call sent after the one that failed shows the shard alive: the
-// answer to a call sent before it, which comes while the check waits (as
-// one written before a SIGSTOP comes from the socket's buffer), does not.
-func TestAnAnswerToAnEarlierCallIsNoSignOfLife(t *testing.T) {
-	held := make(chan struct{})
-	unhold := sync.OnceFunc(func() { close(held) })
-	t.Cleanup(unhold)
-	f := silentShard("held", held)
-	r, _ := shedRouter(t, Options{CallsPerShard: 2, BreakerFailures: 1, Deadline: 10 * time.Millisecond, LivenessTimeout: 2 * time.Second, BreakerCooldown: 2 * time.Second}, f)
-	var wg sync.WaitGroup
-	var earlier *shardlimitv1.Decision
-	wg.Go(func() { earlier = r.Decide(context.Background(), checks(r, "/closed", "held"))[0] })
-	poll.Until(t, 10*time.Second, func() error {
-		if n := len(f.calls()); n != 1 {
-			return fmt.Errorf("%d calls in flight, want the held one", n)
-		}
-		return nil
-	})
-	if d := r.Decide(context.Background(), checks(r, "/closed", "missed"))[0]; !d.FailurePolicy {
-		t.Fatalf("check in a call that missed: %v; want the policy", d)
-	}
-	unhold()
-	wg.Wait()
-	if earlier.FailurePolicy || !earlier.Allowed {
-		t.Fatalf("the earlier call: %v; want the shard's answer", earlier)
-	}
-	metric := func(result string) float64 {
-		return MetricValue(t, r.registry, "shardlimit_router_liveness_checks_total", map[string]string{"shard": "s0", "result": result})
-	}
-	poll.Until(t, 30*time.Second, func() error {
-		if n := metric("silent"); n != 1 {
-			return fmt.Errorf("%v liveness checks silent, want 1", n)
-		}
-		return nil
-	})
-	if n := metric("alive"); n != 0 {
-		t.Fatalf("%v liveness checks alive: the answer to an earlier call was taken for life", n)
-	}
-}
-
-// silentShard is a fake shard that never answers a liveness check, and
-// fails every call as missed but those of user answered, which it answers
-// once wait is closed (at once when nil).
-func silentShard(answered string, wait <-chan struct{}) *fakeShard {
-	return &fakeShard{decide: func(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-		switch {
-		case len(req.Checks) == 0: // the liveness check
-			<-ctx.Done()
-			return nil, ctx.Err()
-		case req.Checks[0].User == answered:
-			if wait != nil {
-				<-wait
-			}
-			return allowAll(req), nil
-		}
-		return nil, status.Error(codes.DeadlineExceeded, "missed the deadline")
-	}}
 }

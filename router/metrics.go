@@ -132,7 +132,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		}, []string{"shard", "reason"}),
 		liveness: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_liveness_checks_total",
-			Help: "Liveness checks of a shard whose call failed (a call with no checks), by shard and result: alive (it answered within --liveness-timeout, or meanwhile answered a call of the same lane sent after the failed one: the lane's circuit stays closed) or silent (it did neither, or refused: the lane's circuit opens at --breaker-failures failed calls in a row).",
+			Help: "Liveness checks of a shard whose call failed (a call with no checks), by shard and result: alive (it answered within --liveness-timeout: its circuit stays closed) or silent (it did not, or refused: its circuit opens at --breaker-failures failed calls in a row).",
 		}, []string{"shard", "result"}),
 		circuitOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shardlimit_router_circuit_openings_total",

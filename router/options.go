@@ -93,9 +93,8 @@ type Options struct {
 	BreakerFailures int
 	// LivenessTimeout is how long a shard whose call failed has to answer
 	// a liveness check (a call with no checks, sent on the first failure
-	// of a run) over the failed call's lane, or a call of that lane sent
-	// after the failed one, before it counts as dead or stalled, and the
-	// lane's circuit may open. It is counted in the router's own running time (see
+	// of a run), or any call in either lane, before it counts as dead or
+	// stalled, and its circuit may open. It is counted in the router's own running time (see
 	// runningTime), not wall time. A shard that answers it is alive: its
 	// failed calls answer only their own checks by policy, and its circuit
 	// stays closed, so a shard that is late because the machine is

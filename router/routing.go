@@ -20,12 +20,14 @@ import (
 // queue that gathers the checks bound for the shard into calls and the
 // stream that carries them.
 type peer struct {
-	member member.Member
-	conns  []*grpc.ClientConn // one for each lane
-	client shardlimitv1.ShardClient
-	lanes  [2]lane      // laneSmall, laneLarge
-	log    *slog.Logger // with the shard's id
-	policy policyLog    // checks answered without the shard, for debug
+	member  member.Member
+	conns   []*grpc.ClientConn // one for each lane
+	client  shardlimitv1.ShardClient
+	breaker *breaker
+	answers atomic.Uint64 // calls it answered, in either lane: a sign of life
+	lanes   [2]lane       // laneSmall, laneLarge
+	log     *slog.Logger  // with the shard's id
+	policy  policyLog     // checks answered without the shard, for debug
 }
 
 // The lanes of a peer, by the size of the parts they carry.
@@ -51,34 +53,11 @@ const smallPart = 64
 // up everything behind a large answer that the router is slow to read),
 // and a large call that misses the deadline fails only its own lane's
 // calls in flight. Each lane has its own bounds (CallsPerShard,
-// MaxQueued) and its own circuit, judged by its own calls and liveness
-// checks over its own connection: a connection that stalls (a half-open
-// TCP connection, a middlebox) opens its lane's circuit however well the
-// other lane does. The lane is chosen by size alone: a flood of small
-// requests shares the small lane with the interactive ones, where the
-// queue's fairness among services (package batcher) sheds it first.
+// MaxQueued).
 type lane struct {
-	name    string // "small" or "large", in logs
 	queue   *batcher.Queue[*part]
 	calls   *shardcall.Conn // nil without a client
-	breaker *breaker
-	failing atomic.Bool // the lane's last call failed (cleared by an answer)
-	// answered is when the latest call answered was sent (Unix ns): a
-	// call sent after one that failed, and answered, shows the shard
-	// alive since (checkLiveness).
-	answered atomic.Int64
-	log      *slog.Logger // the peer's, with the lane
-}
-
-// answeredCall records that a call sent at sent was answered.
-func (l *lane) answeredCall(sent time.Time) {
-	ns := sent.UnixNano()
-	for {
-		prev := l.answered.Load()
-		if ns <= prev || l.answered.CompareAndSwap(prev, ns) {
-			return
-		}
-	}
+	failing atomic.Bool     // the lane's last call failed
 }
 
 // lane returns the lane of a part of n checks.
@@ -166,10 +145,7 @@ func (r *Router) rebuild() {
 			conn, err := grpc.NewClient(m.Addr, r.dialOptions()...)
 			if err != nil {
 				r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
-				for _, c := range conns {
-					_ = c.Close()
-				}
-				clients, conns = [2]shardlimitv1.ShardClient{}, nil
+				clients = [2]shardlimitv1.ShardClient{}
 				break
 			}
 			conn.Connect() // dial now, not on the first check's deadline
@@ -197,14 +173,12 @@ func (p *peer) close() {
 // be called, and its checks are answered by policy). The large lane's
 // client also serves the Admin API's calls to the shard.
 func (r *Router) newPeer(m member.Member, clients [2]shardlimitv1.ShardClient) *peer {
-	p := &peer{member: m, client: clients[laneLarge], log: r.log.With("shard", m.ID)}
+	p := &peer{member: m, client: clients[laneLarge], breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown},
+		log: r.log.With("shard", m.ID)}
 	for i := range p.lanes {
 		l := &p.lanes[i]
-		l.name = [...]string{laneSmall: "small", laneLarge: "large"}[i]
-		l.log = p.log.With("lane", l.name)
-		l.breaker = &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown}
 		if clients[i] != nil {
-			l.calls = shardcall.New(r.ctx, clients[i], r.opts.Deadline, l.log)
+			l.calls = shardcall.New(r.ctx, clients[i], r.opts.Deadline, p.log)
 		}
 		l.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
 			func(batch []*part) { r.send(p, l, batch) }, r.shed)

@@ -152,8 +152,8 @@ func TestOverloadShedsAtOnceAndSparesTheCircuit(t *testing.T) {
 	if a, b := r.decisions(t, "/open", "overload"), r.decisions(t, "/closed", "overload"); a != 1 || b != 1 {
 		t.Fatalf("overload counted %v and %v, want 1 and 1", a, b)
 	}
-	if p.lanes[laneSmall].breaker.failed != 0 || p.lanes[laneSmall].breaker.refusing(time.Now()) {
-		t.Fatalf("shedding counted against the shard: %d failures", p.lanes[laneSmall].breaker.failed)
+	if p.breaker.failed != 0 || p.breaker.refusing(time.Now()) {
+		t.Fatalf("shedding counted against the shard: %d failures", p.breaker.failed)
 	}
 
 	close(release)
@@ -209,14 +209,14 @@ func TestQueueWaitIsJudgedApartFromTheShard(t *testing.T) {
 	}
 
 	fail = true
-	if d := sendQueued("c", time.Now()); d.Overload || !d.FailurePolicy || p.lanes[laneSmall].breaker.failed != 1 {
-		t.Fatalf("call that timed out: %v, %d failures; want policy, one failure", d, p.lanes[laneSmall].breaker.failed)
+	if d := sendQueued("c", time.Now()); d.Overload || !d.FailurePolicy || p.breaker.failed != 1 {
+		t.Fatalf("call that timed out: %v, %d failures; want policy, one failure", d, p.breaker.failed)
 	}
 	if d := sendQueued("d", longAgo); d.Overload || !d.FailurePolicy || queuedErrors() != 1 || len(f.calls()) != 2 {
 		t.Fatalf("stale check behind a failing shard: %v, %v queued errors, %d calls; want policy as the shard's failure, unsent", d, queuedErrors(), len(f.calls()))
 	}
-	if p.lanes[laneSmall].breaker.failed != 1 || p.lanes[laneSmall].breaker.refusing(time.Now()) {
-		t.Fatalf("the stale checks counted against the circuit: %d failures", p.lanes[laneSmall].breaker.failed)
+	if p.breaker.failed != 1 || p.breaker.refusing(time.Now()) {
+		t.Fatalf("the stale checks counted against the circuit: %d failures", p.breaker.failed)
 	}
 	if r.decisions(t, "/open", "overload") != 1 || r.decisions(t, "/open", "failed_open") != 2 {
 		t.Fatalf("overload %v, failed_open %v; want 1 and 2", r.decisions(t, "/open", "overload"), r.decisions(t, "/open", "failed_open"))
