@@ -34,10 +34,7 @@ import (
 // circuit opens for the shard that cannot answer, a few hundred ms after
 // it stopped (the price: its users pay the deadline that much longer
 // than after 3 misses), and a late shard costs only the checks of the
-// calls that missed. Under a flood the check itself sometimes went
-// unanswered for over a second of wall time while the shard's calls kept
-// coming back (the processes of a machine at load 20 on 2 cores): so any
-// call the shard answers while the check waits is its answer too.
+// calls that missed.
 //
 // Why not an adaptive concurrency limit instead (AIMD or a gradient, as
 // Netflix's concurrency-limits or Envoy's adaptive concurrency filter),

@@ -25,14 +25,14 @@ import (
 // share is never split, so one larger share goes alone).
 const maxCallChecks = 1000
 
-// send makes one call to shard p for a batch of parts, which the queue of
-// its lane l gathered, and answers every part. The deadline counts from here, when
+// send makes one call to shard p for a batch of parts, which its queue
+// gathered, and answers every part. The deadline counts from here, when
 // the call is sent (see shardcall.Conn.Decide for how it judges the
 // shard): the time parts waited in the queue is the router's, not the
 // shard's. A part that waited past MaxQueueWait is not sent: it is
 // shed as overload, or, when the shard's last call failed, answered by
-// policy as the shard's failure (it waited behind the lane's calls).
-func (r *Router) send(p *peer, l *lane, batch []*part) {
+// policy as the shard's failure (it waited behind that shard's calls).
+func (r *Router) send(p *peer, batch []*part) {
 	now := time.Now()
 	rs := r.rules.Load()
 	live := batch[:0]
@@ -41,7 +41,7 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 		case now.Sub(pt.queued) <= r.opts.MaxQueueWait:
 			live = append(live, pt)
 			continue
-		case l.failing.Load():
+		case p.failing.Load():
 			r.metrics.shardErrors.WithLabelValues(p.member.ID, "queued").Inc()
 			r.answerByPolicy(rs, pt.pd, pt.idx, false)
 			pt.done(outcomeQueued)
@@ -71,7 +71,7 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 			injectBatch(span, &c.req)
 		}
 	}
-	resp, err := l.calls.Decide(r.ctx, &c.req)
+	resp, err := p.calls.Decide(r.ctx, &c.req)
 	c.release()
 	if err == nil && len(resp.Decisions) != n {
 		err = fmt.Errorf("shard answered %d decisions for %d checks", len(resp.Decisions), n)
@@ -89,12 +89,12 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 	case err != nil:
 		opened, check := p.breaker.failure(now, time.Now())
 		if check {
-			go r.checkLiveness(p, p.answers.Load())
+			go r.checkLiveness(p)
 		}
 		if opened {
 			r.metrics.circuitOpened.WithLabelValues(p.member.ID).Inc()
 		}
-		l.failing.Store(true)
+		p.failing.Store(true)
 		reason := "error"
 		outcome = outcomeError
 		if errors.Is(err, shardcall.ErrStalled) || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
@@ -103,11 +103,10 @@ func (r *Router) send(p *peer, l *lane, batch []*part) {
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, reason).Inc()
 		r.logCallFailed(p, err, reason, len(live), n, opened)
 	default:
-		p.answers.Add(1)
 		if p.breaker.success() {
 			p.log.Debug("shard circuit closed: a call succeeded", "addr", p.member.Addr)
 		}
-		l.failing.Store(false)
+		p.failing.Store(false)
 	}
 	k := 0
 	for _, pt := range live {

@@ -115,8 +115,7 @@ func (r *Router) decide(ctx context.Context, checks []rules.Resolved, refund boo
 	return out
 }
 
-// enqueue hands pt to its shard's queue (of the lane for its size), or
-// answers it at once: by policy
+// enqueue hands pt to its shard's queue, or answers it at once: by policy
 // when the shard has no connection or its circuit refuses calls, as
 // overload when the queue is full and its service holds its share of it.
 // The queue's class is the service (of pt's first check: a request's
@@ -130,7 +129,7 @@ func (r *Router) enqueue(rs *ruleSet, pt *part, now time.Time, inline bool) {
 		r.metrics.shardErrors.WithLabelValues(p.member.ID, "circuit_open").Inc()
 		r.answerByPolicy(rs, pt.pd, pt.idx, false)
 		pt.done(outcomeCircuitOpen)
-	case !p.lane(len(pt.idx)).queue.Add(pt, rs.class(pt.pd.checks[pt.idx[0]].Rule), len(pt.idx), inline):
+	case !p.queue.Add(pt, rs.class(pt.pd.checks[pt.idx[0]].Rule), len(pt.idx), inline):
 		r.answerByPolicy(rs, pt.pd, pt.idx, true)
 		pt.done(outcomeOverload)
 	}

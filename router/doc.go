@@ -3,13 +3,9 @@
 // to its partition and the partition to its owner shard through the
 // shard map, and hands each owner's share of a request to that shard's
 // queue (package batcher): the checks of concurrent requests bound for one
-// shard leave together in one batch, over a stream the router keeps open
-// to the shard (package shardcall), with a short deadline that counts from
-// when the batch is sent. Each shard has two such lanes, a queue and a
-// stream each: one for shares of up to 64 checks, one for larger shares,
-// so that interactive requests never wait behind a bulk request's or a
-// flood's calls of a thousand checks (a shard decides a stream's batches
-// one at a time). It merges the answers in request order.
+// shard leave together in one batch, over one stream per shard (package
+// shardcall), with a short deadline that counts from when the batch is
+// sent. It merges the answers in request order.
 //
 // When an owner is unreachable or late, its checks are answered by each
 // rule's failure policy (allow unless the rule says deny), flagged as such,
@@ -17,7 +13,7 @@
 // until a probe succeeds, so a dead shard costs no latency. The circuit
 // opens only for a shard that answers nothing at all: after failed calls,
 // the router sends it a liveness check (a call with no checks), and a
-// shard that answers it, or meanwhile any call, is alive, only late (an oversubscribed machine),
+// shard that answers it is alive, only late (an oversubscribed machine),
 // so its failed calls answer their own checks by policy and nothing more;
 // a failed probe is checked the same way (breaker.go says why). When the router
 // itself is overloaded (too many checks waiting for a shard, or one waiting

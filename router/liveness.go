@@ -38,20 +38,16 @@ func (rt *runningTime) step(now time.Time) time.Duration {
 // checkLiveness sends p the liveness check its breaker asked for, and
 // tells the breaker the verdict (see breaker for why): a shard that
 // answers within LivenessTimeout of the router's running time (not wall
-// time: runningTime) is alive and its circuit stays closed, and so is one
-// that meanwhile answers any call in either lane (under a flood the check
-// itself can wait behind the processes of an oversubscribed machine while
-// calls keep coming back: answers counts them, as it was when the call
-// failed); one that answers nothing, or refuses the check,
-// is dead or stalled, and its circuit opens once BreakerFailures calls in
-// a row failed. However starved the router, the check ends within
-// BreakerCooldown (or LivenessTimeout when longer).
-func (r *Router) checkLiveness(p *peer, answers uint64) {
+// time: runningTime) is alive and its circuit stays closed; one that does
+// not, or refuses, is dead or stalled, and its circuit opens once
+// BreakerFailures calls in a row failed. However starved the router, the
+// check ends within BreakerCooldown (or LivenessTimeout when longer).
+func (r *Router) checkLiveness(p *peer) {
 	ctx, cancel := context.WithTimeout(r.ctx, max(r.opts.BreakerCooldown, r.opts.LivenessTimeout))
 	defer cancel()
 	answered := make(chan error, 1)
-	go func() { answered <- p.lanes[laneSmall].calls.Alive(ctx) }()
-	err := awaitRunning(answered, r.opts.LivenessTimeout, func() bool { return p.answers.Load() != answers })
+	go func() { answered <- p.calls.Alive(ctx) }()
+	err := awaitRunning(answered, r.opts.LivenessTimeout)
 	switch {
 	case r.ctx.Err() != nil:
 		p.breaker.abandonCheck()
@@ -70,10 +66,9 @@ func (r *Router) checkLiveness(p *peer, answers uint64) {
 	}
 }
 
-// awaitRunning returns the answer on answered, nil once heard reports
-// another answer from the shard, or errSilent once timeout of the router's
-// running time (runningTime) passed without either.
-func awaitRunning(answered <-chan error, timeout time.Duration, heard func() bool) error {
+// awaitRunning returns the answer on answered, or errSilent once timeout
+// of the router's running time (runningTime) passed without one.
+func awaitRunning(answered <-chan error, timeout time.Duration) error {
 	rt := runningTime{last: time.Now()}
 	t := time.NewTimer(livenessStep)
 	defer t.Stop()
@@ -82,9 +77,6 @@ func awaitRunning(answered <-chan error, timeout time.Duration, heard func() boo
 		case err := <-answered:
 			return err
 		case <-t.C:
-		}
-		if heard() {
-			return nil
 		}
 		if rt.step(time.Now()) >= timeout {
 			select { // an answer that came with the last step

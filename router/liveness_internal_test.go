@@ -131,38 +131,3 @@ func TestLivenessTimeoutOption(t *testing.T) {
 		}
 	}
 }
-
-// A shard that answers calls keeps its circuit closed while its liveness
-// check goes unanswered: under a flood the check can wait behind the
-// processes of an oversubscribed machine while calls keep coming back.
-// The check never answers here, and its timeout is long, so the verdict
-// can only come from the call that succeeds meanwhile.
-func TestACallAnsweredDuringTheLivenessCheckShowsTheShardAlive(t *testing.T) {
-	f := &fakeShard{decide: func(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-		switch {
-		case len(req.Checks) == 0: // the liveness check
-			<-ctx.Done()
-			return nil, ctx.Err()
-		case req.Checks[0].User == "answered":
-			return allowAll(req), nil
-		}
-		return nil, status.Error(codes.DeadlineExceeded, "missed the deadline")
-	}}
-	r, p := shedRouter(t, Options{BreakerFailures: 1, Deadline: 10 * time.Millisecond, LivenessTimeout: 10 * time.Second, BreakerCooldown: 10 * time.Second}, f)
-	if d := r.Decide(context.Background(), checks(r, "/closed", "missed"))[0]; !d.FailurePolicy {
-		t.Fatalf("check in a call that missed: %v; want the policy", d)
-	}
-	if d := r.Decide(context.Background(), checks(r, "/closed", "answered"))[0]; d.FailurePolicy || !d.Allowed {
-		t.Fatalf("check in a call that succeeded: %v; want the shard's answer", d)
-	}
-	poll.Until(t, 30*time.Second, func() error {
-		labels := map[string]string{"shard": "s0", "result": "alive"}
-		if n := MetricValue(t, r.registry, "shardlimit_router_liveness_checks_total", labels); n != 1 {
-			return fmt.Errorf("%v liveness checks alive, want 1", n)
-		}
-		return nil
-	})
-	if p.breaker.refusing(time.Now()) {
-		t.Fatal("the circuit opened for a shard that answered a call")
-	}
-}

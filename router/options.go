@@ -56,15 +56,12 @@ type Options struct {
 	// answer. The time a check waits for the call is MaxQueueWait's.
 	// Default 20ms.
 	Deadline time.Duration
-	// CallsPerShard bounds the calls in flight to one shard in each of
-	// its two lanes (a request's share for the shard of up to 64 checks
-	// goes in the small lane, a larger one in the large lane, each with a
-	// queue and a stream of its own: routing.go). Checks bound for a lane
-	// whose calls are all in flight wait, and leave together in the next
-	// call, so concurrent requests share one message; default 2.
+	// CallsPerShard bounds the calls in flight to one shard. Checks bound
+	// for a shard whose calls are all in flight wait, and leave together
+	// in the next call, so concurrent requests share one message; default
+	// 2.
 	CallsPerShard int
-	// MaxQueued bounds the checks waiting for calls to one shard, in each
-	// of its two lanes (see CallsPerShard). Past it
+	// MaxQueued bounds the checks waiting for calls to one shard. Past it
 	// the router is overloaded and sheds a new check at once: its rule's
 	// failure policy answers, flagged overload, counted under the result
 	// overload, and never held against the shard or its circuit. The
@@ -93,8 +90,8 @@ type Options struct {
 	BreakerFailures int
 	// LivenessTimeout is how long a shard whose call failed has to answer
 	// a liveness check (a call with no checks, sent on the first failure
-	// of a run), or any call in either lane, before it counts as dead or
-	// stalled, and its circuit may open. It is counted in the router's own running time (see
+	// of a run) before it counts as dead or stalled, and its circuit may
+	// open. It is counted in the router's own running time (see
 	// runningTime), not wall time. A shard that answers it is alive: its
 	// failed calls answer only their own checks by policy, and its circuit
 	// stays closed, so a shard that is late because the machine is

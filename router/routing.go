@@ -16,56 +16,19 @@ import (
 	"github.com/shardlimit/shardlimit/shard/tracing"
 )
 
-// peer is the router's connection to one shard: its two lanes, each a
-// queue that gathers the checks bound for the shard into calls and the
-// stream that carries them.
+// peer is the router's connection to one shard, with the queue that
+// gathers the checks bound for it into calls, and the stream that carries
+// them.
 type peer struct {
 	member  member.Member
-	conns   []*grpc.ClientConn // one for each lane
+	conn    *grpc.ClientConn
 	client  shardlimitv1.ShardClient
 	breaker *breaker
-	answers atomic.Uint64 // calls it answered, in either lane: a sign of life
-	lanes   [2]lane       // laneSmall, laneLarge
-	log     *slog.Logger  // with the shard's id
-	policy  policyLog     // checks answered without the shard, for debug
-}
-
-// The lanes of a peer, by the size of the parts they carry.
-const (
-	laneSmall = iota
-	laneLarge
-)
-
-// smallPart is the most checks of a part (a request's share for one
-// shard) that goes in its peer's small lane; a larger one goes in the
-// large lane. 64 checks take a shard tens of microseconds to decide; the
-// batches of a request of a thousand checks take it milliseconds, more
-// when its cores are busy.
-const smallPart = 64
-
-// lane is one of a peer's two ways to its shard: a queue that gathers
-// parts into calls, and the stream that carries the calls, over a
-// connection of its own. A shard decides a stream's batches one at a
-// time, in the order sent, so a peer keeps small parts (interactive
-// requests: a few checks each) apart from large ones (bulk requests, or a
-// flood): the small ones never wait behind a call of a thousand checks, in
-// the queue, on the stream or in the connection (whose flow control holds
-// up everything behind a large answer that the router is slow to read),
-// and a large call that misses the deadline fails only its own lane's
-// calls in flight. Each lane has its own bounds (CallsPerShard,
-// MaxQueued).
-type lane struct {
+	calls   *shardcall.Conn // over client; nil with it
 	queue   *batcher.Queue[*part]
-	calls   *shardcall.Conn // nil without a client
-	failing atomic.Bool     // the lane's last call failed
-}
-
-// lane returns the lane of a part of n checks.
-func (p *peer) lane(n int) *lane {
-	if n <= smallPart {
-		return &p.lanes[laneSmall]
-	}
-	return &p.lanes[laneLarge]
+	failing atomic.Bool  // the last call failed
+	log     *slog.Logger // with the shard's id
+	policy  policyLog    // checks answered without the shard, for debug
 }
 
 // routing is an immutable snapshot: the partition table in force (the ring
@@ -139,50 +102,34 @@ func (r *Router) rebuild() {
 			delete(byID, m.ID)
 			continue
 		}
-		var clients [2]shardlimitv1.ShardClient
-		var conns []*grpc.ClientConn
-		for j := range clients {
-			conn, err := grpc.NewClient(m.Addr, r.dialOptions()...)
-			if err != nil {
-				r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
-				clients = [2]shardlimitv1.ShardClient{}
-				break
-			}
-			conn.Connect() // dial now, not on the first check's deadline
-			clients[j] = shardlimitv1.NewShardClient(conn)
-			conns = append(conns, conn)
+		conn, err := grpc.NewClient(m.Addr, r.dialOptions()...)
+		if err != nil {
+			r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
+			next.peers[i] = r.newPeer(m, nil)
+			continue
 		}
-		next.peers[i] = r.newPeer(m, clients)
-		next.peers[i].conns = conns
+		conn.Connect() // dial now, not on the first check's deadline
+		next.peers[i] = r.newPeer(m, shardlimitv1.NewShardClient(conn))
+		next.peers[i].conn = conn
 	}
 	r.routing.Store(next)
 	for _, p := range byID {
-		time.AfterFunc(5*time.Second, p.close)
-	}
-}
-
-// close closes p's connections.
-func (p *peer) close() {
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
-
-// newPeer returns a peer for shard m that calls it through clients, one
-// for each lane, each over a connection of its own (zero: the shard cannot
-// be called, and its checks are answered by policy). The large lane's
-// client also serves the Admin API's calls to the shard.
-func (r *Router) newPeer(m member.Member, clients [2]shardlimitv1.ShardClient) *peer {
-	p := &peer{member: m, client: clients[laneLarge], breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown},
-		log: r.log.With("shard", m.ID)}
-	for i := range p.lanes {
-		l := &p.lanes[i]
-		if clients[i] != nil {
-			l.calls = shardcall.New(r.ctx, clients[i], r.opts.Deadline, p.log)
+		if p.conn != nil {
+			time.AfterFunc(5*time.Second, func() { _ = p.conn.Close() })
 		}
-		l.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
-			func(batch []*part) { r.send(p, l, batch) }, r.shed)
 	}
+}
+
+// newPeer returns a peer for shard m that calls it through client (nil:
+// the shard cannot be called, and its checks are answered by policy).
+func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer {
+	p := &peer{member: m, client: client, breaker: &breaker{failures: r.opts.BreakerFailures, cooldown: r.opts.BreakerCooldown},
+		log: r.log.With("shard", m.ID)}
+	if client != nil {
+		p.calls = shardcall.New(r.ctx, client, r.opts.Deadline, p.log)
+	}
+	p.queue = batcher.New(batcher.Options{Calls: r.opts.CallsPerShard, MaxWaiting: r.opts.MaxQueued, MaxCall: maxCallChecks},
+		func(batch []*part) { r.send(p, batch) }, r.shed)
 	return p
 }
 
@@ -198,7 +145,9 @@ func (r *Router) closePeers() {
 	defer r.peersMu.Unlock()
 	if rt := r.routing.Load(); rt != nil {
 		for _, p := range rt.peers {
-			p.close()
+			if p.conn != nil {
+				_ = p.conn.Close()
+			}
 		}
 	}
 }

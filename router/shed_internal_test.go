@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,7 +91,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := r.newPeer(m, [2]shardlimitv1.ShardClient{client, client})
+	p := r.newPeer(m, client)
 	r.routing.Store(&routing{table: table, peers: []*peer{p}})
 	return r, p
 }
@@ -136,7 +135,7 @@ func TestOverloadShedsAtOnceAndSparesTheCircuit(t *testing.T) {
 	})
 	wg.Go(func() { queued = r.Decide(ctx, checks(r, "/open", "b", "c", "d")) })
 	poll.Until(t, 10*time.Second, func() error {
-		if n := p.lanes[laneSmall].queue.Waiting(); n != 3 {
+		if n := p.queue.Waiting(); n != 3 {
 			return fmt.Errorf("%d checks waiting, want 3", n)
 		}
 		return nil
@@ -192,7 +191,7 @@ func TestQueueWaitIsJudgedApartFromTheShard(t *testing.T) {
 		pd := &pending{checks: checks(r, "/open", user), out: make([]*shardlimitv1.Decision, 1)}
 		pd.groups.Fill(pd.checks, r.routing.Load().table)
 		pd.wg.Add(1)
-		r.send(p, &p.lanes[laneSmall], []*part{{pd: pd, peer: p, idx: []int{0}, queued: queued}})
+		r.send(p, []*part{{pd: pd, peer: p, idx: []int{0}, queued: queued}})
 		pd.wg.Wait()
 		return pd.out[0]
 	}
@@ -220,79 +219,5 @@ func TestQueueWaitIsJudgedApartFromTheShard(t *testing.T) {
 	}
 	if r.decisions(t, "/open", "overload") != 1 || r.decisions(t, "/open", "failed_open") != 2 {
 		t.Fatalf("overload %v, failed_open %v; want 1 and 2", r.decisions(t, "/open", "overload"), r.decisions(t, "/open", "failed_open"))
-	}
-}
-
-// A request's few checks are not stuck behind large parts: with the large
-// lane's one call in flight and stuck, and another large part waiting for
-// it, a part of smallPart checks goes in the small lane's own call and is
-// decided at once. When the stuck call ends, the waiting large part goes.
-func TestSmallPartsDoNotWaitBehindLargeOnes(t *testing.T) {
-	release := make(chan struct{})
-	unblock := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(unblock) // a failed test leaves no call stuck
-	f := &fakeShard{decide: func(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-		if len(req.Checks) > smallPart {
-			<-release
-		}
-		return allowAll(req), nil
-	}}
-	r, p := shedRouter(t, Options{CallsPerShard: 1, Deadline: 10 * time.Second, MaxQueueWait: 10 * time.Second}, f)
-	ctx := context.Background()
-	users := func(prefix string, n int) []string {
-		var out []string
-		for i := range n {
-			out = append(out, fmt.Sprint(prefix, i))
-		}
-		return out
-	}
-	var wg sync.WaitGroup
-	var large [2][]*shardlimitv1.Decision
-	wg.Go(func() { large[0] = r.Decide(ctx, checks(r, "/open", users("a", smallPart+1)...)) })
-	poll.Until(t, 10*time.Second, func() error {
-		if n := len(f.calls()); n != 1 {
-			return fmt.Errorf("%d calls in flight, want 1", n)
-		}
-		return nil
-	})
-	wg.Go(func() { large[1] = r.Decide(ctx, checks(r, "/open", users("b", 500)...)) })
-	poll.Until(t, 10*time.Second, func() error {
-		if n := p.lanes[laneLarge].queue.Waiting(); n != 500 {
-			return fmt.Errorf("%d checks waiting in the large lane, want 500", n)
-		}
-		return nil
-	})
-
-	// Waited for as a condition: behind the stuck call it would never end.
-	var small []*shardlimitv1.Decision
-	var decided atomic.Bool
-	wg.Go(func() {
-		small = r.Decide(ctx, checks(r, "/closed", users("c", smallPart)...))
-		decided.Store(true)
-	})
-	poll.Until(t, 10*time.Second, func() error {
-		if !decided.Load() {
-			return fmt.Errorf("the small part is not decided; calls so far of %v checks", f.calls())
-		}
-		return nil
-	})
-	for _, d := range small {
-		if !d.Allowed || d.FailurePolicy || d.Overload {
-			t.Fatalf("a small part behind stuck large ones: %v; want the shard's answer", d)
-		}
-	}
-	if got := f.calls(); !slices.Equal(got, []int{smallPart + 1, smallPart}) {
-		t.Fatalf("calls of %v checks, want [%d %d]: the small part in a call of its own", got, smallPart+1, smallPart)
-	}
-
-	unblock()
-	wg.Wait()
-	for _, d := range append(large[0], large[1]...) {
-		if !d.Allowed || d.FailurePolicy {
-			t.Fatalf("a large part: %v; want the shard's answer", d)
-		}
-	}
-	if got := f.calls(); !slices.Equal(got, []int{smallPart + 1, smallPart, 500}) {
-		t.Fatalf("calls of %v checks, want [%d %d 500]", got, smallPart+1, smallPart)
 	}
 }

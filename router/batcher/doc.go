@@ -4,9 +4,8 @@
 // requests share one message. An idle destination adds no waiting: an item
 // that finds a call slot free goes out at once, alone.
 //
-// The router keeps two Queues per shard (for requests' shares of a few
-// checks and for larger ones) and hands one the checks of each request
-// bound for that shard; the Queue calls the router's send function
+// The router keeps a Queue per shard and hands it the checks of each
+// request bound for that shard; the Queue calls the router's send function
 // with a batch, and the router makes the one RPC for it. The caller that
 // adds an item may run its call itself (inline), so a lone request costs no
 // goroutine; a call that finds more work queued when it ends hands that

@@ -4,9 +4,8 @@
 // answered in the order sent, each with its batch id, so a message costs a
 // frame each way instead of a whole RPC (headers, a stream, a status).
 //
-// The router keeps two Conns per shard, one for each of its queues
-// (package batcher: one for requests' shares of a few checks, one for
-// larger ones), and calls Decide from the queue. The deadline judges the shard, not the router:
+// The router keeps a Conn per shard and calls Decide from its per-shard
+// queue (package batcher). The deadline judges the shard, not the router:
 // a batch fails only when its stream has answered nothing for the deadline
 // while it waited (answers to earlier batches show the shard at work), and
 // only after a short grace in which the router's own scheduling can catch
