@@ -40,7 +40,7 @@ func revokeLeaderSession(t *testing.T, cli *clientv3.Client, prefix string) {
 	if err != nil || len(resp.Kvs) == 0 {
 		t.Fatalf("the leader's election key: %v (%d keys)", err, len(resp.Kvs))
 	}
-	if _, err := cli.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := etcd.Revoke(context.Background(), cli, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatalf("revoke the leader's session: %v", err)
 	}
 }

@@ -193,7 +193,7 @@ func (c *Cluster) RevokeLease(s *shard.Server) {
 	if err != nil || len(resp.Kvs) != 1 {
 		c.tb.Fatalf("member record of %s: %v", s.ID(), err)
 	}
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := etcd.Revoke(ctx, cli, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		c.tb.Fatalf("revoke the lease of %s: %v", s.ID(), err)
 	}
 }

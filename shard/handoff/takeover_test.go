@@ -171,7 +171,7 @@ func revokeLease(t *testing.T, prefix, id string) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("member record of %s: %v", id, err)
 	}
-	if _, err := cli.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := etcd.Revoke(context.Background(), cli, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatalf("revoke the lease of %s: %v", id, err)
 	}
 }
@@ -179,7 +179,7 @@ func revokeLease(t *testing.T, prefix, id string) {
 // revoke revokes x's lease, as etcd expires the lease of a stopped shard.
 func (x *stalled) revoke(t *testing.T) {
 	t.Helper()
-	if _, err := x.cli.Revoke(context.Background(), x.lease); err != nil {
+	if err := etcd.Revoke(context.Background(), x.cli, x.lease); err != nil {
 		t.Fatal(err)
 	}
 }

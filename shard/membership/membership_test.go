@@ -126,7 +126,7 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 		t.Fatalf("get a: %v", err)
 	}
 	w.forget()
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := etcd.Revoke(ctx, cli, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
 	waitSeen(t, w, "b,") // a registers again at once: "b," may last a moment
@@ -203,7 +203,7 @@ func TestRegisterUntilLostCallsBackInstead(t *testing.T) {
 	// Revoked behind its back: seen at once through the deleted record,
 	// long before the next keep-alive of a 10s lease would tell (a 5s one
 	// could expire on its own on a loaded machine, and the revoke find none).
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	if err := etcd.Revoke(ctx, cli, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -302,6 +302,5 @@ func (r *Registration) Close(ctx context.Context) error {
 	if lost {
 		return nil
 	}
-	_, err := r.cli.Revoke(ctx, lease)
-	return err
+	return etcd.Revoke(ctx, r.cli, lease)
 }
