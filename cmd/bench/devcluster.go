@@ -239,10 +239,9 @@ func (c *devCluster) stop() {
 func FreePorts(n int) (int, error) {
 	lo, hi := portSearchRange(n)
 	span := hi - lo
-	start := lo + os.Getpid()*7919%span
+	off := os.Getpid() * 7919 % span
 	for i := 0; i < span; i += n {
-		base := lo + (start-lo+i)%span
-		if free(base, n) {
+		if base := lo + (off+i)%span; free(base, n) {
 			return base, nil
 		}
 	}

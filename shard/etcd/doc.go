@@ -4,10 +4,11 @@
 // and the shard map are all kept up to date with (Decoded, the Follower
 // of a prefix of decoded values, for rules and grants), WatchHealth for the
 // etcd-up metric, Backoff for retries, and Revoke for a lease revoke that
-// a retry of the client does not turn into an error. Layout.Reads and Layout.Writes
-// say which keys each component (Router, Shard, Rebalance) reads and
-// writes, and EnableAuth turns etcd's authentication on with a role per
-// component that holds exactly those (dev, and `shardlimit etcd auth`).
+// a retry of the client does not turn into an error. Layout.Reads and
+// Layout.Writes say which keys each component (Router, Shard, Rebalance)
+// reads and writes, and EnableAuth turns etcd's authentication on with a
+// role per component that holds exactly those (dev, and `shardlimit etcd
+// auth`).
 //
 // It lives under shard/ because shards are the bottom of the component
 // graph: routers and the rebalance job import shard contracts, never the

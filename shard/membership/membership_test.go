@@ -102,8 +102,9 @@ func TestRegisterWatchReRegisterAndClose(t *testing.T) {
 	go membership.Watch(ctx, cli, etcd.Layout(prefix), slog.New(slog.DiscardHandler), w.set)
 
 	// a's lease is the one the test revokes: 10s, which no stall of a
-	// loaded machine outlasts (a 3s one expired on its own before the
-	// revoke, which then found no lease). b's expires when abandoned.
+	// loaded machine outlasts; a revoke the client retried after the
+	// server applied it finds no lease, which etcd.Revoke takes as
+	// revoked. b's expires when abandoned.
 	a, err := membership.Register(ctx, dial(t), etcd.Layout(prefix), member.Member{ID: "a", Addr: "127.0.0.1:1"}, 10*time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
