@@ -65,7 +65,7 @@ run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router
 # The -timeout values are hang guards, not expectations: a package of
 # cluster tests takes 1-4 min on a quiet machine and must still pass at
 # load 30-40 (other suites, a dev cluster under bench, a CPU hog).
-test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's short form, alert rules, dashboard, manifests.
+test: promtool iptables ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's short form, alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
@@ -75,6 +75,22 @@ test: promtool ## Run every test: gofmt, vet, unit and cluster tests with -race 
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m ./cmd/faults
 	$(MAKE) --no-print-directory deploy-test
+
+# iptables, pinned: the fault suite (cmd/faults) cuts a shard off the
+# network with a rule on loopback. A Debian package, installed as root
+# (make test, and so CI, runs as root), and left alone when that version is
+# already there.
+IPTABLES_VERSION := 1.8.9-2
+
+.PHONY: iptables
+iptables: ## Install the pinned iptables Debian package (the fault suite cuts links with it; needs root; skipped when installed).
+	@if [ "$$(dpkg-query -W -f='$${Version}' iptables 2>/dev/null)" != '$(IPTABLES_VERSION)' ]; then \
+	  echo "installing iptables $(IPTABLES_VERSION) (Debian package)"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make iptables: installing a Debian package needs root"; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q 'iptables=$(IPTABLES_VERSION)' >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q 'iptables=$(IPTABLES_VERSION)' >/dev/null; }; \
+	fi
 
 .PHONY: fuzz
 # Random exploration, kept out of `make test`. A fuzz run fails when it found

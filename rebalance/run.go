@@ -78,7 +78,7 @@ func (j *Job) read(ctx context.Context) (*snapshot, error) {
 	// Only serving members own partitions; a joining or draining one is
 	// neither read nor planned for.
 	for _, m := range s.ring.Members() {
-		conn, err := grpc.NewClient(m.Addr, append([]grpc.DialOption{rpc.DialCreds(j.opts.ShardTLS)}, tracing.DialOptions(j.opts.Tracer)...)...)
+		conn, err := grpc.NewClient(m.Addr, append(rpc.DialOptions(j.opts.ShardTLS), tracing.DialOptions(j.opts.Tracer)...)...)
 		if err != nil {
 			s.close()
 			return nil, err

@@ -15,7 +15,10 @@
 // the router sends it a liveness check (a call with no checks), and a
 // shard that answers it is alive, only late (an oversubscribed machine),
 // so its failed calls answer their own checks by policy and nothing more;
-// a failed probe is checked the same way (breaker.go says why). When the router
+// a failed probe is checked the same way (breaker.go says why), and so is
+// a shard whose connection is ready again after it closed (a cut network
+// heals: package redial closes and redials the connection), so that its
+// answer closes the circuit at once. When the router
 // itself is overloaded (too many checks waiting for a shard, or one waiting
 // too long), it sheds checks the same way but flagged overload and counted
 // under its own result, and the shard's circuit never hears of it. A
@@ -42,7 +45,8 @@
 // one call for a queue's batch, routing.go keeps the immutable routing
 // snapshot (partition table from package shardmap, a peer per member),
 // breaker.go is the circuit breaker, liveness.go the liveness check that
-// decides whether a failing shard's circuit opens, overlimit.go consults and fills the
+// decides whether a failing shard's circuit opens or a reconnected one's
+// closes, overlimit.go consults and fills the
 // over-limit cache, tracing.go makes the spans of a traced request (its
 // waits for shards, and the calls that carry them, linked to every request
 // they carry) when Options.Tracer is set, and debuglog.go writes the debug

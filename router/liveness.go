@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"google.golang.org/grpc/connectivity"
 )
 
 // errSilent is the verdict on a shard that answered nothing to its
@@ -87,5 +89,24 @@ func awaitRunning(answered <-chan error, timeout time.Duration) error {
 			}
 		}
 		t.Reset(livenessStep)
+	}
+}
+
+// checkOnReconnect sends p a liveness check each time its connection is
+// ready again while its circuit is open, until the connection is closed
+// or the router stops. A shard the network cut off, whose connection
+// closed (rpc.UnackedTimeout) and is dialed again every second, is decided
+// again as soon as the link heals and the check is answered, not a
+// cooldown and a probe later.
+func (r *Router) checkOnReconnect(p *peer) {
+	for state := p.conn.GetState(); p.conn.WaitForStateChange(r.ctx, state); {
+		switch state = p.conn.GetState(); state {
+		case connectivity.Shutdown:
+			return
+		case connectivity.Ready:
+			if p.breaker.open() {
+				r.checkLiveness(p)
+			}
+		}
 	}
 }

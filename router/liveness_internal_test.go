@@ -3,14 +3,18 @@ package router
 import (
 	"context"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // A shard whose calls fail keeps its circuit closed while it answers the
@@ -129,5 +133,81 @@ func TestLivenessTimeoutOption(t *testing.T) {
 		case tc.err == "" && (err != nil || o.LivenessTimeout != tc.want):
 			t.Errorf("deadline %v, liveness timeout %v: %v, %v; want %v", tc.deadline, tc.liveness, o.LivenessTimeout, err, tc.want)
 		}
+	}
+}
+
+// liveShard is a real gRPC shard server that answers every Decide, and
+// counts the calls with checks.
+type liveShard struct {
+	shardlimitv1.UnimplementedShardServer
+	checked atomic.Int64
+}
+
+func (l *liveShard) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
+	if len(req.Checks) > 0 {
+		l.checked.Add(1)
+	}
+	return &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}, nil
+}
+
+// serveShard serves l on addr ("127.0.0.1:0" for a free port) until the
+// returned stop.
+func serveShard(t *testing.T, addr string, l *liveShard) (string, func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	shardlimitv1.RegisterShardServer(s, l)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return lis.Addr().String(), s.Stop
+}
+
+// A shard whose circuit opened because it could not be reached (its
+// connection closed: a cut network, or a restart at the same address) is
+// decided again as soon as its connection is ready: the router checks its
+// liveness then, and the answer closes the circuit, with no check sent
+// and no cooldown waited (it is an hour here).
+func TestCircuitClosesWhenTheConnectionIsReadyAgain(t *testing.T) {
+	l := &liveShard{}
+	addr, stop := serveShard(t, "127.0.0.1:0", l)
+	conn, err := grpc.NewClient(addr, rpc.DialOptions(nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, p := shedRouter(t, Options{BreakerFailures: 1, BreakerCooldown: time.Hour}, shardlimitv1.NewShardClient(conn))
+	p.conn = conn
+	go r.checkOnReconnect(p)
+	if d := r.Decide(context.Background(), checks(r, "/closed", "before"))[0]; d.FailurePolicy {
+		t.Fatalf("check with the shard up: %v, want decided", d)
+	}
+
+	stop()
+	poll.Until(t, 10*time.Second, func() error {
+		if d := r.Decide(context.Background(), checks(r, "/closed", "down"))[0]; !d.FailurePolicy {
+			return fmt.Errorf("check with the shard down: %v, want the policy", d)
+		}
+		if !p.breaker.open() {
+			return fmt.Errorf("circuit closed")
+		}
+		return nil
+	})
+	checked := l.checked.Load()
+
+	serveShard(t, addr, l)
+	poll.Until(t, 30*time.Second, func() error {
+		if p.breaker.open() {
+			return fmt.Errorf("circuit still open, connection %v", conn.GetState())
+		}
+		return nil
+	})
+	if n := l.checked.Load() - checked; n != 0 {
+		t.Fatalf("%d calls with checks reached the shard through the open circuit", n)
+	}
+	if n := MetricValue(t, r.registry, "shardlimit_router_liveness_checks_total", map[string]string{"shard": "s0", "result": "alive"}); n < 1 {
+		t.Fatalf("%v liveness checks answered, want at least 1", n)
 	}
 }

@@ -111,6 +111,7 @@ func (r *Router) rebuild() {
 		conn.Connect() // dial now, not on the first check's deadline
 		next.peers[i] = r.newPeer(m, shardlimitv1.NewShardClient(conn))
 		next.peers[i].conn = conn
+		go r.checkOnReconnect(next.peers[i])
 	}
 	r.routing.Store(next)
 	for _, p := range byID {
@@ -136,7 +137,7 @@ func (r *Router) newPeer(m member.Member, client shardlimitv1.ShardClient) *peer
 // dialOptions are the options of the router's connections to shards and
 // to the rebalance leader.
 func (r *Router) dialOptions() []grpc.DialOption {
-	return append([]grpc.DialOption{rpc.DialCreds(r.opts.ShardTLS)}, tracing.DialOptions(r.opts.Tracer)...)
+	return append(rpc.DialOptions(r.opts.ShardTLS), tracing.DialOptions(r.opts.Tracer)...)
 }
 
 // closePeers closes every connection; used on stop.

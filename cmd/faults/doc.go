@@ -5,7 +5,11 @@
 // cmd/bench and with its own probe loop through the Go client
 // (router/client, both routers configured, so it fails over), injects
 // faults with signals (a shard killed or stopped, etcd killed for a while,
-// a router killed or stopped, a user flooding while its shard is down),
+// a router killed or stopped, a user flooding while its shard is down) and
+// with the network (every packet to one shard's port dropped by an
+// iptables rule on loopback, network_test.go, while the shard keeps its
+// etcd lease; it needs root and the pinned iptables that `make test`
+// installs),
 // after a scenario without a fault that shows the floor, and asserts on
 // what callers saw: errors, answers by failure policy and whose keys they
 // were for, latency, and how long membership took to converge and the

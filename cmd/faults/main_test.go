@@ -31,9 +31,9 @@ type config struct {
 	// clientTimeout is the Go client's timeout: past it, a check is
 	// answered by the client's failure mode.
 	clientTimeout time.Duration
-	// stopFor is how long a shard stays stopped (SIGSTOP); etcdDownFor how
-	// long etcd stays down.
-	stopFor, etcdDownFor time.Duration
+	// stopFor is how long a shard stays stopped (SIGSTOP); cutFor how long
+	// the network drops its packets; etcdDownFor how long etcd stays down.
+	stopFor, cutFor, etcdDownFor time.Duration
 	// window is how many checks of the faulted shard's users the probe
 	// loop records before a fault and after each recovery.
 	window int
@@ -64,7 +64,7 @@ type config struct {
 func shortConfig() config {
 	return config{
 		leaseTTL: 10 * time.Second, deadline: 5 * time.Second, cooldown: time.Second, queueWait: 10 * time.Second, clientTimeout: 30 * time.Second,
-		stopFor: 2500 * time.Millisecond, etcdDownFor: 5 * time.Second,
+		stopFor: 2500 * time.Millisecond, cutFor: 3 * time.Second, etcdDownFor: 5 * time.Second,
 		window: 50, probeWorkers: 2, probeInterval: 5 * time.Millisecond, benchRate: 100,
 	}
 }
@@ -74,7 +74,7 @@ func fullConfig() config {
 	return config{
 		full:     true,
 		leaseTTL: 5 * time.Second, deadline: 20 * time.Millisecond, cooldown: time.Second, queueWait: 100 * time.Millisecond, clientTimeout: time.Second,
-		stopFor: 3 * time.Second, etcdDownFor: 30 * time.Second,
+		stopFor: 3 * time.Second, cutFor: 20 * time.Second, etcdDownFor: 30 * time.Second,
 		window: 300, probeWorkers: 4, probeInterval: 4 * time.Millisecond, benchRate: 300,
 	}
 }

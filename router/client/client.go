@@ -17,6 +17,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/creds"
+	"github.com/shardlimit/shardlimit/shard/rpc/redial"
 )
 
 // Client asks routers for decisions. It is safe for concurrent use.
@@ -53,7 +54,11 @@ func New(opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		transport = credentials.NewTLS(opts.TLS)
 	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithStatsHandler(streamHandler{})}
+	// A router that comes back, or a network that heals, is dialed again
+	// within about a second, and a connection a cut network left silent
+	// is closed within one (see package redial).
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithStatsHandler(streamHandler{}),
+		grpc.WithConnectParams(redial.ConnectParams), redial.Dialer()}
 	if opts.Token != nil {
 		dial = append(dial, grpc.WithPerRPCCredentials(creds.PerRPC(opts.Token)))
 	}

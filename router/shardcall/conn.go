@@ -203,13 +203,18 @@ func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideReque
 }
 
 // stream returns the open stream, opening one if there is none. Opening
-// waits for the connection no longer than ctx.
+// waits for the connection no longer than ctx, and than the deadline and
+// its grace: a connection being dialed (a shard the network cut off, whose
+// connection closed) holds a new stream until it is ready, and a batch
+// must not wait for that longer than for an answer.
 func (c *Conn) stream(ctx context.Context) (*stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur != nil {
 		return c.cur, nil
 	}
+	ctx, done := context.WithTimeout(ctx, c.deadline+grace)
+	defer done()
 	sctx, cancel := context.WithCancel(c.life)
 	stop := context.AfterFunc(ctx, cancel)
 	st, err := c.client.DecideStream(sctx)

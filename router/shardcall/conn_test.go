@@ -258,3 +258,30 @@ func (c *Conn) inFlight() int {
 	defer s.mu.Unlock()
 	return len(s.fifo)
 }
+
+// A connection being dialed (a shard the network cut off: its connection
+// closed, and each dial answers nothing) holds a new stream until it is
+// ready: Decide gives up after the deadline and its grace instead, as for
+// a shard that answers nothing, and the caller's breaker judges it.
+func TestStreamToAConnectionBeingDialedFailsAtTheDeadline(t *testing.T) {
+	silent := func(ctx context.Context, _ string) (net.Conn, error) { <-ctx.Done(); return nil, ctx.Err() }
+	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(silent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := New(t.Context(), shardlimitv1.NewShardClient(conn), 100*time.Millisecond, nil)
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Decide(context.Background(), batch("u", 1))
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("batch to a connection being dialed: %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Decide held a batch for a minute while its connection was being dialed")
+	}
+}

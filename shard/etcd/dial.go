@@ -8,7 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+
+	"github.com/shardlimit/shardlimit/shard/rpc/redial"
 )
 
 // Dial returns an etcd client for endpoints whose own logging is kept to
@@ -37,10 +38,10 @@ func Dial(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
 		// Reconnect within a second of etcd's return however long it was
 		// away (gRPC's default backoff grows to 2 minutes): a restarted
 		// etcd restores its leases for one TTL, within which each member
-		// must find it again to keep its lease (membership.Register).
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		})},
+		// must find it again to keep its lease (membership.Register); and
+		// within about a second of a cut network's heal (redial.Dialer). The
+		// keepalive above closes a connection that a cut network left
+		// silent (gRPC sets TCP_USER_TIMEOUT to the keepalive timeout).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(redial.ConnectParams), redial.Dialer()},
 	})
 }

@@ -31,7 +31,7 @@ func (d *Dialer) Client(m member.Member) (shardlimitv1.ShardClient, error) {
 	if c := d.conns[m.Addr]; c != nil {
 		return shardlimitv1.NewShardClient(c), nil
 	}
-	c, err := grpc.NewClient(m.Addr, append([]grpc.DialOption{rpc.DialCreds(d.TLS)}, d.Options...)...)
+	c, err := grpc.NewClient(m.Addr, append(rpc.DialOptions(d.TLS), d.Options...)...)
 	if err != nil {
 		return nil, fmt.Errorf("dial shard %s at %s: %w", m.ID, m.Addr, err)
 	}

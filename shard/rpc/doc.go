@@ -1,7 +1,9 @@
 // Package rpc is how every shardlimit component serves gRPC and calls
 // another component: Listen builds the one kind of server that the router,
 // the shard and the rebalance job all run (listener, TLS credentials,
-// health, reflection), and DialCreds gives the matching client side. Each
+// health, reflection), and DialOptions gives the matching client side
+// (dial.go: credentials, and a connection that a cut network closes within
+// a second and that is dialed again within a second of the heal). Each
 // component passes its auth.Authorizer's interceptors (package shard/auth)
 // as server options, so that every call, health and reflection included,
 // is decided by the one method table.

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -81,14 +80,4 @@ func (s *Server) Stop(ctx context.Context) {
 func (s *Server) Kill() {
 	s.health.Shutdown()
 	s.GRPC.Stop()
-}
-
-// DialCreds returns the gRPC transport credentials for calls to other
-// components: TLS with cfg (a client certificate for mTLS), or plain text
-// when cfg is nil.
-func DialCreds(cfg *tls.Config) grpc.DialOption {
-	if cfg == nil {
-		return grpc.WithTransportCredentials(insecure.NewCredentials())
-	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
 }
