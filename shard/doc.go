@@ -56,7 +56,8 @@
 // was lost, or the ring moved it) is pending, its checks answered
 // not_decided, until it has pulled the partition from the previous owner
 // with a fence (that owner stops deciding it first), or found that owner
-// dead (from zero at once) or stalled (from zero after TakeoverTimeout).
+// dead (from zero at once) or stalled (from zero once it sent nothing for
+// TakeoverTimeout).
 // Counters stream between shards through the
 // shard API's ExportStream and Pull (stream.go). Between a planned
 // hand-off's first copy and its final, fenced one, the shard journals the

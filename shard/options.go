@@ -58,13 +58,15 @@ type Options struct {
 	// record changed state before copying counters again, so that every
 	// router has switched (routers switch within a second); default 1.5s.
 	HandoffSettle time.Duration
-	// TakeoverTimeout bounds the pull of a takeover: the counters of the
-	// partitions this shard gains from a shard that left without a
+	// TakeoverTimeout bounds the silence of a takeover's pull: the counters
+	// of the partitions this shard gains from a shard that left without a
 	// hand-off (its lease expired or was revoked). Until the pull ends the
 	// shard decides none of their checks (routers answer them by policy).
-	// A shard that is alive answers at once; one that crashed refuses the
-	// connection at once; one that is stalled answers nothing, and its
-	// partitions count from zero here once the timeout passed. Default 1s.
+	// A shard that is alive answers, and is waited for as long as each
+	// chunk follows the last (or the pull's start) within the timeout; one
+	// that crashed refuses the connection at once; one that is stalled
+	// answers nothing, and its partitions count from zero here once the
+	// timeout passed. Default 1s.
 	TakeoverTimeout time.Duration
 	// MaxKeys bounds the keys held, an extra bound beside MaxMemoryBytes;
 	// default 0 (unbounded: the memory bound is the one that matters).

@@ -34,8 +34,12 @@ import (
 //     once, and the partition counts from zero here (a crash is a reset;
 //     the routers' over-limit caches keep users over their limit denied);
 //   - previous owner stalled (SIGSTOP: it accepts connections and answers
-//     nothing): the pull gives up after TakeoverTimeout, and the partition
-//     counts from zero, or from what arrived.
+//     nothing): the pull gives up once the owner has sent nothing for
+//     TakeoverTimeout, and the partition counts from zero, or from what
+//     arrived. An owner that answers is waited for, however slowly its
+//     chunks come (a loaded machine): past its fence nobody decides the
+//     partition, and deciding it here from zero while its counters are on
+//     the way would let its users past their limits.
 
 // view is the owner table the shard follows, built from the members and
 // the shard map in etcd by the one owner function.
@@ -112,18 +116,31 @@ func (s *Server) Owners() *shardmap.Table {
 // Takeover results, the values of the result label.
 var takeoverResults = []string{"exact", "unreachable", "timeout"}
 
+// errOwnerSilent ends a takeover's pull whose previous owner sent nothing
+// for TakeoverTimeout.
+var errOwnerSilent = errors.New("the previous owner sent nothing within the takeover timeout")
+
 // takeOver pulls tk's partitions from their previous owner with a fence,
-// within TakeoverTimeout, and then decides them, with whatever arrived.
+// for as long as the owner sends a chunk at least every TakeoverTimeout
+// (from the start, then from chunk to chunk), and then decides them, with
+// whatever arrived.
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.TakeoverTimeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	silent := time.AfterFunc(s.opts.TakeoverTimeout, func() { cancel(errOwnerSilent) })
+	defer silent.Stop()
+	merge := func(ctx context.Context, keys []*shardlimitv1.KeyState) (uint64, uint64, error) {
+		silent.Reset(s.opts.TakeoverTimeout) // a chunk came: the owner answers
+		defer silent.Reset(s.opts.TakeoverTimeout)
+		return s.merge(ctx, keys)
+	}
 	var c handoff.Copied
 	from, err := s.peers.Client(tk.From)
 	if err == nil {
 		c, err = handoff.Pull(ctx, from, tk.From.ID, &shardlimitv1.ExportStreamRequest{
 			Partitions: tk.Partitions, PartitionCount: uint32(s.opts.Partitions), Fence: true,
-		}, s.merge)
+		}, merge)
 	}
 	s.owned.Settle(tk.Partitions)
 	took := time.Since(start)
@@ -133,7 +150,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	result := "exact"
 	switch {
 	case err == nil:
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(context.Cause(ctx), errOwnerSilent):
 		result = "timeout"
 	default:
 		result = "unreachable"
@@ -147,7 +164,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		log.Info("took over the partitions of a shard that left without a hand-off, with their counters")
 	case "timeout":
 		log.Warn("took over the partitions of a shard that left without a hand-off, which did not answer in time (stalled): they count from what arrived, or from zero",
-			"timeout", s.opts.TakeoverTimeout, "err", err)
+			"timeout", s.opts.TakeoverTimeout, "err", context.Cause(ctx))
 	default:
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)

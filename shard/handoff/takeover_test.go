@@ -2,16 +2,23 @@ package handoff_test
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -108,14 +115,51 @@ func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
 	}
 }
 
+// registered is a member record in etcd under a lease of its own.
+type registered struct {
+	lease clientv3.LeaseID
+	cli   *clientv3.Client
+}
+
+// register registers member id, serving at addr, under prefix.
+func register(t *testing.T, prefix, id, addr string) registered {
+	t.Helper()
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	ctx := context.Background()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := member.Encode(member.Member{ID: id, Addr: addr, State: member.Serving, Started: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, etcd.Layout(prefix).Member(id), string(b), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return registered{lease: lease.ID, cli: cli}
+}
+
+// revoke revokes the record's lease, as etcd expires the lease of a
+// stopped shard.
+func (r registered) revoke(t *testing.T) {
+	t.Helper()
+	if err := etcd.Revoke(context.Background(), r.cli, r.lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // stalled is a member record in etcd whose address accepts connections
 // and answers nothing, as a stopped process (SIGSTOP) does.
 type stalled struct {
+	registered
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
-	lease clientv3.LeaseID
-	cli   *clientv3.Client
 }
 
 // registerStalled registers member x, serving, at a stalled address.
@@ -138,23 +182,7 @@ func registerStalled(t *testing.T, prefix string) *stalled {
 		}
 	}()
 	t.Cleanup(x.close)
-	if x.cli, err = etcd.Dial([]string{etcdEndpoint}, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = x.cli.Close() })
-	ctx := context.Background()
-	lease, err := x.cli.Grant(ctx, 60)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := member.Encode(member.Member{ID: "x", Addr: ln.Addr().String(), State: member.Serving, Started: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := x.cli.Put(ctx, etcd.Layout(prefix).Member("x"), string(b), clientv3.WithLease(lease.ID)); err != nil {
-		t.Fatal(err)
-	}
-	x.lease = lease.ID
+	x.registered = register(t, prefix, "x", ln.Addr().String())
 	return x
 }
 
@@ -173,14 +201,6 @@ func revokeLease(t *testing.T, prefix, id string) {
 	}
 	if err := etcd.Revoke(context.Background(), cli, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatalf("revoke the lease of %s: %v", id, err)
-	}
-}
-
-// revoke revokes x's lease, as etcd expires the lease of a stopped shard.
-func (x *stalled) revoke(t *testing.T) {
-	t.Helper()
-	if err := etcd.Revoke(context.Background(), x.cli, x.lease); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -241,5 +261,90 @@ func TestTakeoverFromAStalledShard(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowExporter is a shard that lost its lease and answers a takeover's
+// pull slowly, as on a loaded machine: it relays the export of the shard
+// from, one key per chunk, each after gap.
+type slowExporter struct {
+	shardlimitv1.UnimplementedShardServer
+	from shardlimitv1.ShardClient
+	gap  time.Duration
+}
+
+func (e *slowExporter) ExportStream(req *shardlimitv1.ExportStreamRequest, st grpc.ServerStreamingServer[shardlimitv1.ExportStreamResponse]) error {
+	req = proto.Clone(req).(*shardlimitv1.ExportStreamRequest)
+	req.MaxChunkKeys = 1
+	src, err := e.from.ExportStream(st.Context(), req)
+	if err != nil {
+		return err
+	}
+	for {
+		time.Sleep(e.gap)
+		chunk, err := src.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.Send(chunk); err != nil {
+			return err
+		}
+	}
+}
+
+// A shard that lost its lease but answers is waited for, however long its
+// counters take, as long as each chunk follows the last within the
+// takeover timeout: its users keep their counts. (Bounded as a whole by
+// the timeout, as before, a pull slowed by a loaded machine decided its
+// partitions from what had arrived, and let users past their limits.)
+// Here the export takes 13 gaps of a tenth of the timeout (one before each
+// of 12 keys, one before its end): the setup of the two connections before
+// the first chunk has most of the timeout, even on a loaded machine.
+func TestTakeoverWaitsForAnOwnerThatAnswersSlowly(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	const timeout = 3 * time.Second
+	sg, g := startIn(t, prefix, "g", func(o *shard.Options) { o.TakeoverTimeout = timeout })
+	// v, in a cluster of its own, holds the counters that x, a member of
+	// g's cluster, exports slowly.
+	_, v := startShard(t, "/test/"+t.Name()+"-source/", "v")
+	p, err := pki()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
+	shardlimitv1.RegisterShardServer(srv, &slowExporter{from: v, gap: timeout / 10})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	x := register(t, prefix, "x", ln.Addr().String())
+	waitOwns(t, sg, "x")
+	users := usersOf(t, sg, "x", 12)
+	for _, u := range users {
+		for range 10 {
+			decideOne(t, v, u)
+		}
+	}
+	x.revoke(t)
+	poll.Until(t, 30*time.Second, func() error {
+		for _, result := range []string{"timeout", "unreachable"} {
+			if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": result}); n > 0 {
+				t.Fatalf("%v takeovers ended %s, want exact", n, result)
+			}
+		}
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "exact"}); n != 1 {
+			return fmt.Errorf("%v exact takeovers", n)
+		}
+		return nil
+	})
+	for _, u := range users {
+		if d := decideOne(t, g, u); d.NotDecided || d.Allowed {
+			t.Fatalf("%s after the takeover: %v, want denied (at the limit counted on x)", u, d)
+		}
 	}
 }
