@@ -17,7 +17,9 @@ GRPC_GATEWAY_VERSION := v2.29.0
 
 # Packages whose tests share memory across goroutines run under -race;
 # deploy/ runs under deploy-test (deploy/deploy.mk), with promtool. The
-# fault suite (cmd/faults) drives processes and runs without -race.
+# fault suite (cmd/faults) drives processes and runs without -race, as do
+# the unit tests of the robustness checker (cmd/robustness/...), which
+# share no memory.
 RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/bench/... ./cmd/shardlimit/...
 
 # Fuzz targets, as package:Target. `make test` runs their seed corpora
@@ -73,7 +75,7 @@ test: promtool iptables ## Run every test: gofmt, vet, unit and cluster tests wi
 	  missing=$$(comm -13 <(sort <<<"$$race") <(sort <<<"$$fuzz")); \
 	  if [ -n "$$missing" ]; then echo "fuzz targets whose seed corpora make test would not run (add them to RACE_PKGS):"; echo "$$missing"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 10m ./cmd/faults
+	$(GO) test -count=1 -timeout 10m ./cmd/faults ./cmd/robustness/...
 	$(MAKE) --no-print-directory deploy-test
 
 # iptables, pinned: the fault suite (cmd/faults) cuts a shard off the

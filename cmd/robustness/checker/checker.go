@@ -1,0 +1,263 @@
+package checker
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Algorithm is a rule's algorithm, as the rules file names it.
+type Algorithm string
+
+// The algorithms a rule may use.
+const (
+	TokenBucket   Algorithm = "token_bucket"
+	LeakyBucket   Algorithm = "leaky_bucket"
+	FixedWindow   Algorithm = "fixed_window"
+	SlidingLog    Algorithm = "sliding_log"
+	SlidingWindow Algorithm = "sliding_window"
+	GCRA          Algorithm = "gcra"
+)
+
+// Rule is what the checker needs of a rule: the most it may allow.
+type Rule struct {
+	Algorithm Algorithm
+	Limit     int64
+	Period    time.Duration
+	// Burst is the bucket's capacity (token_bucket, gcra) or the queue's
+	// size (leaky_bucket); zero means Limit. The window algorithms have
+	// none.
+	Burst int64
+	// SoftPercent and ElasticPercent raise the limit (and burst) by at
+	// most that many percent each.
+	SoftPercent, ElasticPercent int64
+}
+
+// limits returns the rule's limit and burst raised by its soft and
+// elastic percents (rounded up: the most the rule may allow).
+func (r Rule) limits() (limit, burst int64) {
+	burst = r.Burst
+	if burst == 0 {
+		burst = r.Limit
+	}
+	pct := 100 + r.SoftPercent + r.ElasticPercent
+	up := func(n int64) int64 { return (n*pct + 99) / 100 }
+	return up(r.Limit), up(burst)
+}
+
+// Outcome is what a check's caller got.
+type Outcome int
+
+// The outcomes of a check.
+const (
+	Allowed Outcome = iota // decided by a shard: allowed
+	Denied                 // decided by a shard: denied
+	Policy                 // answered by the rule's failure policy
+	Error                  // no answer: an error or the client's timeout
+)
+
+func (o Outcome) String() string {
+	return [...]string{"allowed", "denied", "policy", "error"}[o]
+}
+
+// Op is one check as its client recorded it.
+type Op struct {
+	Key     string // the counter: service, rule and user
+	Rule    string // the rule's name in Check's rules
+	Hits    int64
+	Send    time.Time // before the request left the client
+	Recv    time.Time // after the answer arrived
+	Outcome Outcome
+}
+
+// Violation is an interval in which the checks certainly decided inside it
+// allowed more hits than the rule allows in its length.
+type Violation struct {
+	Key, Rule string
+	From, To  time.Time
+	Allowed   int64 // hits of the allowed checks sent and answered inside [From, To]
+	Bound     int64 // the most the rule allows in To − From (or in the aligned window)
+	Ops       []Op  // those checks, in send order
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("key %s (rule %s): %d hits allowed by decision in [%s, %s] (%v), more than the rule's %d",
+		v.Key, v.Rule, v.Allowed, v.From.Format(time.RFC3339Nano), v.To.Format(time.RFC3339Nano), v.To.Sub(v.From), v.Bound)
+}
+
+// Check returns every key's worst violation (at most one per key, the one
+// with the most hits over the bound), in key order. Ops of a rule missing
+// from rules are reported as an error.
+func Check(rules map[string]Rule, ops []Op) ([]Violation, error) {
+	byKey := map[string][]Op{}
+	for _, op := range ops {
+		if op.Outcome != Allowed || op.Hits <= 0 {
+			continue
+		}
+		if _, ok := rules[op.Rule]; !ok {
+			return nil, fmt.Errorf("check of key %s: rule %q unknown to the checker", op.Key, op.Rule)
+		}
+		if op.Recv.Before(op.Send) {
+			return nil, fmt.Errorf("check of key %s: received at %v, before it was sent at %v", op.Key, op.Recv, op.Send)
+		}
+		byKey[op.Key] = append(byKey[op.Key], op)
+	}
+	var out []Violation
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		kops := byKey[key]
+		slices.SortFunc(kops, func(a, b Op) int { return a.Send.Compare(b.Send) })
+		// A key's checks share its rule (the key names it).
+		r := rules[kops[0].Rule]
+		var v *Violation
+		switch r.Algorithm {
+		case TokenBucket, GCRA, LeakyBucket:
+			v = worstInterval(kops, func(d time.Duration) int64 {
+				limit, burst := r.limits()
+				return burst + int64(float64(limit)*float64(d)/float64(r.Period))
+			}, -1)
+		case SlidingLog:
+			limit, _ := r.limits()
+			v = worstInterval(kops, func(time.Duration) int64 { return limit }, r.Period-1)
+		case FixedWindow, SlidingWindow:
+			v = worstWindow(kops, r)
+		default:
+			return nil, fmt.Errorf("rule %s: algorithm %q unknown to the checker", kops[0].Rule, r.Algorithm)
+		}
+		if v != nil {
+			v.Key, v.Rule = key, kops[0].Rule
+			out = append(out, *v)
+		}
+	}
+	return out, nil
+}
+
+// worstInterval looks at every interval [a, b] with a a check's send and
+// b a check's receive (no longer than maxLen, when maxLen >= 0), and
+// returns the one whose certainly-inside hits exceed bound(b − a) the
+// most, or nil. ops are sorted by send.
+func worstInterval(ops []Op, bound func(time.Duration) int64, maxLen time.Duration) *Violation {
+	var worst *Violation
+	inside := make([]Op, 0, len(ops))
+	for i := range ops {
+		a := ops[i].Send
+		inside = inside[:0]
+		for _, op := range ops[i:] { // send >= a
+			if maxLen < 0 || op.Recv.Sub(a) <= maxLen {
+				inside = append(inside, op)
+			}
+		}
+		slices.SortStableFunc(inside, func(x, y Op) int { return x.Recv.Compare(y.Recv) })
+		var hits int64
+		for j, op := range inside {
+			hits += op.Hits
+			if j+1 < len(inside) && inside[j+1].Recv.Equal(op.Recv) {
+				continue // the interval ends at the last check received then
+			}
+			b := op.Recv
+			if over, lim := hits, bound(b.Sub(a)); over > lim && (worst == nil || over-lim > worst.Allowed-worst.Bound) {
+				worst = &Violation{From: a, To: b, Allowed: over, Bound: lim, Ops: sortedBySend(inside[:j+1])}
+			}
+		}
+	}
+	return worst
+}
+
+// worstWindow checks each window [k·P, (k+1)·P) aligned on the Unix epoch
+// that holds a check certainly decided inside it, and returns the one
+// most over the limit, or nil.
+func worstWindow(ops []Op, r Rule) *Violation {
+	limit, _ := r.limits()
+	p := int64(r.Period)
+	windows := map[int64][]Op{}
+	for _, op := range ops {
+		k := floorDiv(op.Send.UnixNano(), p)
+		if floorDiv(op.Recv.UnixNano(), p) == k {
+			windows[k] = append(windows[k], op)
+		}
+	}
+	var worst *Violation
+	for _, k := range slices.Sorted(maps.Keys(windows)) {
+		var hits int64
+		for _, op := range windows[k] {
+			hits += op.Hits
+		}
+		if hits > limit && (worst == nil || hits-limit > worst.Allowed-worst.Bound) {
+			worst = &Violation{From: time.Unix(0, k*p), To: time.Unix(0, (k+1)*p-1), Allowed: hits, Bound: limit, Ops: windows[k]}
+		}
+	}
+	return worst
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func sortedBySend(ops []Op) []Op {
+	out := slices.Clone(ops)
+	slices.SortStableFunc(out, func(x, y Op) int { return x.Send.Compare(y.Send) })
+	return out
+}
+
+// Fault is a fault in force over [From, To), as the suite's schedule
+// names it.
+type Fault struct {
+	Name     string
+	From, To time.Time
+}
+
+// Tally counts checks by outcome.
+type Tally map[Outcome]int
+
+// TallyByFault counts the checks sent while each fault was in force (a
+// check sent under two faults counts for both), and those sent under none
+// under "".
+func TallyByFault(ops []Op, faults []Fault) map[string]Tally {
+	out := map[string]Tally{}
+	add := func(name string, o Outcome) {
+		if out[name] == nil {
+			out[name] = Tally{}
+		}
+		out[name][o]++
+	}
+	for _, op := range ops {
+		in := false
+		for _, f := range faults {
+			if !op.Send.Before(f.From) && op.Send.Before(f.To) {
+				add(f.Name, op.Outcome)
+				in = true
+			}
+		}
+		if !in {
+			add("", op.Outcome)
+		}
+	}
+	return out
+}
+
+// Report writes the violations for a run of seed: each key, its interval,
+// the checks in it and the faults in force over it.
+func Report(w io.Writer, seed int64, faults []Fault, vs []Violation) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d keys past their limit\n", seed, len(vs))
+	for _, v := range vs {
+		fmt.Fprintf(&b, "\n%s\n", v)
+		for _, f := range faults {
+			if f.From.Before(v.To) && v.From.Before(f.To) {
+				fmt.Fprintf(&b, "  fault in force: %s [%s, %s)\n", f.Name, f.From.Format(time.RFC3339Nano), f.To.Format(time.RFC3339Nano))
+			}
+		}
+		for _, op := range v.Ops {
+			fmt.Fprintf(&b, "  %s hits=%d sent %s answered %s (%v)\n", op.Outcome, op.Hits,
+				op.Send.Format(time.RFC3339Nano), op.Recv.Format(time.RFC3339Nano), op.Recv.Sub(op.Send))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
