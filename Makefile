@@ -81,14 +81,15 @@ test: promtool iptables ## Run every test: gofmt, vet, unit and cluster tests wi
 # iptables, pinned: the fault suite (cmd/faults) cuts a shard off the
 # network with a rule on loopback. A Debian package, installed as root
 # (make test, and so CI, runs as root), and left alone when that version is
-# already there.
+# already there; not root, nothing is installed and the suite skips its
+# network cuts.
 IPTABLES_VERSION := 1.8.9-2
 
 .PHONY: iptables
-iptables: ## Install the pinned iptables Debian package (the fault suite cuts links with it; needs root; skipped when installed).
+iptables: ## Install the pinned iptables Debian package (the fault suite cuts links with it, as root; skipped when installed or not root).
 	@if [ "$$(dpkg-query -W -f='$${Version}' iptables 2>/dev/null)" != '$(IPTABLES_VERSION)' ]; then \
 	  echo "installing iptables $(IPTABLES_VERSION) (Debian package)"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "make iptables: installing a Debian package needs root"; exit 1; fi; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make iptables: not root, so not installed (the fault suite skips its network cuts)"; exit 0; fi; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q 'iptables=$(IPTABLES_VERSION)' >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null && apt-get install -y -q 'iptables=$(IPTABLES_VERSION)' >/dev/null; }; \

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/poll"
-	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // A shard whose calls fail keeps its circuit closed while it answers the
@@ -173,14 +173,12 @@ func serveShard(t *testing.T, addr string, l *liveShard) (string, func()) {
 func TestCircuitClosesWhenTheConnectionIsReadyAgain(t *testing.T) {
 	l := &liveShard{}
 	addr, stop := serveShard(t, "127.0.0.1:0", l)
-	conn, err := grpc.NewClient(addr, rpc.DialOptions(nil)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r, p := shedRouter(t, Options{BreakerFailures: 1, BreakerCooldown: time.Hour}, shardlimitv1.NewShardClient(conn))
-	p.conn = conn
-	go r.checkOnReconnect(p)
+	r, _ := shedRouter(t, Options{BreakerFailures: 1, BreakerCooldown: time.Hour}, nil)
+	r.opts.ShardTLS = nil // the shard serves plain text
+	p := r.dialPeer(member.Member{ID: "s0", Addr: addr})
+	defer p.conn.Close()
+	conn := p.conn
+	r.routing.Load().peers[0] = p
 	if d := r.Decide(context.Background(), checks(r, "/closed", "before"))[0]; d.FailurePolicy {
 		t.Fatalf("check with the shard up: %v, want decided", d)
 	}

@@ -102,16 +102,7 @@ func (r *Router) rebuild() {
 			delete(byID, m.ID)
 			continue
 		}
-		conn, err := grpc.NewClient(m.Addr, r.dialOptions()...)
-		if err != nil {
-			r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
-			next.peers[i] = r.newPeer(m, nil)
-			continue
-		}
-		conn.Connect() // dial now, not on the first check's deadline
-		next.peers[i] = r.newPeer(m, shardlimitv1.NewShardClient(conn))
-		next.peers[i].conn = conn
-		go r.checkOnReconnect(next.peers[i])
+		next.peers[i] = r.dialPeer(m)
 	}
 	r.routing.Store(next)
 	for _, p := range byID {
@@ -119,6 +110,22 @@ func (r *Router) rebuild() {
 			time.AfterFunc(5*time.Second, func() { _ = p.conn.Close() })
 		}
 	}
+}
+
+// dialPeer returns a peer for shard m over a new connection to it, dialed
+// now (not on the first check's deadline), whose readiness after a loss
+// is checked (checkOnReconnect) until the connection is closed.
+func (r *Router) dialPeer(m member.Member) *peer {
+	conn, err := grpc.NewClient(m.Addr, r.dialOptions()...)
+	if err != nil {
+		r.log.Error("cannot create a client for shard", "shard", m.ID, "addr", m.Addr, "err", err)
+		return r.newPeer(m, nil)
+	}
+	conn.Connect()
+	p := r.newPeer(m, shardlimitv1.NewShardClient(conn))
+	p.conn = conn
+	go r.checkOnReconnect(p)
+	return p
 }
 
 // newPeer returns a peer for shard m that calls it through client (nil:

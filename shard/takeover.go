@@ -129,9 +129,10 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
 	silent := time.AfterFunc(s.opts.TakeoverTimeout, func() { cancel(errOwnerSilent) })
-	defer silent.Stop()
 	merge := func(ctx context.Context, keys []*shardlimitv1.KeyState) (uint64, uint64, error) {
-		silent.Reset(s.opts.TakeoverTimeout) // a chunk came: the owner answers
+		// A chunk came: the owner answers. The merge is this shard's own
+		// time, not the owner's silence.
+		silent.Stop()
 		defer silent.Reset(s.opts.TakeoverTimeout)
 		return s.merge(ctx, keys)
 	}
@@ -142,6 +143,10 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 			Partitions: tk.Partitions, PartitionCount: uint32(s.opts.Partitions), Fence: true,
 		}, merge)
 	}
+	// The pull ended for the owner's silence only if the timer (armed
+	// except while a chunk merges) fired before the pull ended.
+	silent.Stop()
+	silenced := errors.Is(context.Cause(ctx), errOwnerSilent)
 	s.owned.Settle(tk.Partitions)
 	took := time.Since(start)
 	if s.ctx.Err() != nil {
@@ -150,7 +155,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	result := "exact"
 	switch {
 	case err == nil:
-	case errors.Is(context.Cause(ctx), errOwnerSilent):
+	case silenced:
 		result = "timeout"
 	default:
 		result = "unreachable"
@@ -164,7 +169,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		log.Info("took over the partitions of a shard that left without a hand-off, with their counters")
 	case "timeout":
 		log.Warn("took over the partitions of a shard that left without a hand-off, which did not answer in time (stalled): they count from what arrived, or from zero",
-			"timeout", s.opts.TakeoverTimeout, "err", context.Cause(ctx))
+			"timeout", s.opts.TakeoverTimeout, "err", err)
 	default:
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)

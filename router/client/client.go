@@ -56,9 +56,10 @@ func New(opts Options) (*Client, error) {
 	}
 	// A router that comes back, or a network that heals, is dialed again
 	// within about a second, and a connection a cut network left silent
-	// is closed within one (see package redial).
+	// is closed after 5 s (see package redial). The dialer turns gRPC's
+	// proxy support off: a dialer in opts.DialOptions replaces it.
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithStatsHandler(streamHandler{}),
-		grpc.WithConnectParams(redial.ConnectParams), redial.Dialer()}
+		grpc.WithConnectParams(redial.ConnectParams), redial.DialerWith(redial.ClientUnackedTimeout)}
 	if opts.Token != nil {
 		dial = append(dial, grpc.WithPerRPCCredentials(creds.PerRPC(opts.Token)))
 	}

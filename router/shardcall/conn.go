@@ -202,18 +202,29 @@ func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideReque
 	return c.decideUnary(ctx, req)
 }
 
+// firstOpen bounds the wait for the connection of a Conn's first stream:
+// the first dial and TLS handshake to a shard, which a loaded machine may
+// take a while over, as a router starts or a shard joins. (A variable for
+// tests.)
+var firstOpen = 5 * time.Second
+
 // stream returns the open stream, opening one if there is none. Opening
-// waits for the connection no longer than ctx, and than the deadline and
-// its grace: a connection being dialed (a shard the network cut off, whose
-// connection closed) holds a new stream until it is ready, and a batch
-// must not wait for that longer than for an answer.
+// waits for the connection no longer than ctx, and, once a stream was
+// open, than the deadline and its grace: a connection being dialed again
+// (a shard the network cut off, whose connection closed) holds a new
+// stream until it is ready, and a batch must not wait for that longer
+// than for an answer. The first stream waits up to firstOpen.
 func (c *Conn) stream(ctx context.Context) (*stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur != nil {
 		return c.cur, nil
 	}
-	ctx, done := context.WithTimeout(ctx, c.deadline+grace)
+	wait := c.deadline + grace
+	if c.opened == 0 {
+		wait = firstOpen
+	}
+	ctx, done := context.WithTimeout(ctx, wait)
 	defer done()
 	sctx, cancel := context.WithCancel(c.life)
 	stop := context.AfterFunc(ctx, cancel)

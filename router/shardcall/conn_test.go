@@ -259,29 +259,81 @@ func (c *Conn) inFlight() int {
 	return len(s.fifo)
 }
 
-// A connection being dialed (a shard the network cut off: its connection
-// closed, and each dial answers nothing) holds a new stream until it is
-// ready: Decide gives up after the deadline and its grace instead, as for
-// a shard that answers nothing, and the caller's breaker judges it.
-func TestStreamToAConnectionBeingDialedFailsAtTheDeadline(t *testing.T) {
-	silent := func(ctx context.Context, _ string) (net.Conn, error) { <-ctx.Done(); return nil, ctx.Err() }
-	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(silent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := New(t.Context(), shardlimitv1.NewShardClient(conn), 100*time.Millisecond, nil)
+// decideWithin runs Decide with no deadline of its own, failing the test if
+// it holds the batch for a minute.
+func decideWithin(t *testing.T, c *Conn, req *shardlimitv1.DecideRequest) error {
+	t.Helper()
 	got := make(chan error, 1)
 	go func() {
-		_, err := c.Decide(context.Background(), batch("u", 1))
+		_, err := c.Decide(context.Background(), req)
 		got <- err
 	}()
 	select {
 	case err := <-got:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("batch to a connection being dialed: %v, want DeadlineExceeded", err)
-		}
+		return err
 	case <-time.After(time.Minute):
 		t.Fatal("Decide held a batch for a minute while its connection was being dialed")
+		return nil
+	}
+}
+
+// A connection being dialed (a shard the network cut off: its connection
+// closed, and each dial answers nothing) holds a new stream until it is
+// ready: once a stream was open, Decide gives up after the deadline and
+// its grace instead, as for a shard that answers nothing, and the caller's
+// breaker judges it; the first stream waits up to firstOpen (a cold dial
+// on a loaded machine), and no longer.
+func TestStreamToAConnectionBeingDialedFailsAtTheDeadline(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	shardlimitv1.RegisterShardServer(srv, &fakeShard{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	var silent atomic.Bool
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		if silent.Load() {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A first open that waited the deadline would take a minute and fail:
+	// the reopen below must not.
+	saved := firstOpen
+	t.Cleanup(func() { firstOpen = saved })
+	firstOpen = 10 * time.Minute
+	c := New(t.Context(), shardlimitv1.NewShardClient(conn), 100*time.Millisecond, nil)
+	if err := decideWithin(t, c, batch("u", 1)); err != nil {
+		t.Fatalf("first batch: %v", err)
+	}
+	silent.Store(true)
+	srv.Stop() // the connection closes; every dial from now on is silent
+	for i := 0; ; i++ {
+		err := decideWithin(t, c, batch("u", 1))
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("batches after the connection closed: %v, want DeadlineExceeded once the broken stream is dropped", err)
+		}
+	}
+
+	firstOpen = 200 * time.Millisecond
+	cold, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dial))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cold.Close()
+	if err := decideWithin(t, New(t.Context(), shardlimitv1.NewShardClient(cold), 100*time.Millisecond, nil), batch("u", 1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first batch to a connection that is never ready: %v, want DeadlineExceeded after firstOpen", err)
 	}
 }

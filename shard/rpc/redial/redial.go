@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -11,17 +12,28 @@ import (
 	"google.golang.org/grpc/backoff"
 )
 
-// UnackedTimeout bounds how long data sent on a connection to another
-// component may go unacknowledged before the kernel closes the connection
+// UnackedTimeout bounds how long data sent on a connection between
+// components may go unacknowledged, or wait unsent behind a peer's full
+// receive window, before the kernel closes the connection
 // (TCP_USER_TIMEOUT). A peer cut off by the network acknowledges nothing,
 // and without it the connection lives on through TCP's retransmissions,
 // whose gaps double with the cut's length: after a 20 s cut the first one
-// came 8 s after the heal, and every call waited for it. Closed, the
+// came 6–8 s after the heal, and every call waited for it. Closed, the
 // connection is dialed again (ConnectParams), and the first dial after the
-// heal succeeds. A peer that is alive acknowledges at the kernel level,
-// whether its process runs or is stopped or starved of CPU, so only a
-// silent network closes a connection for this.
+// heal succeeds. A live peer acknowledges at the kernel level, even when
+// its process is stopped or starved of CPU; its receive window fills only
+// when its process reads nothing while more than gRPC's flow-control
+// window is in flight, which gRPC's own flow control keeps from
+// happening. Between components on one network (a data centre, loopback)
+// a second of silence is the network's, not the peer's. (etcd's client
+// sets the socket's timeout to its keepalive timeout instead, 2 s.)
 const UnackedTimeout = time.Second
+
+// ClientUnackedTimeout is UnackedTimeout for the Go client's connections to
+// routers (router/client): applications may call across a wider network,
+// where a few lost segments in a row at a round trip of 150 ms would take
+// a second.
+const ClientUnackedTimeout = 5 * time.Second
 
 // ConnectParams are the dial attempts of every connection between
 // components, etcd's included: with Dialer, an attempt sends a new TCP SYN
@@ -42,37 +54,95 @@ var ConnectParams = grpc.ConnectParams{
 // come 1, 2, 4 s... apart).
 const SYNInterval = 500 * time.Millisecond
 
-// Dialer is the TCP dialer of every connection between components: it
-// sets UnackedTimeout on the socket, and while the peer answers nothing
-// it dials again every SYNInterval, until the attempt's deadline. A
-// refusal (the peer's host is up, nothing listens) ends the attempt at
-// once, for gRPC's backoff.
-func Dialer() grpc.DialOption { return grpc.WithContextDialer(dialTCP) }
+// Dialer is the dialer of every connection between components, with
+// UnackedTimeout; see DialerWith.
+func Dialer() grpc.DialOption { return DialerWith(UnackedTimeout) }
 
-// dialer dials with TCP_USER_TIMEOUT set to UnackedTimeout.
-var dialer = &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		serr = setUnackedTimeout(int(fd), UnackedTimeout)
+// DialerWith is the dialer of a connection to a component: it resolves a
+// host name once per attempt, then dials its addresses in turn, a new SYN
+// every SYNInterval while they answer nothing, until the attempt's
+// deadline; it sets unacked as each socket's TCP_USER_TIMEOUT. A refusal
+// (the peer's host is up, nothing listens) ends the attempt at once, for
+// gRPC's backoff. A "unix:" address is dialed as a Unix socket, once.
+// Given as a dial option, it turns off gRPC's proxy support (HTTPS_PROXY):
+// a caller who needs a proxy passes a dialer of its own after it.
+func DialerWith(unacked time.Duration) grpc.DialOption {
+	d := newDialer(unacked)
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return dial(ctx, d.DialContext, addr)
 	})
-	if err != nil {
-		return err
+}
+
+// newDialer returns a net.Dialer that sets unacked as each socket's
+// TCP_USER_TIMEOUT.
+func newDialer(unacked time.Duration) *net.Dialer {
+	return &net.Dialer{Control: func(network, _ string, c syscall.RawConn) error {
+		if !strings.HasPrefix(network, "tcp") {
+			return nil
+		}
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = setUnackedTimeout(int(fd), unacked)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+}
+
+// dialFunc is one try: net.Dialer.DialContext.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// lookup resolves a host name (a variable for tests).
+var lookup = net.DefaultResolver.LookupHost
+
+// dial is DialerWith's dial function, with once for each try.
+func dial(ctx context.Context, once dialFunc, addr string) (net.Conn, error) {
+	if path, ok := unixPath(addr); ok {
+		return once(ctx, "unix", path)
 	}
-	return serr
-}}
-
-// dialOnce is one try of dialTCP (a variable for tests).
-var dialOnce = dialer.DialContext
-
-// dialTCP is Dialer's dial function.
-func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
-	for {
-		try, cancel := context.WithTimeout(ctx, SYNInterval)
-		c, err := dialOnce(try, "tcp", addr)
-		cancel()
-		var ne net.Error
-		if err == nil || ctx.Err() != nil || !errors.As(err, &ne) || !ne.Timeout() {
-			return c, err
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	ips := []string{host}
+	if net.ParseIP(host) == nil {
+		if ips, err = lookup(ctx, host); err != nil {
+			return nil, err
+		}
+		if len(ips) == 0 {
+			return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 		}
 	}
+	refused := make([]bool, len(ips))
+	for i, left := 0, len(ips); ; i = (i + 1) % len(ips) {
+		if refused[i] {
+			continue
+		}
+		try, cancel := context.WithTimeout(ctx, SYNInterval)
+		c, err := once(try, "tcp", net.JoinHostPort(ips[i], port))
+		cancel()
+		var ne net.Error
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return c, err
+		case errors.As(err, &ne) && ne.Timeout():
+			// Silent: try again, at the next address.
+		default:
+			// Refused: the others may answer.
+			if refused[i], left = true, left-1; left == 0 {
+				return nil, err
+			}
+		}
+	}
+}
+
+// unixPath returns the socket path of a "unix:path" or "unix://path"
+// address.
+func unixPath(addr string) (string, bool) {
+	if p, ok := strings.CutPrefix(addr, "unix://"); ok {
+		return p, true
+	}
+	return strings.CutPrefix(addr, "unix:")
 }

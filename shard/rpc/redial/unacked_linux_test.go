@@ -16,7 +16,7 @@ func TestDialSetsTheUnackedTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	c, err := dialTCP(context.Background(), lis.Addr().String())
+	c, err := dial(context.Background(), newDialer(UnackedTimeout).DialContext, lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
