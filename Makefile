@@ -67,7 +67,7 @@ run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router
 # The -timeout values are hang guards, not expectations: a package of
 # cluster tests takes 1-4 min on a quiet machine and must still pass at
 # load 30-40 (other suites, a dev cluster under bench, a CPU hog).
-test: promtool iptables ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's short form, alert rules, dashboard, manifests.
+test: promtool net-tools ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's short form, alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
@@ -78,22 +78,24 @@ test: promtool iptables ## Run every test: gofmt, vet, unit and cluster tests wi
 	$(GO) test -count=1 -timeout 10m ./cmd/faults ./cmd/robustness/...
 	$(MAKE) --no-print-directory deploy-test
 
-# iptables, pinned: the fault suite (cmd/faults) cuts a shard off the
-# network with a rule on loopback. A Debian package, installed as root
-# (make test, and so CI, runs as root), and left alone when that version is
-# already there; not root, nothing is installed and the suite skips its
-# network cuts.
-IPTABLES_VERSION := 1.8.9-2
+# iptables and iproute2, pinned: the fault suite (cmd/faults) cuts a shard
+# off the network with an iptables rule on loopback, and the robustness
+# suite's hosts are network namespaces (cmd/robustness/netns). Debian
+# packages, installed as root (make test, and so CI, runs as root), each
+# left alone when that version is already there; not root, nothing is
+# installed and the tests that cut links skip.
+NET_TOOLS := iptables=1.8.9-2 iproute2=6.1.0-3
 
-.PHONY: iptables
-iptables: ## Install the pinned iptables Debian package (the fault suite cuts links with it, as root; skipped when installed or not root).
-	@if [ "$$(dpkg-query -W -f='$${Version}' iptables 2>/dev/null)" != '$(IPTABLES_VERSION)' ]; then \
-	  echo "installing iptables $(IPTABLES_VERSION) (Debian package)"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "make iptables: not root, so not installed (the fault suite skips its network cuts)"; exit 0; fi; \
+.PHONY: net-tools
+net-tools: ## Install the pinned iptables and iproute2 Debian packages (the fault suite and the robustness hosts cut links with them, as root; skipped when installed or not root).
+	@for p in $(NET_TOOLS); do \
+	  if [ "$$(dpkg-query -W -f='$${Version}' "$${p%%=*}" 2>/dev/null)" = "$${p#*=}" ]; then continue; fi; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make net-tools: not root, so $$p is not installed (the tests that cut links skip)"; continue; fi; \
+	  echo "installing $$p (Debian package)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q 'iptables=$(IPTABLES_VERSION)' >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q 'iptables=$(IPTABLES_VERSION)' >/dev/null; }; \
-	fi
+	  apt-get install -y -q "$$p" >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q "$$p" >/dev/null; } || exit 1; \
+	done
 
 .PHONY: fuzz
 # Random exploration, kept out of `make test`. A fuzz run fails when it found

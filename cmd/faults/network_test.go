@@ -18,7 +18,7 @@ const cutComment = "shardlimit-faults"
 // calls it would: its own connections out (to etcd) go on. The returned
 // heal removes the rule; the test's cleanup removes it too, if heal was
 // not called. It needs root and iptables, which `make test` installs
-// (make iptables): the scenario is skipped when not run as root (only
+// (make net-tools): the scenario is skipped when not run as root (only
 // root can add the rule; CI runs as root), and fails without iptables.
 func cutLink(t *testing.T, addr string) (heal func(testing.TB)) {
 	t.Helper()
@@ -30,7 +30,7 @@ func cutLink(t *testing.T, addr string) (heal func(testing.TB)) {
 		t.Skip("cutting a link needs root (an iptables rule on loopback): skipped; CI runs as root")
 	}
 	if _, err := exec.LookPath("iptables"); err != nil {
-		t.Fatalf("cutting a link needs iptables: `make iptables` installs the pinned version (make test does)")
+		t.Fatalf("cutting a link needs iptables: `make net-tools` installs the pinned version (make test does)")
 	}
 	rule := []string{"INPUT", "-i", "lo", "-p", "tcp", "--dport", port, "-m", "comment", "--comment", cutComment, "-j", "DROP"}
 	iptables(t, append([]string{"-I"}, rule...)...)

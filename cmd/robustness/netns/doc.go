@@ -1,0 +1,15 @@
+// Package netns makes hosts that a test can cut apart: each Host is a
+// Linux network namespace with one interface on a bridge that lives in a
+// namespace of its own (the switch), so nothing changes in the machine's
+// own network, and every address is one the Net made (10.77.N.0/24).
+// Cut drops the packets from one host to another (an iptables rule in the
+// receiving host's namespace): one way, or both with two calls, while
+// every other link keeps working; Heal and HealAll take the rules away.
+// Host.Command runs a program inside a host. Close removes every
+// namespace and interface the Net made.
+//
+// It is the robustness suite's (issue 24) way to cut any link between any
+// two components. It needs root, iproute2 and iptables, which `make test`
+// installs pinned (make net-tools); a test that needs them and lacks
+// root skips, as the fault suite's network cuts do.
+package netns
