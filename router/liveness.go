@@ -95,9 +95,9 @@ func awaitRunning(answered <-chan error, timeout time.Duration) error {
 // checkOnReconnect sends p a liveness check each time its connection is
 // ready again while its circuit is open, until the connection is closed
 // or the router stops. A shard the network cut off, whose connection
-// closed (rpc.UnackedTimeout) and is dialed again every second, is decided
-// again as soon as the link heals and the check is answered, not a
-// cooldown and a probe later.
+// closed (redial.UnackedTimeout) and is dialed again every
+// redial.SYNInterval, is decided again as soon as the link heals and the
+// check is answered, not a cooldown and a probe later.
 func (r *Router) checkOnReconnect(p *peer) {
 	for state := p.conn.GetState(); p.conn.WaitForStateChange(r.ctx, state); {
 		switch state = p.conn.GetState(); state {

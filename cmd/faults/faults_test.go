@@ -157,12 +157,7 @@ func shardStop(t *testing.T, s *scenario) {
 			t.Logf("%d checks of %s's users paid the deadline more than a second after SIGSTOP (half-open probes: up to %d)", paid, x.name, probes)
 		}
 	}
-	var recovered time.Duration
-	for _, r := range s.recs {
-		if onX(r) && r.at >= continued && (r.out != allowed || slow(r)) {
-			recovered = max(recovered, r.at+r.lat-continued)
-		}
-	}
+	recovered := s.decidedAgainAfter(onX, continued)
 	s.logOrAssert(t, "every check decided by the shard again after SIGCONT within", recovered, s.cfg.cooldown+time.Second)
 	t.Logf("%s's users while stopped: %v", x.name, tallyOf(s.recs, both(onX, window(stopped, continued))))
 	s.row.recovery = fmt.Sprintf("circuit open after %v; decided by the shard %v after SIGCONT", dur(openAfter), dur(recovered))
@@ -204,14 +199,22 @@ func shardCut(t *testing.T, s *scenario) {
 	if during.policy == 0 {
 		t.Errorf("no policy answer for %s's users while it was cut off: the scenario did not fault it", x.name)
 	}
-	var recovered time.Duration
-	for _, r := range s.recs {
-		if onX(r) && r.at >= healed && (r.out != allowed || r.lat >= s.cfg.deadline) {
-			recovered = max(recovered, r.at+r.lat-healed)
-		}
-	}
+	recovered := s.decidedAgainAfter(onX, healed)
 	s.logOrAssert(t, "every check decided by the shard again after the heal within", recovered, time.Second)
 	s.row.recovery = fmt.Sprintf("its users by policy while cut off for %v (lease kept); decided by the shard %v after the heal", s.cfg.cutFor, dur(recovered))
+}
+
+// decidedAgainAfter returns how long after since the last check of onX's
+// users that the shard did not allow, or that paid the deadline, ended:
+// from then on the shard decided them all again.
+func (s *scenario) decidedAgainAfter(onX func(record) bool, since time.Duration) time.Duration {
+	var last time.Duration
+	for _, r := range s.recs {
+		if onX(r) && r.at >= since && (r.out != allowed || r.lat >= s.cfg.deadline) {
+			last = max(last, r.at+r.lat-since)
+		}
+	}
+	return last
 }
 
 // waitDecided waits until the shard x decides its users' checks again

@@ -114,8 +114,8 @@ func Check(rules map[string]Rule, ops []Op) ([]Violation, error) {
 		var v *Violation
 		switch r.Algorithm {
 		case TokenBucket, GCRA, LeakyBucket:
+			limit, burst := r.limits()
 			v = worstInterval(kops, func(d time.Duration) int64 {
-				limit, burst := r.limits()
 				return burst + int64(float64(limit)*float64(d)/float64(r.Period))
 			}, -1)
 		case SlidingLog:
@@ -139,30 +139,42 @@ func Check(rules map[string]Rule, ops []Op) ([]Violation, error) {
 // returns the one whose certainly-inside hits exceed bound(b − a) the
 // most, or nil. ops are sorted by send.
 func worstInterval(ops []Op, bound func(time.Duration) int64, maxLen time.Duration) *Violation {
+	byRecv := slices.Clone(ops)
+	slices.SortStableFunc(byRecv, func(x, y Op) int { return x.Recv.Compare(y.Recv) })
 	var worst *Violation
 	inside := make([]Op, 0, len(ops))
-	for i := range ops {
-		a := ops[i].Send
-		inside = inside[:0]
-		for _, op := range ops[i:] { // send >= a
-			if maxLen < 0 || op.Recv.Sub(a) <= maxLen {
-				inside = append(inside, op)
-			}
+	for i, first := range ops {
+		if i > 0 && first.Send.Equal(ops[i-1].Send) {
+			continue // the same start as the previous check's
 		}
-		slices.SortStableFunc(inside, func(x, y Op) int { return x.Recv.Compare(y.Recv) })
+		a := first.Send
+		inside = inside[:0]
 		var hits int64
-		for j, op := range inside {
-			hits += op.Hits
-			if j+1 < len(inside) && inside[j+1].Recv.Equal(op.Recv) {
-				continue // the interval ends at the last check received then
+		// Each prefix in receive order of the checks sent at or after a
+		// ends an interval [a, its last receive]. (Of checks received at
+		// the same instant, the last one's interval holds them all, and
+		// exceeds the bound the most.)
+		for _, op := range byRecv {
+			if op.Send.Before(a) {
+				continue
 			}
-			b := op.Recv
-			if over, lim := hits, bound(b.Sub(a)); over > lim && (worst == nil || over-lim > worst.Allowed-worst.Bound) {
-				worst = &Violation{From: a, To: b, Allowed: over, Bound: lim, Ops: sortedBySend(inside[:j+1])}
+			if maxLen >= 0 && op.Recv.Sub(a) > maxLen {
+				break // and so are all received later
+			}
+			inside = append(inside, op)
+			hits += op.Hits
+			if lim := bound(op.Recv.Sub(a)); hits > lim && worst.lessOver(hits, lim) {
+				worst = &Violation{From: a, To: op.Recv, Allowed: hits, Bound: lim, Ops: sortedBySend(inside)}
 			}
 		}
 	}
 	return worst
+}
+
+// lessOver reports whether v (nil: none yet) exceeds its bound by less
+// than allowed exceeds bound.
+func (v *Violation) lessOver(allowed, bound int64) bool {
+	return v == nil || allowed-bound > v.Allowed-v.Bound
 }
 
 // worstWindow checks each window [k·P, (k+1)·P) aligned on the Unix epoch
@@ -184,7 +196,7 @@ func worstWindow(ops []Op, r Rule) *Violation {
 		for _, op := range windows[k] {
 			hits += op.Hits
 		}
-		if hits > limit && (worst == nil || hits-limit > worst.Allowed-worst.Bound) {
+		if hits > limit && worst.lessOver(hits, limit) {
 			worst = &Violation{From: time.Unix(0, k*p), To: time.Unix(0, (k+1)*p-1), Allowed: hits, Bound: limit, Ops: windows[k]}
 		}
 	}
