@@ -201,6 +201,11 @@ func (j *Job) lead(ctx context.Context, session *concurrency.Session, e *concurr
 		j.metrics.leader.Set(0)
 		j.log.Info("no longer leading the rebalance job")
 	}()
+	if j.opts.EvictHold > 0 {
+		ectx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go j.evictUnreachable(ectx, e)
+	}
 	tick := time.NewTicker(j.opts.Interval)
 	defer tick.Stop()
 	for {

@@ -16,6 +16,7 @@ type metrics struct {
 	lastSuccess prometheus.Gauge
 	ratio       *prometheus.GaugeVec
 	etcdUp      prometheus.Gauge
+	evictions   *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, interval time.Duration) *metrics {
@@ -38,6 +39,10 @@ func newMetrics(reg *prometheus.Registry, interval time.Duration) *metrics {
 		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_rebalance_etcd_up", Help: "1 when the last etcd call succeeded.",
 		}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shardlimit_rebalance_evictions_total",
+			Help: "Shards the leader evicted because routers reported them unreachable (their leases revoked, their partitions taken over by live shards, kept from joining for --evict-hold), by shard.",
+		}, []string{"shard"}),
 	}
 	intervalGauge := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shardlimit_rebalance_interval_seconds", Help: "The configured interval between runs.",
@@ -46,7 +51,7 @@ func newMetrics(reg *prometheus.Registry, interval time.Duration) *metrics {
 	for _, o := range []string{"moved", "balanced", "skipped", "failed"} {
 		m.runs.WithLabelValues(o)
 	}
-	reg.MustRegister(m.leader, m.runs, m.moves, m.lastSuccess, m.ratio, m.etcdUp, intervalGauge,
+	reg.MustRegister(m.leader, m.runs, m.moves, m.lastSuccess, m.ratio, m.etcdUp, m.evictions, intervalGauge,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

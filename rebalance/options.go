@@ -52,6 +52,10 @@ type Options struct {
 	// run's record to etcd, which the Admin API's RebalanceRunStream
 	// follows; default 250ms (at most 4 writes a second per run).
 	ProgressEvery time.Duration
+	// EvictHold is how long a shard that the leader evicted, because
+	// routers reported it unreachable, is kept from joining again (package
+	// eviction); default 30s, 1s..1h; negative: never evict.
+	EvictHold time.Duration
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal to the routers'.
 	Ring shardmap.Config
@@ -91,7 +95,7 @@ func DefaultOptions() Options {
 	return Options{
 		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", Interval: time.Minute,
 		Threshold: p.Threshold, MaxMoves: p.MaxMoves, SessionTTL: 5 * time.Second,
-		StatsTimeout: 2 * time.Second, Settle: 1500 * time.Millisecond, ProgressEvery: 250 * time.Millisecond, Ring: shardmap.DefaultConfig(),
+		StatsTimeout: 2 * time.Second, Settle: 1500 * time.Millisecond, ProgressEvery: 250 * time.Millisecond, EvictHold: 30 * time.Second, Ring: shardmap.DefaultConfig(),
 		Limits: rpc.DefaultLimits(),
 	}
 }
@@ -128,6 +132,9 @@ func (o *Options) fill() {
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = d.ProgressEvery
 	}
+	if o.EvictHold == 0 {
+		o.EvictHold = d.EvictHold
+	}
 	if o.Ring == (shardmap.Config{}) {
 		o.Ring = d.Ring
 	}
@@ -151,6 +158,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("stats timeout: %v is under the minimum of 10ms", o.StatsTimeout)
 	case o.Settle < 0 || o.Settle > time.Minute:
 		return fmt.Errorf("settle: %v not in 0..1m", o.Settle)
+	case o.EvictHold > 0 && (o.EvictHold < time.Second || o.EvictHold > time.Hour):
+		return fmt.Errorf("evict hold: %v not in 1s..1h (negative: never evict)", o.EvictHold)
 	case o.ProgressEvery < 10*time.Millisecond || o.ProgressEvery > 10*time.Second:
 		return fmt.Errorf("progress every: %v not in 10ms..10s", o.ProgressEvery)
 	case !o.Insecure && (o.TLS == nil || o.TLS.ClientAuth < tls.VerifyClientCertIfGiven):

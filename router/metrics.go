@@ -77,6 +77,7 @@ type metrics struct {
 	ruleReloads   prometheus.Counter
 	ruleGauges    ruleGauges
 	overLimitHits *prometheus.CounterVec
+	unreachable   prometheus.Gauge
 }
 
 // ruleGauges export each rule's configured limit and period, by service,
@@ -147,6 +148,10 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 			Name: "shardlimit_router_members",
 			Help: "Live shards the router routes to.",
 		}),
+		unreachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_router_unreachable_shards",
+			Help: "Shards this router reports to etcd as unreachable (circuit open for --unreachable-after while it reaches another shard); the rebalance leader evicts a reported shard.",
+		}),
 	}
 	m.refunds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shardlimit_router_refunds_total",
@@ -206,7 +211,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Name: "shardlimit_router_overlimit_cache_evictions_total",
 		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
 	}, func() float64 { return float64(cache.Evicted()) })
-	reg.MustRegister(m.decisions, m.shardErrors, m.liveness, m.circuitOpened, m.callChecks, m.members, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
+	reg.MustRegister(m.decisions, m.shardErrors, m.liveness, m.circuitOpened, m.callChecks, m.members, m.unreachable, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
 		m.ruleGauges.limit, m.ruleGauges.period, m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
 		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

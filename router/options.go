@@ -101,6 +101,15 @@ type Options struct {
 	// BreakerCooldown is how long an open circuit answers by policy before
 	// one probe call is let through; default 1s.
 	BreakerCooldown time.Duration
+	// UnreachableAfter is how long a shard's circuit stays open, with its
+	// connection down, before the router reports the shard unreachable in
+	// etcd, while it reaches another shard; the rebalance leader evicts a
+	// reported shard, and live shards take its partitions over (package
+	// eviction). A shard that keeps its connection but answers nothing
+	// (stopped, stuck) is reported after ten times as long: a stall
+	// shorter than its lease ends without a takeover. Default 1s;
+	// negative: never report.
+	UnreachableAfter time.Duration
 	// Limits bound the gRPC server's connections, streams and messages;
 	// default rpc.DefaultLimits() (each zero field its default).
 	Limits rpc.Limits
@@ -152,21 +161,22 @@ const defaultLivenessTimeout = 250 * time.Millisecond
 // DefaultOptions returns the defaults, without the required Etcd and rules.
 func DefaultOptions() Options {
 	return Options{
-		Listen:          "127.0.0.1:0",
-		HTTPMaxBody:     httpapi.DefaultMaxBody,
-		Prefix:          "/shardlimit/",
-		Deadline:        20 * time.Millisecond,
-		CallsPerShard:   2,
-		MaxQueued:       10_000,
-		MaxQueueWait:    100 * time.Millisecond,
-		MaxChecks:       1000,
-		MaxUserLength:   256,
-		BreakerFailures: 3,
-		BreakerCooldown: time.Second,
-		OverLimitCache:  100_000,
-		Ring:            shardmap.DefaultConfig(),
-		Limits:          rpc.DefaultLimits(),
-		RuleBounds:      rules.DefaultBounds(),
+		Listen:           "127.0.0.1:0",
+		HTTPMaxBody:      httpapi.DefaultMaxBody,
+		Prefix:           "/shardlimit/",
+		Deadline:         20 * time.Millisecond,
+		CallsPerShard:    2,
+		MaxQueued:        10_000,
+		MaxQueueWait:     100 * time.Millisecond,
+		MaxChecks:        1000,
+		MaxUserLength:    256,
+		BreakerFailures:  3,
+		BreakerCooldown:  time.Second,
+		UnreachableAfter: time.Second,
+		OverLimitCache:   100_000,
+		Ring:             shardmap.DefaultConfig(),
+		Limits:           rpc.DefaultLimits(),
+		RuleBounds:       rules.DefaultBounds(),
 
 		HTTPMaxConnections: httpapi.DefaultMaxConnections,
 	}
@@ -213,6 +223,9 @@ func (o *Options) fill() {
 	if o.BreakerCooldown == 0 {
 		o.BreakerCooldown = d.BreakerCooldown
 	}
+	if o.UnreachableAfter == 0 {
+		o.UnreachableAfter = d.UnreachableAfter
+	}
 	if o.LivenessTimeout == 0 {
 		o.LivenessTimeout = max(defaultLivenessTimeout, o.Deadline)
 	}
@@ -249,6 +262,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("breaker failures: %d is under the minimum of 1", o.BreakerFailures)
 	case o.BreakerCooldown < time.Millisecond:
 		return fmt.Errorf("breaker cooldown: %v is under the minimum of 1ms", o.BreakerCooldown)
+	case o.UnreachableAfter > 0 && o.UnreachableAfter < 100*time.Millisecond:
+		return fmt.Errorf("unreachable after: %v is under the minimum of 100ms (negative: never report)", o.UnreachableAfter)
 	case o.LivenessTimeout < o.Deadline || o.LivenessTimeout > 10*time.Second:
 		return fmt.Errorf("liveness timeout: %v not in %v (the deadline)..10s", o.LivenessTimeout, o.Deadline)
 	case o.OverLimitCache > 0 && (o.OverLimitCache < overlimit.MinEntries || o.OverLimitCache > maxOverLimitCache):

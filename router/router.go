@@ -155,6 +155,9 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	r.srv.Serve()
 
 	go r.overLimit.sweep(watchCtx)
+	if opts.UnreachableAfter > 0 {
+		go r.reportUnreachable()
+	}
 	go etcd.WatchHealth(watchCtx, r.etcd, 5*time.Second, func(up bool) {
 		if up {
 			r.metrics.etcdUp.Set(1)

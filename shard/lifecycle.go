@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/eviction"
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -55,6 +56,9 @@ func (s *Server) enter(ctx context.Context) error {
 
 func (s *Server) enterOnce(ctx context.Context) error {
 	if reg := s.registration(); reg == nil || reg.Lost() {
+		if err := s.waitEvicted(ctx); err != nil {
+			return err
+		}
 		m := s.recordIn(member.Joining)
 		reg, err := membership.RegisterUntilLost(ctx, s.etcd, s.layout(), m, s.opts.LeaseTTL, s.opts.Logger, s.onLost)
 		if err != nil {
@@ -71,6 +75,19 @@ func (s *Server) enterOnce(ctx context.Context) error {
 	s.ready.Store(true)
 	s.metrics.registered.Set(1)
 	return nil
+}
+
+// waitEvicted returns once no eviction record keeps the shard from
+// joining (package eviction): routers reported it unreachable and the
+// rebalance leader evicted it, so that live shards decide its partitions
+// while the hold lasts.
+func (s *Server) waitEvicted(ctx context.Context) error {
+	defer s.metrics.evicted.Set(0)
+	return eviction.WaitCleared(ctx, s.etcd, s.layout(), s.opts.ID, func(rec eviction.Record) {
+		s.metrics.evicted.Set(1)
+		s.opts.Logger.Warn("evicted: routers reported this shard unreachable; not joining until the eviction's hold ends",
+			"evicted_at", rec.At, "hold", rec.Hold, "until", rec.Until(), "routers", rec.Routers, "by", rec.By)
+	})
 }
 
 // join takes the counters of the partitions the shard gains, in a strict

@@ -29,6 +29,7 @@ type metrics struct {
 	duration   prometheus.Histogram
 	setup      prometheus.Gauge
 	registered prometheus.Gauge
+	evicted    prometheus.Gauge
 	etcdUp     prometheus.Gauge
 	notDecided prometheus.Counter
 	// forwarded counts the checks forwarded to a next owner, by
@@ -49,6 +50,9 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		}),
 		registered: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_registered", Help: "1 while the shard is registered in etcd under its lease.",
+		}),
+		evicted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_shard_evicted", Help: "1 while the shard is kept from joining by an eviction record: routers reported it unreachable and the rebalance leader evicted it, for --evict-hold.",
 		}),
 		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_etcd_up", Help: "1 when etcd answered the last health probe.",
@@ -74,7 +78,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			m.decisions[a][r] = dec.WithLabelValues(a.String(), resultNames[r])
 		}
 	}
-	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.etcdUp, m.notDecided, m.forwarded, &storeCollector{s: s},
+	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.evicted, m.etcdUp, m.notDecided, m.forwarded, &storeCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

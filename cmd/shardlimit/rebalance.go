@@ -69,6 +69,7 @@ func rebalanceCmd() *cobra.Command {
 	f.Float64Var(&o.Threshold, "threshold", o.Threshold, "max/mean shard load over which a run moves partitions")
 	f.IntVar(&o.MaxMoves, "max-moves", o.MaxMoves, "most partitions one run moves")
 	f.DurationVar(&o.SessionTTL, "session-ttl", o.SessionTTL, "election lease; a dead leader is replaced within about this long")
+	f.DurationVar(&o.EvictHold, "evict-hold", o.EvictHold, "how long a shard that routers reported unreachable, evicted by the leader (its lease revoked, its partitions taken over by live shards), is kept from joining again, 1s..1h (negative: never evict)")
 	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
 	f.DurationVar(&o.ProgressEvery, "progress-every", o.ProgressEvery, "least time between two writes of a running run's record to etcd (what ctl rebalance apply --wait shows)")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")

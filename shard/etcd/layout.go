@@ -16,6 +16,8 @@ import (
 //	<prefix>rebalance/election           the rebalance job's election
 //	<prefix>rebalance/runs/<started>     one record per rebalance run
 //	<prefix>handoff/lock                 one hand-off at a time (job run, drain, join)
+//	<prefix>unreachable/<shard>/<router> a router's report that it cannot reach a shard, under the router's lease
+//	<prefix>evictions/<shard>            a shard evicted for being unreachable, under a lease of the hold's length
 type Layout string
 
 // dir returns the prefix with exactly one trailing slash.
@@ -78,3 +80,19 @@ func (l Layout) Run(startedUnixNs int64) string {
 // HandoffLock returns the prefix of the lock that lets one hand-off of
 // counters run at a time: a rebalance run, a shard's drain or its join.
 func (l Layout) HandoffLock() string { return l.dir() + "handoff/lock" }
+
+// Unreachable returns the prefix of the routers' reports of shards they
+// cannot reach.
+func (l Layout) Unreachable() string { return l.dir() + "unreachable/" }
+
+// UnreachableReport returns the key of one router's report on one shard;
+// reporter names the router (its lease).
+func (l Layout) UnreachableReport(shard, reporter string) string {
+	return l.Unreachable() + shard + "/" + reporter
+}
+
+// Evictions returns the prefix of the eviction records.
+func (l Layout) Evictions() string { return l.dir() + "evictions/" }
+
+// Eviction returns the key of one shard's eviction record.
+func (l Layout) Eviction(shard string) string { return l.Evictions() + shard }

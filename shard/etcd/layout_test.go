@@ -17,6 +17,8 @@ func TestLayoutKeys(t *testing.T) {
 			prefix.Election():                              "/shardlimit/rebalance/election",
 			prefix.Run(5):                                  "/shardlimit/rebalance/runs/00000000000000000005",
 			prefix.HandoffLock():                           "/shardlimit/handoff/lock",
+			prefix.UnreachableReport("shard-1", "7f3a"):    "/shardlimit/unreachable/shard-1/7f3a",
+			prefix.Eviction("shard-1"):                     "/shardlimit/evictions/shard-1",
 		} {
 			if got != want {
 				t.Errorf("prefix %q: got %q, want %q", prefix, got, want)

@@ -1,0 +1,48 @@
+// Package eviction is how a shard that the routers cannot reach, while
+// etcd still sees it alive, stops owning partitions: the routers report
+// it, the rebalance leader evicts it, and its partitions are taken over
+// exactly by live shards, within the lease TTL instead of never.
+//
+// Without it, a shard cut off from the routers but not from etcd keeps its
+// lease, so the owner function keeps its partitions on it, and every check
+// of its users is answered by failure policy for as long as the cut lasts.
+// The steps, each an etcd record:
+//
+//   - report: a router whose circuit to a shard has stayed open (the shard
+//     failed its calls and answered no liveness check) with its connection
+//     down for the router's --unreachable-after (a cut link: the
+//     connection breaks and cannot be made again), or open for ten times
+//     that with the connection up (a stuck process; a stalled one loses
+//     its lease sooner), while it still reaches another shard (so that a
+//     router cut off from everything, whose own network is at fault,
+//     reports nothing), writes unreachable/<shard>/<router> under its own
+//     lease. It deletes
+//     the report when the circuit closes or the shard leaves; a router that
+//     dies takes its reports with its lease.
+//   - evict: the rebalance leader reads the reports, the members and the
+//     evictions in force, and Decide picks at most one shard to evict: a
+//     serving member reported by a live router after the member registered
+//     (a report about an earlier registration is out of date), with at
+//     least one other serving member left, and no other eviction in force,
+//     so that a confused router can take out one shard at a time, never
+//     the cluster. Evict writes evictions/<shard> under a lease of Hold,
+//     only if the member's record is the one judged, then revokes the
+//     member's lease.
+//   - take over: to everyone else the revoked lease is a lost lease. The
+//     routers move the shard's partitions to the owner function's next
+//     owners, which pull the counters from the evicted shard with a fence
+//     (shard/takeover.go): exact when shards still reach it, from zero
+//     when none does (the documented allowance of a crash), and the fence
+//     ends its decisions before its counters leave, so a partition never
+//     has two deciders. The evicted shard sees its lease lost, stops
+//     deciding, gives the counters back fenced, and joins again.
+//   - hold: WaitCleared keeps the evicted shard from joining again while
+//     its eviction record lasts, so that a cut that lasts does not bring
+//     its partitions back to a shard the routers cannot reach every few
+//     seconds. The record expires after Hold, and the shard joins warm (a
+//     planned hand-off, exact); if the routers still cannot reach it, they
+//     report it again.
+//
+// The records are small JSON documents, validated when read: a malformed
+// one is ignored, never acted on.
+package eviction

@@ -1,0 +1,265 @@
+package eviction
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/member"
+)
+
+// Reporter keeps one router's reports in etcd, under a lease of its own
+// (a session): the reports go with the router.
+type Reporter struct {
+	cli     *clientv3.Client
+	layout  etcd.Layout
+	ttl     time.Duration
+	log     *slog.Logger
+	session *concurrency.Session
+	written map[string]Report // by shard id, as written under session
+}
+
+// NewReporter returns a reporter for a router; ttl is its lease's.
+func NewReporter(cli *clientv3.Client, layout etcd.Layout, ttl time.Duration, log *slog.Logger) *Reporter {
+	return &Reporter{cli: cli, layout: layout, ttl: ttl, log: log, written: map[string]Report{}}
+}
+
+// Set makes the router's reports in etcd exactly want (by shard id):
+// writes the new ones, deletes those no longer wanted. A report whose
+// Since is all that changed is not written again. It opens a session
+// when it first has one to write, and a new one when the last was lost
+// (whose reports went with it).
+func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
+	if r.session != nil {
+		select {
+		case <-r.session.Done():
+			r.log.Warn("the lease of this router's unreachable-shard reports was lost; writing them again")
+			r.session, r.written = nil, map[string]Report{}
+		default:
+		}
+	}
+	if r.session == nil {
+		if len(want) == 0 {
+			return nil
+		}
+		s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(max(1, int(r.ttl/time.Second))), concurrency.WithContext(context.Background()))
+		if err != nil {
+			return fmt.Errorf("open the reports' lease: %w", err)
+		}
+		r.session = s
+	}
+	reporter := fmt.Sprintf("%x", int64(r.session.Lease()))
+	var errs []error
+	for id := range r.written {
+		if _, ok := want[id]; ok {
+			continue
+		}
+		if _, err := r.cli.Delete(ctx, r.layout.UnreachableReport(id, reporter)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(r.written, id)
+		r.log.Info("shard reachable again: report withdrawn", "shard", id)
+	}
+	for id, rep := range want {
+		if old, ok := r.written[id]; ok && old.Addr == rep.Addr && (old.Reaches > 0) == (rep.Reaches > 0) {
+			continue
+		}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		if _, err := r.cli.Put(ctx, r.layout.UnreachableReport(id, reporter), string(b), clientv3.WithLease(r.session.Lease())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.written[id] = rep
+		r.log.Warn("reported a shard this router cannot reach", "shard", id, "addr", rep.Addr, "since", rep.Since, "other_shards_reached", rep.Reaches)
+	}
+	return errors.Join(errs...)
+}
+
+// Reported returns how many shards the reporter's reports name now.
+func (r *Reporter) Reported() int { return len(r.written) }
+
+// Close ends the session, and with it the reports.
+func (r *Reporter) Close() {
+	if r.session != nil {
+		_ = r.session.Close()
+	}
+}
+
+// State is what the leader reads to Decide.
+type State struct {
+	Reports   []Seen
+	Members   []Registered
+	Evictions map[string]Record
+	// EvictionRevs are the evictions' creation revisions.
+	EvictionRevs map[string]int64
+}
+
+// Evicting returns the shards whose eviction records exist.
+func (s State) Evicting() []string {
+	ids := make([]string, 0, len(s.Evictions))
+	for id := range s.Evictions {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Read reads the reports, the members and the evictions in one
+// transaction, so they are of one revision. Malformed records are left
+// out (and returned as errors beside the state).
+func Read(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) (State, []error, error) {
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(layout.Unreachable(), clientv3.WithPrefix()),
+		clientv3.OpGet(layout.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(layout.Evictions(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return State{}, nil, err
+	}
+	st := State{Evictions: map[string]Record{}, EvictionRevs: map[string]int64{}}
+	var bad []error
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		rep, err := decodeReport(kv.Value)
+		if err == nil && !strings.HasPrefix(string(kv.Key), layout.Unreachable()+rep.Shard+"/") {
+			err = fmt.Errorf("unreachable report of shard %q stored under %s", rep.Shard, kv.Key)
+		}
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		st.Reports = append(st.Reports, Seen{Report: rep, Rev: kv.ModRevision})
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		id := layout.MemberID(string(kv.Key))
+		m, err := member.Decode(id, kv.Value)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		st.Members = append(st.Members, Registered{ID: id, Addr: m.Addr, Serving: m.Serving(), Created: kv.CreateRevision, Lease: kv.Lease})
+	}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		rec, err := decodeRecord(kv.Value)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		st.Evictions[rec.Shard] = rec
+		st.EvictionRevs[rec.Shard] = kv.CreateRevision
+	}
+	return st, bad, nil
+}
+
+// ErrChanged means the member judged registered again (or left), or a
+// fence failed, before the eviction was written: nothing was done.
+var ErrChanged = errors.New("the member's registration changed since it was judged")
+
+// Evict writes the eviction record of v's member under a new lease of
+// hold, only if the member's record is still the registration judged and
+// every fence holds (the leader's election key), then revokes the
+// member's lease. A revoke that fails is retried on the leader's next
+// look (State.Stale).
+func Evict(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, v Verdict, hold time.Duration, by string, now time.Time, fence ...clientv3.Cmp) (Record, error) {
+	rec := Record{Shard: v.Member.ID, Addr: v.Member.Addr, At: now, Hold: hold, By: by}
+	for _, r := range v.Reports {
+		rec.Routers = append(rec.Routers, r.Router)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return Record{}, err
+	}
+	lease, err := cli.Grant(ctx, max(1, int64(hold/time.Second)))
+	if err != nil {
+		return Record{}, fmt.Errorf("grant the eviction's lease: %w", err)
+	}
+	key := layout.Member(v.Member.ID)
+	resp, err := cli.Txn(ctx).
+		If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", v.Member.Created)}, fence...)...).
+		Then(clientv3.OpPut(layout.Eviction(v.Member.ID), string(b), clientv3.WithLease(lease.ID))).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = ErrChanged
+	}
+	if err != nil {
+		_, _ = cli.Revoke(ctx, lease.ID)
+		return Record{}, err
+	}
+	return rec, Revoke(ctx, cli, v.Member)
+}
+
+// Revoke revokes a member's lease: to everyone, its record is gone.
+func Revoke(ctx context.Context, cli *clientv3.Client, m Registered) error {
+	if err := etcd.Revoke(ctx, cli, clientv3.LeaseID(m.Lease)); err != nil {
+		return fmt.Errorf("revoke the lease of %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Stale returns the members that registered before their own eviction
+// record was written (the revoke that should have followed failed, or
+// has not been seen): their leases are to be revoked.
+func (s State) Stale() []Registered {
+	var out []Registered
+	for _, m := range s.Members {
+		if rev, ok := s.EvictionRevs[m.ID]; ok && m.Created < rev {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// WaitCleared returns once shard id has no eviction record, or ctx ends,
+// or etcd cannot be read (an error: the caller retries). held is called
+// with the record each time one is found in the way.
+func WaitCleared(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, id string, held func(Record)) error {
+	key := layout.Eviction(id)
+	for {
+		gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		resp, err := cli.Get(gctx, key)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", key, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		rec, err := decodeRecord(resp.Kvs[0].Value)
+		if err != nil {
+			rec = Record{Shard: id}
+		}
+		held(rec)
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		gone := false
+		for wr := range cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					gone = true
+				}
+			}
+			if gone {
+				break
+			}
+		}
+		wcancel()
+		if gone {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}

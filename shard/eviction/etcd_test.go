@@ -1,0 +1,136 @@
+package eviction_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/eviction"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+// The whole path over a real etcd: a router's report, the leader's read
+// and decision, the eviction that revokes the member's lease (the member
+// sees it lost), the hold that keeps it from joining until the record
+// goes, and the report that goes with the router's lease.
+func TestReportEvictHold(t *testing.T) {
+	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli, err := etcd.Dial([]string{e.Endpoint()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a hang guard
+	defer cancel()
+	layout := etcd.Layout("/evict/")
+	log := slog.New(slog.DiscardHandler)
+
+	lost := map[string]chan struct{}{}
+	for _, id := range []string{"a", "b"} {
+		lost[id] = make(chan struct{})
+		done := lost[id]
+		reg, err := membership.RegisterUntilLost(ctx, cli, layout, member.Member{ID: id, Addr: id + ":1", State: member.Serving}, 30*time.Second, log,
+			func() { close(done) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer reg.Close(context.Background())
+	}
+
+	st, bad, err := eviction.Read(ctx, cli, layout)
+	if err != nil || len(bad) > 0 {
+		t.Fatal(err, bad)
+	}
+	if v := eviction.Decide(st.Reports, st.Members, st.Evicting()); v.Evict() {
+		t.Fatalf("evicts %s with no report", v.Member.ID)
+	}
+
+	rep := eviction.NewReporter(cli, layout, 5*time.Second, log)
+	want := map[string]eviction.Report{"b": {Shard: "b", Addr: "b:1", Router: "router-1", Since: time.Now(), Reaches: 1}}
+	if err := rep.Set(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err = eviction.Read(ctx, cli, layout); err != nil {
+		t.Fatal(err)
+	}
+	v := eviction.Decide(st.Reports, st.Members, st.Evicting())
+	if !v.Evict() || v.Member.ID != "b" {
+		t.Fatalf("verdict %+v, want b evicted", v)
+	}
+	rec, err := eviction.Evict(ctx, cli, layout, v, time.Minute, "leader-1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Shard != "b" || len(rec.Routers) != 1 || rec.Routers[0] != "router-1" {
+		t.Errorf("record %+v", rec)
+	}
+	select {
+	case <-lost["b"]:
+	case <-ctx.Done():
+		t.Fatal("b never saw its lease lost")
+	}
+	select {
+	case <-lost["a"]:
+		t.Fatal("a lost its lease too")
+	default:
+	}
+	// A second verdict on the same reports evicts nobody: b is gone, and
+	// its eviction is in force.
+	if st, _, err = eviction.Read(ctx, cli, layout); err != nil {
+		t.Fatal(err)
+	}
+	if v := eviction.Decide(st.Reports, st.Members, st.Evicting()); v.Evict() {
+		t.Fatalf("evicts %s while b's eviction is in force", v.Member.ID)
+	}
+	// Evicting the judged registration again changes nothing: it is gone.
+	if _, err := eviction.Evict(ctx, cli, layout, v, time.Minute, "leader-1", time.Now()); !errors.Is(err, eviction.ErrChanged) {
+		t.Errorf("evicting a registration that is gone: %v, want ErrChanged", err)
+	}
+
+	// b waits while its record holds, and goes on once it is gone.
+	cleared := make(chan error, 1)
+	held := make(chan eviction.Record, 1)
+	go func() {
+		cleared <- eviction.WaitCleared(ctx, cli, layout, "b", func(r eviction.Record) {
+			select {
+			case held <- r:
+			default:
+			}
+		})
+	}()
+	if r := <-held; r.Shard != "b" || r.Hold != time.Minute {
+		t.Errorf("held by %+v", r)
+	}
+	select {
+	case err := <-cleared:
+		t.Fatalf("WaitCleared returned while the record holds: %v", err)
+	default:
+	}
+	if _, err := cli.Delete(ctx, layout.Eviction("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-cleared; err != nil {
+		t.Fatal(err)
+	}
+
+	// The reports go with the reporter's lease.
+	rep.Close()
+	poll.Until(t, 30*time.Second, func() error {
+		st, _, err := eviction.Read(ctx, cli, layout)
+		if err == nil && len(st.Reports) > 0 {
+			return fmt.Errorf("reports left: %+v", st.Reports)
+		}
+		return err
+	})
+}
