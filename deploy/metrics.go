@@ -20,6 +20,7 @@ var Metrics = []string{
 	"shardlimit_router_shard_errors_total",        // {shard,reason}
 	"shardlimit_router_shard_call_checks",         // histogram, checks per call to a shard
 	"shardlimit_router_members",
+	"shardlimit_router_unreachable_shards",
 	"shardlimit_router_member_changes_total",
 	"shardlimit_router_refunds_total",
 	"shardlimit_router_rules",
@@ -64,6 +65,7 @@ var Metrics = []string{
 	"shardlimit_shard_expirations_total",
 	"shardlimit_shard_setup_seconds", // process start → serving and registered
 	"shardlimit_shard_registered",
+	"shardlimit_shard_held_out",
 	"shardlimit_shard_episodes",
 	"shardlimit_shard_episodes_dropped_total", // {reason}: closed, open
 	"shardlimit_shard_etcd_up",
@@ -91,6 +93,7 @@ var Metrics = []string{
 	"shardlimit_rebalance_leader",
 	"shardlimit_rebalance_runs_total", // {outcome}
 	"shardlimit_rebalance_moves_total",
+	"shardlimit_rebalance_unreachable_evictions_total",
 	"shardlimit_rebalance_last_success_timestamp_seconds",
 	"shardlimit_rebalance_interval_seconds",
 	"shardlimit_rebalance_load_ratio", // {when}

@@ -40,7 +40,7 @@ func newMetrics(reg *prometheus.Registry, interval time.Duration) *metrics {
 			Name: "shardlimit_rebalance_etcd_up", Help: "1 when the last etcd call succeeded.",
 		}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "shardlimit_rebalance_evictions_total",
+			Name: "shardlimit_rebalance_unreachable_evictions_total",
 			Help: "Shards the leader evicted because routers reported them unreachable (their leases revoked, their partitions taken over by live shards, kept from joining for --evict-hold), by shard.",
 		}, []string{"shard"}),
 	}

@@ -52,7 +52,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Name: "shardlimit_shard_registered", Help: "1 while the shard is registered in etcd under its lease.",
 		}),
 		evicted: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shardlimit_shard_evicted", Help: "1 while the shard is kept from joining by an eviction record: routers reported it unreachable and the rebalance leader evicted it, for --evict-hold.",
+			Name: "shardlimit_shard_held_out", Help: "1 while the shard is kept from joining by an eviction record: routers reported it unreachable and the rebalance leader evicted it, for --evict-hold.",
 		}),
 		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_etcd_up", Help: "1 when etcd answered the last health probe.",

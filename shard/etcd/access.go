@@ -51,20 +51,24 @@ func (l Layout) Reads() Range { return Range{Key: l.dir(), Prefix: true} }
 //   - a shard its member record (members/) and the hand-off lock it takes
 //     to join and drain (handoff/lock/, a concurrency.Mutex's keys);
 //   - the rebalance job the shard map, its kept versions, its election
-//     (rebalance/election/, a concurrency.Election's keys), its run records
-//     and the hand-off lock of a run;
+//     (rebalance/election/, a concurrency.Election's keys), its run records,
+//     the hand-off lock of a run, the eviction records (evictions/), and
+//     the member records, whose leases it revokes when it evicts a shard
+//     that routers cannot reach (etcd lets only a user who may write every
+//     key of a lease revoke it);
 //   - a router the rules and grants an operator changes through its Admin
-//     API, nothing else.
+//     API, and its reports of shards it cannot reach (unreachable/).
 //
 // It panics on another component: the list is fixed.
 func (l Layout) Writes(component string) []Range {
 	switch component {
 	case Router:
-		return []Range{{l.Rules(), true}, {l.Grants(), true}}
+		return []Range{{l.Rules(), true}, {l.Grants(), true}, {l.Unreachable(), true}}
 	case Shard:
 		return []Range{{l.Members(), true}, {l.HandoffLock() + "/", true}}
 	case Rebalance:
-		return []Range{{l.ShardMap(), false}, {l.ShardMapHistory(), true}, {l.ElectionCandidates(), true}, {l.Runs(), true}, {l.HandoffLock() + "/", true}}
+		return []Range{{l.ShardMap(), false}, {l.ShardMapHistory(), true}, {l.ElectionCandidates(), true}, {l.Runs(), true}, {l.HandoffLock() + "/", true},
+			{l.Evictions(), true}, {l.Members(), true}}
 	}
 	panic(fmt.Sprintf("etcd: no access for component %q (want one of %v)", component, Components))
 }

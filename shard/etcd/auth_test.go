@@ -77,7 +77,9 @@ func TestEnableAuthGivesEachComponentItsOwnKeys(t *testing.T) {
 		key     string
 		writers []string
 	}{
-		{l.Member("shard-1"), []string{sh}},
+		{l.Member("shard-1"), []string{sh, rb}},
+		{l.UnreachableReport("shard-1", "694d"), []string{r}},
+		{l.Eviction("shard-1"), []string{rb}},
 		{l.Rule("shop", "r"), []string{r}},
 		{l.Grant("attacker"), []string{r}},
 		{l.ShardMap(), []string{rb}},
