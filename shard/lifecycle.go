@@ -83,7 +83,7 @@ func (s *Server) enterOnce(ctx context.Context) error {
 // while the hold lasts.
 func (s *Server) waitEvicted(ctx context.Context) error {
 	defer s.metrics.evicted.Set(0)
-	return eviction.WaitCleared(ctx, s.etcd, s.layout(), s.opts.ID, func(rec eviction.Record) {
+	return eviction.WaitCleared(ctx, s.etcd, s.layout(), s.opts.ID, s.started, func(rec eviction.Record) {
 		s.metrics.evicted.Set(1)
 		s.opts.Logger.Warn("evicted: routers reported this shard unreachable; not joining until the eviction's hold ends",
 			"evicted_at", rec.At, "hold", rec.Hold, "until", rec.Until(), "routers", rec.Routers, "by", rec.By)

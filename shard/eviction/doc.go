@@ -36,12 +36,14 @@
 //     ends its decisions before its counters leave, so a partition never
 //     has two deciders. The evicted shard sees its lease lost, stops
 //     deciding, gives the counters back fenced, and joins again.
-//   - hold: WaitCleared keeps the evicted shard from joining again while
-//     its eviction record lasts, so that a cut that lasts does not bring
-//     its partitions back to a shard the routers cannot reach every few
-//     seconds. The record expires after Hold, and the shard joins warm (a
-//     planned hand-off, exact); if the routers still cannot reach it, they
-//     report it again.
+//   - hold: WaitCleared keeps the evicted shard's process from joining
+//     again while its eviction record lasts, so that a cut that lasts does
+//     not bring its partitions back to a shard the routers cannot reach
+//     every few seconds. The record expires after Hold, and the shard
+//     joins warm (a planned hand-off, exact); if the routers still cannot
+//     reach it, they report it again. A process started after the one
+//     evicted (a crashed shard restarting: routers report a dead shard
+//     too, as its connection cannot be made) is not held.
 //
 // The records are small JSON documents, validated when read: a malformed
 // one is ignored, never acted on.

@@ -147,7 +147,7 @@ func Read(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) (State,
 			bad = append(bad, err)
 			continue
 		}
-		st.Members = append(st.Members, Registered{ID: id, Addr: m.Addr, Serving: m.Serving(), Created: kv.CreateRevision, Lease: kv.Lease})
+		st.Members = append(st.Members, Registered{ID: id, Addr: m.Addr, Started: m.Started, Serving: m.Serving(), Created: kv.CreateRevision, Lease: kv.Lease})
 	}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
 		rec, err := decodeRecord(kv.Value)
@@ -171,7 +171,7 @@ var ErrChanged = errors.New("the member's registration changed since it was judg
 // member's lease. A revoke that fails is retried on the leader's next
 // look (State.Stale).
 func Evict(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, v Verdict, hold time.Duration, by string, now time.Time, fence ...clientv3.Cmp) (Record, error) {
-	rec := Record{Shard: v.Member.ID, Addr: v.Member.Addr, At: now, Hold: hold, By: by}
+	rec := Record{Shard: v.Member.ID, Addr: v.Member.Addr, Started: v.Member.Started, At: now, Hold: hold, By: by}
 	for _, r := range v.Reports {
 		rec.Routers = append(rec.Routers, r.Router)
 	}
@@ -219,10 +219,12 @@ func (s State) Stale() []Registered {
 	return out
 }
 
-// WaitCleared returns once shard id has no eviction record, or ctx ends,
-// or etcd cannot be read (an error: the caller retries). held is called
-// with the record each time one is found in the way.
-func WaitCleared(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, id string, held func(Record)) error {
+// WaitCleared returns once shard id, whose process started at started,
+// has no eviction record that holds it (one of another process does
+// not), or ctx ends, or etcd cannot be read (an error: the caller
+// retries). held is called with the record each time one is found in the
+// way.
+func WaitCleared(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, id string, started time.Time, held func(Record)) error {
 	key := layout.Eviction(id)
 	for {
 		gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -236,7 +238,10 @@ func WaitCleared(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, 
 		}
 		rec, err := decodeRecord(resp.Kvs[0].Value)
 		if err != nil {
-			rec = Record{Shard: id}
+			rec = Record{Shard: id, Started: started} // malformed: held, to be safe, until it goes
+		}
+		if !rec.Started.Equal(started) {
+			return nil // another process's eviction: this one starts afresh
 		}
 		held(rec)
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))

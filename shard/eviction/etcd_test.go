@@ -37,10 +37,11 @@ func TestReportEvictHold(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 
 	lost := map[string]chan struct{}{}
+	started := time.Now()
 	for _, id := range []string{"a", "b"} {
 		lost[id] = make(chan struct{})
 		done := lost[id]
-		reg, err := membership.RegisterUntilLost(ctx, cli, layout, member.Member{ID: id, Addr: id + ":1", State: member.Serving}, 30*time.Second, log,
+		reg, err := membership.RegisterUntilLost(ctx, cli, layout, member.Member{ID: id, Addr: id + ":1", State: member.Serving, Started: started}, 30*time.Second, log,
 			func() { close(done) })
 		if err != nil {
 			t.Fatal(err)
@@ -98,11 +99,18 @@ func TestReportEvictHold(t *testing.T) {
 		t.Errorf("evicting a registration that is gone: %v, want ErrChanged", err)
 	}
 
-	// b waits while its record holds, and goes on once it is gone.
+	// A process of b started after the eviction is not held.
+	if err := eviction.WaitCleared(ctx, cli, layout, "b", started.Add(time.Second), func(r eviction.Record) {
+		t.Errorf("a later process of b held by %+v", r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The process evicted waits while its record holds, and goes on once
+	// it is gone.
 	cleared := make(chan error, 1)
 	held := make(chan eviction.Record, 1)
 	go func() {
-		cleared <- eviction.WaitCleared(ctx, cli, layout, "b", func(r eviction.Record) {
+		cleared <- eviction.WaitCleared(ctx, cli, layout, "b", started, func(r eviction.Record) {
 			select {
 			case held <- r:
 			default:

@@ -23,9 +23,14 @@ type Report struct {
 
 // Record is an eviction in force.
 type Record struct {
-	Shard string    `json:"shard"`
-	Addr  string    `json:"addr"`
-	At    time.Time `json:"at"`
+	Shard string `json:"shard"`
+	Addr  string `json:"addr"`
+	// Started is when the evicted shard's process started: the hold keeps
+	// that process out, not one started after it (a crashed shard that
+	// restarts joins at once; if the routers cannot reach it either, they
+	// report it again).
+	Started time.Time `json:"started"`
+	At      time.Time `json:"at"`
 	// Hold is how long the shard is kept from joining again.
 	Hold time.Duration `json:"hold"`
 	// Routers are the reports' routers.
@@ -73,6 +78,7 @@ type Seen struct {
 type Registered struct {
 	ID      string
 	Addr    string
+	Started time.Time
 	Serving bool
 	Created int64
 	Lease   int64
