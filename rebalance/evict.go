@@ -76,7 +76,7 @@ func (j *Job) evictOnce(ctx context.Context, e *concurrency.Election) bool {
 		j.log.Warn("cannot evict an unreachable shard; retrying", "shard", v.Member.ID, "err", err)
 		return true
 	}
-	j.metrics.evictions.WithLabelValues(rec.Shard).Inc()
+	j.metrics.evictions.Inc()
 	j.log.Warn("evicted a shard that routers cannot reach: its lease is revoked, live shards take its partitions over, and it may join again once the hold ends",
 		"shard", rec.Shard, "addr", rec.Addr, "routers", rec.Routers, "hold", rec.Hold, "revoke_err", err)
 	return true

@@ -16,7 +16,7 @@ type metrics struct {
 	lastSuccess prometheus.Gauge
 	ratio       *prometheus.GaugeVec
 	etcdUp      prometheus.Gauge
-	evictions   *prometheus.CounterVec
+	evictions   prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, interval time.Duration) *metrics {
@@ -39,10 +39,10 @@ func newMetrics(reg *prometheus.Registry, interval time.Duration) *metrics {
 		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_rebalance_etcd_up", Help: "1 when the last etcd call succeeded.",
 		}),
-		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shardlimit_rebalance_unreachable_evictions_total",
-			Help: "Shards the leader evicted because routers reported them unreachable (their leases revoked, their partitions taken over by live shards, kept from joining for --evict-hold), by shard.",
-		}, []string{"shard"}),
+			Help: "Shards the leader evicted because routers reported them unreachable (their leases revoked, their partitions taken over by live shards, kept from joining for --evict-hold); the leader's log names each.",
+		}),
 	}
 	intervalGauge := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "shardlimit_rebalance_interval_seconds", Help: "The configured interval between runs.",
