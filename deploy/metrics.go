@@ -66,6 +66,7 @@ var Metrics = []string{
 	"shardlimit_shard_setup_seconds", // process start → serving and registered
 	"shardlimit_shard_registered",
 	"shardlimit_shard_held_out",
+	"shardlimit_shard_lease_suspended",
 	"shardlimit_shard_episodes",
 	"shardlimit_shard_episodes_dropped_total", // {reason}: closed, open
 	"shardlimit_shard_etcd_up",

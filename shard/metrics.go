@@ -30,8 +30,10 @@ type metrics struct {
 	setup      prometheus.Gauge
 	registered prometheus.Gauge
 	evicted    prometheus.Gauge
-	etcdUp     prometheus.Gauge
-	notDecided prometheus.Counter
+	// leaseSuspended is 1 while the lease guard stops every decision.
+	leaseSuspended prometheus.Gauge
+	etcdUp         prometheus.Gauge
+	notDecided     prometheus.Counter
 	// forwarded counts the checks forwarded to a next owner, by
 	// forwardResults.
 	forwarded *prometheus.CounterVec
@@ -50,6 +52,9 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 		}),
 		registered: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_registered", Help: "1 while the shard is registered in etcd under its lease.",
+		}),
+		leaseSuspended: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "shardlimit_shard_lease_suspended", Help: "1 while the shard decides nothing because its membership lease is unconfirmed past its time and etcd is not down for everyone (another shard may have taken its partitions over).",
 		}),
 		evicted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_held_out", Help: "1 while the shard is kept from joining by an eviction record: routers reported it unreachable and the rebalance leader evicted it, for --evict-hold.",
@@ -78,7 +83,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			m.decisions[a][r] = dec.WithLabelValues(a.String(), resultNames[r])
 		}
 	}
-	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.evicted, m.etcdUp, m.notDecided, m.forwarded, &storeCollector{s: s},
+	reg.MustRegister(dec, m.duration, m.setup, m.registered, m.evicted, m.leaseSuspended, m.etcdUp, m.notDecided, m.forwarded, &storeCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -171,6 +171,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.loops.Go(s.background)
 	s.loops.Go(s.supervise)
+	s.loops.Go(s.guardLease)
 	s.metrics.setup.Set(s.record.Ready.Sub(s.started).Seconds())
 	go etcd.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
 	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", s.record.Ready.Sub(s.started).Round(time.Millisecond))

@@ -28,8 +28,12 @@ type Registration struct {
 	// onLost, when set, replaces registering again after a lost lease.
 	onLost func()
 
-	mu    sync.Mutex
-	lease clientv3.LeaseID
+	mu        sync.Mutex
+	confirmed time.Time // until when the lease certainly lives (keepalive.go)
+	// lastAnswer is when etcd last answered a keep-alive or a check;
+	// failingAt when the first keep-alive failed since (zero: none).
+	lastAnswer, failingAt time.Time
+	lease     clientv3.LeaseID
 	rev   int64 // etcd revision of the last write of the record
 	lost  bool
 }
@@ -91,6 +95,7 @@ func register(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, m m
 // free (another live shard with the same id is an error) and starts
 // keep-alives, which last until Close or Abandon. ctx bounds only the writes.
 func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	granted := time.Now()
 	lease, err := r.cli.Grant(ctx, r.ttl)
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
@@ -109,13 +114,11 @@ func (r *Registration) register(ctx context.Context) (<-chan *clientv3.LeaseKeep
 		_, _ = r.cli.Revoke(ctx, lease.ID)
 		return nil, fmt.Errorf("%w: %s is held by another live member", ErrDuplicateID, r.key)
 	}
-	ka, err := r.cli.KeepAlive(r.ctx, lease.ID)
-	if err != nil {
-		return nil, fmt.Errorf("keep lease alive: %w", err)
-	}
+	ka := r.keepAlive(r.ctx, lease.ID, granted, granted.Add(time.Duration(lease.TTL)*time.Second))
 	r.mu.Lock()
 	r.lease, r.rev = lease.ID, resp.Header.Revision
 	r.mu.Unlock()
+	r.answered(time.Now())
 	r.log.Debug("membership registered under a new lease", "lease", fmt.Sprintf("%x", int64(lease.ID)), "ttl_s", r.ttl, "revision", resp.Header.Revision)
 	return ka, nil
 }
@@ -190,18 +193,16 @@ func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAli
 	warned := false
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
-		alive, err := r.holds(attempt, lease)
+		sent := time.Now()
+		left, err := r.holds(attempt, lease)
 		cancel()
 		if err == nil {
-			if !alive {
-				return nil
-			}
-			ka, err := r.cli.KeepAlive(r.ctx, lease)
-			if err != nil {
+			if left <= 0 {
 				return nil
 			}
 			r.log.Info("membership lease kept: etcd answers again and still holds it")
-			return ka
+			r.answered(time.Now())
+			return r.keepAlive(r.ctx, lease, sent, sent.Add(left))
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -248,18 +249,18 @@ func (r *Registration) waitLost(ctx context.Context, ka <-chan *clientv3.LeaseKe
 	}
 }
 
-// holds reports whether the record is still attached to lease and the
-// lease has time left.
-func (r *Registration) holds(ctx context.Context, lease clientv3.LeaseID) (bool, error) {
+// holds returns the time the lease has left when the record is still
+// attached to it, and 0 when not (or the lease is gone).
+func (r *Registration) holds(ctx context.Context, lease clientv3.LeaseID) (time.Duration, error) {
 	resp, err := r.cli.Get(ctx, r.key)
 	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != lease {
-		return false, err
+		return 0, err
 	}
 	ttl, err := r.cli.TimeToLive(ctx, lease)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return ttl.TTL > 0, nil
+	return time.Duration(max(ttl.TTL, 0)) * time.Second, nil
 }
 
 // Update rewrites the member record under the current lease, and is what a

@@ -3,6 +3,7 @@ package membership_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -47,16 +48,38 @@ func TestLeaseKeptAcrossEtcdRestart(t *testing.T) {
 	}
 	defer func() { _ = reg.Close(context.Background()) }()
 	created := createRevision(t, cli, layout.Member("a"))
+	// While etcd answers, the lease is confirmed ahead, by at most a TTL.
+	if until := reg.ConfirmedUntil(); !until.After(time.Now()) || until.After(time.Now().Add(ttl)) {
+		t.Errorf("confirmed until %v, want within a TTL ahead of now (%v)", until, time.Now())
+	}
+	if reg.LastAnswered().IsZero() || !reg.FailingSince().IsZero() {
+		t.Errorf("last answered %v, failing since %v: want answered, not failing", reg.LastAnswered(), reg.FailingSince())
+	}
 
+	stopped := time.Now()
 	e.Close() // takes several seconds: it drains the member's streams
 	// The fault lasts past the TTL, so the member's keep-alives end.
 	time.Sleep(ttl + 1500*time.Millisecond)
+	// No keep-alive was answered since: the lease is no longer confirmed,
+	// and the failures began after etcd stopped, later than its last answer.
+	if until := reg.ConfirmedUntil(); until.After(time.Now()) {
+		t.Errorf("confirmed until %v with etcd down for over a TTL", until)
+	}
+	if f := reg.FailingSince(); f.IsZero() || f.Before(stopped) || !reg.LastAnswered().Before(f) {
+		t.Errorf("failing since %v, last answered %v, etcd stopped at %v", f, reg.LastAnswered(), stopped)
+	}
 	if e, err = embedded.Start(dir, addr); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 30*time.Second, func() error {
 		if !strings.Contains(logs.String(), "membership lease kept") {
 			return errors.New("no \"membership lease kept\" logged:\n" + logs.String())
+		}
+		return nil
+	})
+	poll.Until(t, 30*time.Second, func() error {
+		if !reg.FailingSince().IsZero() || !reg.ConfirmedUntil().After(time.Now()) {
+			return fmt.Errorf("failing since %v, confirmed until %v after etcd's return", reg.FailingSince(), reg.ConfirmedUntil())
 		}
 		return nil
 	})

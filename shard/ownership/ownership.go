@@ -51,6 +51,9 @@ type Set struct {
 	// partition settles; wake marks such a change under way.
 	settled chan struct{}
 	wake    bool
+	// suspended stops every decision, whatever the partitions' states, while
+	// the shard's lease is unconfirmed past its time (Suspend).
+	suspended bool
 }
 
 // New returns a Set of partitions partitions, all Unowned.
@@ -109,7 +112,37 @@ func (s *Set) Decides(p uint32) bool {
 	if s == nil {
 		return true
 	}
-	return int(p) < len(s.states) && s.states[p] == Owned
+	return !s.suspended && int(p) < len(s.states) && s.states[p] == Owned
+}
+
+// Suspend stops every decision, keeping each partition's state, until
+// Resume: once it returns, no batch decides anything. A shard suspends
+// while its lease may have expired: another shard may have taken its
+// partitions over, and it must not decide them beside it. It reports
+// whether the set was not suspended already.
+func (s *Set) Suspend() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.suspended
+	s.suspended = true
+	return !was
+}
+
+// Resume ends Suspend: the partitions are decided by their states again.
+// It reports whether the set was suspended.
+func (s *Set) Resume() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.suspended
+	s.suspended = false
+	return was
+}
+
+// Suspended reports whether decisions are suspended.
+func (s *Set) Suspended() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.suspended
 }
 
 // ForwardTo returns the next owner that partition p's checks are

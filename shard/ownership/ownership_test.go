@@ -394,3 +394,23 @@ func TestPulledForgottenWhenMovedElsewhere(t *testing.T) {
 		t.Fatalf("state %v when the table gave p here from c, want pending (taken over from c)", st)
 	}
 }
+
+func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
+	s := ownership.New(4)
+	s.Pulled([]uint32{0, 1, 2, 3})
+	if got := decided(s); len(got) != 4 {
+		t.Fatalf("decided %v before suspending, want all 4", got)
+	}
+	if !s.Suspend() || s.Suspend() {
+		t.Error("Suspend reports whether it changed anything")
+	}
+	if got := decided(s); len(got) != 0 || !s.Suspended() {
+		t.Errorf("decided %v while suspended, want none", got)
+	}
+	if !s.Resume() || s.Resume() {
+		t.Error("Resume reports whether it changed anything")
+	}
+	if got := decided(s); len(got) != 4 {
+		t.Errorf("decided %v after resuming, want all 4 again", got)
+	}
+}

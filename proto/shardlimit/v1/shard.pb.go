@@ -82,6 +82,96 @@ func (Algorithm) EnumDescriptor() ([]byte, []int) {
 	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{0}
 }
 
+type LeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{0}
+}
+
+type LeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// How long ago etcd last answered one of the shard's keep-alives (or a
+	// check of its lease), in milliseconds; -1 when it never did.
+	EtcdAnsweredAgoMs int64 `protobuf:"varint,2,opt,name=etcd_answered_ago_ms,json=etcdAnsweredAgoMs,proto3" json:"etcd_answered_ago_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *LeaseResponse) Reset() {
+	*x = LeaseResponse{}
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseResponse) ProtoMessage() {}
+
+func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
+func (*LeaseResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaseResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LeaseResponse) GetEtcdAnsweredAgoMs() int64 {
+	if x != nil {
+		return x.EtcdAnsweredAgoMs
+	}
+	return 0
+}
+
 // RuleParams are the parameters of one rule that a shard needs to decide.
 type RuleParams struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -111,7 +201,7 @@ type RuleParams struct {
 
 func (x *RuleParams) Reset() {
 	*x = RuleParams{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -123,7 +213,7 @@ func (x *RuleParams) String() string {
 func (*RuleParams) ProtoMessage() {}
 
 func (x *RuleParams) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -136,7 +226,7 @@ func (x *RuleParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RuleParams.ProtoReflect.Descriptor instead.
 func (*RuleParams) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{0}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RuleParams) GetName() string {
@@ -233,7 +323,7 @@ type ShardCheck struct {
 
 func (x *ShardCheck) Reset() {
 	*x = ShardCheck{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -245,7 +335,7 @@ func (x *ShardCheck) String() string {
 func (*ShardCheck) ProtoMessage() {}
 
 func (x *ShardCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -258,7 +348,7 @@ func (x *ShardCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardCheck.ProtoReflect.Descriptor instead.
 func (*ShardCheck) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{1}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ShardCheck) GetService() string {
@@ -337,7 +427,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +439,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +452,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{2}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DecideRequest) GetRules() []*RuleParams {
@@ -422,7 +512,7 @@ type ShardDecision struct {
 
 func (x *ShardDecision) Reset() {
 	*x = ShardDecision{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +524,7 @@ func (x *ShardDecision) String() string {
 func (*ShardDecision) ProtoMessage() {}
 
 func (x *ShardDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +537,7 @@ func (x *ShardDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardDecision.ProtoReflect.Descriptor instead.
 func (*ShardDecision) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{3}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ShardDecision) GetAllowed() bool {
@@ -537,7 +627,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +639,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +652,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{4}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DecideResponse) GetDecisions() []*ShardDecision {
@@ -583,7 +673,7 @@ type DecideStreamRequest struct {
 
 func (x *DecideStreamRequest) Reset() {
 	*x = DecideStreamRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +685,7 @@ func (x *DecideStreamRequest) String() string {
 func (*DecideStreamRequest) ProtoMessage() {}
 
 func (x *DecideStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[5]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +698,7 @@ func (x *DecideStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideStreamRequest.ProtoReflect.Descriptor instead.
 func (*DecideStreamRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{5}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DecideStreamRequest) GetBatch() uint64 {
@@ -639,7 +729,7 @@ type DecideStreamResponse struct {
 
 func (x *DecideStreamResponse) Reset() {
 	*x = DecideStreamResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +741,7 @@ func (x *DecideStreamResponse) String() string {
 func (*DecideStreamResponse) ProtoMessage() {}
 
 func (x *DecideStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[6]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +754,7 @@ func (x *DecideStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideStreamResponse.ProtoReflect.Descriptor instead.
 func (*DecideStreamResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{6}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DecideStreamResponse) GetBatch() uint64 {
@@ -698,7 +788,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +800,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[7]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +813,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{7}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatsRequest) GetTopKeys() uint32 {
@@ -756,7 +846,7 @@ type HotKey struct {
 
 func (x *HotKey) Reset() {
 	*x = HotKey{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +858,7 @@ func (x *HotKey) String() string {
 func (*HotKey) ProtoMessage() {}
 
 func (x *HotKey) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[8]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +871,7 @@ func (x *HotKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HotKey.ProtoReflect.Descriptor instead.
 func (*HotKey) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{8}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HotKey) GetService() string {
@@ -857,7 +947,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +959,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[9]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +972,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{9}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatsResponse) GetId() string {
@@ -970,7 +1060,7 @@ type LimitedRequest struct {
 
 func (x *LimitedRequest) Reset() {
 	*x = LimitedRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1072,7 @@ func (x *LimitedRequest) String() string {
 func (*LimitedRequest) ProtoMessage() {}
 
 func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[10]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1085,7 @@ func (x *LimitedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedRequest.ProtoReflect.Descriptor instead.
 func (*LimitedRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{10}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LimitedRequest) GetService() string {
@@ -1043,7 +1133,7 @@ type Episode struct {
 
 func (x *Episode) Reset() {
 	*x = Episode{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1145,7 @@ func (x *Episode) String() string {
 func (*Episode) ProtoMessage() {}
 
 func (x *Episode) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[11]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1158,7 @@ func (x *Episode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Episode.ProtoReflect.Descriptor instead.
 func (*Episode) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{11}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Episode) GetService() string {
@@ -1129,7 +1219,7 @@ type LimitedResponse struct {
 
 func (x *LimitedResponse) Reset() {
 	*x = LimitedResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1231,7 @@ func (x *LimitedResponse) String() string {
 func (*LimitedResponse) ProtoMessage() {}
 
 func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[12]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1244,7 @@ func (x *LimitedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitedResponse.ProtoReflect.Descriptor instead.
 func (*LimitedResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{12}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LimitedResponse) GetEpisodes() []*Episode {
@@ -1175,7 +1265,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1277,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[13]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1290,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{13}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetRequest) GetService() string {
@@ -1234,7 +1324,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1336,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[14]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1349,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{14}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResetResponse) GetExisted() bool {
@@ -1280,7 +1370,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1382,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[15]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1395,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{15}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExportRequest) GetPartitions() []uint32 {
@@ -1348,7 +1438,7 @@ type KeyState struct {
 
 func (x *KeyState) Reset() {
 	*x = KeyState{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1450,7 @@ func (x *KeyState) String() string {
 func (*KeyState) ProtoMessage() {}
 
 func (x *KeyState) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[16]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1463,7 @@ func (x *KeyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
 func (*KeyState) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{16}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KeyState) GetHi() uint64 {
@@ -1448,7 +1538,7 @@ type ExportResponse struct {
 
 func (x *ExportResponse) Reset() {
 	*x = ExportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1550,7 @@ func (x *ExportResponse) String() string {
 func (*ExportResponse) ProtoMessage() {}
 
 func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1563,7 @@ func (x *ExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
 func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExportResponse) GetKeys() []*KeyState {
@@ -1492,7 +1582,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1594,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1607,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ImportRequest) GetKeys() []*KeyState {
@@ -1538,7 +1628,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1640,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1653,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ImportResponse) GetImported() uint64 {
@@ -1590,7 +1680,7 @@ type DropRequest struct {
 
 func (x *DropRequest) Reset() {
 	*x = DropRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1692,7 @@ func (x *DropRequest) String() string {
 func (*DropRequest) ProtoMessage() {}
 
 func (x *DropRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1705,7 @@ func (x *DropRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRequest.ProtoReflect.Descriptor instead.
 func (*DropRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DropRequest) GetPartitions() []uint32 {
@@ -1641,7 +1731,7 @@ type DropResponse struct {
 
 func (x *DropResponse) Reset() {
 	*x = DropResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1743,7 @@ func (x *DropResponse) String() string {
 func (*DropResponse) ProtoMessage() {}
 
 func (x *DropResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1756,7 @@ func (x *DropResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropResponse.ProtoReflect.Descriptor instead.
 func (*DropResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DropResponse) GetDropped() uint64 {
@@ -1716,7 +1806,7 @@ type ExportStreamRequest struct {
 
 func (x *ExportStreamRequest) Reset() {
 	*x = ExportStreamRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1818,7 @@ func (x *ExportStreamRequest) String() string {
 func (*ExportStreamRequest) ProtoMessage() {}
 
 func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1831,7 @@ func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExportStreamRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExportStreamRequest) GetPartitions() []uint32 {
@@ -1824,7 +1914,7 @@ type ExportStreamResponse struct {
 
 func (x *ExportStreamResponse) Reset() {
 	*x = ExportStreamResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1926,7 @@ func (x *ExportStreamResponse) String() string {
 func (*ExportStreamResponse) ProtoMessage() {}
 
 func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1939,7 @@ func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExportStreamResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExportStreamResponse) GetKeys() []*KeyState {
@@ -1893,7 +1983,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1995,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2008,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{24}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PullRequest) GetSourceId() string {
@@ -2013,7 +2103,7 @@ type PullResponse struct {
 
 func (x *PullResponse) Reset() {
 	*x = PullResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2115,7 @@ func (x *PullResponse) String() string {
 func (*PullResponse) ProtoMessage() {}
 
 func (x *PullResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2128,7 @@ func (x *PullResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
 func (*PullResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{25}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PullResponse) GetKeys() uint64 {
@@ -2073,7 +2163,11 @@ var File_shardlimit_v1_shard_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\n" +
-	"\x19shardlimit/v1/shard.proto\x12\rshardlimit.v1\"\xd9\x02\n" +
+	"\x19shardlimit/v1/shard.proto\x12\rshardlimit.v1\"\x0e\n" +
+	"\fLeaseRequest\"P\n" +
+	"\rLeaseResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x14etcd_answered_ago_ms\x18\x02 \x01(\x03R\x11etcdAnsweredAgoMs\"\xd9\x02\n" +
 	"\n" +
 	"RuleParams\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +
@@ -2247,7 +2341,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\xe8\x05\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\xac\x06\n" +
 	"\x05Shard\x12E\n" +
 	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12[\n" +
 	"\fDecideStream\x12\".shardlimit.v1.DecideStreamRequest\x1a#.shardlimit.v1.DecideStreamResponse(\x010\x01\x12B\n" +
@@ -2258,7 +2352,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x06Import\x12\x1c.shardlimit.v1.ImportRequest\x1a\x1d.shardlimit.v1.ImportResponse\x12?\n" +
 	"\x04Drop\x12\x1a.shardlimit.v1.DropRequest\x1a\x1b.shardlimit.v1.DropResponse\x12Y\n" +
 	"\fExportStream\x12\".shardlimit.v1.ExportStreamRequest\x1a#.shardlimit.v1.ExportStreamResponse0\x01\x12?\n" +
-	"\x04Pull\x12\x1a.shardlimit.v1.PullRequest\x1a\x1b.shardlimit.v1.PullResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\x04Pull\x12\x1a.shardlimit.v1.PullRequest\x1a\x1b.shardlimit.v1.PullResponse\x12B\n" +
+	"\x05Lease\x12\x1b.shardlimit.v1.LeaseRequest\x1a\x1c.shardlimit.v1.LeaseResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_shard_proto_rawDescOnce sync.Once
@@ -2273,72 +2368,76 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(Algorithm)(0),               // 0: shardlimit.v1.Algorithm
-	(*RuleParams)(nil),           // 1: shardlimit.v1.RuleParams
-	(*ShardCheck)(nil),           // 2: shardlimit.v1.ShardCheck
-	(*DecideRequest)(nil),        // 3: shardlimit.v1.DecideRequest
-	(*ShardDecision)(nil),        // 4: shardlimit.v1.ShardDecision
-	(*DecideResponse)(nil),       // 5: shardlimit.v1.DecideResponse
-	(*DecideStreamRequest)(nil),  // 6: shardlimit.v1.DecideStreamRequest
-	(*DecideStreamResponse)(nil), // 7: shardlimit.v1.DecideStreamResponse
-	(*StatsRequest)(nil),         // 8: shardlimit.v1.StatsRequest
-	(*HotKey)(nil),               // 9: shardlimit.v1.HotKey
-	(*StatsResponse)(nil),        // 10: shardlimit.v1.StatsResponse
-	(*LimitedRequest)(nil),       // 11: shardlimit.v1.LimitedRequest
-	(*Episode)(nil),              // 12: shardlimit.v1.Episode
-	(*LimitedResponse)(nil),      // 13: shardlimit.v1.LimitedResponse
-	(*ResetRequest)(nil),         // 14: shardlimit.v1.ResetRequest
-	(*ResetResponse)(nil),        // 15: shardlimit.v1.ResetResponse
-	(*ExportRequest)(nil),        // 16: shardlimit.v1.ExportRequest
-	(*KeyState)(nil),             // 17: shardlimit.v1.KeyState
-	(*ExportResponse)(nil),       // 18: shardlimit.v1.ExportResponse
-	(*ImportRequest)(nil),        // 19: shardlimit.v1.ImportRequest
-	(*ImportResponse)(nil),       // 20: shardlimit.v1.ImportResponse
-	(*DropRequest)(nil),          // 21: shardlimit.v1.DropRequest
-	(*DropResponse)(nil),         // 22: shardlimit.v1.DropResponse
-	(*ExportStreamRequest)(nil),  // 23: shardlimit.v1.ExportStreamRequest
-	(*ExportStreamResponse)(nil), // 24: shardlimit.v1.ExportStreamResponse
-	(*PullRequest)(nil),          // 25: shardlimit.v1.PullRequest
-	(*PullResponse)(nil),         // 26: shardlimit.v1.PullResponse
-	nil,                          // 27: shardlimit.v1.DecideRequest.TraceContextEntry
+	(*LeaseRequest)(nil),         // 1: shardlimit.v1.LeaseRequest
+	(*LeaseResponse)(nil),        // 2: shardlimit.v1.LeaseResponse
+	(*RuleParams)(nil),           // 3: shardlimit.v1.RuleParams
+	(*ShardCheck)(nil),           // 4: shardlimit.v1.ShardCheck
+	(*DecideRequest)(nil),        // 5: shardlimit.v1.DecideRequest
+	(*ShardDecision)(nil),        // 6: shardlimit.v1.ShardDecision
+	(*DecideResponse)(nil),       // 7: shardlimit.v1.DecideResponse
+	(*DecideStreamRequest)(nil),  // 8: shardlimit.v1.DecideStreamRequest
+	(*DecideStreamResponse)(nil), // 9: shardlimit.v1.DecideStreamResponse
+	(*StatsRequest)(nil),         // 10: shardlimit.v1.StatsRequest
+	(*HotKey)(nil),               // 11: shardlimit.v1.HotKey
+	(*StatsResponse)(nil),        // 12: shardlimit.v1.StatsResponse
+	(*LimitedRequest)(nil),       // 13: shardlimit.v1.LimitedRequest
+	(*Episode)(nil),              // 14: shardlimit.v1.Episode
+	(*LimitedResponse)(nil),      // 15: shardlimit.v1.LimitedResponse
+	(*ResetRequest)(nil),         // 16: shardlimit.v1.ResetRequest
+	(*ResetResponse)(nil),        // 17: shardlimit.v1.ResetResponse
+	(*ExportRequest)(nil),        // 18: shardlimit.v1.ExportRequest
+	(*KeyState)(nil),             // 19: shardlimit.v1.KeyState
+	(*ExportResponse)(nil),       // 20: shardlimit.v1.ExportResponse
+	(*ImportRequest)(nil),        // 21: shardlimit.v1.ImportRequest
+	(*ImportResponse)(nil),       // 22: shardlimit.v1.ImportResponse
+	(*DropRequest)(nil),          // 23: shardlimit.v1.DropRequest
+	(*DropResponse)(nil),         // 24: shardlimit.v1.DropResponse
+	(*ExportStreamRequest)(nil),  // 25: shardlimit.v1.ExportStreamRequest
+	(*ExportStreamResponse)(nil), // 26: shardlimit.v1.ExportStreamResponse
+	(*PullRequest)(nil),          // 27: shardlimit.v1.PullRequest
+	(*PullResponse)(nil),         // 28: shardlimit.v1.PullResponse
+	nil,                          // 29: shardlimit.v1.DecideRequest.TraceContextEntry
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
-	1,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
-	2,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
-	27, // 3: shardlimit.v1.DecideRequest.trace_context:type_name -> shardlimit.v1.DecideRequest.TraceContextEntry
-	4,  // 4: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
-	3,  // 5: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
-	5,  // 6: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
-	9,  // 7: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
-	12, // 8: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	17, // 9: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
-	17, // 10: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
-	17, // 11: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
-	3,  // 12: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	6,  // 13: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
-	8,  // 14: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	11, // 15: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	14, // 16: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	16, // 17: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	19, // 18: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	21, // 19: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	23, // 20: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
-	25, // 21: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
-	5,  // 22: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	7,  // 23: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
-	10, // 24: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	13, // 25: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	15, // 26: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	18, // 27: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	20, // 28: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	22, // 29: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	24, // 30: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
-	26, // 31: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
-	22, // [22:32] is the sub-list for method output_type
-	12, // [12:22] is the sub-list for method input_type
+	3,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
+	4,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
+	29, // 3: shardlimit.v1.DecideRequest.trace_context:type_name -> shardlimit.v1.DecideRequest.TraceContextEntry
+	6,  // 4: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
+	5,  // 5: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
+	7,  // 6: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
+	11, // 7: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
+	14, // 8: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
+	19, // 9: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
+	19, // 10: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
+	19, // 11: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
+	5,  // 12: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	8,  // 13: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
+	10, // 14: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	13, // 15: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	16, // 16: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	18, // 17: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
+	21, // 18: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	23, // 19: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	25, // 20: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
+	27, // 21: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
+	1,  // 22: shardlimit.v1.Shard.Lease:input_type -> shardlimit.v1.LeaseRequest
+	7,  // 23: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	9,  // 24: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
+	12, // 25: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	15, // 26: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	17, // 27: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	20, // 28: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
+	22, // 29: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	24, // 30: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	26, // 31: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
+	28, // 32: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
+	2,  // 33: shardlimit.v1.Shard.Lease:output_type -> shardlimit.v1.LeaseResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name
@@ -2355,7 +2454,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Shard_Drop_FullMethodName         = "/shardlimit.v1.Shard/Drop"
 	Shard_ExportStream_FullMethodName = "/shardlimit.v1.Shard/ExportStream"
 	Shard_Pull_FullMethodName         = "/shardlimit.v1.Shard/Pull"
+	Shard_Lease_FullMethodName        = "/shardlimit.v1.Shard/Lease"
 )
 
 // ShardClient is the client API for Shard service.
@@ -72,6 +73,14 @@ type ShardClient interface {
 	// before it stay merged, and merging is idempotent, so the caller may
 	// pull again.
 	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error)
+	// Lease tells how long ago etcd last answered the shard's keep-alives.
+	// A shard whose lease is unconfirmed past its time asks its peers: if
+	// none has heard from etcd since its own keep-alives began to fail, etcd
+	// is down for everyone, nobody can take its partitions over, and it goes
+	// on deciding; otherwise it stops deciding until it confirms its own
+	// lease again, so that a shard cut off from etcd never decides a
+	// partition that another has taken over.
+	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
 }
 
 type shardClient struct {
@@ -194,6 +203,16 @@ func (c *shardClient) Pull(ctx context.Context, in *PullRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *shardClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseResponse)
+	err := c.cc.Invoke(ctx, Shard_Lease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -235,6 +254,14 @@ type ShardServer interface {
 	// before it stay merged, and merging is idempotent, so the caller may
 	// pull again.
 	Pull(context.Context, *PullRequest) (*PullResponse, error)
+	// Lease tells how long ago etcd last answered the shard's keep-alives.
+	// A shard whose lease is unconfirmed past its time asks its peers: if
+	// none has heard from etcd since its own keep-alives began to fail, etcd
+	// is down for everyone, nobody can take its partitions over, and it goes
+	// on deciding; otherwise it stops deciding until it confirms its own
+	// lease again, so that a shard cut off from etcd never decides a
+	// partition that another has taken over.
+	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -274,6 +301,9 @@ func (UnimplementedShardServer) ExportStream(*ExportStreamRequest, grpc.ServerSt
 }
 func (UnimplementedShardServer) Pull(context.Context, *PullRequest) (*PullResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Pull not implemented")
+}
+func (UnimplementedShardServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -458,6 +488,24 @@ func _Shard_Pull_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Lease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Lease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Lease(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -496,6 +544,10 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Pull",
 			Handler:    _Shard_Pull_Handler,
+		},
+		{
+			MethodName: "Lease",
+			Handler:    _Shard_Lease_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,140 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Keep-alives that know how long the lease certainly lives. etcd expires a
+// lease TTL after the last keep-alive it applied, and it applied that one
+// after the request left: so a keep-alive sent at s and answered lets the
+// lease live until at least s + TTL, by the member's own clock. The etcd
+// client's KeepAlive does not say when the request it answers was sent
+// (several may be in flight), so the registration sends its own, one at a
+// time, and keeps that bound (ConfirmedUntil). A shard stops deciding past
+// it unless etcd is down for everyone (shard/leaseguard.go): past it, its
+// lease may have expired and another shard taken its partitions over.
+
+// keepAlive keeps lease alive with one keep-alive at a time, every third
+// of its TTL, until ctx ends, and returns the channel of their answers,
+// closed once the lease is gone (etcd says so) or no keep-alive has been
+// answered for a TTL. The lease was last known alive by a request sent at
+// sent (the grant, or a check of it), to live until at least until.
+func (r *Registration) keepAlive(ctx context.Context, lease clientv3.LeaseID, sent, until time.Time) <-chan *clientv3.LeaseKeepAliveResponse {
+	ttl := time.Duration(r.ttl) * time.Second
+	r.confirm(until)
+	ch := make(chan *clientv3.LeaseKeepAliveResponse, 1)
+	go func() {
+		defer close(ch)
+		last := sent
+		for {
+			sent := time.Now()
+			attempt, cancel := context.WithTimeout(ctx, max(ttl/3, 500*time.Millisecond))
+			resp, err := r.cli.KeepAliveOnce(attempt, lease)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				return
+			case err == nil && resp.TTL > 0:
+				last = sent
+				r.confirm(sent.Add(time.Duration(resp.TTL) * time.Second))
+				r.answered(time.Now())
+				select {
+				case ch <- resp:
+				default: // the reader sees the next one
+				}
+			case time.Since(last) > ttl:
+				r.failing(time.Now())
+				return // etcd silent for a TTL: as the etcd client's KeepAlive does
+			default:
+				r.failing(time.Now())
+			}
+			wait := ttl / 3
+			if err != nil {
+				wait = 250 * time.Millisecond // retry soon: the lease may be short of time
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+	}()
+	return ch
+}
+
+// answered records that etcd answered a keep-alive or a check at t: the
+// lease is not failing.
+func (r *Registration) answered(t time.Time) {
+	r.mu.Lock()
+	r.lastAnswer, r.failingAt = t, time.Time{}
+	r.mu.Unlock()
+}
+
+// failing records that a keep-alive failed at t; the first since the last
+// answer marks when etcd stopped answering (FailingSince).
+func (r *Registration) failing(t time.Time) {
+	r.mu.Lock()
+	if r.failingAt.IsZero() {
+		r.failingAt = t
+	}
+	r.mu.Unlock()
+}
+
+// LastAnswered returns when etcd last answered one of the member's
+// keep-alives or checks of its lease; zero when never.
+func (r *Registration) LastAnswered() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastAnswer
+}
+
+// FailingSince returns when the first keep-alive failed since etcd last
+// answered: by then etcd was not answering this member; zero while it
+// answers.
+func (r *Registration) FailingSince() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failingAt
+}
+
+// confirm records that the lease lives at least until t.
+func (r *Registration) confirm(t time.Time) {
+	r.mu.Lock()
+	if t.After(r.confirmed) {
+		r.confirmed = t
+	}
+	r.mu.Unlock()
+}
+
+// ConfirmedUntil returns the time, by this process's clock, until which
+// the member's lease certainly lives in etcd: the last answered keep-alive's
+// sending plus its TTL. Past it, etcd may have expired the lease.
+func (r *Registration) ConfirmedUntil() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.confirmed
+}
+
+// Confirm asks etcd whether the lease still holds the record, with time
+// left, and if so moves ConfirmedUntil on; it reports whether it does. A
+// shard calls it when a peer says etcd answers, before it stops deciding.
+func (r *Registration) Confirm(ctx context.Context) bool {
+	r.mu.Lock()
+	lease := r.lease
+	r.mu.Unlock()
+	sent := time.Now()
+	left, err := r.holds(ctx, lease)
+	if err != nil || left <= 0 {
+		return false
+	}
+	r.confirm(sent.Add(left))
+	r.answered(time.Now())
+	return true
+}
