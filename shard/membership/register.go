@@ -33,9 +33,9 @@ type Registration struct {
 	// lastAnswer is when etcd last answered a keep-alive or a check;
 	// failingAt when the first keep-alive failed since (zero: none).
 	lastAnswer, failingAt time.Time
-	lease     clientv3.LeaseID
-	rev   int64 // etcd revision of the last write of the record
-	lost  bool
+	lease                 clientv3.LeaseID
+	rev                   int64 // etcd revision of the last write of the record
+	lost                  bool
 }
 
 // Register writes m under prefix with a lease of ttl and keeps it alive in the
