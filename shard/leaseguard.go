@@ -19,24 +19,24 @@ import (
 // partitions that the majority side counts afresh, two deciders for one
 // partition (the robustness suite's seed 8 found it). So past
 // ConfirmedUntil (the last answered keep-alive's sending plus the TTL, by
-// the shard's own clock) the shard asks its peers when etcd last answered
-// them (Lease):
+// the shard's own clock) the shard asks every peer it knows (Lease):
 //
-//   - every peer answers, and none has heard from etcd since this shard's
-//     keep-alives began to fail (FailingSince): etcd is down for everyone,
-//     nobody can take anything over, and the shard goes on deciding with
-//     what it knows, as an outage of etcd must not stop the limiter;
-//   - a peer heard from etcd since: etcd answers (it came back, or this
-//     shard alone is cut off from it). The shard checks its own lease at
-//     once (Confirm), and stops deciding unless etcd confirms it;
-//   - a peer does not answer: it may be a taker on the other side of a
-//     split, so the shard stops deciding.
+//   - every peer answers: whoever takes its partitions over is one of
+//     them, reaches it, and fences it before it counts; so it goes on
+//     deciding, as it did before the guard. This is also etcd down for
+//     everyone, which must not stop the limiter;
+//   - a peer does not answer (or there is none): it may be a taker on the
+//     other side of a split, which would count from zero beside it. The
+//     shard checks its own lease at once (Confirm), and unless etcd
+//     confirms it, stops deciding.
 //
 // Stopped, it decides nothing (routers answer by policy) until its own
 // lease is confirmed again, or is lost (then the lost-lease path gives the
-// counters back and joins again). What it assumes: a peer whose etcd
-// answers again confirms its own lease within a few seconds, well within
-// the TTL that etcd restores every lease with when it comes back.
+// counters back and joins again), or every peer answers again. What it
+// assumes: a peer that answers a Lease call can open a connection to it
+// for a pull (the packets of both went the same ways), and a taker is a
+// member this shard knows (a shard that joins while this one is cut off
+// from etcd must pull from it to join, as long as it is a member).
 
 // leaseMargin is how long before ConfirmedUntil the guard acts: room for
 // the peers' answers and the clocks' rates.
@@ -70,40 +70,32 @@ func (s *Server) guardLease() {
 		}
 		nextAsk = now.Add(500 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-		verdict, detail := s.askPeers(ctx, reg.FailingSince())
-		if verdict == etcdAnswersPeers && reg.Confirm(ctx) {
-			cancel()
-			continue // etcd answers this shard too: the next tick resumes
-		}
+		all, detail := s.askPeers(ctx)
+		confirmed := !all && reg.Confirm(ctx)
 		cancel()
-		if verdict == etcdDownForAll {
+		switch {
+		case confirmed:
+			// etcd answers this shard: the next tick resumes.
+		case all:
 			if s.owned.Resume() {
 				s.metrics.leaseSuspended.Set(0)
-				s.opts.Logger.Warn("membership lease unconfirmed, and every peer's too: etcd is down for everyone; deciding on with what this shard knows")
+				s.opts.Logger.Warn("membership lease unconfirmed, but every peer answers: any taker will fence this shard first; deciding again",
+					"peers", detail)
 			}
-			continue
-		}
-		if s.owned.Suspend() {
-			s.metrics.leaseSuspended.Set(1)
-			s.opts.Logger.Warn("membership lease unconfirmed past its time, and etcd is not down for everyone: stopped deciding, as another shard may have taken the partitions over; routers answer by policy until the lease is confirmed again or lost",
-				"confirmed_until", reg.ConfirmedUntil(), "peers", detail)
+		default:
+			if s.owned.Suspend() {
+				s.metrics.leaseSuspended.Set(1)
+				s.opts.Logger.Warn("membership lease unconfirmed past its time, and a peer does not answer: stopped deciding, as a shard that cannot fence this one may take the partitions over; routers answer by policy until the lease is confirmed again or lost, or every peer answers",
+					"confirmed_until", reg.ConfirmedUntil(), "peers", detail)
+			}
 		}
 	}
 }
 
-// peersVerdict is what the peers say of etcd.
-type peersVerdict int
-
-const (
-	etcdDownForAll   peersVerdict = iota // every peer answered; none heard from etcd since
-	etcdAnswersPeers                     // some peer heard from etcd since
-	peerSilent                           // some peer did not answer (or there is none)
-)
-
-// askPeers asks every other member known when etcd last answered it, at
-// once, and judges by since: when this shard's keep-alives began to fail
-// (zero: they have not yet, and any answer counts as recent).
-func (s *Server) askPeers(ctx context.Context, since time.Time) (peersVerdict, map[string]string) {
+// askPeers asks every other member this shard knows when etcd last
+// answered it, at once, and reports whether every one answered (false
+// when there is none), with each one's answer for the log.
+func (s *Server) askPeers(ctx context.Context) (all bool, detail map[string]string) {
 	s.view.mu.Lock()
 	var peers []member.Member
 	for _, m := range s.view.members {
@@ -112,24 +104,17 @@ func (s *Server) askPeers(ctx context.Context, since time.Time) (peersVerdict, m
 		}
 	}
 	s.view.mu.Unlock()
-	if len(peers) == 0 {
-		return peerSilent, nil
-	}
 	var mu sync.Mutex
-	detail := make(map[string]string, len(peers))
+	detail = make(map[string]string, len(peers))
 	var wg sync.WaitGroup
 	for _, p := range peers {
 		wg.Go(func() {
 			answer := "silent"
 			if c, err := s.peers.Client(p); err == nil {
 				if resp, err := c.Lease(ctx, &shardlimitv1.LeaseRequest{}); err == nil {
-					// When etcd answered it, by this shard's clock: later
-					// than it was by the answer's transit, which errs
-					// toward "recent", and so toward stopping.
-					ago := time.Duration(resp.EtcdAnsweredAgoMs) * time.Millisecond
-					answer = "not since"
-					if resp.EtcdAnsweredAgoMs >= 0 && (since.IsZero() || time.Now().Add(-ago).After(since)) {
-						answer = "since"
+					answer = "etcd never answered it"
+					if ms := resp.EtcdAnsweredAgoMs; ms >= 0 {
+						answer = "etcd answered it " + (time.Duration(ms) * time.Millisecond).String() + " ago"
 					}
 				}
 			}
@@ -139,16 +124,13 @@ func (s *Server) askPeers(ctx context.Context, since time.Time) (peersVerdict, m
 		})
 	}
 	wg.Wait()
-	verdict := etcdDownForAll
+	all = len(peers) > 0
 	for _, a := range detail {
-		switch {
-		case a == "since":
-			return etcdAnswersPeers, detail
-		case a == "silent":
-			verdict = peerSilent
+		if a == "silent" {
+			all = false
 		}
 	}
-	return verdict, detail
+	return all, detail
 }
 
 // Lease implements the shard API: how long ago etcd last answered this

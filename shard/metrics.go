@@ -54,7 +54,7 @@ func newMetrics(reg *prometheus.Registry, s *Server) *metrics {
 			Name: "shardlimit_shard_registered", Help: "1 while the shard is registered in etcd under its lease.",
 		}),
 		leaseSuspended: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "shardlimit_shard_lease_suspended", Help: "1 while the shard decides nothing because its membership lease is unconfirmed past its time and etcd is not down for everyone (another shard may have taken its partitions over).",
+			Name: "shardlimit_shard_lease_suspended", Help: "1 while the shard decides nothing because its membership lease is unconfirmed past its time and a peer does not answer (a shard that cannot fence it may have taken its partitions over).",
 		}),
 		evicted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_shard_held_out", Help: "1 while the shard is kept from joining by an eviction record: routers reported it unreachable and the rebalance leader evicted it, for --evict-hold.",

@@ -50,10 +50,7 @@ func (r *Registration) keepAlive(ctx context.Context, lease clientv3.LeaseID, se
 				default: // the reader sees the next one
 				}
 			case time.Since(last) > ttl:
-				r.failing(time.Now())
 				return // etcd silent for a TTL: as the etcd client's KeepAlive does
-			default:
-				r.failing(time.Now())
 			}
 			wait := ttl / 3
 			if err != nil {
@@ -69,21 +66,10 @@ func (r *Registration) keepAlive(ctx context.Context, lease clientv3.LeaseID, se
 	return ch
 }
 
-// answered records that etcd answered a keep-alive or a check at t: the
-// lease is not failing.
+// answered records that etcd answered a keep-alive or a check at t.
 func (r *Registration) answered(t time.Time) {
 	r.mu.Lock()
-	r.lastAnswer, r.failingAt = t, time.Time{}
-	r.mu.Unlock()
-}
-
-// failing records that a keep-alive failed at t; the first since the last
-// answer marks when etcd stopped answering (FailingSince).
-func (r *Registration) failing(t time.Time) {
-	r.mu.Lock()
-	if r.failingAt.IsZero() {
-		r.failingAt = t
-	}
+	r.lastAnswer = t
 	r.mu.Unlock()
 }
 
@@ -93,15 +79,6 @@ func (r *Registration) LastAnswered() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastAnswer
-}
-
-// FailingSince returns when the first keep-alive failed since etcd last
-// answered: by then etcd was not answering this member; zero while it
-// answers.
-func (r *Registration) FailingSince() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failingAt
 }
 
 // confirm records that the lease lives at least until t.
@@ -124,7 +101,7 @@ func (r *Registration) ConfirmedUntil() time.Time {
 
 // Confirm asks etcd whether the lease still holds the record, with time
 // left, and if so moves ConfirmedUntil on; it reports whether it does. A
-// shard calls it when a peer says etcd answers, before it stops deciding.
+// shard calls it before it stops deciding.
 func (r *Registration) Confirm(ctx context.Context) bool {
 	r.mu.Lock()
 	lease := r.lease

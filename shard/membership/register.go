@@ -30,12 +30,11 @@ type Registration struct {
 
 	mu        sync.Mutex
 	confirmed time.Time // until when the lease certainly lives (keepalive.go)
-	// lastAnswer is when etcd last answered a keep-alive or a check;
-	// failingAt when the first keep-alive failed since (zero: none).
-	lastAnswer, failingAt time.Time
-	lease                 clientv3.LeaseID
-	rev                   int64 // etcd revision of the last write of the record
-	lost                  bool
+	// lastAnswer is when etcd last answered a keep-alive or a check.
+	lastAnswer time.Time
+	lease      clientv3.LeaseID
+	rev        int64 // etcd revision of the last write of the record
+	lost       bool
 }
 
 // Register writes m under prefix with a lease of ttl and keeps it alive in the

@@ -74,12 +74,12 @@ type ShardClient interface {
 	// pull again.
 	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*PullResponse, error)
 	// Lease tells how long ago etcd last answered the shard's keep-alives.
-	// A shard whose lease is unconfirmed past its time asks its peers: if
-	// none has heard from etcd since its own keep-alives began to fail, etcd
-	// is down for everyone, nobody can take its partitions over, and it goes
-	// on deciding; otherwise it stops deciding until it confirms its own
-	// lease again, so that a shard cut off from etcd never decides a
-	// partition that another has taken over.
+	// A shard whose lease is unconfirmed past its time asks every peer: if
+	// all answer, whoever takes its partitions over reaches it and fences it
+	// first, and it goes on deciding (etcd down for everyone included); if
+	// one does not, it stops deciding until its lease is confirmed again, so
+	// that a shard cut off from etcd and its peers never decides a partition
+	// that another has taken over from zero.
 	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
 }
 
@@ -255,12 +255,12 @@ type ShardServer interface {
 	// pull again.
 	Pull(context.Context, *PullRequest) (*PullResponse, error)
 	// Lease tells how long ago etcd last answered the shard's keep-alives.
-	// A shard whose lease is unconfirmed past its time asks its peers: if
-	// none has heard from etcd since its own keep-alives began to fail, etcd
-	// is down for everyone, nobody can take its partitions over, and it goes
-	// on deciding; otherwise it stops deciding until it confirms its own
-	// lease again, so that a shard cut off from etcd never decides a
-	// partition that another has taken over.
+	// A shard whose lease is unconfirmed past its time asks every peer: if
+	// all answer, whoever takes its partitions over reaches it and fences it
+	// first, and it goes on deciding (etcd down for everyone included); if
+	// one does not, it stops deciding until its lease is confirmed again, so
+	// that a shard cut off from etcd and its peers never decides a partition
+	// that another has taken over from zero.
 	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
