@@ -163,3 +163,51 @@ func TestNewRefusesBadNames(t *testing.T) {
 		}
 	}
 }
+
+// The test process, attached, reaches a host's listener directly; a
+// Host.Command's pid is the program's own (a signal reaches it); Close
+// removes the local interface.
+func TestAttachLocal(t *testing.T) {
+	needRoot(t)
+	n, err := New("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	if err := n.AttachLocal(); err != nil {
+		t.Fatal(err)
+	}
+	a := n.Host("a")
+	srv := inHost(a, "listen:"+a.IP+":7000")
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("listener in a: %q, %v", line, err)
+	}
+	poll.Until(t, 30*time.Second, func() error {
+		c, err := net.DialTimeout("tcp", a.IP+":7000", time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", srv.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self, _ := os.Executable(); exe != self {
+		t.Errorf("pid %d runs %s, not the program %s", srv.Process.Pid, exe, self)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := exec.Command("ip", "-o", "addr").Output(); strings.Contains(string(b), n.LocalIP()+"/") {
+		t.Errorf("%s left in the machine's namespace after Close", n.LocalIP())
+	}
+}
