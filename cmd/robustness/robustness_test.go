@@ -1,0 +1,260 @@
+package robustness
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
+	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	"github.com/shardlimit/shardlimit/shard/poll"
+)
+
+var (
+	seedsFlag = flag.String("robustness.seeds", "", "comma-separated seeds of the fault schedules, or \"random\" for one drawn now (default: the short form's fixed seeds)")
+	timeFlag  = flag.Duration("robustness.time", 0, "total length of the fault schedules, shared equally by the seeds (default: the short form's)")
+	reportDir = flag.String("robustness.reports", "", "directory for the checker's reports of violations (default: the system's temporary directory)")
+	binFlag   = flag.String("robustness.bin", "", "run this shardlimit binary instead of building ./cmd/shardlimit")
+)
+
+// The short form, which `make test` runs: fixed seeds, a schedule of
+// shortLength each.
+var (
+	shortSeeds  = []uint64{1, 2}
+	shortLength = 35 * time.Second
+)
+
+var (
+	binPath string
+	binSec  proc.Security
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		// Every test here needs hosts; skipping them costs no build.
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "shardlimit-robustness-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		if binSec, err = proc.NewSecurity(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if binPath = *binFlag; binPath == "" {
+			if binPath, err = proc.Build(dir, "../shardlimit"); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		code := m.Run()
+		printSummary()
+		return code
+	}()
+	os.Exit(code)
+}
+
+// seeds returns the seeds to run and each one's schedule length.
+func seeds(t *testing.T) ([]uint64, time.Duration) {
+	t.Helper()
+	var out []uint64
+	switch s := *seedsFlag; s {
+	case "":
+		out = shortSeeds
+	case "random":
+		out = []uint64{rand.Uint64() % 1_000_000}
+	default:
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("-robustness.seeds: %q: %v", f, err)
+			}
+			out = append(out, n)
+		}
+	}
+	if *timeFlag == 0 {
+		return out, shortLength
+	}
+	return out, *timeFlag / time.Duration(len(out))
+}
+
+func TestRobustness(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root: skipped; CI runs as root")
+	}
+	ss, length := seeds(t)
+	t.Logf("seeds %v, %v each (rerun one: go test ./cmd/robustness -run TestRobustness -robustness.seeds=N -robustness.time=%v)", ss, length, length)
+	for _, seed := range ss {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runSeed(t, seed, length) })
+	}
+}
+
+// runSeed runs one seed's schedule against a new cluster under the
+// workload, then checks the history.
+func runSeed(t *testing.T, seed uint64, length time.Duration) {
+	fmt.Printf("robustness: seed %d, schedule of %v\n", seed, length)
+	started := time.Now()
+	cfg := defaultConfig()
+	c := startCluster(t, cfg)
+	rs := newRules()
+	if _, err := c.ctl("rules", "apply", "-f", c.writeFile(t, "rules.yaml", rulesYAML(rs))); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRouters(t, "shardlimit_router_rules", float64(len(rs)))
+
+	w := newWorkload(t, c, rs)
+	w.start(seed)
+	t.Cleanup(func() { w.stop() }) // on a failure before the check
+	// Every rule has been asked before the first fault.
+	poll.Until(t, readyTimeout, func() error {
+		if n := w.count(); n < 10*len(rs) {
+			return fmt.Errorf("%d checks recorded before the faults", n)
+		}
+		return nil
+	})
+
+	var shardNames, routerNames, ruleNames []string
+	for _, s := range c.shards {
+		shardNames = append(shardNames, s.Name)
+	}
+	for _, r := range c.routers {
+		routerNames = append(routerNames, r.Name)
+	}
+	for _, r := range rs {
+		ruleNames = append(ruleNames, r.name)
+	}
+	steps := Schedule(seed, length, Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames})
+	ex := &executor{t: t, c: c, rules: rs}
+	done := ex.run(steps, nil)
+	healed := time.Now()
+	for _, a := range done {
+		if a.err != nil {
+			t.Errorf("%s: %v", a.step.Name(), a.err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Every fault healed: the cluster is whole again, and the workload
+	// goes on until every rule's checks were decided again after the
+	// heal (the report measures how long that took; nothing here waits
+	// for a duration).
+	for _, p := range c.procs {
+		if err := until(readyTimeout, func() error { return c.ready(p) }); err != nil {
+			t.Fatalf("%s after the schedule: %v", p.Name, err)
+		}
+	}
+	c.waitRouters(t, "shardlimit_router_members", float64(len(c.shards)))
+	poll.Until(t, readyTimeout, func() error { return decidedAgain(w, rs, healed) })
+	ops := w.stop()
+
+	res := check(t, seed, rs, ops, done, cfg)
+	res.length = time.Since(started)
+	record(res)
+}
+
+// decidedAgain returns nil once every rule has a check sent after healed
+// and decided (allowed or denied) by each API that asks it.
+func decidedAgain(w *workload, rs []*rule, healed time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	for _, o := range w.ops {
+		if o.Send.After(healed) && (o.Outcome == checker.Allowed || o.Outcome == checker.Denied) {
+			seen[o.Rule+"/"+o.api.String()] = true
+		}
+	}
+	for _, r := range rs {
+		apis := []api{apiEnvoy}
+		if r.service == publicService {
+			apis = []api{apiGo, apiHTTP}
+		}
+		for _, a := range apis {
+			if !seen[r.name+"/"+a.String()] {
+				return fmt.Errorf("rule %s: no check through %s decided since the last heal", r.name, a)
+			}
+		}
+	}
+	return nil
+}
+
+// routerMargin is how long after a router's fault a check of that router
+// may still fail: its callers' connections dial it again after a backoff
+// (the Go client skips a failing router as long as the other serves).
+const routerMargin = 10 * time.Second
+
+// excused reports whether an error of o is one the design allows: o was
+// sent to a router (the Go client: to either) while that router was
+// killed, stopped or terminated, or within routerMargin after. A router
+// that does not answer is the one fault a caller sees: the Go client
+// waits out its timeout on a stopped router's connection, and the
+// Envoy and HTTP callers here have no retry.
+func excused(o op, as []applied) bool {
+	for _, a := range as {
+		if a.step.Kind != Signal || sortOf(a.step.Targets[0]) != "router" {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(a.step.Targets[0], "router-"))
+		if (o.router == -1 || o.router == n-1) && !o.Send.Before(a.from.Add(-time.Second)) && o.Send.Before(a.to.Add(routerMargin)) {
+			return true
+		}
+	}
+	return false
+}
+
+// check runs the checker over ops, writes a report of any violation and
+// fails the test on one, and on any caller error the design does not
+// allow. It returns the run's figures for the summary.
+func check(t *testing.T, seed uint64, rs []*rule, ops []op, as []applied, cfg config) result {
+	t.Helper()
+	cops := make([]checker.Op, len(ops))
+	for i, o := range ops {
+		cops[i] = o.Op
+	}
+	vs, err := checker.Check(checkerRules(rs), cops, resets(as, cfg.leaseTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := newResult(seed, ops, as, vs)
+	if len(vs) > 0 {
+		dir := cmp.Or(*reportDir, os.TempDir())
+		path := filepath.Join(dir, fmt.Sprintf("shardlimit-robustness-seed-%d-%d.txt", seed, time.Now().Unix()))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checker.Report(f, seed, faults(as), vs); err != nil {
+			t.Error(err)
+		}
+		_ = f.Close()
+		t.Errorf("seed %d: %d keys allowed past their limit beyond the allowances; report in %s; first: %v", seed, len(vs), path, vs[0])
+	}
+	var unexcused []op
+	for _, o := range ops {
+		if o.Outcome == checker.Error && !excused(o, as) {
+			unexcused = append(unexcused, o)
+		}
+	}
+	if len(unexcused) > 0 {
+		t.Errorf("seed %d: %d checks failed where the design promises an answer; first: %s via %s (router %d) sent %s: %s",
+			seed, len(unexcused), unexcused[0].Key, unexcused[0].api, unexcused[0].router, unexcused[0].Send.Format("15:04:05.000"), unexcused[0].err)
+		for _, a := range as {
+			if a.from.Before(unexcused[0].Recv) && unexcused[0].Send.Before(a.to) {
+				t.Logf("  in force: %s", a.step.Name())
+			}
+		}
+	}
+	return res
+}
