@@ -63,7 +63,7 @@ type cluster struct {
 	shards    []*proc.Proc
 	routers   []*proc.Proc
 	rebalance *proc.Proc
-	procs     []*proc.Proc          // every one, in start order
+	procs     []*proc.Proc           // every one, in start order
 	hosts     map[string]*netns.Host // by component name
 }
 
