@@ -69,7 +69,11 @@ func (e *executor) run(steps []Step, stop <-chan struct{}) []applied {
 		e.mu.Unlock()
 		wg.Go(func() {
 			a := e.apply(s)
-			e.t.Logf("%s: %s for %v (%v in force)%s", a.from.Format("15:04:05.000"), s.Name(), s.For, a.to.Sub(a.from).Round(time.Millisecond), a.note)
+			length := fmt.Sprintf(" for %v", s.For)
+			if s.Kind == Rebalance || s.Kind == RaiseLimit {
+				length = "" // a step, not a state
+			}
+			e.t.Logf("%s: %s%s (%v in force)%s", a.from.Format("15:04:05.000"), s.Name(), length, a.to.Sub(a.from).Round(time.Millisecond), a.note)
 			e.mu.Lock()
 			e.done = append(e.done, a)
 			e.live--

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,39 +32,44 @@ var (
 	shortLength = 35 * time.Second
 )
 
-var (
-	binPath string
-	binSec  proc.Security
-)
-
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if os.Geteuid() != 0 {
-		// Every test here needs hosts; skipping them costs no build.
-		os.Exit(m.Run())
+	code := m.Run()
+	printSummary()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
 	}
-	dir, err := os.MkdirTemp("", "shardlimit-robustness-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		if binSec, err = proc.NewSecurity(dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	binPath   string
+	binSec    proc.Security
+	buildErr  error
+)
+
+// binary builds cmd/shardlimit once per test binary (or takes
+// -robustness.bin), and makes the PKI its clusters run with.
+func binary(t testing.TB) {
+	t.Helper()
+	buildOnce.Do(func() {
+		// Not t.TempDir: the binary and the PKI outlive the first test
+		// that asks.
+		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-robustness-"); buildErr != nil {
+			return
+		}
+		if binSec, buildErr = proc.NewSecurity(buildDir); buildErr != nil {
+			return
 		}
 		if binPath = *binFlag; binPath == "" {
-			if binPath, err = proc.Build(dir, "../shardlimit"); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
+			binPath, buildErr = proc.Build(buildDir, "../shardlimit")
 		}
-		code := m.Run()
-		printSummary()
-		return code
-	}()
-	os.Exit(code)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
 }
 
 // seeds returns the seeds to run and each one's schedule length.
@@ -94,6 +100,7 @@ func TestRobustness(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root: skipped; CI runs as root")
 	}
+	binary(t)
 	ss, length := seeds(t)
 	t.Logf("seeds %v, %v each (rerun one: go test ./cmd/robustness -run TestRobustness -robustness.seeds=N -robustness.time=%v)", ss, length, length)
 	for _, seed := range ss {
