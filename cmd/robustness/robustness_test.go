@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,39 +35,23 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	printSummary()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	kit.Remove()
 	os.Exit(code)
 }
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	binPath   string
-	binSec    proc.Security
-	buildErr  error
+	kit     proc.Kit
+	binPath string
+	binSec  proc.Security
 )
 
 // binary builds cmd/shardlimit once per test binary (or takes
 // -robustness.bin), and makes the PKI its clusters run with.
 func binary(t testing.TB) {
 	t.Helper()
-	buildOnce.Do(func() {
-		// Not t.TempDir: the binary and the PKI outlive the first test
-		// that asks.
-		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-robustness-"); buildErr != nil {
-			return
-		}
-		if binSec, buildErr = proc.NewSecurity(buildDir); buildErr != nil {
-			return
-		}
-		if binPath = *binFlag; binPath == "" {
-			binPath, buildErr = proc.Build(buildDir, "../shardlimit")
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	var err error
+	if binPath, binSec, err = kit.Get(*binFlag, "../shardlimit"); err != nil {
+		t.Fatal(err)
 	}
 }
 

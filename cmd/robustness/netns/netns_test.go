@@ -71,6 +71,25 @@ func inHost(h *Host, spec string) *exec.Cmd {
 	return cmd
 }
 
+// listen runs an echo listener on h's address and port, and returns once
+// it listens; it is killed when the test ends.
+func listen(t *testing.T, h *Host, port int) *exec.Cmd {
+	t.Helper()
+	srv := inHost(h, fmt.Sprintf("listen:%s:%d", h.IP, port))
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("listener in %s: %q, %v", h.Name, line, err)
+	}
+	return srv
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -93,18 +112,7 @@ func TestCutAndHeal(t *testing.T) {
 		}
 	})
 	a, b := n.Host("a"), n.Host("b")
-	srv := inHost(b, "listen:"+b.IP+":7000")
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
-		t.Fatalf("listener in b: %q, %v", line, err)
-	}
+	srv := listen(t, b, 7000)
 	dial := func() error {
 		if out, err := inHost(a, "dial:"+b.IP+":7000").CombinedOutput(); err != nil {
 			return fmt.Errorf("a → b: %v: %s", err, out)
@@ -178,18 +186,7 @@ func TestAttachLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := n.Host("a")
-	srv := inHost(a, "listen:"+a.IP+":7000")
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
-		t.Fatalf("listener in a: %q, %v", line, err)
-	}
+	srv := listen(t, a, 7000)
 	poll.Until(t, 30*time.Second, func() error {
 		c, err := net.DialTimeout("tcp", a.IP+":7000", time.Second)
 		if err == nil {

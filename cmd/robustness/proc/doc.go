@@ -3,7 +3,7 @@
 // shard, a router, the rebalance job) that can be started, signalled,
 // killed and started again on the same command line, its output appended
 // to one log file; Security is the one local PKI every component and the
-// test's own clients authenticate with; Build builds the binary once;
+// test's own clients authenticate with; Kit builds the binary once;
 // Fetch and Metric read a component's ops server.
 //
 // The fault suite (cmd/faults, on 127.0.0.1) and the robustness suite

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -69,13 +70,42 @@ func (s Security) OperatorTLS() *tls.Config {
 	return cfg
 }
 
-// Build builds the shardlimit binary from the package directory pkg (as
-// `go build` names it, relative to the caller's directory) into dir.
-func Build(dir, pkg string) (string, error) {
-	bin := filepath.Join(dir, "shardlimit")
-	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+// Kit is the shardlimit binary and the PKI that a test binary's clusters
+// run with, made once, on first use, in a directory of its own (not a
+// test's TempDir: they outlive the first test that asks).
+type Kit struct {
+	once sync.Once
+	dir  string
+	bin  string
+	sec  Security
+	err  error
+}
+
+// Get builds pkg (as `go build` names it, relative to the test's
+// directory; or takes prebuilt when set) and makes the PKI, the first
+// time; later calls return the same.
+func (k *Kit) Get(prebuilt, pkg string) (string, Security, error) {
+	k.once.Do(func() {
+		if k.dir, k.err = os.MkdirTemp("", "shardlimit-test-"); k.err != nil {
+			return
+		}
+		if k.sec, k.err = NewSecurity(k.dir); k.err != nil {
+			return
+		}
+		if k.bin = prebuilt; k.bin != "" {
+			return
+		}
+		k.bin = filepath.Join(k.dir, "shardlimit")
+		if out, err := exec.Command("go", "build", "-o", k.bin, pkg).CombinedOutput(); err != nil {
+			k.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	return k.bin, k.sec, k.err
+}
+
+// Remove removes what Get made; TestMain calls it after the tests.
+func (k *Kit) Remove() {
+	if k.dir != "" {
+		_ = os.RemoveAll(k.dir)
 	}
-	return bin, nil
 }
