@@ -81,13 +81,24 @@ func hostName(component string) string {
 // and every namespace is removed, when the test ends, failed or not.
 func startCluster(t *testing.T, cfg config) *cluster {
 	t.Helper()
-	c := &cluster{cfg: cfg, bin: binPath, sec: binSec, dir: t.TempDir(), prefix: "/robust/", hosts: map[string]*netns.Host{}}
+	// Not t.TempDir: the logs of a failed run stay, for its report.
+	dir, err := os.MkdirTemp(*reportDir, "shardlimit-robustness-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the processes' logs stay in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	c := &cluster{cfg: cfg, bin: binPath, sec: binSec, dir: dir, prefix: "/robust/", hosts: map[string]*netns.Host{}}
 	names := []string{"etcd", "shard-1", "shard-2", "shard-3", "router-1", "router-2", "rebalance"}
 	hostNames := make([]string, len(names))
 	for i, n := range names {
 		hostNames[i] = hostName(n)
 	}
-	var err error
 	if c.net, err = netns.New(hostNames...); err != nil {
 		t.Fatal(err)
 	}

@@ -105,10 +105,17 @@ type Topology struct {
 	Rules           []string
 }
 
+// weights are how often each kind is drawn: signals most (they cover
+// every process and three signals), the cuts of the first
+// scenarios next.
+var weights = [kinds]int{CutRoutersShard: 2, CutShardEtcd: 2, CutRouterEtcd: 1, CutShardShard: 2, OneWay: 1, Split: 2,
+	Signal: 5, Rebalance: 1, RaiseLimit: 1}
+
 // Schedule returns the faults of a run of the given length for seed: the
-// same seed, length and topology give the same steps. Steps start 1 to 6 s
-// apart and last 2 to 16 s (some past a 10 s lease, some not), so that
-// often two are in force at once.
+// same seed, length and topology give the same steps, and a longer length
+// the same steps and more after them. Steps start 1 to 6 s apart and last
+// 2 to 16 s (some past a 10 s lease, some not), so that often two are in
+// force at once.
 func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed0ff5))
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
@@ -118,9 +125,23 @@ func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 		return from[i], from[j]
 	}
 	procs := append(append(append([]string{"etcd"}, top.Shards...), top.Routers...), "rebalance")
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	kind := func() Kind {
+		n := rng.IntN(total)
+		for k, w := range weights {
+			if n < w {
+				return Kind(k)
+			}
+			n -= w
+		}
+		panic("unreachable")
+	}
 	var out []Step
 	for at := time.Duration(0); ; {
-		s := Step{Kind: Kind(rng.IntN(int(kinds))), After: time.Duration(1000+rng.IntN(5000)) * time.Millisecond,
+		s := Step{Kind: kind(), After: time.Duration(1000+rng.IntN(5000)) * time.Millisecond,
 			For: time.Duration(2000+rng.IntN(14000)) * time.Millisecond}
 		if at += s.After; at >= length {
 			return out
@@ -134,7 +155,12 @@ func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 			a, b := two(top.Shards)
 			s.Targets, s.Sep = []string{a, b}, 1
 		case OneWay:
+			// Between two components that talk: routers do not talk to
+			// each other.
 			a, b := two(procs)
+			for sortOf(a) == "router" && sortOf(b) == "router" {
+				a, b = two(procs)
+			}
 			s.Targets, s.Sep = []string{a, b}, 1
 		case Split:
 			s.Targets, s.Sep = []string{pick(top.Shards), pick(top.Routers)}, 2
