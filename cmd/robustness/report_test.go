@@ -154,7 +154,7 @@ func printSummary() {
 		return
 	}
 	total := map[string]*row{}
-	var seeds []string
+	var seeds, failed []string
 	var length time.Duration
 	ops, viol, teeth := 0, 0, 0
 	for _, res := range summary {
@@ -163,6 +163,9 @@ func printSummary() {
 		ops += res.ops
 		viol += res.viol
 		teeth += res.teeth
+		if res.viol > 0 {
+			failed = append(failed, fmt.Sprintf("%d (%d keys)", res.seed, res.viol))
+		}
 		for name, r := range res.rows {
 			t := total[name]
 			if t == nil {
@@ -182,6 +185,9 @@ func printSummary() {
 	}
 	fmt.Printf("\nrobustness suite: seeds %s, %v run, %d checks checked, %d keys over their limit beyond the allowances\n",
 		strings.Join(seeds, ","), length.Round(time.Second), ops, viol)
+	if len(failed) > 0 {
+		fmt.Printf("seeds with keys over their limit: %s\n", strings.Join(failed, ", "))
+	}
 	fmt.Printf("(the same histories with the policy answers counted as decisions: %d keys over, which the fail-open answers let past)\n", teeth)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FAULT\tN\tCHECKS\tERRORS\tROUTER DOWN\tPOLICY\tOVER\tFIRST POLICY\tLAST POLICY AFTER HEAL\tP99")
