@@ -44,7 +44,7 @@ func New(names ...string) (*Net, error) {
 	n := seq.Add(1)
 	net := &Net{
 		prefix: fmt.Sprintf("sl%d%c", os.Getpid()%100000, 'a'+rune(n%26)),
-		subnet: int(n%250) + 1,
+		subnet: freeSubnet(os.Getpid() + int(n)),
 		cuts:   map[[2]string]bool{},
 	}
 	net.sw = net.prefix + "sw"
@@ -110,6 +110,21 @@ func (n *Net) AttachLocal() error {
 		}
 	}
 	return nil
+}
+
+// freeSubnet returns the first N from from (mod 250, 1..250) whose
+// 10.77.N.254 no Net of another process has attached to the caller's
+// namespace: two test binaries that run at once (go test ./... runs
+// packages in parallel) must not both route 10.77.N.0/24 there.
+func freeSubnet(from int) int {
+	out, _ := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	for i := range 250 {
+		n := (from+i)%250 + 1
+		if !strings.Contains(string(out), fmt.Sprintf(" 10.77.%d.254/", n)) {
+			return n
+		}
+	}
+	return from%250 + 1
 }
 
 // Hosts returns the hosts, in the order New was given their names.
