@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -272,9 +271,6 @@ func (c *cluster) proc(name string) *proc.Proc {
 	}
 	panic("no component " + name)
 }
-
-// signal sends sig to a component.
-func (c *cluster) signal(name string, sig syscall.Signal) error { return c.proc(name).Signal(sig) }
 
 // writeFile writes b to a file of the cluster's directory and returns
 // its path.

@@ -135,7 +135,7 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	}
 	steps := Schedule(seed, length, Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames})
 	ex := &executor{t: t, c: c, rules: rs}
-	done := ex.run(steps, nil)
+	done := ex.run(steps)
 	healed := time.Now()
 	for _, a := range done {
 		if a.err != nil {

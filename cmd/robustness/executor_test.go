@@ -43,20 +43,15 @@ const maxInForce = 2
 
 // run runs steps, each After the previous one started (later when the
 // components it touches are still faulted), and returns when every one
-// has healed. stop, closed, ends the schedule early (no new step starts).
-func (e *executor) run(steps []Step, stop <-chan struct{}) []applied {
+// has healed.
+func (e *executor) run(steps []Step) []applied {
 	e.cond = sync.NewCond(&e.mu)
 	e.busy = map[string]bool{}
 	var wg sync.WaitGroup
 	next := time.Now()
 	for _, s := range steps {
 		next = next.Add(s.After)
-		select {
-		case <-stop:
-			wg.Wait()
-			return e.done
-		case <-time.After(time.Until(next)):
-		}
+		time.Sleep(time.Until(next)) // the schedule's gap, not a wait for a condition
 		locks := e.locks(s)
 		e.mu.Lock()
 		for e.live >= maxInForce || e.anyBusy(locks) {
