@@ -86,7 +86,7 @@ func startCluster(t *testing.T, cfg config) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || *keepLogs {
 			t.Logf("the processes' logs stay in %s", dir)
 			return
 		}

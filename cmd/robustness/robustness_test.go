@@ -21,6 +21,7 @@ var (
 	seedsFlag = flag.String("robustness.seeds", "", "comma-separated seeds of the fault schedules, or \"random\" for one drawn now (default: the short form's fixed seeds)")
 	timeFlag  = flag.Duration("robustness.time", 0, "total length of the fault schedules, shared equally by the seeds (default: the short form's)")
 	reportDir = flag.String("robustness.reports", "", "directory for the checker's reports of violations (default: the system's temporary directory)")
+	keepLogs  = flag.Bool("robustness.keep", false, "keep the processes' logs of every run, not only of a failed one")
 	binFlag   = flag.String("robustness.bin", "", "run this shardlimit binary instead of building ./cmd/shardlimit")
 )
 
