@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,6 +159,9 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	c.waitRouters(t, "shardlimit_router_members", float64(len(c.shards)))
 	poll.Until(t, readyTimeout, func() error { return decidedAgain(w, rs, healed) })
 	ops := w.stop()
+	if *keepLogs {
+		writeHistory(t, c, ops, done)
+	}
 
 	res := check(t, seed, rs, ops, done, cfg)
 	res.length = time.Since(started)
@@ -271,4 +275,32 @@ func check(t *testing.T, seed uint64, rs []*rule, ops []op, as []applied, cfg co
 		}
 	}
 	return res
+}
+
+// writeHistory writes every check and every fault, one per line in time
+// order, to history.txt beside the processes' logs: what a reader needs to
+// line a policy answer or an error up with the logs.
+func writeHistory(t *testing.T, c *cluster, ops []op, as []applied) {
+	t.Helper()
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	for _, a := range as {
+		lines = append(lines, line{a.from, "fault starts: " + a.step.Name()}, line{a.to, "fault healed: " + a.step.Name()})
+	}
+	for _, o := range ops {
+		text := fmt.Sprintf("%s %s hits=%d via %s router=%d %v", o.Outcome, o.Key, o.Hits, o.api, o.router+1, o.Recv.Sub(o.Send).Round(time.Microsecond))
+		if o.err != "" {
+			text += ": " + o.err
+		}
+		lines = append(lines, line{o.Send, text})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s %s\n", l.at.UTC().Format("15:04:05.000000"), l.text)
+	}
+	t.Logf("history in %s", c.writeFile(t, "history.txt", []byte(b.String())))
 }

@@ -44,25 +44,42 @@ var algorithms = []checker.Algorithm{checker.TokenBucket, checker.LeakyBucket, c
 // in force was never above it).
 type rule struct {
 	name, service string
-	alg           checker.Algorithm
-	limit, burst  int64
-	period        time.Duration
+	// endpoint, in the public service, is the rule's endpoint; in the
+	// Envoy one the value of the descriptor's "algorithm" entry.
+	endpoint     string
+	alg          checker.Algorithm
+	limit, burst int64
+	period       time.Duration
+	// budget: its users spend a budget over a minute rather than a
+	// bucket over two seconds (see newRules).
+	budget bool
 }
 
-// newRules returns the workload's twelve rules: every algorithm in both
+// newRules returns the workload's rules: every algorithm in both
 // services, limits of 10 per 2 s (bursts of 5) so that many windows pass
-// in a short run and a hammered user meets its limit at once.
+// in a short run and a hammered user meets its limit at once; and three
+// budget rules of 10 per minute (bursts of 10), whose users sit at their
+// limit for the whole run, so that counters lost anywhere (a reset the
+// design does not allow) show as a whole budget spent again, not hidden
+// in the slack of a two-second rate.
 func newRules() []*rule {
 	var out []*rule
 	for _, svc := range []string{publicService, envoyService} {
 		for _, alg := range algorithms {
-			r := &rule{name: svc[len("robust-"):] + "-" + string(alg), service: svc, alg: alg, limit: 10, period: 2 * time.Second}
+			r := &rule{name: svc[len("robust-"):] + "-" + string(alg), service: svc, endpoint: string(alg), alg: alg, limit: 10, period: 2 * time.Second}
 			switch alg {
 			case checker.TokenBucket, checker.LeakyBucket, checker.GCRA:
 				r.burst = 5
 			}
 			out = append(out, r)
 		}
+	}
+	// Algorithms whose router-held denials last seconds, not the rest
+	// of the minute (a fixed window's would hide a reset until the
+	// window ends).
+	for _, alg := range []checker.Algorithm{checker.TokenBucket, checker.GCRA, checker.SlidingLog} {
+		out = append(out, &rule{name: "budget-" + string(alg), service: publicService, endpoint: "budget-" + string(alg), alg: alg,
+			limit: 10, burst: 10, period: time.Minute, budget: true})
 	}
 	return out
 }
@@ -73,13 +90,13 @@ func rulesYAML(rs []*rule) []byte {
 	b.WriteString("rules:\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "  - service: %s\n    name: %s\n    algorithm: %s\n    limit: %d\n    period: %s\n", r.service, r.name, r.alg, r.limit, r.period)
-		if r.burst > 0 {
+		if r.burst > 0 && r.alg != checker.SlidingLog {
 			fmt.Fprintf(&b, "    burst: %d\n", r.burst)
 		}
 		if r.service == publicService {
-			fmt.Fprintf(&b, "    endpoint: /%s\n", r.alg)
+			fmt.Fprintf(&b, "    endpoint: /%s\n", r.endpoint)
 		} else {
-			fmt.Fprintf(&b, "    descriptor: [{key: algorithm, value: %s}, {key: user}]\n", r.alg)
+			fmt.Fprintf(&b, "    descriptor: [{key: algorithm, value: %s}, {key: user}]\n", r.endpoint)
 		}
 	}
 	return b.Bytes()
@@ -116,7 +133,9 @@ type op struct {
 
 // workload checks users of every rule from a few goroutines and records
 // every check. For each rule, a hammer goroutine checks 3 users far past
-// their limit, and a slow one 30 users each well under it.
+// their limit, and a slow one 30 users each well under it; for a budget
+// rule, one goroutine checks 5 users each four times faster than the
+// budget refills.
 type workload struct {
 	rules   []*rule
 	cl      *client.Client
@@ -134,9 +153,10 @@ type workload struct {
 // workloadPace is the pause between one goroutine's checks: hammers ask
 // every 50ms (about 20 a second per rule, four times a limit of 5 a
 // second), slow goroutines every 100ms over 30 users (one check per user
-// per 3 s). About 360 checks a second in all: what two loaded cores carry
-// beside seven processes.
-var workloadPace = struct{ hammer, slow time.Duration }{50 * time.Millisecond, 100 * time.Millisecond}
+// per 3 s), budget goroutines every 300ms over 5 users (one check per user
+// per 1.5 s, four times a budget of 10 a minute). About 370 checks a
+// second in all: what two loaded cores carry beside seven processes.
+var workloadPace = struct{ hammer, slow, budget time.Duration }{50 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond}
 
 func newWorkload(t testing.TB, c *cluster, rs []*rule) *workload {
 	t.Helper()
@@ -174,11 +194,18 @@ func newWorkload(t testing.TB, c *cluster, rs []*rule) *workload {
 // API (not their timing) the same on every run.
 func (w *workload) start(seed uint64) {
 	for i, r := range w.rules {
-		for g, kind := range []string{"hammer", "slow"} {
+		kinds := []string{"hammer", "slow"}
+		if r.budget {
+			kinds = []string{"budget"}
+		}
+		for g, kind := range kinds {
 			rng := rand.New(rand.NewPCG(seed, uint64(2*i+g)))
 			users, pace := 3, workloadPace.hammer
-			if kind == "slow" {
+			switch kind {
+			case "slow":
 				users, pace = 30, workloadPace.slow
+			case "budget":
+				users, pace = 5, workloadPace.budget
 			}
 			w.wg.Go(func() { w.run(r, kind, users, pace, rng) })
 		}
@@ -220,7 +247,7 @@ func (w *workload) check(r *rule, user string, o *op) {
 	case apiGo:
 		o.router = -1
 		var d client.Decision
-		d, err = w.cl.Check(ctx, r.service, "/"+string(r.alg), user, o.Hits)
+		d, err = w.cl.Check(ctx, r.service, "/"+r.endpoint, user, o.Hits)
 		if err == nil && d.FromFailureMode {
 			err = fmt.Errorf("no router answered: the client's failure mode")
 		}
@@ -244,7 +271,7 @@ func (w *workload) check(r *rule, user string, o *op) {
 }
 
 func (w *workload) checkHTTP(ctx context.Context, router int, r *rule, user string, hits int64) (allowed, byPolicy bool, err error) {
-	body, err := protojson.Marshal(&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: r.service, Endpoint: "/" + string(r.alg), User: user, Hits: &hits}}})
+	body, err := protojson.Marshal(&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: r.service, Endpoint: "/" + r.endpoint, User: user, Hits: &hits}}})
 	if err != nil {
 		return false, false, err
 	}
@@ -281,7 +308,7 @@ func (w *workload) checkHTTP(ctx context.Context, router int, r *rule, user stri
 // cannot tell it from a decision).
 func (w *workload) checkEnvoy(ctx context.Context, router int, r *rule, user string, hits int64) (allowed, byPolicy bool, err error) {
 	req := &rlsv3.RateLimitRequest{Domain: r.service, HitsAddend: uint32(hits), Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "algorithm", Value: string(r.alg)}, {Key: "user", Value: user}}}}}
+		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "algorithm", Value: r.endpoint}, {Key: "user", Value: user}}}}}
 	resp := &rlsv3.RateLimitResponse{}
 	if err := w.envoy[router].Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, req, resp); err != nil {
 		return false, false, err
