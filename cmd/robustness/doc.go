@@ -8,8 +8,10 @@
 // history is proved against the rules by cmd/robustness/checker, which
 // shares no code with the limiter.
 //
-// The package's code is the schedule, a pure function of a seed; the
-// suite itself is its test (robustness_test.go): `make test` runs fixed
+// The package's code is the schedule, a pure function of a seed, and
+// MayReset, which says which of its faults the checker allows to restart
+// counters from zero (the design's bound on a crash); the suite itself is
+// its test (robustness_test.go): `make test` runs fixed
 // seeds in a short form, `make robustness` random or given seeds for a
 // given length, and each seed that found a bug has a make target of its
 // own. It needs root (namespaces, iptables) and skips without it.

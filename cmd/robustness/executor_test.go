@@ -118,7 +118,7 @@ func (e *executor) locks(s Step) []string {
 
 // apply puts the fault in force for its length and heals it.
 func (e *executor) apply(s Step) (a applied) {
-	a = applied{step: s, from: time.Now()}
+	a = applied{step: s, from: time.Now(), reset: MayReset(s, e.c.cfg.leaseTTL)}
 	defer func() { a.to = time.Now() }()
 	c := e.c
 	host := func(name string) *netns.Host { return c.hosts[name] }
@@ -155,15 +155,9 @@ func (e *executor) apply(s Step) (a applied) {
 			}
 		}
 		a.err = e.cut(both(s.Targets[:s.Sep], rest), s.For, nil)
-		// The minority's shard, cut off from etcd and its peers past its
-		// lease, is taken over from zero.
-		a.reset = s.For > c.cfg.leaseTTL/2
 	case Signal:
 		p := c.proc(s.Targets[0])
 		a.err = e.signal(p, s.Signal, s.For)
-		// A shard killed, or stopped past its lease, is taken over from
-		// zero (DESIGN.md, "Bounded loss on crash").
-		a.reset = p.Sub == "shard" && (s.Signal == "sigkill" || (s.Signal == "sigstop" && s.For > c.cfg.leaseTTL/2))
 	case Rebalance:
 		a.note = ": " + e.rebalance()
 	case RaiseLimit:

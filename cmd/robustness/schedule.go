@@ -173,3 +173,22 @@ func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 		out = append(out, s)
 	}
 }
+
+// MayReset reports whether step s may restart counters from zero, with
+// shards whose lease is lease: the faults the checker allows for
+// (checker.Reset). A shard killed has nothing to hand over; one stopped,
+// or split off with a router from everything else, for more than half
+// its lease may lose it (a lease is renewed every third of its TTL) and
+// have its partitions taken over from zero by shards that cannot reach
+// it (DESIGN.md, "Bounded loss on crash"). Every other fault must keep
+// every count: a drain, a join, a cut from etcd alone (the takers pull
+// the counters under a fence), a rebalance.
+func MayReset(s Step, lease time.Duration) bool {
+	switch s.Kind {
+	case Split:
+		return s.For > lease/2
+	case Signal:
+		return sortOf(s.Targets[0]) == "shard" && (s.Signal == "sigkill" || s.Signal == "sigstop" && s.For > lease/2)
+	}
+	return false
+}
