@@ -1,9 +1,7 @@
 package faults
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,73 +15,29 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/cmd/bench"
+	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
-// proc is one process of the cluster. Restarting it runs the same command
-// line again: same ports, same data.
-type proc struct {
-	name string
-	sub  string   // the subcommand: etcd, shard, router, rebalance
-	args []string // its flags, without those launch adds
-	// addr is the gRPC address (etcd: the client address); metrics the
-	// host:port of /metrics, /healthz and /readyz ("" for etcd).
-	addr, metrics string
-	log           string // output of every run, appended
-
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when the current run exits
-	logOff int64         // size of the log when the current run started
-}
-
-// running reports whether the current run has not exited.
-func (p *proc) running() bool {
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+// proc is one process of the cluster (cmd/robustness/proc), with the
+// suite's ways of failing a test on what goes wrong.
+type proc struct{ process.Proc }
 
 // signal sends sig to the current run.
 func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	if err := p.Signal(sig); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // kill kills the current run with SIGKILL and waits for it to exit.
 func (p *proc) kill(t testing.TB) {
 	t.Helper()
-	if !p.running() {
-		return
+	if err := p.Kill(30 * time.Second); err != nil {
+		t.Fatal(err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once it runs
-	p.signal(t, syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s of SIGKILL", p.name)
-	}
-}
-
-// tail returns the last n lines of the process's log.
-func (p *proc) tail(n int) string {
-	b, err := os.ReadFile(p.log)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // cluster is etcd, three shards, two routers and a rebalance instance, each
@@ -153,7 +107,7 @@ func startCluster(t *testing.T, cfg config) *cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range c.procs {
-				t.Logf("last lines of %s (%s):\n%s", p.name, p.log, p.tail(30))
+				t.Logf("last lines of %s (%s):\n%s", p.Name, p.Log, p.Tail(30))
 			}
 		}
 	})
@@ -207,7 +161,7 @@ func startCluster(t *testing.T, cfg config) *cluster {
 }
 
 func (c *cluster) newProc(name, sub, addr, metrics string, args ...string) *proc {
-	p := &proc{name: name, sub: sub, args: args, addr: addr, metrics: metrics, log: filepath.Join(c.dir, name+".log")}
+	p := &proc{process.Proc{Name: name, Sub: sub, Args: args, Addr: addr, Metrics: metrics, Log: filepath.Join(c.dir, name+".log")}}
 	c.procs = append(c.procs, p)
 	return p
 }
@@ -216,33 +170,9 @@ func (c *cluster) newProc(name, sub, addr, metrics string, args ...string) *proc
 // process: the security flags and the log flags are added here.
 func (c *cluster) launch(t testing.TB, p *proc) {
 	t.Helper()
-	if p.running() {
-		t.Fatalf("%s is already running", p.name)
-	}
-	args := append([]string{p.sub}, p.args...)
-	args = append(args, c.sec.flags(p.sub)...)
-	args = append(args, "--log-format", "text", "--log-level", "info")
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := p.Start(c.bin, append(c.sec.Flags(p.Sub), "--log-format", "text", "--log-level", "info")...); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.logOff = st.Size()
-	cmd := exec.Command(c.bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Its own process group, so that no signal meant for the test reaches
-	// it; and it dies with the test binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
-	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	done := p.done
-	go func() { _ = cmd.Wait(); close(done) }()
 }
 
 // stop kills every process, the components first and etcd last.
@@ -251,12 +181,7 @@ func (c *cluster) stop() {
 		_ = c.etcdCli.Close()
 	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		if p.running() {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		_ = c.procs[i].Kill(readyTimeout)
 	}
 }
 
@@ -271,25 +196,21 @@ const readyTimeout = 60 * time.Second
 func (c *cluster) waitReady(t testing.TB, p *proc) {
 	t.Helper()
 	poll.Until(t, readyTimeout, func() error {
-		if !p.running() {
-			t.Fatalf("%s exited while starting:\n%s", p.name, p.tail(30))
+		if !p.Running() {
+			t.Fatalf("%s exited while starting:\n%s", p.Name, p.Tail(30))
 		}
-		switch p.sub {
+		switch p.Sub {
 		case "etcd":
-			b, err := os.ReadFile(p.log)
-			if err != nil || int64(len(b)) < p.logOff || !bytes.Contains(b[p.logOff:], []byte("shardlimit etcd ready in ")) {
-				return errors.New("etcd: no ready line yet")
-			}
-			return nil
+			return p.EtcdReady()
 		case "shard":
-			return get(p.metrics, "/readyz")
+			return get(p.Metrics, "/readyz")
 		case "router":
-			if err := get(p.metrics, "/readyz"); err != nil {
+			if err := get(p.Metrics, "/readyz"); err != nil {
 				return err
 			}
 			return wantMetric(p, "shardlimit_router_members", float64(len(c.shards)))
 		default:
-			return get(p.metrics, "/healthz")
+			return get(p.Metrics, "/healthz")
 		}
 	})
 }
@@ -313,7 +234,7 @@ func (c *cluster) waitRouters(t testing.TB, metric string, want float64) time.Ti
 // output; it fails the test unless ctl exits 0.
 func (c *cluster) ctl(t testing.TB, args ...string) string {
 	t.Helper()
-	args = append(append([]string{"ctl", "--router", c.routers[0].addr}, c.sec.flags("ctl")...), args...)
+	args = append(append([]string{"ctl", "--router", c.routers[0].Addr}, c.sec.Flags("ctl")...), args...)
 	out, err := exec.Command(c.bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("shardlimit %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -341,7 +262,7 @@ func (c *cluster) members(ctx context.Context) ([]string, error) {
 func (c *cluster) routerAddrs() []string {
 	addrs := make([]string, len(c.routers))
 	for i, r := range c.routers {
-		addrs[i] = r.addr
+		addrs[i] = r.Addr
 	}
 	return addrs
 }
@@ -352,8 +273,8 @@ func (c *cluster) routerAddrs() []string {
 func (c *cluster) healthy(t testing.TB) {
 	t.Helper()
 	for _, p := range c.procs {
-		if !p.running() {
-			t.Fatalf("%s is not running at the start of the scenario", p.name)
+		if !p.Running() {
+			t.Fatalf("%s is not running at the start of the scenario", p.Name)
 		}
 	}
 	poll.Until(t, readyTimeout, func() error {

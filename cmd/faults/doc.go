@@ -30,9 +30,10 @@
 // -faults.bin runs a given binary instead of building cmd/shardlimit. Both
 // forms print a table of every scenario at the end (go test -v shows it).
 //
-// Every process is started by one function (cluster.launch), secure as in
-// production: the flags and client options that say how processes and
-// clients authenticate come from one place (security), with a local PKI
-// like dev's and a grants file. Nothing outside this package
-// imports it.
+// Every process is started by one function (cluster.launch), through the
+// launcher it shares with the robustness suite (cmd/robustness/proc),
+// secure as in production: the flags and client options that say how
+// processes and clients authenticate come from one place (proc.Security),
+// with a local PKI like dev's and a grants file. Nothing outside this
+// package imports it.
 package faults

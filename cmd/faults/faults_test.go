@@ -70,7 +70,7 @@ func noFault(t *testing.T, s *scenario) {
 // TTL; started again, it rejoins and decides its users' checks again.
 func shardKill(t *testing.T, s *scenario) {
 	x := s.c.shards[1]
-	onX := ownedBy(s.owners, x.name)
+	onX := ownedBy(s.owners, x.Name)
 	s.probe.waitChecks(t, s.cfg.window, 0, onX)
 	killed, converged := s.killShard(t, x)
 	s.probe.waitChecks(t, s.cfg.window, converged, onX)
@@ -79,27 +79,27 @@ func shardKill(t *testing.T, s *scenario) {
 	s.end(t)
 
 	s.noErrors(t)
-	s.policyOnlyFor(t, x.name)
+	s.policyOnlyFor(t, x.Name)
 	// Its partitions' new owners take them over before they decide them
 	// (answers by policy meanwhile): within milliseconds on a quiet
 	// machine, which the full form asserts; the short form asserts that a
 	// user once decided again stays decided.
 	afterDrop := both(onX, window(converged, restarted))
 	if n := count(s.recs, both(afterDrop, isPolicy)); n > 0 && s.cfg.full {
-		t.Errorf("%d policy answers for %s's users after both routers had dropped it", n, x.name)
+		t.Errorf("%d policy answers for %s's users after both routers had dropped it", n, x.Name)
 	} else if n > 0 {
-		t.Logf("%d policy answers for %s's users after both routers had dropped it, while their new owners took their partitions over", n, x.name)
+		t.Logf("%d policy answers for %s's users after both routers had dropped it, while their new owners took their partitions over", n, x.Name)
 	}
 	if n := policyOnceDecided(s.recs, afterDrop, converged); n > 0 {
-		t.Errorf("%d policy answers for %s's users after both routers had dropped it and a shard had decided the same user", n, x.name)
+		t.Errorf("%d policy answers for %s's users after both routers had dropped it and a shard had decided the same user", n, x.Name)
 	}
 	if n := count(s.recs, both(onX, window(rejoined, s.now()), not(isAllowed))); n > 0 {
-		t.Errorf("%d checks of %s's users not allowed by a shard after it rejoined", n, x.name)
+		t.Errorf("%d checks of %s's users not allowed by a shard after it rejoined", n, x.Name)
 	}
 	down := tallyOf(s.recs, both(onX, window(killed, converged)))
-	t.Logf("%s's users while it was down: %v", x.name, down)
+	t.Logf("%s's users while it was down: %v", x.Name, down)
 	if down.policy == 0 {
-		t.Errorf("no policy answer for %s's users while it was down: the scenario did not fault it", x.name)
+		t.Errorf("no policy answer for %s's users while it was down: the scenario did not fault it", x.Name)
 	}
 	s.logOrAssert(t, "p99 of its users' checks while down", down.p99, s.cfg.deadline+*slack)
 	s.logOrAssert(t, "routers dropped it after", converged-killed, s.cfg.leaseTTL+time.Second)
@@ -111,7 +111,7 @@ func shardKill(t *testing.T, s *scenario) {
 // decided by the shard again within the cooldown and a second.
 func shardStop(t *testing.T, s *scenario) {
 	x := s.c.shards[1]
-	onX := ownedBy(s.owners, x.name)
+	onX := ownedBy(s.owners, x.Name)
 	changes := s.c.memberChanges(t)
 	s.probe.waitChecks(t, s.cfg.window, 0, onX)
 	stopped := s.now()
@@ -123,13 +123,13 @@ func shardStop(t *testing.T, s *scenario) {
 	s.end(t)
 
 	s.noErrors(t)
-	s.policyOnlyFor(t, x.name)
+	s.policyOnlyFor(t, x.Name)
 	// A stop near the lease TTL may outlast the lease (its last keep-alive
 	// was up to a third of the TTL earlier): say so, since the shard's
 	// partitions then moved and came back.
 	lostLease := s.c.memberChanges(t) != changes
 	if lostLease {
-		t.Logf("%s lost its lease while stopped for %v (lease TTL %v): the routers dropped it and took it back", x.name, s.cfg.stopFor, s.cfg.leaseTTL)
+		t.Logf("%s lost its lease while stopped for %v (lease TTL %v): the routers dropped it and took it back", x.Name, s.cfg.stopFor, s.cfg.leaseTTL)
 	}
 	slow := func(r record) bool { return r.lat >= s.cfg.deadline }
 	// The circuit is open once no check pays the deadline, but for each
@@ -152,14 +152,14 @@ func shardStop(t *testing.T, s *scenario) {
 	if paid := count(s.recs, both(onX, slow, window(stopped+time.Second, continued))); paid > 0 {
 		probes := len(s.c.routers) * (int((continued-stopped-time.Second)/s.cfg.cooldown) + 1)
 		if paid > probes && s.cfg.full {
-			t.Errorf("%d checks of %s's users paid the deadline more than a second after SIGSTOP; the half-open probes of %d routers account for %d", paid, x.name, len(s.c.routers), probes)
+			t.Errorf("%d checks of %s's users paid the deadline more than a second after SIGSTOP; the half-open probes of %d routers account for %d", paid, x.Name, len(s.c.routers), probes)
 		} else {
-			t.Logf("%d checks of %s's users paid the deadline more than a second after SIGSTOP (half-open probes: up to %d)", paid, x.name, probes)
+			t.Logf("%d checks of %s's users paid the deadline more than a second after SIGSTOP (half-open probes: up to %d)", paid, x.Name, probes)
 		}
 	}
 	recovered := s.decidedAgainAfter(onX, continued)
 	s.logOrAssert(t, "every check decided by the shard again after SIGCONT within", recovered, s.cfg.cooldown+time.Second)
-	t.Logf("%s's users while stopped: %v", x.name, tallyOf(s.recs, both(onX, window(stopped, continued))))
+	t.Logf("%s's users while stopped: %v", x.Name, tallyOf(s.recs, both(onX, window(stopped, continued))))
 	s.row.recovery = fmt.Sprintf("circuit open after %v; decided by the shard %v after SIGCONT", dur(openAfter), dur(recovered))
 	if lostLease {
 		s.row.recovery += "; it lost its lease"
@@ -178,11 +178,11 @@ func shardStop(t *testing.T, s *scenario) {
 // gaps grow with the cut: 8 s of policy answers after a 20 s cut.
 func shardCut(t *testing.T, s *scenario) {
 	x := s.c.shards[1]
-	onX := ownedBy(s.owners, x.name)
+	onX := ownedBy(s.owners, x.Name)
 	changes := s.c.memberChanges(t)
 	s.probe.waitChecks(t, s.cfg.window, 0, onX)
 	cut := s.now()
-	heal := cutLink(t, x.addr)
+	heal := cutLink(t, x.Addr)
 	time.Sleep(s.cfg.cutFor) // the fault itself lasts this long
 	healed := s.now()
 	heal(t)
@@ -190,14 +190,14 @@ func shardCut(t *testing.T, s *scenario) {
 	s.end(t)
 
 	s.noErrors(t)
-	s.policyOnlyFor(t, x.name)
+	s.policyOnlyFor(t, x.Name)
 	if s.c.memberChanges(t) != changes {
-		t.Errorf("%s lost its lease while cut off: the cut reached its etcd connection, or the machine stalled it", x.name)
+		t.Errorf("%s lost its lease while cut off: the cut reached its etcd connection, or the machine stalled it", x.Name)
 	}
 	during := tallyOf(s.recs, both(onX, window(cut, healed)))
-	t.Logf("%s's users while it was cut off: %v", x.name, during)
+	t.Logf("%s's users while it was cut off: %v", x.Name, during)
 	if during.policy == 0 {
-		t.Errorf("no policy answer for %s's users while it was cut off: the scenario did not fault it", x.name)
+		t.Errorf("no policy answer for %s's users while it was cut off: the scenario did not fault it", x.Name)
 	}
 	recovered := s.decidedAgainAfter(onX, healed)
 	s.logOrAssert(t, "every check decided by the shard again after the heal within", recovered, time.Second)
@@ -230,10 +230,10 @@ func (s *scenario) waitDecided(t *testing.T, x *proc, onX func(record) bool, sin
 		}
 		slices.SortFunc(xs, func(a, b record) int { return int(a.at - b.at) })
 		if len(xs) < s.cfg.window {
-			return fmt.Errorf("%d checks of %s's users since %v", len(xs), x.name, since)
+			return fmt.Errorf("%d checks of %s's users since %v", len(xs), x.Name, since)
 		}
 		if n := count(xs[len(xs)-s.cfg.window:], not(isAllowed)); n > 0 {
-			return fmt.Errorf("%d of the last %d checks of %s's users not allowed by the shard", n, s.cfg.window, x.name)
+			return fmt.Errorf("%d of the last %d checks of %s's users not allowed by the shard", n, s.cfg.window, x.Name)
 		}
 		return nil
 	})
@@ -294,7 +294,7 @@ func etcdDown(t *testing.T, s *scenario) {
 		t.Errorf("etcd down: %d checks without a decision and %d policy answers, want 0 and 0", during.errors(), during.policy)
 	}
 	s.noErrors(t)
-	s.policyOnlyFor(t, y.name)
+	s.policyOnlyFor(t, y.Name)
 	if bp := s.phase.FailurePolicy; bp != nil && *bp > 0 {
 		t.Errorf("bench: %d policy answers while etcd was down and until its watches resumed", *bp)
 	}
@@ -328,10 +328,8 @@ func routerDown(t *testing.T, s *scenario, sig syscall.Signal) {
 	downAt := s.now()
 	x.signal(t, sig)
 	s.probe.waitChecks(t, s.cfg.window, downAt, nil)
-	select {
-	case <-x.done:
-	case <-time.After(readyTimeout):
-		t.Fatalf("%s did not exit within %v of %v", x.name, readyTimeout, sig)
+	if err := x.Wait(readyTimeout); err != nil {
+		t.Fatalf("%v of %v", err, sig)
 	}
 	restarted := s.now()
 	s.c.launch(t, x)
@@ -341,7 +339,7 @@ func routerDown(t *testing.T, s *scenario, sig syscall.Signal) {
 	poll.Until(t, readyTimeout, func() error {
 		v, _, err := metric(x, "shardlimit_router_decisions_total")
 		if err != nil || v == 0 {
-			return fmt.Errorf("%s has decided nothing since its restart (%v)", x.name, err)
+			return fmt.Errorf("%s has decided nothing since its restart (%v)", x.Name, err)
 		}
 		return nil
 	})
@@ -354,7 +352,7 @@ func routerDown(t *testing.T, s *scenario, sig syscall.Signal) {
 		t.Errorf("%d probe checks failed with an error", p.failed)
 	}
 	if p.fallback > 0 {
-		t.Errorf("%d probe checks answered by the client's failure mode when %s went down; the client retries those lost in flight", p.fallback, x.name)
+		t.Errorf("%d probe checks answered by the client's failure mode when %s went down; the client retries those lost in flight", p.fallback, x.Name)
 	}
 	if p.policy > 0 {
 		t.Errorf("%d policy answers with every shard up", p.policy)
@@ -362,7 +360,7 @@ func routerDown(t *testing.T, s *scenario, sig syscall.Signal) {
 	// The bench fails over too (a worker whose router is gone sends the
 	// request once more to the other one, and stays there).
 	if s.phase.Errors > 0 {
-		t.Errorf("bench: %d requests failed when %s went down: %v", s.phase.Errors, x.name, s.phase.ErrorsByCode)
+		t.Errorf("bench: %d requests failed when %s went down: %v", s.phase.Errors, x.Name, s.phase.ErrorsByCode)
 	}
 	t.Logf("bench: %d requests sent once more to the other router", s.phase.Failovers)
 	s.row.recovery = fmt.Sprintf("%d in flight lost; restarted router ready %v after restart, used again %v later", p.fallback, dur(back-restarted), dur(used-back))
@@ -376,9 +374,9 @@ func floodWhileDown(t *testing.T, s *scenario) {
 	x := s.c.shards[1]
 	candidates := users("flood-", 100)
 	owners := s.c.owners(t, floodRule, candidates)
-	i := slices.Index(owners, x.name)
+	i := slices.Index(owners, x.Name)
 	if i < 0 {
-		t.Fatalf("no flood user owned by %s among %d", x.name, len(candidates))
+		t.Fatalf("no flood user owned by %s among %d", x.Name, len(candidates))
 	}
 	flood := startLoop(s.cl, s.origin, floodEndpoint, candidates[i:i+1], 4, 0)
 	defer flood.stop()
@@ -387,7 +385,7 @@ func floodWhileDown(t *testing.T, s *scenario) {
 		if _, ok, err := metric(r, overlimitMetric); err != nil {
 			t.Fatal(err)
 		} else if !ok {
-			t.Skipf("%s exports no %s: the routers have no over-limit cache yet (router/overlimit), so a flooding user's checks reach its dead shard and are allowed by policy", r.name, overlimitMetric)
+			t.Skipf("%s exports no %s: the routers have no over-limit cache yet (router/overlimit), so a flooding user's checks reach its dead shard and are allowed by policy", r.Name, overlimitMetric)
 		}
 	}
 	killed, converged := s.killShard(t, x)
@@ -406,7 +404,7 @@ func floodWhileDown(t *testing.T, s *scenario) {
 		}
 	}
 	after := tallyOf(recs, func(r record) bool { return r.at > firstDenied })
-	t.Logf("%s floods (owned by %s): %v; after its first denial: %v", candidates[i], x.name, tallyOf(recs, nil), after)
+	t.Logf("%s floods (owned by %s): %v; after its first denial: %v", candidates[i], x.Name, tallyOf(recs, nil), after)
 	if n := count(recs, isAllowed); n > floodLimit {
 		t.Errorf("%s was allowed %d times, over its limit of %d", candidates[i], n, floodLimit)
 	}
@@ -415,7 +413,7 @@ func floodWhileDown(t *testing.T, s *scenario) {
 			after.allowed, after.policy, after.errors())
 	}
 	s.noErrors(t)
-	s.policyOnlyFor(t, x.name)
+	s.policyOnlyFor(t, x.Name)
 	s.row.recovery = fmt.Sprintf("%d flood checks while its shard was down %v (dropped after %v), %d after it rejoined",
 		count(recs, window(killed, restarted)), dur(restarted-killed), dur(converged-killed), count(recs, window(rejoined, s.now())))
 }

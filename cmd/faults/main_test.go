@@ -4,13 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
 )
 
 var (
@@ -83,47 +83,21 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	printSummary()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	kit.Remove()
 	os.Exit(code)
 }
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	binPath   string
-	binSec    security
-	buildErr  error
-)
+var kit process.Kit
 
 // binary builds cmd/shardlimit once per test binary (or takes
 // -faults.bin), and makes the PKI its cluster runs with.
 func binary(t testing.TB) (string, security) {
 	t.Helper()
-	buildOnce.Do(func() {
-		// Not t.TempDir: the binary and the PKI outlive the first test
-		// that asks.
-		if buildDir, buildErr = os.MkdirTemp("", "shardlimit-faults-"); buildErr != nil {
-			return
-		}
-		if binSec, buildErr = newSecurity(buildDir); buildErr != nil {
-			return
-		}
-		if *bin != "" {
-			binPath = *bin
-			return
-		}
-		binPath = filepath.Join(buildDir, "shardlimit")
-		out, err := exec.Command("go", "build", "-o", binPath, "../shardlimit").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/shardlimit: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, sec, err := kit.Get(*bin, "../shardlimit")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath, binSec
+	return bin, security{sec}
 }
 
 // row is one scenario's line in the summary: what callers saw and how

@@ -138,11 +138,11 @@ func (s *scenario) logOrAssert(t *testing.T, what string, got, bound time.Durati
 func (c *cluster) restore(t *testing.T) {
 	t.Helper()
 	for _, p := range c.procs {
-		if p.running() {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		if p.Running() {
+			_ = p.Signal(syscall.SIGCONT)
 			continue
 		}
-		t.Logf("restarting %s, which an earlier scenario left down", p.name)
+		t.Logf("restarting %s, which an earlier scenario left down", p.Name)
 		c.launch(t, p)
 		c.waitReady(t, p)
 	}

@@ -79,19 +79,49 @@ type Violation struct {
 	Key, Rule string
 	From, To  time.Time
 	Allowed   int64 // hits of the allowed checks sent and answered inside [From, To]
-	Bound     int64 // the most the rule allows in To − From (or in the aligned window)
+	Bound     int64 // the most the rule allows in To − From (or in the aligned window), resets included
+	Resets    int   // the resets that may have fallen inside [From, To], each allowed one more burst or window
 	Ops       []Op  // those checks, in send order
 }
 
+// Reset is a fault that may restart counters from zero once, at some
+// instant in [From, To] that the client cannot see: a shard killed
+// without a hand-off (DESIGN.md, "Bounded loss on crash"), or one stalled
+// or cut off from everyone past its lease, whose partitions are then
+// taken over from zero. It applies to every key, as the checker does not
+// know which shard owned which key.
+type Reset struct {
+	Name     string
+	From, To time.Time
+}
+
+// overlapping counts the resets whose span meets [a, b].
+func overlapping(resets []Reset, a, b time.Time) int {
+	n := 0
+	for _, r := range resets {
+		if !r.From.After(b) && !r.To.Before(a) {
+			n++
+		}
+	}
+	return n
+}
+
 func (v Violation) String() string {
-	return fmt.Sprintf("key %s (rule %s): %d hits allowed by decision in [%s, %s] (%v), more than the rule's %d",
-		v.Key, v.Rule, v.Allowed, v.From.Format(time.RFC3339Nano), v.To.Format(time.RFC3339Nano), v.To.Sub(v.From), v.Bound)
+	return fmt.Sprintf("key %s (rule %s): %d hits allowed by decision in [%s, %s] (%v), more than the rule's %d (%d resets allowed for)",
+		v.Key, v.Rule, v.Allowed, v.From.Format(time.RFC3339Nano), v.To.Format(time.RFC3339Nano), v.To.Sub(v.From), v.Bound, v.Resets)
 }
 
 // Check returns every key's worst violation (at most one per key, the one
 // with the most hits over the bound), in key order. Ops of a rule missing
 // from rules are reported as an error.
-func Check(rules map[string]Rule, ops []Op) ([]Violation, error) {
+//
+// resets are the faults that may have restarted counters from zero: an
+// interval that one may have fallen inside is allowed, per reset, one more
+// burst (buckets) or one more limit (windows and the log), the most a
+// counter started again from zero can add (a bucket full again, a window
+// counting from zero). That is the design's bound on a crash, checked;
+// nothing is skipped. An interval no reset meets gets no allowance.
+func Check(rules map[string]Rule, ops []Op, resets []Reset) ([]Violation, error) {
 	byKey := map[string][]Op{}
 	for _, op := range ops {
 		if op.Outcome != Allowed || op.Hits <= 0 {
@@ -115,14 +145,14 @@ func Check(rules map[string]Rule, ops []Op) ([]Violation, error) {
 		switch r.Algorithm {
 		case TokenBucket, GCRA, LeakyBucket:
 			limit, burst := r.limits()
-			v = worstInterval(kops, func(d time.Duration) int64 {
+			v = worstInterval(kops, resets, burst, func(d time.Duration) int64 {
 				return burst + int64(float64(limit)*float64(d)/float64(r.Period))
 			}, -1)
 		case SlidingLog:
 			limit, _ := r.limits()
-			v = worstInterval(kops, func(time.Duration) int64 { return limit }, r.Period-1)
+			v = worstInterval(kops, resets, limit, func(time.Duration) int64 { return limit }, r.Period-1)
 		case FixedWindow, SlidingWindow:
-			v = worstWindow(kops, r)
+			v = worstWindow(kops, resets, r)
 		default:
 			return nil, fmt.Errorf("rule %s: algorithm %q unknown to the checker", kops[0].Rule, r.Algorithm)
 		}
@@ -136,9 +166,10 @@ func Check(rules map[string]Rule, ops []Op) ([]Violation, error) {
 
 // worstInterval looks at every interval [a, b] with a a check's send and
 // b a check's receive (no longer than maxLen, when maxLen >= 0), and
-// returns the one whose certainly-inside hits exceed bound(b − a) the
-// most, or nil. ops are sorted by send.
-func worstInterval(ops []Op, bound func(time.Duration) int64, maxLen time.Duration) *Violation {
+// returns the one whose certainly-inside hits exceed bound(b − a), plus
+// perReset for each reset that meets [a, b], the most, or nil. ops are
+// sorted by send.
+func worstInterval(ops []Op, resets []Reset, perReset int64, bound func(time.Duration) int64, maxLen time.Duration) *Violation {
 	byRecv := slices.Clone(ops)
 	slices.SortStableFunc(byRecv, func(x, y Op) int { return x.Recv.Compare(y.Recv) })
 	var worst *Violation
@@ -163,8 +194,15 @@ func worstInterval(ops []Op, bound func(time.Duration) int64, maxLen time.Durati
 			}
 			inside = append(inside, op)
 			hits += op.Hits
-			if lim := bound(op.Recv.Sub(a)); hits > lim && worst.lessOver(hits, lim) {
-				worst = &Violation{From: a, To: op.Recv, Allowed: hits, Bound: lim, Ops: sortedBySend(inside)}
+			lim := bound(op.Recv.Sub(a))
+			if hits <= lim {
+				continue
+			}
+			// Resets are few: counted only where the bound alone is
+			// passed.
+			n := overlapping(resets, a, op.Recv)
+			if lim += int64(n) * perReset; hits > lim && worst.lessOver(hits, lim) {
+				worst = &Violation{From: a, To: op.Recv, Allowed: hits, Bound: lim, Resets: n, Ops: sortedBySend(inside)}
 			}
 		}
 	}
@@ -179,8 +217,9 @@ func (v *Violation) lessOver(allowed, bound int64) bool {
 
 // worstWindow checks each window [k·P, (k+1)·P) aligned on the Unix epoch
 // that holds a check certainly decided inside it, and returns the one
-// most over the limit, or nil.
-func worstWindow(ops []Op, r Rule) *Violation {
+// most over the limit (plus one limit per reset that meets the window),
+// or nil.
+func worstWindow(ops []Op, resets []Reset, r Rule) *Violation {
 	limit, _ := r.limits()
 	p := int64(r.Period)
 	windows := map[int64][]Op{}
@@ -196,8 +235,10 @@ func worstWindow(ops []Op, r Rule) *Violation {
 		for _, op := range windows[k] {
 			hits += op.Hits
 		}
-		if hits > limit && worst.lessOver(hits, limit) {
-			worst = &Violation{From: time.Unix(0, k*p), To: time.Unix(0, (k+1)*p-1), Allowed: hits, Bound: limit, Ops: windows[k]}
+		from, to := time.Unix(0, k*p), time.Unix(0, (k+1)*p-1)
+		n := overlapping(resets, from, to)
+		if lim := limit * int64(1+n); hits > lim && worst.lessOver(hits, lim) {
+			worst = &Violation{From: from, To: to, Allowed: hits, Bound: lim, Resets: n, Ops: windows[k]}
 		}
 	}
 	return worst
@@ -255,7 +296,7 @@ func TallyByFault(ops []Op, faults []Fault) map[string]Tally {
 
 // Report writes the violations for a run of seed: each key, its interval,
 // the checks in it and the faults in force over it.
-func Report(w io.Writer, seed int64, faults []Fault, vs []Violation) error {
+func Report(w io.Writer, seed uint64, faults []Fault, vs []Violation) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d keys past their limit\n", seed, len(vs))
 	for _, v := range vs {

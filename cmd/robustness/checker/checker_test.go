@@ -28,7 +28,7 @@ func check(t *testing.T, rules map[string]Rule, history ...[]Op) []Violation {
 	for _, h := range history {
 		all = append(all, h...)
 	}
-	vs, err := Check(rules, all)
+	vs, err := Check(rules, all, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func TestSoftAndElasticRaiseTheBound(t *testing.T) {
 }
 
 func TestBadHistoryIsRefused(t *testing.T) {
-	if _, err := Check(map[string]Rule{}, ops("k", "nope", 1, 0, 0, time.Millisecond, Allowed)); err == nil || !strings.Contains(err.Error(), `rule "nope" unknown`) {
+	if _, err := Check(map[string]Rule{}, ops("k", "nope", 1, 0, 0, time.Millisecond, Allowed), nil); err == nil || !strings.Contains(err.Error(), `rule "nope" unknown`) {
 		t.Errorf("unknown rule: %v", err)
 	}
 	back := ops("k", "r", 1, time.Second, 0, -time.Millisecond, Allowed)
-	if _, err := Check(map[string]Rule{"r": {Algorithm: FixedWindow, Limit: 1, Period: time.Second}}, back); err == nil || !strings.Contains(err.Error(), "before it was sent") {
+	if _, err := Check(map[string]Rule{"r": {Algorithm: FixedWindow, Limit: 1, Period: time.Second}}, back, nil); err == nil || !strings.Contains(err.Error(), "before it was sent") {
 		t.Errorf("answer before send: %v", err)
 	}
 }
@@ -144,6 +144,38 @@ func TestTallyAndReport(t *testing.T) {
 	for _, want := range []string{"seed 42: 1 keys past their limit", "key k (rule r): 2 hits allowed", "fault in force: cut shard-2", "allowed hits=1 sent"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// A reset (a shard killed without a hand-off) allows each interval it may
+// fall inside one more burst or window, and no more; an interval it does
+// not meet gets nothing.
+func TestResetsAllowOneMoreBurstOrWindowEach(t *testing.T) {
+	reset := []Reset{{Name: "sigkill shard-1", From: at(40 * time.Millisecond), To: at(60 * time.Millisecond)}}
+	bucket := map[string]Rule{"r": {Algorithm: TokenBucket, Limit: 60, Period: time.Minute, Burst: 5}}
+	window := map[string]Rule{"r": {Algorithm: FixedWindow, Limit: 5, Period: time.Second}}
+	log := map[string]Rule{"r": {Algorithm: SlidingLog, Limit: 5, Period: time.Second}}
+	for name, rules := range map[string]map[string]Rule{"bucket": bucket, "window": window, "log": log} {
+		// 10 in 100ms: 5 before the reset, 5 after: allowed with it.
+		ten := ops("k", "r", 10, 0, 10*time.Millisecond, time.Millisecond, Allowed)
+		vs, err := Check(rules, ten, reset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs) != 0 {
+			t.Errorf("%s: 10 across one reset: %v, want none", name, vs)
+		}
+		// 11: one more than a reset allows; the violation says so.
+		eleven := ops("k", "r", 11, 0, 9*time.Millisecond, time.Millisecond, Allowed)
+		if vs, _ := Check(rules, eleven, reset); len(vs) != 1 || vs[0].Allowed != 11 || vs[0].Bound != 10 || vs[0].Resets != 1 {
+			t.Errorf("%s: 11 across one reset: %v, want 11 > 10 with 1 reset", name, vs)
+		}
+		// The same 10 with the reset later, outside their interval (and
+		// outside the window): no allowance.
+		later := []Reset{{Name: "sigkill shard-1", From: at(1500 * time.Millisecond), To: at(1600 * time.Millisecond)}}
+		if vs, _ := Check(rules, ten, later); len(vs) != 1 || vs[0].Resets != 0 {
+			t.Errorf("%s: 10 with the reset after them: %v, want a violation with no reset allowed", name, vs)
 		}
 	}
 }

@@ -24,6 +24,16 @@
 //     never below its current window's own);
 //   - sliding_log: L in every interval shorter than P.
 //
+// Resets, the allowance the design makes for a crash (DESIGN.md,
+// "Bounded loss on crash"): a shard killed without a hand-off, or stalled
+// or cut off from everyone past its lease, may have its partitions taken
+// over from zero. Check takes such faults as Resets, each a span in which
+// counters may restart once, and allows an interval that a reset's span
+// meets one more burst (buckets) or one more limit (windows, the log) per
+// reset: a counter started again from zero can add no more. The bound is
+// checked like the others, never skipped; an interval that no reset meets
+// gets none.
+//
 // Denied checks, policy answers and errors never count against a limit;
 // Tally counts them, by outcome, inside fault windows the caller names.
 //

@@ -16,6 +16,7 @@ type Net struct {
 	subnet int    // the third octet of 10.77.subnet.0/24
 	sw     string // the switch's namespace
 	hosts  []*Host
+	local  string // the interface AttachLocal made in the caller's namespace, if any
 
 	mu   sync.Mutex
 	cuts map[[2]string]bool // from, to host names
@@ -43,7 +44,7 @@ func New(names ...string) (*Net, error) {
 	n := seq.Add(1)
 	net := &Net{
 		prefix: fmt.Sprintf("sl%d%c", os.Getpid()%100000, 'a'+rune(n%26)),
-		subnet: int(n%250) + 1,
+		subnet: freeSubnet(os.Getpid() + int(n)),
 		cuts:   map[[2]string]bool{},
 	}
 	net.sw = net.prefix + "sw"
@@ -79,6 +80,51 @@ func New(names ...string) (*Net, error) {
 		}
 	}
 	return net, nil
+}
+
+// LocalIP is the address AttachLocal gives the caller's own namespace.
+func (n *Net) LocalIP() string { return fmt.Sprintf("10.77.%d.254", n.subnet) }
+
+// AttachLocal puts the calling process's own network namespace on the
+// bridge, as LocalIP, so that a test can talk to every host directly
+// (its workload and its probes) without running in a namespace itself: a
+// process's namespace is per thread, and Go's runtime moves goroutines
+// between threads. It is the one interface the Net makes outside its
+// namespaces; Close removes it. Links to and from the caller cannot be
+// cut (a cut is a rule in the receiver's namespace, and the caller's is
+// the machine's own): the caller stands for clients that always reach
+// the cluster's front door.
+func (n *Net) AttachLocal() error {
+	in, out := n.prefix+"l0", n.prefix+"l1"
+	steps := [][]string{
+		{"link", "add", in, "type", "veth", "peer", "name", out, "netns", n.sw},
+		{"addr", "add", n.LocalIP() + "/24", "dev", in},
+		{"link", "set", in, "up"},
+		{"-n", n.sw, "link", "set", out, "master", "br0"},
+		{"-n", n.sw, "link", "set", out, "up"},
+	}
+	n.local = in
+	for _, s := range steps {
+		if err := run("ip", s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freeSubnet returns the first N from from (mod 250, 1..250) whose
+// 10.77.N.254 no Net of another process has attached to the caller's
+// namespace: two test binaries that run at once (go test ./... runs
+// packages in parallel) must not both route 10.77.N.0/24 there.
+func freeSubnet(from int) int {
+	out, _ := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	for i := range 250 {
+		n := (from+i)%250 + 1
+		if !strings.Contains(string(out), fmt.Sprintf(" 10.77.%d.254/", n)) {
+			return n
+		}
+	}
+	return from%250 + 1
 }
 
 // Hosts returns the hosts, in the order New was given their names.
@@ -149,6 +195,12 @@ func (n *Net) heal(c [2]string) error {
 // interfaces and rules. It reports the first failure, after trying all.
 func (n *Net) Close() error {
 	var errs []error
+	if n.local != "" {
+		// Removing the switch would take the pair with it; removed
+		// first, no address of the Net is left in the caller's
+		// namespace even if what follows fails.
+		errs = append(errs, runQuiet("ip", "link", "del", n.local))
+	}
 	for _, h := range n.hosts {
 		errs = append(errs, runQuiet("ip", "netns", "del", h.NS))
 	}
@@ -159,7 +211,7 @@ func (n *Net) Close() error {
 // runQuiet is run, taking a namespace already gone as done.
 func runQuiet(name string, args ...string) error {
 	err := run(name, args...)
-	if err != nil && strings.Contains(err.Error(), "No such file or directory") {
+	if err != nil && (strings.Contains(err.Error(), "No such file or directory") || strings.Contains(err.Error(), "Cannot find device")) {
 		return nil
 	}
 	return err

@@ -71,6 +71,25 @@ func inHost(h *Host, spec string) *exec.Cmd {
 	return cmd
 }
 
+// listen runs an echo listener on h's address and port, and returns once
+// it listens; it is killed when the test ends.
+func listen(t *testing.T, h *Host, port int) *exec.Cmd {
+	t.Helper()
+	srv := inHost(h, fmt.Sprintf("listen:%s:%d", h.IP, port))
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("listener in %s: %q, %v", h.Name, line, err)
+	}
+	return srv
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -93,18 +112,7 @@ func TestCutAndHeal(t *testing.T) {
 		}
 	})
 	a, b := n.Host("a"), n.Host("b")
-	srv := inHost(b, "listen:"+b.IP+":7000")
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
-		t.Fatalf("listener in b: %q, %v", line, err)
-	}
+	srv := listen(t, b, 7000)
 	dial := func() error {
 		if out, err := inHost(a, "dial:"+b.IP+":7000").CombinedOutput(); err != nil {
 			return fmt.Errorf("a → b: %v: %s", err, out)
@@ -161,5 +169,42 @@ func TestNewRefusesBadNames(t *testing.T) {
 			_ = n.Close()
 			t.Errorf("New(%q): no error", names)
 		}
+	}
+}
+
+// The test process, attached, reaches a host's listener directly; a
+// Host.Command's pid is the program's own (a signal reaches it); Close
+// removes the local interface.
+func TestAttachLocal(t *testing.T) {
+	needRoot(t)
+	n, err := New("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	if err := n.AttachLocal(); err != nil {
+		t.Fatal(err)
+	}
+	a := n.Host("a")
+	srv := listen(t, a, 7000)
+	poll.Until(t, 30*time.Second, func() error {
+		c, err := net.DialTimeout("tcp", a.IP+":7000", time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", srv.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self, _ := os.Executable(); exe != self {
+		t.Errorf("pid %d runs %s, not the program %s", srv.Process.Pid, exe, self)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := exec.Command("ip", "-o", "addr").Output(); strings.Contains(string(b), n.LocalIP()+"/") {
+		t.Errorf("%s left in the machine's namespace after Close", n.LocalIP())
 	}
 }

@@ -1,0 +1,290 @@
+package robustness
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
+	"github.com/shardlimit/shardlimit/cmd/robustness/netns"
+	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
+)
+
+// applied is a step as it ran: when it was in force, whether it may have
+// reset counters (checker.Reset), and what went wrong healing it.
+type applied struct {
+	step     Step
+	from, to time.Time // from the fault's first action to the end of its heal
+	reset    bool
+	note     string // what a ctl step answered, for the log
+	err      error  // the harness could not apply or heal it: the run fails
+}
+
+// executor runs a schedule's steps against a cluster, at most two at a
+// time and never two on one component.
+type executor struct {
+	t     testing.TB
+	c     *cluster
+	rules []*rule
+	rmu   sync.Mutex // guards rules' limits and the rules file
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	busy map[string]bool
+	live int
+	done []applied
+}
+
+const maxInForce = 2
+
+// run runs steps, each After the previous one started (later when the
+// components it touches are still faulted), and returns when every one
+// has healed.
+func (e *executor) run(steps []Step) []applied {
+	e.cond = sync.NewCond(&e.mu)
+	e.busy = map[string]bool{}
+	var wg sync.WaitGroup
+	next := time.Now()
+	for _, s := range steps {
+		next = next.Add(s.After)
+		time.Sleep(time.Until(next)) // the schedule's gap, not a wait for a condition
+		locks := e.locks(s)
+		e.mu.Lock()
+		for e.live >= maxInForce || e.anyBusy(locks) {
+			e.cond.Wait()
+		}
+		e.live++
+		for _, l := range locks {
+			e.busy[l] = true
+		}
+		e.mu.Unlock()
+		wg.Go(func() {
+			a := e.apply(s)
+			length := fmt.Sprintf(" for %v", s.For)
+			if s.Kind == Rebalance || s.Kind == RaiseLimit {
+				length = "" // a step, not a state
+			}
+			e.t.Logf("%s: %s%s (%v in force)%s", a.from.Format("15:04:05.000"), s.Name(), length, a.to.Sub(a.from).Round(time.Millisecond), a.note)
+			e.mu.Lock()
+			e.done = append(e.done, a)
+			e.live--
+			for _, l := range locks {
+				delete(e.busy, l)
+			}
+			e.cond.Broadcast()
+			e.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return e.done
+}
+
+func (e *executor) anyBusy(locks []string) bool {
+	for _, l := range locks {
+		if e.busy[l] {
+			return true
+		}
+	}
+	return false
+}
+
+// locks are what a step holds while in force: its components (a split:
+// all of them), "rules" for a rule change, "rebalance-run" for a run.
+func (e *executor) locks(s Step) []string {
+	switch s.Kind {
+	case Split:
+		var all []string
+		for _, p := range e.c.procs {
+			all = append(all, p.Name)
+		}
+		return all
+	case RaiseLimit:
+		return []string{"rules"}
+	case Rebalance:
+		return []string{"rebalance-run"}
+	case CutShardShard:
+		return append([]string{"rebalance-run"}, s.Targets...)
+	case CutRoutersShard:
+		return append([]string{"router-1", "router-2"}, s.Targets...)
+	case CutShardEtcd, CutRouterEtcd:
+		return append([]string{"etcd"}, s.Targets...)
+	}
+	return s.Targets
+}
+
+// apply puts the fault in force for its length and heals it.
+func (e *executor) apply(s Step) (a applied) {
+	a = applied{step: s, from: time.Now(), reset: MayReset(s, e.c.cfg.leaseTTL)}
+	defer func() { a.to = time.Now() }()
+	c := e.c
+	host := func(name string) *netns.Host { return c.hosts[name] }
+	// Links cut both ways between every host of side a and every host of
+	// side b.
+	both := func(as, bs []string) [][2]*netns.Host {
+		var out [][2]*netns.Host
+		for _, x := range as {
+			for _, y := range bs {
+				out = append(out, [2]*netns.Host{host(x), host(y)}, [2]*netns.Host{host(y), host(x)})
+			}
+		}
+		return out
+	}
+	routers := []string{c.routers[0].Name, c.routers[1].Name}
+	switch s.Kind {
+	case CutRoutersShard:
+		a.err = e.cut(both(s.Targets, routers), s.For, nil)
+	case CutShardEtcd, CutRouterEtcd:
+		a.err = e.cut(both(s.Targets, []string{"etcd"}), s.For, nil)
+	case CutShardShard:
+		// A rebalance runs under the cut, so that the hand-off of any
+		// partition moving between the two meets it.
+		var out string
+		a.err = e.cut(both(s.Targets[:1], s.Targets[1:]), s.For, func() { out = e.rebalance() })
+		a.note = ": " + out
+	case OneWay:
+		a.err = e.cut([][2]*netns.Host{{host(s.Targets[0]), host(s.Targets[1])}}, s.For, nil)
+	case Split:
+		var rest []string
+		for _, p := range c.procs {
+			if !strings.Contains(" "+strings.Join(s.Targets, " ")+" ", " "+p.Name+" ") {
+				rest = append(rest, p.Name)
+			}
+		}
+		a.err = e.cut(both(s.Targets[:s.Sep], rest), s.For, nil)
+	case Signal:
+		p := c.proc(s.Targets[0])
+		a.err = e.signal(p, s.Signal, s.For)
+	case Rebalance:
+		a.note = ": " + e.rebalance()
+	case RaiseLimit:
+		a.note, a.err = e.raise(s.Targets[0])
+	}
+	return a
+}
+
+// cut drops the packets of every link given, runs during (if any) while
+// they are dropped, waits out d and heals them.
+func (e *executor) cut(links [][2]*netns.Host, d time.Duration, during func()) error {
+	var errs []error
+	for _, l := range links {
+		errs = append(errs, e.c.net.Cut(l[0], l[1]))
+	}
+	end := time.Now().Add(d)
+	if during != nil {
+		during()
+	}
+	time.Sleep(time.Until(end)) // the fault's length is the schedule's, not a wait for a condition
+	for _, l := range links {
+		errs = append(errs, e.c.net.Heal(l[0], l[1]))
+	}
+	return errors.Join(errs...)
+}
+
+// signal sends sig to p and, after d, continues it (SIGSTOP) or starts it
+// again once it has exited (SIGKILL, SIGTERM: a shard drains first), and
+// waits until it serves.
+func (e *executor) signal(p *proc.Proc, sig string, d time.Duration) error {
+	s := map[string]syscall.Signal{"sigkill": syscall.SIGKILL, "sigstop": syscall.SIGSTOP, "sigterm": syscall.SIGTERM}[sig]
+	if err := p.Signal(s); err != nil {
+		return err
+	}
+	end := time.Now().Add(d)
+	if s == syscall.SIGSTOP {
+		time.Sleep(time.Until(end))
+		return p.Signal(syscall.SIGCONT)
+	}
+	// A drain is bounded by --drain-timeout (45s); ten times that is a
+	// hang guard.
+	if err := p.Wait(450 * time.Second); err != nil {
+		return err
+	}
+	time.Sleep(time.Until(end))
+	if err := p.Start(e.c.bin, append(e.c.sec.Flags(p.Sub), "--log-format", "text", "--log-level", "info")...); err != nil {
+		return err
+	}
+	return until(readyTimeout, func() error {
+		if !p.Running() {
+			return fmt.Errorf("%s exited while starting:\n%s", p.Name, p.Tail(20))
+		}
+		return e.c.ready(p)
+	})
+}
+
+// rebalance asks the leader to run and returns what ctl said, in short:
+// a run may fail or be skipped under faults, which is not the harness's
+// failure.
+func (e *executor) rebalance() string {
+	out, err := e.c.ctl("rebalance", "apply", "--timeout", "2m")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	if err != nil {
+		return "rebalance did not complete: " + last
+	}
+	return last
+}
+
+// raise raises rule name's limit by 2 and applies the rules, through
+// router-1, else router-2. The limit is raised for the checker even if
+// neither applies it: a limit the checker holds too high only lets less
+// through its check.
+func (e *executor) raise(name string) (string, error) {
+	e.rmu.Lock()
+	defer e.rmu.Unlock()
+	var r *rule
+	for _, x := range e.rules {
+		if x.name == name {
+			r = x
+		}
+	}
+	r.limit += 2
+	path := e.c.writeFile(e.t, fmt.Sprintf("rules-%d.yaml", time.Now().UnixNano()), rulesYAML(e.rules))
+	var errs []error
+	for _, router := range e.c.routers {
+		if _, err := e.c.ctlVia(router, "rules", "apply", "-f", path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return fmt.Sprintf(": %s limit %d", name, r.limit), nil
+	}
+	return fmt.Sprintf(": %s limit %d not applied (%v)", name, r.limit, errors.Join(errs...)), nil
+}
+
+// resets are the applied steps that may have restarted counters, each
+// spanning its fault and the lease and takeover after it (the instant a
+// partition is taken over from zero).
+func resets(as []applied, lease time.Duration) []checker.Reset {
+	var out []checker.Reset
+	for _, a := range as {
+		if a.reset {
+			out = append(out, checker.Reset{Name: a.step.Name(), From: a.from, To: a.to.Add(lease + 10*time.Second)})
+		}
+	}
+	return out
+}
+
+// faults are the applied steps as the checker's fault windows.
+func faults(as []applied) []checker.Fault {
+	out := make([]checker.Fault, len(as))
+	for i, a := range as {
+		out[i] = checker.Fault{Name: a.step.Name(), From: a.from, To: a.to}
+	}
+	return out
+}
+
+// until calls cond every 50ms until it returns nil, or returns its last
+// error once timeout passes: poll.Until for goroutines, which must not
+// fail the test themselves.
+func until(timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,216 @@
+package robustness
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
+)
+
+// row is one fault type's line in the summary.
+type row struct {
+	// errors are those the design does not excuse; routerDown those it
+	// does (a check of a router that was down).
+	faults, checks, errors, routerDown, policy, over int
+	// firstPolicy is the longest wait, over the faults of the type, from
+	// a fault's start to the first policy answer while it was in force;
+	// lastPolicy the longest from its heal to the last policy answer
+	// after it, before any other fault started (negative: none).
+	firstPolicy, lastPolicy time.Duration
+	lat                     []time.Duration
+}
+
+// result is one seed's run.
+type result struct {
+	seed   uint64
+	length time.Duration
+	ops    int
+	viol   int
+	// teeth is how many keys the checker finds past their limit when the
+	// policy answers are counted as decisions.
+	teeth int
+	rows  map[string]*row
+}
+
+// afterHeal is how long after a heal policy answers are still put down to
+// the fault, if no other fault started meanwhile.
+const afterHeal = 30 * time.Second
+
+func newResult(seed uint64, ops []op, as []applied, vs []checker.Violation, excused func(op, []applied) bool) result {
+	res := result{seed: seed, ops: len(ops), viol: len(vs), rows: map[string]*row{}}
+	get := func(name string) *row {
+		if res.rows[name] == nil {
+			res.rows[name] = &row{firstPolicy: -1, lastPolicy: -1}
+		}
+		return res.rows[name]
+	}
+	quiet := get("(no fault in force)")
+	for _, o := range ops {
+		in := false
+		for _, a := range as {
+			if !o.Send.Before(a.from) && o.Send.Before(a.to) {
+				in = true
+			}
+		}
+		if !in {
+			quiet.add(o, excused(o, as))
+		}
+	}
+	for i, a := range as {
+		r := get(a.step.Type())
+		r.faults++
+		// The end of the fault's aftermath: afterHeal, or the next
+		// fault's start, whichever is first.
+		end := a.to.Add(afterHeal)
+		for j, b := range as {
+			if j != i && b.from.After(a.to) && b.from.Before(end) {
+				end = b.from
+			}
+		}
+		var first, last time.Time
+		for _, o := range ops {
+			if o.Send.Before(a.from) || !o.Send.Before(end) {
+				continue
+			}
+			if o.Send.Before(a.to) {
+				r.add(o, excused(o, as))
+				if o.Outcome == checker.Policy && first.IsZero() {
+					first = o.Send
+				}
+			} else if o.Outcome == checker.Policy && !inForce(o, as, i) {
+				last = o.Send
+			}
+		}
+		if !first.IsZero() {
+			r.firstPolicy = max(r.firstPolicy, first.Sub(a.from))
+		}
+		if !last.IsZero() {
+			r.lastPolicy = max(r.lastPolicy, last.Sub(a.to))
+		}
+		for _, v := range vs {
+			if v.From.Before(a.to) && a.from.Before(v.To) {
+				r.over++
+			}
+		}
+	}
+	return res
+}
+
+// inForce reports whether a fault other than as[skip] was in force when
+// o was sent.
+func inForce(o op, as []applied, skip int) bool {
+	for j, b := range as {
+		if j != skip && !o.Send.Before(b.from) && o.Send.Before(b.to) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *row) add(o op, excused bool) {
+	r.checks++
+	switch {
+	case o.Outcome == checker.Error && excused:
+		r.routerDown++
+	case o.Outcome == checker.Error:
+		r.errors++
+	case o.Outcome == checker.Policy:
+		r.policy++
+	}
+	r.lat = append(r.lat, o.Recv.Sub(o.Send))
+}
+
+func (r *row) p99() time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.lat)
+	slices.Sort(s)
+	return s[(len(s)-1)*99/100]
+}
+
+var (
+	summaryMu sync.Mutex
+	summary   []result
+)
+
+func record(r result) {
+	summaryMu.Lock()
+	defer summaryMu.Unlock()
+	summary = append(summary, r)
+}
+
+// printSummary prints, over every seed run, a line per fault type.
+func printSummary() {
+	summaryMu.Lock()
+	defer summaryMu.Unlock()
+	if len(summary) == 0 {
+		return
+	}
+	total := map[string]*row{}
+	var seeds, failed []string
+	var length time.Duration
+	ops, viol, teeth := 0, 0, 0
+	for _, res := range summary {
+		seeds = append(seeds, fmt.Sprint(res.seed))
+		length += res.length
+		ops += res.ops
+		viol += res.viol
+		teeth += res.teeth
+		if res.viol > 0 {
+			failed = append(failed, fmt.Sprintf("%d (%d keys)", res.seed, res.viol))
+		}
+		for name, r := range res.rows {
+			t := total[name]
+			if t == nil {
+				t = &row{firstPolicy: -1, lastPolicy: -1}
+				total[name] = t
+			}
+			t.faults += r.faults
+			t.checks += r.checks
+			t.errors += r.errors
+			t.routerDown += r.routerDown
+			t.policy += r.policy
+			t.over += r.over
+			t.firstPolicy = max(t.firstPolicy, r.firstPolicy)
+			t.lastPolicy = max(t.lastPolicy, r.lastPolicy)
+			t.lat = append(t.lat, r.lat...)
+		}
+	}
+	fmt.Printf("\nrobustness suite: seeds %s, %v run, %d checks checked, %d keys over their limit beyond the allowances\n",
+		strings.Join(seeds, ","), length.Round(time.Second), ops, viol)
+	if len(failed) > 0 {
+		fmt.Printf("seeds with keys over their limit: %s\n", strings.Join(failed, ", "))
+	}
+	fmt.Printf("(the same histories with the policy answers counted as decisions: %d keys over, which the fail-open answers let past)\n", teeth)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "FAULT\tN\tCHECKS\tERRORS\tROUTER DOWN\tPOLICY\tOVER\tFIRST POLICY\tLAST POLICY AFTER HEAL\tP99")
+	for _, name := range slices.Sorted(maps.Keys(total)) {
+		r := total[name]
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%v\n", name, r.faults, r.checks, r.errors, r.routerDown, r.policy, r.over,
+			dur(r.firstPolicy), dur(r.lastPolicy), r.p99().Round(time.Millisecond))
+	}
+	_ = w.Flush()
+	fmt.Println(strings.TrimSpace(`
+N: faults of the type. CHECKS, ERRORS, ROUTER DOWN, POLICY, P99: the workload's checks sent while one was in force
+(two faults at once count for both); ERRORS got no answer (an error, or the Go client's failure mode) where the
+design promises one, ROUTER DOWN got none from a router that was down (killed, stopped or terminated: the Envoy
+and HTTP callers here have no retry, and the Go client waits out a stopped router), POLICY were answered by a
+rule's failure policy, for any shard's users. OVER: keys whose over-admission the checker found in an interval
+the fault met. FIRST POLICY: longest time from a fault's start to its first policy answer; LAST POLICY AFTER
+HEAL: longest from a heal to the last policy answer sent while no other fault was in force (within 30s, before
+the next fault started); "-": none.`))
+}
+
+func dur(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}

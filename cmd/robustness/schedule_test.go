@@ -1,0 +1,77 @@
+package robustness
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+var testTopology = Topology{Shards: []string{"shard-1", "shard-2", "shard-3"}, Routers: []string{"router-1", "router-2"},
+	Rules: []string{"public-gcra", "envoy-fixed_window"}}
+
+// The same seed gives the same schedule; another seed another one.
+func TestScheduleIsTheSeeds(t *testing.T) {
+	a := Schedule(7, 10*time.Minute, testTopology)
+	if b := Schedule(7, 10*time.Minute, testTopology); !reflect.DeepEqual(a, b) {
+		t.Fatal("seed 7 gave two schedules")
+	}
+	if c := Schedule(8, 10*time.Minute, testTopology); reflect.DeepEqual(a, c) {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+}
+
+// A long schedule holds every kind of fault, every signal, and every
+// component as a target; steps are within the schedule's length, with the
+// documented gaps and lengths, and name real components.
+func TestScheduleCoversEveryFault(t *testing.T) {
+	length := 30 * time.Minute
+	steps := Schedule(1, length, testTopology)
+	seen, signals, targets := map[Kind]bool{}, map[string]bool{}, map[string]bool{}
+	for k := range int(kinds) {
+		seen[Kind(k)] = false
+	}
+	var at time.Duration
+	known := map[string]bool{"etcd": true, "rebalance": true}
+	for _, n := range append(append(testTopology.Shards, testTopology.Routers...), testTopology.Rules...) {
+		known[n] = true
+	}
+	for _, s := range steps {
+		at += s.After
+		seen[s.Kind] = true
+		if s.Kind == Signal {
+			signals[s.Signal+" "+sortOf(s.Targets[0])] = true
+		}
+		for _, x := range s.Targets {
+			targets[x] = true
+			if !known[x] {
+				t.Errorf("%s: unknown target %q", s.Name(), x)
+			}
+		}
+		if s.After < time.Second || s.After > 6*time.Second || s.For < 2*time.Second || s.For > 16*time.Second {
+			t.Errorf("%s: after %v for %v, want 1..6 s and 2..16 s", s.Name(), s.After, s.For)
+		}
+		if (s.Kind == CutShardShard || s.Kind == OneWay) && (s.Targets[0] == s.Targets[1] || sortOf(s.Targets[0]) == "router" && sortOf(s.Targets[1]) == "router") {
+			t.Errorf("%s: a link between components that do not talk", s.Name())
+		}
+	}
+	if at >= length {
+		t.Errorf("last step at %v, past the length %v", at, length)
+	}
+	for k, ok := range seen {
+		if !ok {
+			t.Errorf("no %s in %d steps", k, len(steps))
+		}
+	}
+	for _, sig := range []string{"sigkill", "sigstop", "sigterm"} {
+		for _, sort := range []string{"etcd", "shard", "router", "rebalance"} {
+			if !signals[sig+" "+sort] {
+				t.Errorf("no %s %s in %d steps", sig, sort, len(steps))
+			}
+		}
+	}
+	for x := range known {
+		if !targets[x] {
+			t.Errorf("%s never a target", x)
+		}
+	}
+}
