@@ -67,7 +67,7 @@ run: build ## Build and start a local cluster: embedded etcd, 3 shards, a router
 # The -timeout values are hang guards, not expectations: a package of
 # cluster tests takes 1-4 min on a quiet machine and must still pass at
 # load 30-40 (other suites, a dev cluster under bench, a CPU hog).
-test: promtool net-tools ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's short form, alert rules, dashboard, manifests.
+test: promtool net-tools ## Run every test: gofmt, vet, unit and cluster tests with -race (fuzz seed corpora included, no random exploration), the fault suite's and the robustness suite's short forms (as root), alert rules, dashboard, manifests.
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.bin/*')); \
 	  if [ -n "$$fmt" ]; then echo "gofmt would change:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
@@ -133,7 +133,7 @@ faults: ## Run the full fault suite against real processes (a few minutes; make 
 # schedules against a cluster in network namespaces, every answer checked.
 # ROBUSTNESS_TIME is the total length of the schedules, shared by the seeds;
 # ROBUSTNESS_SEEDS is a comma-separated list, or random (one seed drawn
-# and printed). make test runs its short form (fixed seeds, about 2
+# and printed). make test runs its short form (fixed seeds, about 2.5
 # minutes). A seed that finds a bug gets a target of its own below.
 ROBUSTNESS_TIME ?= 10m
 ROBUSTNESS_SEEDS ?= random
@@ -147,13 +147,16 @@ robustness: net-tools ## Run the randomized robustness suite as root (ROBUSTNESS
 robustness-seed-%: net-tools ## Rerun one seed of the robustness suite: make robustness-seed-42 (ROBUSTNESS_TIME, default 2m).
 	$(GO) test -count=1 -timeout $(ROBUSTNESS_TIMEOUT) -v -run TestRobustness ./cmd/robustness -robustness.seeds=$* -robustness.time=$(if $(filter command line environment,$(origin ROBUSTNESS_TIME)),$(ROBUSTNESS_TIME),2m) $(ROBUSTNESS_FLAGS)
 
-# Regressions the robustness suite found, each rerun from its seed:
+# Regressions the robustness suite found, each rerun from its seed (make
+# test's short form runs them too):
 #   robustness-split: seed 8 splits [shard-2 router-2] from the rest past the
-#   lease; the rest take shard-2's partitions over from zero while router-2
-#   still has shard-2 decide them: two deciders for one partition, users
-#   past their limit (issue 24).
+#   lease; the rest took shard-2's partitions over from zero while router-2
+#   still had shard-2 decide them: two deciders for one partition, users
+#   past their limit (issue 24). Fixed by the shards' lease guard
+#   (shard/leaseguard.go): past its confirmed lease, a shard that a peer
+#   does not answer stops deciding.
 .PHONY: robustness-split
-robustness-split: ## Rerun the robustness suite's seed 8 (a split past the lease: two deciders for one partition; fails until fixed).
+robustness-split: ## Rerun the robustness suite's seed 8 (a split past the lease, which found two deciders for one partition; fixed by the lease guard).
 	$(MAKE) robustness-seed-8 ROBUSTNESS_TIME=8s
 
 .PHONY: bench-shard
