@@ -113,7 +113,7 @@ func checkEtcdClients(t *testing.T, r *rendered, ws []workload) {
 	l := etcd.Layout(p)
 	for key, writers := range map[string][]string{
 		l.Member("shard-0"): {etcd.Shard, etcd.Rebalance}, l.Rule("s", "r"): {etcd.Router}, l.Grant("id"): {etcd.Router},
-		l.UnreachableReport("shard-0", "1"): {etcd.Router}, l.Eviction("shard-0"): {etcd.Rebalance},
+		l.UnreachableReport("shard-0", "1"): {etcd.Router}, l.Eviction("shard-0"): {etcd.Rebalance}, l.EvictionAck("shard-0"): {etcd.Shard},
 		l.ShardMap(): {etcd.Rebalance}, l.ShardMapVersion(1): {etcd.Rebalance}, l.Run(1): {etcd.Rebalance},
 		l.ElectionCandidates() + "1": {etcd.Rebalance}, l.HandoffLock() + "/1": {etcd.Shard, etcd.Rebalance},
 	} {

@@ -75,7 +75,9 @@ func (r *Router) unreachable(seen map[*peer]*downSince, now time.Time) map[strin
 		current[p] = true
 		if !p.breaker.open() {
 			delete(seen, p)
-			reached++
+			if !p.failing.Load() { // its last call succeeded (or none failed yet)
+				reached++
+			}
 			continue
 		}
 		d := seen[p]

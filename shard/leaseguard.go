@@ -32,8 +32,9 @@ import (
 //
 // Stopped, it decides nothing (routers answer by policy) until its own
 // lease is confirmed again, or is lost (then the lost-lease path gives the
-// counters back and joins again), or every peer answers again. What it
-// assumes: a peer that answers a Lease call can open a connection to it
+// counters back and joins again); peers that answer again do not end it,
+// as its partitions may have been taken over while one was silent. What
+// it assumes: a peer that answers a Lease call can open a connection to it
 // for a pull (the packets of both went the same ways), and a taker is a
 // member this shard knows (a shard that joins while this one is cut off
 // from etcd must pull from it to join, as long as it is a member).
@@ -68,29 +69,45 @@ func (s *Server) guardLease() {
 		if now.Before(nextAsk) {
 			continue
 		}
-		nextAsk = now.Add(500 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+		nextAsk = now.Add(askEvery)
+		deadline := reg.ConfirmedUntil().Add(-askEvery / 2)
+		if deadline.Before(now.Add(askTimeout)) {
+			deadline = now.Add(askTimeout)
+		}
+		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		confirmed := make(chan bool, 1)
+		go func() { confirmed <- reg.Confirm(ctx) }()
 		all, detail := s.askPeers(ctx)
-		confirmed := !all && reg.Confirm(ctx)
+		ok := <-confirmed
 		cancel()
 		switch {
-		case confirmed:
+		case ok:
 			// etcd answers this shard: the next tick resumes.
-		case all:
-			if s.owned.Resume() {
-				s.metrics.leaseSuspended.Set(0)
-				s.opts.Logger.Warn("membership lease unconfirmed, but every peer answers: any taker will fence this shard first; deciding again",
-					"peers", detail)
-			}
+		case all && !s.owned.Suspended():
+			// Every peer answers: any taker reaches this shard and fences
+			// it first. (A shard already stopped waits for its own lease:
+			// its partitions may have been taken over while a peer was
+			// silent, and a peer that answers again cannot fence them.)
 		default:
 			if s.owned.Suspend() {
 				s.metrics.leaseSuspended.Set(1)
-				s.opts.Logger.Warn("membership lease unconfirmed past its time, and a peer does not answer: stopped deciding, as a shard that cannot fence this one may take the partitions over; routers answer by policy until the lease is confirmed again or lost, or every peer answers",
+				s.opts.Logger.Warn("membership lease unconfirmed past its time, and a peer does not answer: stopped deciding, as a shard that cannot fence this one may take the partitions over; routers answer by policy until etcd confirms the lease again, or it is lost",
 					"confirmed_until", reg.ConfirmedUntil(), "peers", detail)
 			}
 		}
 	}
 }
+
+// askEvery is how often the guard asks the peers once the lease is
+// unconfirmed, and askTimeout how long an ask past the lease's end may
+// take: a peer that stops answering is seen within their sum (750ms),
+// before a taker's pull from this shard, which starts after the lease's
+// end, gives up on it (--takeover-timeout, 1s). Before the lease's end an
+// ask may take until then.
+const (
+	askEvery   = 250 * time.Millisecond
+	askTimeout = 500 * time.Millisecond
+)
 
 // askPeers asks every other member this shard knows when etcd last
 // answered it, at once, and reports whether every one answered (false

@@ -77,6 +77,19 @@ func (s *Server) enterOnce(ctx context.Context) error {
 	return nil
 }
 
+// ackEviction tells the shards taking its partitions over, if this shard
+// was evicted, that it stopped deciding (fenceAll returned), so that those
+// whose pulls from it go unanswered decide at once (eviction.Ack).
+func (s *Server) ackEviction() {
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	defer cancel()
+	if acked, err := eviction.Ack(ctx, s.etcd, s.layout(), s.opts.ID, s.started); err != nil {
+		s.opts.Logger.Warn("cannot acknowledge this shard's eviction; its takers wait out its lease instead", "err", err)
+	} else if acked {
+		s.opts.Logger.Info("acknowledged this shard's eviction: it decides nothing")
+	}
+}
+
 // waitEvicted returns once no eviction record keeps the shard from
 // joining (package eviction): routers reported it unreachable and the
 // rebalance leader evicted it, so that live shards decide its partitions
@@ -236,6 +249,7 @@ func (s *Server) supervise() {
 		// Routers moved the partitions, and their new owners take them
 		// over: decide none of them any more.
 		s.fenceAll()
+		s.ackEviction()
 		s.opts.Logger.Warn("membership lease lost: routers moved this shard's partitions; stopped deciding them, giving their counters back, then joining again")
 		s.giveBack(s.ctx)
 		if err := s.enter(s.ctx); err != nil {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/eviction"
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -147,6 +149,9 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	// except while a chunk merges) fired before the pull ended.
 	silent.Stop()
 	silenced := errors.Is(context.Cause(ctx), errOwnerSilent)
+	if err != nil && !refused(err) {
+		s.outwaitEvicted(tk.From, start)
+	}
 	s.owned.Settle(tk.Partitions)
 	took := time.Since(start)
 	if s.ctx.Err() != nil {
@@ -173,6 +178,27 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	default:
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)
+	}
+}
+
+// refused reports whether a pull failed because nothing listens at the
+// owner's address any more (its process is gone, and decides nothing):
+// gRPC reports the dial's ECONNREFUSED only in its message.
+func refused(err error) bool { return strings.Contains(err.Error(), "connection refused") }
+
+// evictedLeaseMargin is added to an evicted owner's lease left: the time
+// its lease guard takes to ask its peers and stop.
+const evictedLeaseMargin = 2 * time.Second
+
+// outwaitEvicted waits until from, which did not answer the pull, cannot
+// be deciding any more (eviction.OutwaitEvicted): when it was evicted and
+// has not acknowledged it, it may be cut off from etcd too, never saw its
+// lease revoked, and decide until its lease guard stops it.
+func (s *Server) outwaitEvicted(from member.Member, start time.Time) {
+	waited, why := eviction.OutwaitEvicted(s.ctx, s.etcd, s.layout(), from.ID, from.Addr, start, evictedLeaseMargin)
+	if why != "not evicted" {
+		s.opts.Logger.Warn("the shard being taken over was evicted and did not answer: waited until it could not be deciding before deciding its partitions from zero",
+			"from", from.ID, "waited", waited.Round(time.Millisecond), "until", why)
 	}
 }
 

@@ -48,8 +48,9 @@ func (l Layout) Reads() Range { return Range{Key: l.dir(), Prefix: true} }
 // writes, the only ones its etcd role may write when etcd's authentication
 // is on:
 //
-//   - a shard its member record (members/) and the hand-off lock it takes
-//     to join and drain (handoff/lock/, a concurrency.Mutex's keys);
+//   - a shard its member record (members/), the hand-off lock it takes
+//     to join and drain (handoff/lock/, a concurrency.Mutex's keys), and
+//     its word that it stopped deciding after an eviction (eviction-acks/);
 //   - the rebalance job the shard map, its kept versions, its election
 //     (rebalance/election/, a concurrency.Election's keys), its run records,
 //     the hand-off lock of a run, the eviction records (evictions/), and
@@ -65,7 +66,7 @@ func (l Layout) Writes(component string) []Range {
 	case Router:
 		return []Range{{l.Rules(), true}, {l.Grants(), true}, {l.Unreachable(), true}}
 	case Shard:
-		return []Range{{l.Members(), true}, {l.HandoffLock() + "/", true}}
+		return []Range{{l.Members(), true}, {l.HandoffLock() + "/", true}, {l.EvictionAcks(), true}}
 	case Rebalance:
 		return []Range{{l.ShardMap(), false}, {l.ShardMapHistory(), true}, {l.ElectionCandidates(), true}, {l.Runs(), true}, {l.HandoffLock() + "/", true},
 			{l.Evictions(), true}, {l.Members(), true}}

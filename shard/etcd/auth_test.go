@@ -80,6 +80,7 @@ func TestEnableAuthGivesEachComponentItsOwnKeys(t *testing.T) {
 		{l.Member("shard-1"), []string{sh, rb}},
 		{l.UnreachableReport("shard-1", "694d"), []string{r}},
 		{l.Eviction("shard-1"), []string{rb}},
+		{l.EvictionAck("shard-1"), []string{sh}},
 		{l.Rule("shop", "r"), []string{r}},
 		{l.Grant("attacker"), []string{r}},
 		{l.ShardMap(), []string{rb}},

@@ -18,6 +18,7 @@ import (
 //	<prefix>handoff/lock                 one hand-off at a time (job run, drain, join)
 //	<prefix>unreachable/<shard>/<router> a router's report that it cannot reach a shard, under the router's lease
 //	<prefix>evictions/<shard>            a shard evicted for being unreachable, under a lease of the hold's length
+//	<prefix>eviction-acks/<shard>        the evicted shard's word that it stopped deciding
 type Layout string
 
 // dir returns the prefix with exactly one trailing slash.
@@ -96,3 +97,10 @@ func (l Layout) Evictions() string { return l.dir() + "evictions/" }
 
 // Eviction returns the key of one shard's eviction record.
 func (l Layout) Eviction(shard string) string { return l.Evictions() + shard }
+
+// EvictionAck returns the key of an evicted shard's acknowledgement that
+// it saw its lease revoked and stopped deciding.
+func (l Layout) EvictionAck(shard string) string { return l.dir() + "eviction-acks/" + shard }
+
+// EvictionAcks returns the prefix of the acknowledgements.
+func (l Layout) EvictionAcks() string { return l.dir() + "eviction-acks/" }

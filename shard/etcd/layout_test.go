@@ -19,6 +19,7 @@ func TestLayoutKeys(t *testing.T) {
 			prefix.HandoffLock():                           "/shardlimit/handoff/lock",
 			prefix.UnreachableReport("shard-1", "7f3a"):    "/shardlimit/unreachable/shard-1/7f3a",
 			prefix.Eviction("shard-1"):                     "/shardlimit/evictions/shard-1",
+			prefix.EvictionAck("shard-1"):                  "/shardlimit/eviction-acks/shard-1",
 		} {
 			if got != want {
 				t.Errorf("prefix %q: got %q, want %q", prefix, got, want)

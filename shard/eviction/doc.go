@@ -31,11 +31,17 @@
 //   - take over: to everyone else the revoked lease is a lost lease. The
 //     routers move the shard's partitions to the owner function's next
 //     owners, which pull the counters from the evicted shard with a fence
-//     (shard/takeover.go): exact when shards still reach it, from zero
-//     when none does (the documented allowance of a crash), and the fence
-//     ends its decisions before its counters leave, so a partition never
-//     has two deciders. The evicted shard sees its lease lost, stops
-//     deciding, gives the counters back fenced, and joins again.
+//     (shard/takeover.go): exact when shards still reach it, and the fence
+//     ends its decisions before its counters leave. When none reaches it,
+//     its partitions count from zero (the documented allowance of a
+//     crash), but only once it cannot be deciding: the evicted shard,
+//     when it sees its lease lost, fences everything and acknowledges
+//     (Ack, eviction-acks/<shard>), and a taker waits for that, or, for a
+//     shard cut off from etcd too that never saw the revoke, for what its
+//     lease had left (Record.LeaseLeft) and a margin, by when its lease
+//     guard (shard/leaseguard.go) stopped it (OutwaitEvicted). So a
+//     partition never has two deciders. The evicted shard gives the
+//     counters back fenced, and joins again.
 //   - hold: WaitCleared keeps the evicted shard's process from joining
 //     again while its eviction record lasts, so that a cut that lasts does
 //     not bring its partitions back to a shard the routers cannot reach

@@ -171,7 +171,13 @@ var ErrChanged = errors.New("the member's registration changed since it was judg
 // member's lease. A revoke that fails is retried on the leader's next
 // look (State.Stale).
 func Evict(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, v Verdict, hold time.Duration, by string, now time.Time, fence ...clientv3.Cmp) (Record, error) {
-	rec := Record{Shard: v.Member.ID, Addr: v.Member.Addr, Started: v.Member.Started, At: now, Hold: hold, By: by}
+	left, err := cli.TimeToLive(ctx, clientv3.LeaseID(v.Member.Lease))
+	if err != nil {
+		return Record{}, fmt.Errorf("read the lease of %s: %w", v.Member.ID, err)
+	}
+	// TimeToLive rounds down to the second: one more is the most it had.
+	rec := Record{Shard: v.Member.ID, Addr: v.Member.Addr, Started: v.Member.Started, At: now, Hold: hold, By: by,
+		LeaseLeft: time.Duration(max(left.TTL, 0)+1) * time.Second}
 	for _, r := range v.Reports {
 		rec.Routers = append(rec.Routers, r.Router)
 	}
@@ -217,6 +223,79 @@ func (s State) Stale() []Registered {
 		}
 	}
 	return out
+}
+
+// Ack records, for a shard whose process started at started and whose
+// lease was just lost, that it stopped deciding, if an eviction of that
+// process is in force: takers whose pulls from it go unanswered then
+// decide its partitions at once instead of waiting out its lease
+// (OutwaitEvicted). It reports whether it wrote one.
+func Ack(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, id string, started time.Time) (bool, error) {
+	resp, err := cli.Get(ctx, layout.Eviction(id))
+	if err != nil || len(resp.Kvs) == 0 {
+		return false, err
+	}
+	rec, err := decodeRecord(resp.Kvs[0].Value)
+	if err != nil || !rec.Started.Equal(started) {
+		return false, err
+	}
+	b, err := json.Marshal(ack{Shard: id, At: rec.At})
+	if err != nil {
+		return false, err
+	}
+	_, err = cli.Put(ctx, layout.EvictionAck(id), string(b))
+	return err == nil, err
+}
+
+// ack is an evicted shard's word that it stopped deciding: At is its
+// eviction record's.
+type ack struct {
+	Shard string    `json:"shard"`
+	At    time.Time `json:"at"`
+}
+
+// OutwaitEvicted returns once the owner id at addr, whose pull a taker
+// began at start went unanswered, cannot be deciding any more: at once
+// when it was not evicted (an expired lease: its own lease guard stopped
+// it before the expiry) or has acknowledged its eviction (Ack); else once
+// what its lease had left at the eviction (Record.LeaseLeft), and margin,
+// have passed since start (the takeover began after the revoke), for an
+// owner cut off from etcd too never saw the revoke and decides until its
+// lease guard stops it. It reports how long it waited, and why.
+func OutwaitEvicted(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, id, addr string, start time.Time, margin time.Duration) (time.Duration, string) {
+	began := time.Now()
+	var deadline time.Time
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := cli.Txn(rctx).Then(clientv3.OpGet(layout.Eviction(id)), clientv3.OpGet(layout.EvictionAck(id))).Commit()
+		cancel()
+		if err == nil {
+			recs, acks := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+			if len(recs) == 0 {
+				return time.Since(began), "not evicted"
+			}
+			rec, err := decodeRecord(recs[0].Value)
+			if err != nil || rec.Addr != addr {
+				return time.Since(began), "not evicted"
+			}
+			var a ack
+			if len(acks) > 0 && json.Unmarshal(acks[0].Value, &a) == nil && a.At.Equal(rec.At) {
+				return time.Since(began), "acknowledged"
+			}
+			deadline = start.Add(rec.LeaseLeft + margin)
+		}
+		if deadline.IsZero() {
+			deadline = start.Add(margin + 10*time.Second) // etcd unread: a lease's worth
+		}
+		if !time.Now().Before(deadline) {
+			return time.Since(began), "its lease ran out"
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(began), "stopping"
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // WaitCleared returns once shard id, whose process started at started,

@@ -76,6 +76,27 @@ func TestReportEvictHold(t *testing.T) {
 	if rec.Shard != "b" || len(rec.Routers) != 1 || rec.Routers[0] != "router-1" {
 		t.Errorf("record %+v", rec)
 	}
+	// What b's lease had left, rounded up: at most its TTL and a second.
+	if rec.LeaseLeft <= 0 || rec.LeaseLeft > 31*time.Second {
+		t.Errorf("lease left %v, want in (0, 31s]", rec.LeaseLeft)
+	}
+	// A taker whose pull from b went unanswered waits out b's lease, unless
+	// b acknowledged its eviction; one from another address does not wait.
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, "b", "b:2", time.Now(), time.Minute); why != "not evicted" {
+		t.Errorf("an owner at another address: %s, want not evicted", why)
+	}
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, "b", "b:1", time.Now().Add(-rec.LeaseLeft-time.Second), time.Second); why != "its lease ran out" {
+		t.Errorf("past b's lease: %s, want its lease ran out", why)
+	}
+	if acked, err := eviction.Ack(ctx, cli, layout, "b", started.Add(time.Second)); acked || err != nil {
+		t.Errorf("a later process of b acknowledged b's eviction: %v, %v", acked, err)
+	}
+	if acked, err := eviction.Ack(ctx, cli, layout, "b", started); !acked || err != nil {
+		t.Fatalf("b could not acknowledge its eviction: %v, %v", acked, err)
+	}
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, "b", "b:1", time.Now(), time.Minute); why != "acknowledged" {
+		t.Errorf("after b's acknowledgement: %s, want acknowledged", why)
+	}
 	select {
 	case <-lost["b"]:
 	case <-ctx.Done():

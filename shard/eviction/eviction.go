@@ -37,6 +37,12 @@ type Record struct {
 	Routers []string `json:"routers"`
 	// By is the rebalance instance that evicted it.
 	By string `json:"by"`
+	// LeaseLeft is what the shard's lease had left when it was revoked
+	// (rounded up): a shard cut off from etcd too never saw the revoke, and
+	// may decide until then, by its own lease guard (shard/leaseguard.go).
+	// A taker whose pull from it went unanswered waits that long before it
+	// decides from zero, so that a partition never has two deciders.
+	LeaseLeft time.Duration `json:"lease_left"`
 }
 
 // Until is when the record expires.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shardlimit/shardlimit/shard/member"
 )
@@ -52,8 +53,9 @@ type Set struct {
 	settled chan struct{}
 	wake    bool
 	// suspended stops every decision, whatever the partitions' states, while
-	// the shard's lease is unconfirmed past its time (Suspend).
-	suspended bool
+	// the shard's lease is unconfirmed past its time (Suspend). Set under
+	// the write lock (so that batches in flight end first); read without.
+	suspended atomic.Bool
 }
 
 // New returns a Set of partitions partitions, all Unowned.
@@ -112,7 +114,7 @@ func (s *Set) Decides(p uint32) bool {
 	if s == nil {
 		return true
 	}
-	return !s.suspended && int(p) < len(s.states) && s.states[p] == Owned
+	return !s.suspended.Load() && int(p) < len(s.states) && s.states[p] == Owned
 }
 
 // Suspend stops every decision, keeping each partition's state, until
@@ -121,29 +123,22 @@ func (s *Set) Decides(p uint32) bool {
 // partitions over, and it must not decide them beside it. It reports
 // whether the set was not suspended already.
 func (s *Set) Suspend() bool {
+	if s.suspended.Load() {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	was := s.suspended
-	s.suspended = true
-	return !was
+	return !s.suspended.Swap(true)
 }
 
 // Resume ends Suspend: the partitions are decided by their states again.
 // It reports whether the set was suspended.
 func (s *Set) Resume() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	was := s.suspended
-	s.suspended = false
-	return was
+	return s.suspended.Swap(false)
 }
 
 // Suspended reports whether decisions are suspended.
-func (s *Set) Suspended() bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.suspended
-}
+func (s *Set) Suspended() bool { return s.suspended.Load() }
 
 // ForwardTo returns the next owner that partition p's checks are
 // forwarded to (a planned hand-off fenced it here with FenceForward), if
