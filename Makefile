@@ -139,7 +139,7 @@ ROBUSTNESS_TIME ?= 10m
 ROBUSTNESS_SEEDS ?= random
 ROBUSTNESS_TIMEOUT ?= 3h
 .PHONY: robustness
-robustness: net-tools ## Run the randomized robustness suite as root (ROBUSTNESS_TIME=10m, ROBUSTNESS_SEEDS=random or 1,2,3; the seed is printed; reports of violations go to $TMPDIR).
+robustness: net-tools ## Run the randomized robustness suite as root (ROBUSTNESS_TIME=10m, ROBUSTNESS_SEEDS=random or 1,2,3; the seed is printed; reports of violations go to $TMPDIR; make robustness-seed-N reruns one seed).
 	$(GO) test -count=1 -timeout $(ROBUSTNESS_TIMEOUT) -v -run TestRobustness ./cmd/robustness -robustness.seeds=$(ROBUSTNESS_SEEDS) -robustness.time=$(ROBUSTNESS_TIME) $(ROBUSTNESS_FLAGS)
 
 # robustness-seed-N reruns seed N's schedule (for ROBUSTNESS_TIME, 2m
