@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -122,28 +121,22 @@ func loadAverage() string {
 }
 
 var (
-	summaryMu sync.Mutex
-	summary   []row
-	form      = "short"
+	summary process.Summary[row] // every scenario's line
+	form    = "short"
 )
 
-func report(r row) {
-	summaryMu.Lock()
-	defer summaryMu.Unlock()
-	summary = append(summary, r)
-}
+func report(r row) { summary.Add(r) }
 
 // printSummary prints the table of every scenario run.
 func printSummary() {
-	summaryMu.Lock()
-	defer summaryMu.Unlock()
-	if len(summary) == 0 {
+	rows := summary.Rows()
+	if len(rows) == 0 {
 		return
 	}
 	fmt.Printf("\nfault suite (%s form): what callers saw\n", form)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "SCENARIO\tRESULT\tLOAD\tCHECKS\tERRORS\tPOLICY\tPOLICY ELSEWHERE\tP99\tMAX\tBENCH\tRECOVERY")
-	for _, r := range summary {
+	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%v\t%v\t%s\t%s\n", r.scenario, r.result, r.load, r.probe.checks, r.probe.errors(), r.probe.policy,
 			r.other, dur(r.probe.p99), dur(r.probe.max), r.bench, r.recovery)
 	}

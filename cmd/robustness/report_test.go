@@ -6,11 +6,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
+
+	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
 )
 
 // row is one fault type's line in the summary.
@@ -135,29 +136,22 @@ func (r *row) p99() time.Duration {
 	return s[(len(s)-1)*99/100]
 }
 
-var (
-	summaryMu sync.Mutex
-	summary   []result
-)
+// summary gathers every seed's result.
+var summary proc.Summary[result]
 
-func record(r result) {
-	summaryMu.Lock()
-	defer summaryMu.Unlock()
-	summary = append(summary, r)
-}
+func record(r result) { summary.Add(r) }
 
 // printSummary prints, over every seed run, a line per fault type.
 func printSummary() {
-	summaryMu.Lock()
-	defer summaryMu.Unlock()
-	if len(summary) == 0 {
+	results := summary.Rows()
+	if len(results) == 0 {
 		return
 	}
 	total := map[string]*row{}
 	var seeds, failed []string
 	var length time.Duration
 	ops, viol, teeth := 0, 0, 0
-	for _, res := range summary {
+	for _, res := range results {
 		seeds = append(seeds, fmt.Sprint(res.seed))
 		length += res.length
 		ops += res.ops

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,8 +35,8 @@ func NewReporter(cli *clientv3.Client, layout etcd.Layout, ttl time.Duration, lo
 }
 
 // Set makes the router's reports in etcd exactly want (by shard id):
-// writes the new ones, deletes those no longer wanted. A report whose
-// Since is all that changed is not written again. It opens a session
+// writes the new ones, deletes those no longer wanted. A report of the
+// same shard at the same address is not written again. It opens a session
 // when it first has one to write, and a new one when the last was lost
 // (whose reports went with it).
 func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
@@ -70,7 +72,7 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 		r.log.Info("shard reachable again: report withdrawn", "shard", id)
 	}
 	for id, rep := range want {
-		if old, ok := r.written[id]; ok && old.Addr == rep.Addr && (old.Reaches > 0) == (rep.Reaches > 0) {
+		if old, ok := r.written[id]; ok && old.Addr == rep.Addr {
 			continue
 		}
 		b, err := json.Marshal(rep)
@@ -99,21 +101,15 @@ func (r *Reporter) Close() {
 
 // State is what the leader reads to Decide.
 type State struct {
-	Reports   []Seen
-	Members   []Registered
-	Evictions map[string]Record
-	// EvictionRevs are the evictions' creation revisions.
-	EvictionRevs map[string]int64
+	Reports []Seen
+	Members []Registered
+	// Evicted are the shards whose eviction records are in force, each
+	// with its record's creation revision.
+	Evicted map[string]int64
 }
 
-// Evicting returns the shards whose eviction records exist.
-func (s State) Evicting() []string {
-	ids := make([]string, 0, len(s.Evictions))
-	for id := range s.Evictions {
-		ids = append(ids, id)
-	}
-	return ids
-}
+// Evicting returns the shards whose eviction records are in force.
+func (s State) Evicting() []string { return slices.Collect(maps.Keys(s.Evicted)) }
 
 // Read reads the reports, the members and the evictions in one
 // transaction, so they are of one revision. Malformed records are left
@@ -127,7 +123,7 @@ func Read(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) (State,
 	if err != nil {
 		return State{}, nil, err
 	}
-	st := State{Evictions: map[string]Record{}, EvictionRevs: map[string]int64{}}
+	st := State{Evicted: map[string]int64{}}
 	var bad []error
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		rep, err := decodeReport(kv.Value)
@@ -155,8 +151,7 @@ func Read(ctx context.Context, cli *clientv3.Client, layout etcd.Layout) (State,
 			bad = append(bad, err)
 			continue
 		}
-		st.Evictions[rec.Shard] = rec
-		st.EvictionRevs[rec.Shard] = kv.CreateRevision
+		st.Evicted[rec.Shard] = kv.CreateRevision
 	}
 	return st, bad, nil
 }
@@ -218,7 +213,7 @@ func Revoke(ctx context.Context, cli *clientv3.Client, m Registered) error {
 func (s State) Stale() []Registered {
 	var out []Registered
 	for _, m := range s.Members {
-		if rev, ok := s.EvictionRevs[m.ID]; ok && m.Created < rev {
+		if rev, ok := s.Evicted[m.ID]; ok && m.Created < rev {
 			out = append(out, m)
 		}
 	}

@@ -106,12 +106,18 @@ func (r *Registration) Confirm(ctx context.Context) bool {
 	r.mu.Lock()
 	lease := r.lease
 	r.mu.Unlock()
-	sent := time.Now()
-	left, err := r.holds(ctx, lease)
-	if err != nil || left <= 0 {
-		return false
+	_, left, err := r.check(ctx, lease)
+	return err == nil && left > 0
+}
+
+// check asks etcd what lease has left while it holds the record (holds),
+// and when it does, records the answer (ConfirmedUntil, LastAnswered). It
+// returns when the question was sent, from which the time left counts.
+func (r *Registration) check(ctx context.Context, lease clientv3.LeaseID) (sent time.Time, left time.Duration, err error) {
+	sent = time.Now()
+	if left, err = r.holds(ctx, lease); err == nil && left > 0 {
+		r.confirm(sent.Add(left))
+		r.answered(time.Now())
 	}
-	r.confirm(sent.Add(left))
-	r.answered(time.Now())
-	return true
+	return sent, left, err
 }

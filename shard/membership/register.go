@@ -192,15 +192,13 @@ func (r *Registration) resume(ctx context.Context) <-chan *clientv3.LeaseKeepAli
 	warned := false
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
-		sent := time.Now()
-		left, err := r.holds(attempt, lease)
+		sent, left, err := r.check(attempt, lease)
 		cancel()
 		if err == nil {
 			if left <= 0 {
 				return nil
 			}
 			r.log.Info("membership lease kept: etcd answers again and still holds it")
-			r.answered(time.Now())
 			return r.keepAlive(r.ctx, lease, sent, sent.Add(left))
 		}
 		if ctx.Err() != nil {

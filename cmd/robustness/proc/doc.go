@@ -4,7 +4,8 @@
 // killed and started again on the same command line, its output appended
 // to one log file; Security is the one local PKI every component and the
 // test's own clients authenticate with; Kit builds the binary once;
-// Fetch and Metric read a component's ops server.
+// Fetch and Metric read a component's ops server; Summary gathers a
+// suite's lines for its TestMain to print.
 //
 // The fault suite (cmd/faults, on 127.0.0.1) and the robustness suite
 // (cmd/robustness, each process in a network namespace of its own) both
