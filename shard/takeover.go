@@ -213,26 +213,51 @@ const healEvery = 5 * time.Second
 // Not knowing who holds their counters, it pulls them with a fence from
 // every other serving member, and from the shards they were forwarded to
 // (a planned hand-off fenced them here, and its switch never came).
+//
+// It takes back only what etcd confirms now (confirmOwned): a shard cut
+// off from etcd still sees itself a member after its lease is lost, and
+// the partitions its takers decide look stuck to it; pulling them back
+// would fence them at the takers, where routers send their checks.
 func (s *Server) heal() {
-	if !s.ready.Load() {
+	again, others := s.stuckTwice()
+	if len(again) == 0 {
 		return
+	}
+	mine, err := s.confirmOwned(again)
+	if err != nil {
+		s.opts.Logger.Warn(healUnconfirmed, "partitions", len(again), "err", err)
+		return
+	}
+	if parts := s.takeBack(mine, others); len(parts) > 0 {
+		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
+			"partitions", len(parts), "shards", len(others))
+	}
+}
+
+// healUnconfirmed is what heal logs when etcd does not confirm the table
+// its stuck partitions were found under.
+const healUnconfirmed = "partitions look stuck here, but etcd does not confirm that this shard owns them: not taking them back"
+
+// stuckTwice returns the partitions found stuck at this look and the last
+// one under the same table, and the shards to take them back from.
+func (s *Server) stuckTwice() (again []uint32, others []member.Member) {
+	if !s.ready.Load() {
+		return nil, nil
 	}
 	v := &s.view
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.table == nil {
-		return
+		return nil, nil
 	}
 	stuck := s.owned.Stuck(v.table.PartitionsOf(s.opts.ID))
-	var again []uint32
 	if v.stuckTable == v.table {
 		again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(v.stuck, p) })
 	}
 	v.stuck, v.stuckTable = stuck, v.table
 	if len(again) == 0 {
-		return
+		return nil, nil
 	}
-	var others []member.Member
 	for _, m := range v.table.Members() {
 		if m.ID != s.opts.ID {
 			others = append(others, m)
@@ -246,10 +271,32 @@ func (s *Server) heal() {
 			others = append(others, to)
 		}
 	}
-	if parts := s.takeBack(again, others); len(parts) > 0 {
-		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
-			"partitions", len(parts), "shards", len(others))
+	return again, others
+}
+
+// confirmOwned returns those of parts that the owner table built from
+// etcd's members and shard map, read now, gives this shard; an error
+// when etcd does not answer within healEvery/5.
+func (s *Server) confirmOwned(parts []uint32) ([]uint32, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, healEvery/5)
+	defer cancel()
+	members, _, err := membership.Read(ctx, s.etcd, s.layout())
+	if err != nil {
+		return nil, fmt.Errorf("read the members: %w", err)
 	}
+	m, _, err := mapstore.Load(ctx, s.etcd, s.layout())
+	if err != nil {
+		return nil, fmt.Errorf("read the shard map: %w", err)
+	}
+	if m != nil && m.Validate(s.opts.Partitions) != nil {
+		m = nil // as follow does
+	}
+	t, err := s.owners(members, m)
+	if err != nil {
+		return nil, err
+	}
+	own := t.PartitionsOf(s.opts.ID)
+	return slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !slices.Contains(own, p) }), nil
 }
 
 // takeBack makes those of parts that are neither decided nor being taken

@@ -72,3 +72,73 @@ func TestExcusedErrorsAreThoseOfARouterDown(t *testing.T) {
 		}
 	}
 }
+
+// A policy answer is put down to a fault on shards only for those shards'
+// users, and after the heal only when no other fault may have caused it.
+func TestPolicyAnswersAreAttributedToTheirShardsFault(t *testing.T) {
+	as := []applied{
+		{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-1"}}, from: sec(0), to: sec(10)},
+		{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-2"}}, from: sec(20), to: sec(25)},
+	}
+	policy := func(owner string, send float64) op {
+		return op{Op: checker.Op{Send: sec(send), Recv: sec(send + 0.01), Outcome: checker.Policy, Rule: "r"}, owner: owner}
+	}
+	ops := []op{
+		policy("shard-1", 1), policy("shard-1", 2), policy("shard-3", 3), // in force: two for its users
+		policy("shard-1", 10.4), // after the heal, only shard-1's fault may have caused it
+		policy("shard-1", 21),   // shard-1's users, while shard-2's fault is in force: still only shard-1's
+		policy("shard-2", 22),   // shard-2's, in force
+		policy("shard-2", 26),   // after shard-2's heal
+	}
+	noOwnerChange := func(o op, _ time.Time) string { return o.owner }
+	res := newResult(1, ops, as, nil, func(op, []applied) bool { return false }, noOwnerChange)
+	r := res.rows["cut routers-shard"]
+	if r.faults != 2 || r.policy != 5 || r.its != 3 {
+		t.Errorf("faults %d, policy %d, its users %d; want 2, 5 (3 in the first, 2 in the second), 3 (2, then 1)", r.faults, r.policy, r.its)
+	}
+	// First: 1 s into shard-1's fault, 2 s into shard-2's (shard-1's user
+	// at 21 s is not its). Last: shard-1's user at 21 s, 11 s after its
+	// heal.
+	if r.firstPolicy != 2*time.Second || r.lastPolicy != 11*time.Second {
+		t.Errorf("first policy %v, last after heal %v; want 2s and 11s", r.firstPolicy, r.lastPolicy)
+	}
+
+	// A user that shard-2 owned when its fault started but shard-3 owns
+	// now is still its fault's.
+	moved := func(o op, at time.Time) string {
+		if at.Equal(sec(20)) {
+			return "shard-2"
+		}
+		return o.owner
+	}
+	if !its(policy("shard-3", 22), as[1], moved) {
+		t.Error("a user that moved off the faulted shard during the fault is not put down to it")
+	}
+	// A split may cause policy answers for anyone's users.
+	split := applied{step: Step{Kind: Split, Targets: []string{"shard-1", "router-1"}, Sep: 2}, from: sec(30), to: sec(40)}
+	if !mayCause(policy("shard-3", 41), split, noOwnerChange) {
+		t.Error("a split's router cannot have caused another shard's users' policy answers")
+	}
+	if !onlyCause(policy("shard-1", 26), as, 0, noOwnerChange) {
+		t.Error("shard-1's users' answer 16 s after its heal, with shard-2's fault healed, is not put down to it")
+	}
+}
+
+// A fault on a user's shard explains its policy answers before a fault on
+// no shard, but a rebalance, which moves anyone's users.
+func TestAFaultOnTheUsersShardExplainsItsPolicyAnswers(t *testing.T) {
+	cut := applied{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-1"}}, from: sec(0), to: sec(10)}
+	kill := applied{step: Step{Kind: Signal, Signal: "sigkill", Targets: []string{"router-1"}}, from: sec(5), to: sec(15)}
+	run := applied{step: Step{Kind: Rebalance}, from: sec(5), to: sec(6)}
+	o := op{Op: checker.Op{Send: sec(12), Outcome: checker.Policy}, owner: "shard-1"}
+	owner := func(o op, _ time.Time) string { return o.owner }
+	if !onlyCause(o, []applied{cut, kill}, 0, owner) {
+		t.Error("a router killed competes with a cut of the user's shard")
+	}
+	if onlyCause(o, []applied{cut, kill}, 1, owner) {
+		t.Error("a router killed is put down as the only cause of a policy answer for a cut shard's user")
+	}
+	if onlyCause(o, []applied{cut, run}, 0, owner) {
+		t.Error("a rebalance does not compete with a cut")
+	}
+}

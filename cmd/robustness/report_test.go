@@ -17,12 +17,14 @@ import (
 // row is one fault type's line in the summary.
 type row struct {
 	// errors are those the design does not excuse; routerDown those it
-	// does (a check of a router that was down).
-	faults, checks, errors, routerDown, policy, over int
+	// does (a check of a router that was down). its are the policy
+	// answers for the users of the shards the fault touched.
+	faults, checks, errors, routerDown, policy, its, over int
 	// firstPolicy is the longest wait, over the faults of the type, from
-	// a fault's start to the first policy answer while it was in force;
-	// lastPolicy the longest from its heal to the last policy answer
-	// after it, before any other fault started (negative: none).
+	// a fault's start to the first policy answer it could cause while it
+	// was in force (for a fault on shards: for their users); lastPolicy
+	// the longest from its heal to the last such answer after it, of
+	// those no other fault could have caused (negative: none).
 	firstPolicy, lastPolicy time.Duration
 	lat                     []time.Duration
 }
@@ -39,11 +41,14 @@ type result struct {
 	rows  map[string]*row
 }
 
-// afterHeal is how long after a heal policy answers are still put down to
-// the fault, if no other fault started meanwhile.
+// afterHeal is how long after a heal a policy answer may still be put
+// down to the fault.
 const afterHeal = 30 * time.Second
 
-func newResult(seed uint64, ops []op, as []applied, vs []checker.Violation, excused func(op, []applied) bool) result {
+// ownerAt returns the shard that owned o's key at t.
+type ownerAt func(o op, t time.Time) string
+
+func newResult(seed uint64, ops []op, as []applied, vs []checker.Violation, excused func(op, []applied) bool, owner ownerAt) result {
 	res := result{seed: seed, ops: len(ops), viol: len(vs), rows: map[string]*row{}}
 	get := func(name string) *row {
 		if res.rows[name] == nil {
@@ -66,25 +71,23 @@ func newResult(seed uint64, ops []op, as []applied, vs []checker.Violation, excu
 	for i, a := range as {
 		r := get(a.step.Type())
 		r.faults++
-		// The end of the fault's aftermath: afterHeal, or the next
-		// fault's start, whichever is first.
-		end := a.to.Add(afterHeal)
-		for j, b := range as {
-			if j != i && b.from.After(a.to) && b.from.Before(end) {
-				end = b.from
-			}
-		}
 		var first, last time.Time
 		for _, o := range ops {
-			if o.Send.Before(a.from) || !o.Send.Before(end) {
+			if o.Send.Before(a.from) || !o.Send.Before(a.to.Add(afterHeal)) {
 				continue
 			}
 			if o.Send.Before(a.to) {
 				r.add(o, excused(o, as))
-				if o.Outcome == checker.Policy && first.IsZero() {
+				if o.Outcome != checker.Policy {
+					continue
+				}
+				if its(o, a, owner) {
+					r.its++
+				}
+				if first.IsZero() && mayCause(o, a, owner) {
 					first = o.Send
 				}
-			} else if o.Outcome == checker.Policy && !inForce(o, as, i) {
+			} else if o.Outcome == checker.Policy && onlyCause(o, as, i, owner) {
 				last = o.Send
 			}
 		}
@@ -103,15 +106,45 @@ func newResult(seed uint64, ops []op, as []applied, vs []checker.Violation, excu
 	return res
 }
 
-// inForce reports whether a fault other than as[skip] was in force when
-// o was sent.
-func inForce(o op, as []applied, skip int) bool {
+// its reports whether o's key belonged to one of the shards a touched,
+// when o was sent or when a started.
+func its(o op, a applied, owner ownerAt) bool {
+	sh := a.step.Shards()
+	return slices.Contains(sh, o.owner) || slices.Contains(sh, owner(o, a.from))
+}
+
+// mayCause reports whether fault a may have caused policy answer o: o's
+// key belonged to one of a's shards, or a touched no shard in particular,
+// or it cut a router off (a split).
+func mayCause(o op, a applied, owner ownerAt) bool {
+	return len(a.step.Shards()) == 0 || a.step.Kind == Split || its(o, a, owner)
+}
+
+// onlyCause reports whether as[i] is the only fault that may have caused
+// policy answer o, sent after as[i] healed: no other that competes with it
+// was in force, or healed less than afterHeal before.
+func onlyCause(o op, as []applied, i int, owner ownerAt) bool {
+	if !mayCause(o, as[i], owner) {
+		return false
+	}
 	for j, b := range as {
-		if j != skip && !o.Send.Before(b.from) && o.Send.Before(b.to) {
-			return true
+		if j != i && !o.Send.Before(b.from) && o.Send.Before(b.to.Add(afterHeal)) && competes(o, as[i], b, owner) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// competes reports whether fault b may have caused policy answer o as
+// well as fault a. A fault on o's shard explains it before one on no
+// shard (a router, etcd or the rebalance job signalled, a router cut from
+// etcd, a rule change): of faults on no shard, only a rebalance, which
+// moves anyone's users, competes with a fault on shards.
+func competes(o op, a, b applied, owner ownerAt) bool {
+	if !mayCause(o, b, owner) {
+		return false
+	}
+	return len(a.step.Shards()) == 0 || len(b.step.Shards()) > 0 || b.step.Kind == Rebalance
 }
 
 func (r *row) add(o op, excused bool) {
@@ -171,6 +204,7 @@ func printSummary() {
 			t.errors += r.errors
 			t.routerDown += r.routerDown
 			t.policy += r.policy
+			t.its += r.its
 			t.over += r.over
 			t.firstPolicy = max(t.firstPolicy, r.firstPolicy)
 			t.lastPolicy = max(t.lastPolicy, r.lastPolicy)
@@ -184,10 +218,10 @@ func printSummary() {
 	}
 	fmt.Printf("(the same histories with the policy answers counted as decisions: %d keys over, which the fail-open answers let past)\n", teeth)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "FAULT\tN\tCHECKS\tERRORS\tROUTER DOWN\tPOLICY\tOVER\tFIRST POLICY\tLAST POLICY AFTER HEAL\tP99")
+	fmt.Fprintln(w, "FAULT\tN\tCHECKS\tERRORS\tROUTER DOWN\tPOLICY\tITS USERS\tOVER\tFIRST POLICY\tLAST POLICY AFTER HEAL\tP99")
 	for _, name := range slices.Sorted(maps.Keys(total)) {
 		r := total[name]
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%v\n", name, r.faults, r.checks, r.errors, r.routerDown, r.policy, r.over,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%v\n", name, r.faults, r.checks, r.errors, r.routerDown, r.policy, r.its, r.over,
 			dur(r.firstPolicy), dur(r.lastPolicy), r.p99().Round(time.Millisecond))
 	}
 	_ = w.Flush()
@@ -196,10 +230,12 @@ N: faults of the type. CHECKS, ERRORS, ROUTER DOWN, POLICY, P99: the workload's 
 (two faults at once count for both); ERRORS got no answer (an error, or the Go client's failure mode) where the
 design promises one, ROUTER DOWN got none from a router that was down (killed, stopped or terminated: the Envoy
 and HTTP callers here have no retry, and the Go client waits out a stopped router), POLICY were answered by a
-rule's failure policy, for any shard's users. OVER: keys whose over-admission the checker found in an interval
-the fault met. FIRST POLICY: longest time from a fault's start to its first policy answer; LAST POLICY AFTER
-HEAL: longest from a heal to the last policy answer sent while no other fault was in force (within 30s, before
-the next fault started); "-": none.`))
+rule's failure policy, ITS USERS of those for users of a shard the fault touched (its owner, by etcd, when the
+check was sent or when the fault started). OVER: keys whose over-admission the checker found in an interval the
+fault met. FIRST POLICY: longest time from a fault's start to the first policy answer it may have caused (a fault
+on shards: for their users; a split, or a fault on no shard: for anyone's); LAST POLICY AFTER HEAL: longest from
+a heal to the last such answer that no other fault may have caused (none in force, none healed within 30s; a
+fault on the user's shard explains it before one on no shard, but a rebalance); "-": none.`))
 }
 
 func dur(d time.Duration) string {

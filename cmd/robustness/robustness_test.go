@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
 	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -115,11 +116,11 @@ func TestRobustness(t *testing.T) {
 	}
 }
 
-// runSeed runs one seed's schedule against a new cluster under the
-// workload, then checks the history.
-func runSeed(t *testing.T, seed uint64, length time.Duration) {
-	fmt.Printf("robustness: seed %d, schedule of %v\n", seed, length)
-	started := time.Now()
+// startLoaded starts a cluster with the workload's rules, and the
+// workload, seeded, and the owner log; it returns once every rule has
+// been asked.
+func startLoaded(t *testing.T, seed uint64) (config, *cluster, []*rule, *workload, *ownerLog) {
+	t.Helper()
 	cfg := defaultConfig()
 	c := startCluster(t, cfg)
 	rs := newRules()
@@ -127,17 +128,32 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 		t.Fatal(err)
 	}
 	c.waitRouters(t, "shardlimit_router_rules", float64(len(rs)))
+	cli, err := etcd.Dial([]string{c.etcd.Addr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	owners := watchOwners(cli, c.prefix)
+	t.Cleanup(owners.close)
 
 	w := newWorkload(t, c, rs)
 	w.start(seed)
 	t.Cleanup(func() { w.stop() }) // on a failure before the check
-	// Every rule has been asked before the first fault.
 	poll.Until(t, readyTimeout, func() error {
 		if n := w.count(); n < 10*len(rs) {
 			return fmt.Errorf("%d checks recorded before the faults", n)
 		}
 		return nil
 	})
+	return cfg, c, rs, w, owners
+}
+
+// runSeed runs one seed's schedule against a new cluster under the
+// workload, then checks the history.
+func runSeed(t *testing.T, seed uint64, length time.Duration) {
+	fmt.Printf("robustness: seed %d, schedule of %v\n", seed, length)
+	started := time.Now()
+	cfg, c, rs, w, owners := startLoaded(t, seed)
 
 	var shardNames, routerNames, ruleNames []string
 	for _, s := range c.shards {
@@ -173,11 +189,16 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	c.waitRouters(t, "shardlimit_router_members", float64(len(c.shards)))
 	poll.Until(t, readyTimeout, func() error { return decidedAgain(w, rs, healed) })
 	ops := w.stop()
+	owners.close()
+	for i := range ops {
+		ops[i].owner = owners.owner(ops[i].service, ops[i].Rule, ops[i].user, ops[i].Send)
+	}
+	t.Logf("the shard map changed %d times in the run, by etcd", owners.changes()-1)
 	if *keepLogs {
 		writeHistory(t, c, ops, done)
 	}
 
-	res := check(t, seed, rs, ops, done, cfg)
+	res := check(t, seed, rs, ops, done, cfg, owners)
 	res.length = time.Since(started)
 	record(res)
 }
@@ -237,7 +258,7 @@ func excused(o op, as []applied) bool {
 // check runs the checker over ops, writes a report of any violation and
 // fails the test on one, and on any caller error the design does not
 // allow. It returns the run's figures for the summary.
-func check(t *testing.T, seed uint64, rs []*rule, ops []op, as []applied, cfg config) result {
+func check(t *testing.T, seed uint64, rs []*rule, ops []op, as []applied, cfg config, owners *ownerLog) result {
 	t.Helper()
 	cops := make([]checker.Op, len(ops))
 	for i, o := range ops {
@@ -247,7 +268,7 @@ func check(t *testing.T, seed uint64, rs []*rule, ops []op, as []applied, cfg co
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := newResult(seed, ops, as, vs, excused)
+	res := newResult(seed, ops, as, vs, excused, func(o op, at time.Time) string { return owners.owner(o.service, o.Rule, o.user, at) })
 	// The same history with the policy answers counted as decisions: a
 	// fail-open answer lets a hammered user through, so the checker finds
 	// keys past their limit here whenever a fault made policy answers. It
@@ -305,7 +326,7 @@ func writeHistory(t *testing.T, c *cluster, ops []op, as []applied) {
 		lines = append(lines, line{a.from, "fault starts: " + a.step.Name()}, line{a.to, "fault healed: " + a.step.Name()})
 	}
 	for _, o := range ops {
-		text := fmt.Sprintf("%s %s hits=%d via %s router=%d %v", o.Outcome, o.Key, o.Hits, o.api, o.router+1, o.Recv.Sub(o.Send).Round(time.Microsecond))
+		text := fmt.Sprintf("%s %s hits=%d via %s router=%d owner=%s %v", o.Outcome, o.Key, o.Hits, o.api, o.router+1, cmp.Or(o.owner, "-"), o.Recv.Sub(o.Send).Round(time.Microsecond))
 		if o.err != "" {
 			text += ": " + o.err
 		}

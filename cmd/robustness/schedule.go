@@ -89,6 +89,19 @@ func (s Step) Type() string {
 	return s.Kind.String()
 }
 
+// Shards are the shards the step touches, whose users its faults are
+// for: a split's minority shard, both ends of a cut between shards, a
+// shard signalled.
+func (s Step) Shards() []string {
+	var out []string
+	for i, x := range s.Targets {
+		if sortOf(x) == "shard" && (s.Kind != Split || i < s.Sep) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // sortOf is a component's sort: "shard-2" → "shard".
 func sortOf(name string) string {
 	for i := range name {

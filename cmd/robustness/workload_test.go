@@ -126,9 +126,14 @@ func (a api) String() string { return [...]string{"go", "http", "envoy"}[a] }
 // adds (API, router, the error).
 type op struct {
 	checker.Op
-	api    api
-	router int // -1: the Go client, which picks
-	err    string
+	api     api
+	router  int // -1: the Go client, which picks
+	err     string
+	service string
+	user    string
+	// owner is the shard that owned the key when the check was sent, by
+	// etcd (ownerLog): filled in after the run, for the report.
+	owner string
 }
 
 // workload checks users of every rule from a few goroutines and records
@@ -225,7 +230,7 @@ func (w *workload) run(r *rule, kind string, users int, pace time.Duration, rng 
 		if r.service == publicService {
 			a = api(rng.IntN(2)) // Go client or HTTP
 		}
-		o := op{Op: checker.Op{Key: r.name + "/" + user, Rule: r.name, Hits: hits}, api: a, router: router}
+		o := op{Op: checker.Op{Key: r.name + "/" + user, Rule: r.name, Hits: hits}, api: a, router: router, service: r.service, user: user}
 		w.check(r, user, &o)
 		w.mu.Lock()
 		w.ops = append(w.ops, o)
