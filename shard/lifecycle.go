@@ -361,11 +361,23 @@ func ownerless(before, after *shardmap.Table, id string) []uint32 {
 	return out
 }
 
-// dropNotOwned forgets every partition that t does not give this shard.
+// dropNotOwned forgets every partition that t, the join's table, does not
+// give this shard, unless the table the shard follows now does: t was
+// read when the join began, and a member lost since (its lease expired
+// mid-join) had its partitions taken over here, with their counters,
+// which the join must not forget (the robustness suite, seed 50: they
+// were dropped, left undecided until heal, and counted from zero). It
+// holds the view so that no takeover starts meanwhile.
 func (s *Server) dropNotOwned(t *shardmap.Table) int {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	owns := func(t *shardmap.Table, p int) bool {
+		o, ok := t.Owner(p)
+		return ok && o.ID == s.opts.ID
+	}
 	var parts []uint32
 	for p := range t.Partitions() {
-		if o, ok := t.Owner(p); !ok || o.ID != s.opts.ID {
+		if !owns(t, p) && (s.view.table == nil || !owns(s.view.table, p)) {
 			parts = append(parts, uint32(p))
 		}
 	}

@@ -33,6 +33,8 @@ func TestMayReset(t *testing.T) {
 		{Step{Kind: Signal, Signal: "sigkill", Targets: []string{"shard-2"}, For: time.Second}, true},
 		{Step{Kind: Signal, Signal: "sigstop", Targets: []string{"shard-2"}, For: 6 * time.Second}, true},
 		{Step{Kind: Signal, Signal: "sigstop", Targets: []string{"shard-2"}, For: 4 * time.Second}, false},
+		{Step{Kind: Signal, Signal: "sigstop", Targets: []string{"shard-2"}, For: 4 * time.Second, Aim: AimGiver}, true},
+		{Step{Kind: Signal, Signal: "sigstop", Targets: []string{"shard-2", "shard-1"}, For: 2 * time.Second, Aim: AimTaker}, true},
 		{Step{Kind: Signal, Signal: "sigterm", Targets: []string{"shard-2"}, For: 16 * time.Second}, false},
 		{Step{Kind: Signal, Signal: "sigkill", Targets: []string{"router-1"}, For: time.Second}, false},
 		{Step{Kind: Signal, Signal: "sigkill", Targets: []string{"etcd"}, For: 16 * time.Second}, false},

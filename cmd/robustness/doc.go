@@ -3,8 +3,8 @@
 // each in a network namespace of its own (cmd/robustness/netns), runs a
 // workload of every algorithm through the Go client, Envoy's rate limit
 // API and the HTTP/JSON API while a seeded, randomized schedule of faults
-// (Schedule: cuts, one-way drops, splits, signals, rebalances, rule
-// changes) runs; every check is recorded on the client side and the
+// (Schedule: cuts, one-way drops, splits, signals, some aimed at a
+// drain's hand-off, rebalances, rule changes) runs; every check is recorded on the client side and the
 // history is proved against the rules by cmd/robustness/checker, which
 // shares no code with the limiter.
 //
@@ -14,5 +14,8 @@
 // its test (robustness_test.go): `make test` runs fixed
 // seeds in a short form, `make robustness` random or given seeds for a
 // given length, and each seed that found a bug has a make target of its
-// own. It needs root (namespaces, iptables) and skips without it.
+// own, and a scripted test where the seed's run could not assert the bug
+// (regression_test.go). The report attributes each policy answer to the
+// shard that owned its key, by etcd (owners_test.go). It needs root
+// (namespaces, iptables) and skips without it.
 package robustness

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
 	"github.com/shardlimit/shardlimit/cmd/robustness/netns"
 	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 // applied is a step as it ran: when it was in force, whether it may have
@@ -31,6 +35,7 @@ type applied struct {
 type executor struct {
 	t     testing.TB
 	c     *cluster
+	etcd  *clientv3.Client // the test's own client, to see the hand-off lock
 	rules []*rule
 	rmu   sync.Mutex // guards rules' limits and the rules file
 
@@ -158,6 +163,10 @@ func (e *executor) apply(s Step) (a applied) {
 		}
 		a.err = e.cut(both(s.Targets[:s.Sep], rest), s.For, nil)
 	case Signal:
+		if s.Aim != AimNone {
+			a.note, a.err = e.midDrain(s)
+			break
+		}
 		p := c.proc(s.Targets[0])
 		before := logSize(p.Log)
 		a.err = e.signal(p, s.Signal, s.For)
@@ -197,11 +206,18 @@ func (e *executor) cut(links [][2]*netns.Host, d time.Duration, during func()) e
 // again once it has exited (SIGKILL, SIGTERM: a shard drains first), and
 // waits until it serves.
 func (e *executor) signal(p *proc.Proc, sig string, d time.Duration) error {
-	s := map[string]syscall.Signal{"sigkill": syscall.SIGKILL, "sigstop": syscall.SIGSTOP, "sigterm": syscall.SIGTERM}[sig]
+	s := signals[sig]
 	if err := p.Signal(s); err != nil {
 		return err
 	}
-	end := time.Now().Add(d)
+	return e.recover(p, s, time.Now().Add(d))
+}
+
+var signals = map[string]syscall.Signal{"sigkill": syscall.SIGKILL, "sigstop": syscall.SIGSTOP, "sigterm": syscall.SIGTERM}
+
+// recover heals p, sent s, at end: continues it (SIGSTOP), or starts it
+// again once it has exited, and waits until it serves.
+func (e *executor) recover(p *proc.Proc, s syscall.Signal, end time.Time) error {
 	if s == syscall.SIGSTOP {
 		time.Sleep(time.Until(end))
 		return p.Signal(syscall.SIGCONT)
@@ -221,6 +237,61 @@ func (e *executor) signal(p *proc.Proc, sig string, d time.Duration) error {
 		}
 		return e.c.ready(p)
 	})
+}
+
+// midDrain runs an aimed signal (Step.Aim): it drains the giver (SIGTERM),
+// waits until the hand-off lock is held (or the giver exited, or 10 s
+// passed: no hand-off came), waits the step's Delay, and signals the
+// target; at the step's end it heals both. It returns what it saw, for
+// the log.
+func (e *executor) midDrain(s Step) (string, error) {
+	end := time.Now().Add(s.For)
+	target, giver := e.c.proc(s.Targets[0]), e.c.proc(s.Targets[0])
+	if s.Aim == AimTaker {
+		giver = e.c.proc(s.Targets[1])
+	}
+	if err := giver.Signal(syscall.SIGTERM); err != nil {
+		return "", err
+	}
+	seen := until(10*time.Second, func() error {
+		if e.handoffHeld() || !giver.Running() {
+			return nil
+		}
+		return errors.New("no hand-off yet")
+	}) == nil && giver.Running()
+	time.Sleep(s.Delay) // the schedule's aim within the hand-off
+	note := ": the drain's hand-off lock was not seen held"
+	if seen {
+		note = ": the drain's hand-off lock was held; "
+		if e.handoffHeld() {
+			note += "still held when the signal went"
+		} else {
+			note += "released before the signal went"
+		}
+	}
+	sig := signals[s.Signal]
+	if err := target.Signal(sig); err != nil {
+		return note, err
+	}
+	if s.Aim == AimGiver {
+		return note, e.recover(target, sig, end)
+	}
+	// The giver's drain may wait for a stopped taker: heal both at once.
+	var wg sync.WaitGroup
+	var errGiver error
+	wg.Go(func() { errGiver = e.recover(giver, syscall.SIGTERM, end) })
+	errTarget := e.recover(target, sig, end)
+	wg.Wait()
+	return note, errors.Join(errGiver, errTarget)
+}
+
+// handoffHeld reports whether some shard or the rebalance job holds the
+// cluster's hand-off lock, by etcd.
+func (e *executor) handoffHeld() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := e.etcd.Get(ctx, etcd.Layout(e.c.prefix).HandoffLock()+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	return err == nil && resp.Count > 0
 }
 
 // rebalance asks the leader to run and returns what ctl said, in short:

@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,26 +11,57 @@ import (
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
-// Seed 50 of the suite cut shard-1 off from etcd for 22 s (two cuts in a
-// row). Its lease was lost, and the other shards took its partitions over
-// with their counters. shard-1, still seeing itself a member, found those
-// partitions stuck (fenced here, owned by its view) and took them back
-// from its takers, fencing them there while the routers sent their
-// checks there: a third of the users were answered by policy until the
-// heal. Now heal takes back only what etcd confirms, read at that moment
+// Seed 50 of the suite found two bugs in one run.
+//
+// It cut shard-1 off from etcd for 22 s (two cuts in a row). Its lease was
+// lost, and the other shards took its partitions over with their
+// counters. shard-1, still seeing itself a member, found those partitions
+// stuck (fenced here, owned by its view) and took them back from its
+// takers, fencing them there while the routers sent their checks there: a
+// third of the users were answered by policy until the heal. Now heal
+// takes back only what etcd confirms, read at that moment
 // (shard/takeover.go); cut off, the shard logs that it does not.
 //
-// The test cuts shard-1 off from etcd under the workload until the shard
-// has declined twice, heals the cut, and checks that shard-1 took nothing
-// back, that policy answers during the cut were for shard-1's users only,
-// and that no count was lost (no reset allowed: the takers pulled the
-// counters with a fence).
-func TestShardCutFromEtcdTakesNothingBack(t *testing.T) {
+// shard-2 was joining again meanwhile (after a drain). Its join had read
+// the members while shard-1 was one; shard-1's lease expired mid-join,
+// and shard-2 took over part of shard-1's partitions with their counters,
+// and then, as the join ended, forgot them as partitions the join's table
+// did not give it: their users were answered by policy until heal took
+// them over again, from zero. Now the join forgets only what the table it
+// follows does not give it either (shard/lifecycle.go's dropNotOwned).
+//
+// The test drains shard-2 and starts it again with a long settle, so that
+// its join is under way; cuts shard-1 off from etcd until its lease is
+// lost, the join has ended and shard-1 has declined to take anything
+// back; heals the cut, and checks that shard-1 took nothing back, that
+// shard-2's join forgot nothing, that policy answers during the cut were
+// for shard-1's users only, and that no count was lost (no reset allowed:
+// the takers pulled the counters with a fence, the join was warm).
+func TestShardCutFromEtcdMidJoinLosesNothing(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root: skipped; CI runs as root")
 	}
 	binary(t)
-	cfg, c, rs, w, owners := startLoaded(t, 50)
+	l := startLoaded(t, 50)
+	cfg, c, rs, w, owners := l.cfg, l.c, l.rs, l.w, l.owners
+
+	// shard-2 drains, and joins again with a settle long enough for
+	// shard-1's lease to expire within it.
+	joiner := c.proc("shard-2")
+	drained := time.Now()
+	if err := joiner.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := joiner.Wait(readyTimeout); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRouters(t, "shardlimit_router_members", 2)
+	joinLog := logSize(joiner.Log)
+	if err := joiner.Start(c.bin, append(c.sec.Flags("shard"), "--log-format", "text", "--log-level", "info", "--handoff-settle", "30s")...); err != nil {
+		t.Fatal(err)
+	}
+	// Its record says serving: routers route to it, the join settles.
+	c.waitRouters(t, "shardlimit_router_members", 3)
 
 	shard := c.proc("shard-1")
 	from := logSize(shard.Log)
@@ -39,10 +71,14 @@ func TestShardCutFromEtcdTakesNothingBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The lease is lost and the routers route to the other two; shard-1
-	// finds their partitions stuck at two looks in a row and declines
-	// (or, as before the fix, takes them back).
+	// The lease is lost and the routers route to the other two, before
+	// the join's settle ends.
 	c.waitRouters(t, "shardlimit_router_members", 2)
+	if logHas(joiner.Log, joinLog, joinedLine) {
+		t.Fatalf("shard-2's join ended before shard-1's lease was lost: the settle was too short for this machine\n%s", joiner.Tail(20))
+	}
+	// The join ends, and shard-1 finds its takers' partitions stuck at
+	// two looks in a row and declines (before the fix: takes them back).
 	poll.Until(t, readyTimeout, func() error {
 		if logHas(shard.Log, from, tookBack) {
 			t.Fatalf("shard-1, cut off from etcd after its lease was lost, took partitions back:\n%s", shard.Tail(20))
@@ -50,8 +86,14 @@ func TestShardCutFromEtcdTakesNothingBack(t *testing.T) {
 		if !logHas(shard.Log, from, healUnconfirmed) {
 			return fmt.Errorf("shard-1 has not yet found its partitions stuck and declined")
 		}
+		if !logHas(joiner.Log, joinLog, joinedLine) {
+			return fmt.Errorf("shard-2's join has not ended")
+		}
 		return nil
 	})
+	if !logHas(joiner.Log, joinLog, "stale_keys_dropped=0 ") {
+		t.Errorf("shard-2's join forgot counters it had taken over meanwhile:\n%s", joiner.Tail(20))
+	}
 	for _, l := range [][2]string{{"shard-1", "etcd"}, {"etcd", "shard-1"}} {
 		if err := c.net.Heal(c.hosts[l[0]], c.hosts[l[1]]); err != nil {
 			t.Fatal(err)
@@ -81,11 +123,15 @@ func TestShardCutFromEtcdTakesNothingBack(t *testing.T) {
 	if others > 0 {
 		t.Errorf("%d policy answers during shard-1's cut from etcd for other shards' users", others)
 	}
-	res := check(t, 50, rs, ops, []applied{cut}, cfg, owners)
+	join := applied{step: Step{Kind: Signal, Signal: "sigterm", Targets: []string{"shard-2"}}, from: drained, to: cut.to}
+	res := check(t, 50, rs, ops, []applied{join, cut}, cfg, owners)
 	r := res.rows[cut.step.Type()]
 	t.Logf("cut for %v: %d checks, %d answered by policy (%d for shard-1's users), first %v after the cut, %d keys over",
 		cut.to.Sub(cut.from).Round(time.Millisecond), r.checks, r.policy, r.its, dur(r.firstPolicy), res.viol)
 }
+
+// joinedLine is what a shard logs when its join ends (shard/lifecycle.go).
+const joinedLine = "joined: serving the partitions gained, with their counters"
 
 // tookBack is what a shard logs when heal takes stuck partitions back.
 const tookBack = "partitions this shard owns were neither decided nor being taken over"

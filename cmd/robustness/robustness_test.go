@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
 	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
 	"github.com/shardlimit/shardlimit/shard/etcd"
@@ -116,10 +118,20 @@ func TestRobustness(t *testing.T) {
 	}
 }
 
-// startLoaded starts a cluster with the workload's rules, and the
-// workload, seeded, and the owner log; it returns once every rule has
-// been asked.
-func startLoaded(t *testing.T, seed uint64) (config, *cluster, []*rule, *workload, *ownerLog) {
+// loaded is a cluster with the workload's rules, under the workload, with
+// the test's own etcd client and the owner log read through it.
+type loaded struct {
+	cfg    config
+	c      *cluster
+	rs     []*rule
+	w      *workload
+	etcd   *clientv3.Client
+	owners *ownerLog
+}
+
+// startLoaded starts a loaded cluster, the workload seeded with seed; it
+// returns once every rule has been asked.
+func startLoaded(t *testing.T, seed uint64) loaded {
 	t.Helper()
 	cfg := defaultConfig()
 	c := startCluster(t, cfg)
@@ -145,7 +157,7 @@ func startLoaded(t *testing.T, seed uint64) (config, *cluster, []*rule, *workloa
 		}
 		return nil
 	})
-	return cfg, c, rs, w, owners
+	return loaded{cfg: cfg, c: c, rs: rs, w: w, etcd: cli, owners: owners}
 }
 
 // runSeed runs one seed's schedule against a new cluster under the
@@ -153,7 +165,8 @@ func startLoaded(t *testing.T, seed uint64) (config, *cluster, []*rule, *workloa
 func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	fmt.Printf("robustness: seed %d, schedule of %v\n", seed, length)
 	started := time.Now()
-	cfg, c, rs, w, owners := startLoaded(t, seed)
+	l := startLoaded(t, seed)
+	cfg, c, rs, w, owners := l.cfg, l.c, l.rs, l.w, l.owners
 
 	var shardNames, routerNames, ruleNames []string
 	for _, s := range c.shards {
@@ -166,7 +179,7 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 		ruleNames = append(ruleNames, r.name)
 	}
 	steps := Schedule(seed, length, Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames})
-	ex := &executor{t: t, c: c, rules: rs}
+	ex := &executor{t: t, c: c, etcd: l.etcd, rules: rs}
 	done := ex.run(steps)
 	healed := time.Now()
 	for _, a := range done {

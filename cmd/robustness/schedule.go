@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -31,7 +32,8 @@ const (
 	// Signal sends SIGKILL, SIGSTOP or SIGTERM to a process and, after
 	// the fault's length, continues it or starts it again (a shard's
 	// SIGTERM is a leave with a drain, its start a warm join; etcd's is a
-	// restart on the same data).
+	// restart on the same data). A shard's SIGKILL or SIGSTOP may be
+	// aimed at a hand-off (Step.Aim).
 	Signal
 	// Rebalance asks the rebalance leader to run (ctl rebalance apply).
 	Rebalance
@@ -58,13 +60,37 @@ type Step struct {
 	// After is the wait since the previous step started; For how long the
 	// fault lasts before it is healed.
 	After, For time.Duration
+	// Aim, for a shard's SIGKILL or SIGSTOP, sends it in the middle of a
+	// drain's hand-off: AimGiver drains the shard itself (SIGTERM) and
+	// signals it mid-drain; AimTaker drains Targets[1] and signals the
+	// shard, one of its takers. The signal goes Delay after the hand-off
+	// lock is seen held, so that it meets the copy, the fence, the switch
+	// or the settle.
+	Aim   Aim
+	Delay time.Duration
 }
+
+// Aim is where a signal is aimed: at no hand-off, at a drain's giver, at
+// one of its takers.
+type Aim int
+
+const (
+	AimNone Aim = iota
+	AimGiver
+	AimTaker
+)
 
 // Name is the step as the report and the checker's faults name it, e.g.
 // "sigkill shard-2", "cut routers-shard shard-1".
 func (s Step) Name() string {
 	switch s.Kind {
 	case Signal:
+		switch s.Aim {
+		case AimGiver:
+			return fmt.Sprintf("%s %s mid-drain, %v in", s.Signal, s.Targets[0], s.Delay)
+		case AimTaker:
+			return fmt.Sprintf("%s %s mid-drain of %s, %v in", s.Signal, s.Targets[0], s.Targets[1], s.Delay)
+		}
 		return fmt.Sprintf("%s %s", s.Signal, s.Targets[0])
 	case OneWay:
 		return fmt.Sprintf("one-way drop %s→%s", s.Targets[0], s.Targets[1])
@@ -83,7 +109,12 @@ func (s Step) Name() string {
 // Type is the step's row in the report: its kind, and for a signal which
 // one and to what sort of component.
 func (s Step) Type() string {
-	if s.Kind == Signal {
+	switch {
+	case s.Kind == Signal && s.Aim == AimGiver:
+		return fmt.Sprintf("%s shard mid-drain (giver)", s.Signal)
+	case s.Kind == Signal && s.Aim == AimTaker:
+		return fmt.Sprintf("%s shard mid-drain (taker)", s.Signal)
+	case s.Kind == Signal:
 		return fmt.Sprintf("%s %s", s.Signal, sortOf(s.Targets[0]))
 	}
 	return s.Kind.String()
@@ -128,9 +159,12 @@ var weights = [kinds]int{CutRoutersShard: 2, CutShardEtcd: 2, CutRouterEtcd: 1, 
 // same seed, length and topology give the same steps, and a longer length
 // the same steps and more after them. Steps start 1 to 6 s apart and last
 // 2 to 16 s (some past a 10 s lease, some not), so that often two are in
-// force at once.
+// force at once. Half the SIGKILLs and SIGSTOPs of a shard are aimed at a
+// drain, as its giver or a taker. The aims are drawn from a stream of
+// their own, so that they left every seed's other draws as they were.
 func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed0ff5))
+	aims := rand.New(rand.NewPCG(seed, 0xa1a1a1a1))
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
 	two := func(from []string) (string, string) {
 		i := rng.IntN(len(from))
@@ -183,6 +217,16 @@ func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 		case RaiseLimit:
 			s.Targets = []string{pick(top.Rules)}
 		}
+		// As many draws for every step, aimed or not.
+		aimed, aim := aims.IntN(2) == 0, Aim(1+aims.IntN(2))
+		delay, other := time.Duration(aims.IntN(2000))*time.Millisecond, aims.IntN(len(top.Shards)-1)
+		if aimed && s.Kind == Signal && s.Signal != "sigterm" && sortOf(s.Targets[0]) == "shard" {
+			s.Aim, s.Delay = aim, delay
+			if aim == AimTaker {
+				others := slices.DeleteFunc(slices.Clone(top.Shards), func(x string) bool { return x == s.Targets[0] })
+				s.Targets = append(s.Targets, others[other])
+			}
+		}
 		out = append(out, s)
 	}
 }
@@ -201,7 +245,7 @@ func MayReset(s Step, lease time.Duration) bool {
 	case Split:
 		return s.For > lease/2
 	case Signal:
-		return sortOf(s.Targets[0]) == "shard" && (s.Signal == "sigkill" || s.Signal == "sigstop" && s.For > lease/2)
+		return sortOf(s.Targets[0]) == "shard" && (s.Aim != AimNone || s.Signal == "sigkill" || s.Signal == "sigstop" && s.For > lease/2)
 	}
 	return false
 }

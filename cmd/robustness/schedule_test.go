@@ -26,7 +26,7 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 func TestScheduleCoversEveryFault(t *testing.T) {
 	length := 30 * time.Minute
 	steps := Schedule(1, length, testTopology)
-	seen, signals, targets := map[Kind]bool{}, map[string]bool{}, map[string]bool{}
+	seen, signals, targets, aims := map[Kind]bool{}, map[string]bool{}, map[string]bool{}, map[Aim]int{}
 	for k := range int(kinds) {
 		seen[Kind(k)] = false
 	}
@@ -40,6 +40,16 @@ func TestScheduleCoversEveryFault(t *testing.T) {
 		seen[s.Kind] = true
 		if s.Kind == Signal {
 			signals[s.Signal+" "+sortOf(s.Targets[0])] = true
+			aims[s.Aim]++
+		}
+		if s.Aim != AimNone && (s.Signal == "sigterm" || sortOf(s.Targets[0]) != "shard" || s.Delay < 0 || s.Delay >= 2*time.Second) {
+			t.Errorf("%s: aimed, but not a shard's SIGKILL or SIGSTOP 0..2 s into a hand-off", s.Name())
+		}
+		if s.Aim == AimTaker && (len(s.Targets) != 2 || s.Targets[0] == s.Targets[1] || sortOf(s.Targets[1]) != "shard") {
+			t.Errorf("%s: a taker aimed at, with the giver %v", s.Name(), s.Targets[1:])
+		}
+		if s.Kind == Signal && s.Aim != AimTaker && len(s.Targets) != 1 {
+			t.Errorf("%s: targets %v", s.Name(), s.Targets)
 		}
 		for _, x := range s.Targets {
 			targets[x] = true
@@ -73,5 +83,18 @@ func TestScheduleCoversEveryFault(t *testing.T) {
 		if !targets[x] {
 			t.Errorf("%s never a target", x)
 		}
+	}
+	if aims[AimGiver] == 0 || aims[AimTaker] == 0 {
+		t.Errorf("signals aimed at a drain's giver %d times, at a taker %d times, in %d steps", aims[AimGiver], aims[AimTaker], len(steps))
+	}
+}
+
+// The aims are drawn apart: a seed's steps are the ones it had before
+// aims existed, but for the aims (seed 8, make robustness-split's, is
+// still its split twice).
+func TestAimsLeaveTheStepsAsTheyWere(t *testing.T) {
+	steps := Schedule(8, 8*time.Second, testTopology)
+	if len(steps) != 2 || steps[0].Name() != "split [shard-2 router-2] | rest" || steps[0].After != 1415*time.Millisecond || steps[1].For != 13730*time.Millisecond {
+		t.Fatalf("seed 8's first 8 s: %+v", steps)
 	}
 }
