@@ -126,8 +126,9 @@ func TestPolicyAnswersAreAttributedToTheirShardsFault(t *testing.T) {
 	}
 }
 
-// A fault on a user's shard explains its policy answers before a fault on
-// no shard, but a rebalance, which moves anyone's users.
+// A fault on a user's shard explains its policy answers before a router
+// signalled, but not before a rebalance, which moves anyone's users, nor a
+// router cut off from etcd, which routes by what it read last.
 func TestAFaultOnTheUsersShardExplainsItsPolicyAnswers(t *testing.T) {
 	cut := applied{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-1"}}, from: sec(0), to: sec(10)}
 	kill := applied{step: Step{Kind: Signal, Signal: "sigkill", Targets: []string{"router-1"}}, from: sec(5), to: sec(15)}
@@ -142,5 +143,9 @@ func TestAFaultOnTheUsersShardExplainsItsPolicyAnswers(t *testing.T) {
 	}
 	if onlyCause(o, []applied{cut, run}, 0, owner) {
 		t.Error("a rebalance does not compete with a cut")
+	}
+	blind := applied{step: Step{Kind: CutRouterEtcd, Targets: []string{"router-2"}}, from: sec(11), to: sec(20)}
+	if onlyCause(o, []applied{cut, blind}, 0, owner) {
+		t.Error("a router cut off from etcd does not compete with a cut")
 	}
 }

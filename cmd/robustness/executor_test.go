@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,7 +73,7 @@ func (e *executor) run(steps []Step) []applied {
 		wg.Go(func() {
 			a := e.apply(s)
 			length := fmt.Sprintf(" for %v", s.For)
-			if s.Kind == Rebalance || s.Kind == RaiseLimit {
+			if s.Kind == Rebalance || s.Kind == ChangeLimit {
 				length = "" // a step, not a state
 			}
 			e.t.Logf("%s: %s%s (%v in force)%s", a.from.Format("15:04:05.000"), s.Name(), length, a.to.Sub(a.from).Round(time.Millisecond), a.note)
@@ -109,7 +110,7 @@ func (e *executor) locks(s Step) []string {
 			all = append(all, p.Name)
 		}
 		return all
-	case RaiseLimit:
+	case ChangeLimit:
 		return []string{"rules"}
 	case Rebalance:
 		return []string{"rebalance-run"}
@@ -178,8 +179,8 @@ func (e *executor) apply(s Step) (a applied) {
 		}
 	case Rebalance:
 		a.note = ": " + e.rebalance()
-	case RaiseLimit:
-		a.note, a.err = e.raise(s.Targets[0])
+	case ChangeLimit:
+		a.note, a.err = e.change(s.Targets[0])
 	}
 	return a
 }
@@ -307,11 +308,16 @@ func (e *executor) rebalance() string {
 	return last
 }
 
-// raise raises rule name's limit by 2 and applies the rules, through
-// router-1, else router-2. The limit is raised for the checker even if
-// neither applies it: a limit the checker holds too high only lets less
-// through its check.
-func (e *executor) raise(name string) (string, error) {
+// change raises rule name's limit by 2, or lowers it back to the run's
+// first limit, and applies the rules through router-1, else router-2.
+// Then it waits until every router has the new limit (its
+// shardlimit_router_rule_limit), for up to changeSettle: until then a
+// router may decide with the old one, so the old limit's span ends there
+// (checker.Span). A router not seen with it by then leaves the old span
+// open, and so does a change neither router applied (one may have, and
+// failed to answer): the checker holds the rule to the higher limit for
+// the rest of the run, which only lets less through its check.
+func (e *executor) change(name string) (string, error) {
 	e.rmu.Lock()
 	defer e.rmu.Unlock()
 	var r *rule
@@ -320,17 +326,71 @@ func (e *executor) raise(name string) (string, error) {
 			r = x
 		}
 	}
-	r.limit += 2
+	old := r.limit
+	if r.limit > r.base {
+		r.limit -= 2
+	} else {
+		r.limit += 2
+	}
 	path := e.c.writeFile(e.t, fmt.Sprintf("rules-%d.yaml", time.Now().UnixNano()), rulesYAML(e.rules))
+	from := time.Now()
 	var errs []error
+	applied := false
 	for _, router := range e.c.routers {
 		if _, err := e.c.ctlVia(router, "rules", "apply", "-f", path); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		return fmt.Sprintf(": %s limit %d", name, r.limit), nil
+		applied = true
+		break
 	}
-	return fmt.Sprintf(": %s limit %d not applied (%v)", name, r.limit, errors.Join(errs...)), nil
+	var switched time.Time
+	if applied && until(changeSettle, func() error { return e.routersHave(r) }) == nil {
+		switched = time.Now()
+	}
+	if len(r.spans) == 0 {
+		r.spans = []checker.Span{{Limit: old}}
+	}
+	r.spans[len(r.spans)-1].To = switched // zero: open
+	r.spans = append(r.spans, checker.Span{Limit: r.limit, From: from})
+	switch {
+	case !applied:
+		return fmt.Sprintf(": %s limit %d → %d not applied (%v)", name, old, r.limit, errors.Join(errs...)), nil
+	case switched.IsZero():
+		return fmt.Sprintf(": %s limit %d → %d, not seen at every router within %v", name, old, r.limit, changeSettle), nil
+	}
+	return fmt.Sprintf(": %s limit %d → %d, at every router %v after", name, old, r.limit, switched.Sub(from).Round(time.Millisecond)), nil
+}
+
+// changeSettle bounds the wait for every router to have a changed limit:
+// past the longest fault of a schedule (16 s) that may keep a router from
+// etcd, and a restart.
+const changeSettle = time.Minute
+
+// routersHave returns nil once every router's shardlimit_router_rule_limit
+// for r is r's limit.
+func (e *executor) routersHave(r *rule) error {
+	for _, router := range e.c.routers {
+		b, err := proc.Fetch(router.Metrics, "/metrics")
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf(`rule="%s"`, r.name)
+		found := false
+		for line := range strings.Lines(string(b)) {
+			if !strings.HasPrefix(line, "shardlimit_router_rule_limit{") || !strings.Contains(line, want) {
+				continue
+			}
+			found = true
+			if f := strings.Fields(line); f[len(f)-1] != strconv.FormatInt(r.limit, 10) {
+				return fmt.Errorf("%s: %s", router.Name, strings.TrimSpace(line))
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s exports no limit of rule %s", router.Name, r.name)
+		}
+	}
+	return nil
 }
 
 // resets are the applied steps that may have restarted counters, each

@@ -114,10 +114,29 @@ func its(o op, a applied, owner ownerAt) bool {
 }
 
 // mayCause reports whether fault a may have caused policy answer o: o's
-// key belonged to one of a's shards, or a touched no shard in particular,
-// or it cut a router off (a split).
+// key belonged to one of a's shards, or a touched no shard in particular
+// (its own row counts every policy answer), or it may cause anyone's
+// (anyones).
 func mayCause(o op, a applied, owner ownerAt) bool {
-	return len(a.step.Shards()) == 0 || a.step.Kind == Split || its(o, a, owner)
+	return len(a.step.Shards()) == 0 || anyones(a.step) || its(o, a, owner)
+}
+
+// anyones reports whether s may cause policy answers for anyone's users:
+// it moves partitions (a rebalance), or keeps a router from seeing who
+// owns what (a split; a router, or etcd, cut off or down: a router routes
+// by the members it read last, and the shards that gave partitions up
+// meanwhile refuse them).
+func anyones(s Step) bool {
+	switch s.Kind {
+	case Split, Rebalance, CutShardShard, CutRouterEtcd:
+		return true
+	case Signal:
+		return s.Targets[0] == "etcd"
+	case OneWay:
+		ends := sortOf(s.Targets[0]) + "-" + sortOf(s.Targets[1])
+		return ends == "router-etcd" || ends == "etcd-router"
+	}
+	return false
 }
 
 // onlyCause reports whether as[i] is the only fault that may have caused
@@ -137,14 +156,13 @@ func onlyCause(o op, as []applied, i int, owner ownerAt) bool {
 
 // competes reports whether fault b may have caused policy answer o as
 // well as fault a. A fault on o's shard explains it before one on no
-// shard (a router, etcd or the rebalance job signalled, a router cut from
-// etcd, a rule change): of faults on no shard, only a rebalance, which
-// moves anyone's users, competes with a fault on shards.
+// shard that causes no one's in particular (a router or the rebalance
+// job signalled, a rule change).
 func competes(o op, a, b applied, owner ownerAt) bool {
 	if !mayCause(o, b, owner) {
 		return false
 	}
-	return len(a.step.Shards()) == 0 || len(b.step.Shards()) > 0 || b.step.Kind == Rebalance
+	return len(a.step.Shards()) == 0 || len(b.step.Shards()) > 0 || anyones(b.step)
 }
 
 func (r *row) add(o op, excused bool) {
@@ -233,9 +251,10 @@ and HTTP callers here have no retry, and the Go client waits out a stopped route
 rule's failure policy, ITS USERS of those for users of a shard the fault touched (its owner, by etcd, when the
 check was sent or when the fault started). OVER: keys whose over-admission the checker found in an interval the
 fault met. FIRST POLICY: longest time from a fault's start to the first policy answer it may have caused (a fault
-on shards: for their users; a split, or a fault on no shard: for anyone's); LAST POLICY AFTER HEAL: longest from
-a heal to the last such answer that no other fault may have caused (none in force, none healed within 30s; a
-fault on the user's shard explains it before one on no shard, but a rebalance); "-": none.`))
+on shards: for their users; a fault on no shard, a split, a rebalance, a router or etcd cut off or down: for
+anyone's); LAST POLICY AFTER HEAL: longest from a heal to the last such answer that no other fault may have caused
+(none in force, none healed within 30s; a fault on the user's shard explains it before a router or the rebalance
+job signalled, or a rule change); "-": none.`))
 }
 
 func dur(d time.Duration) string {

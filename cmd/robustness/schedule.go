@@ -37,14 +37,15 @@ const (
 	Signal
 	// Rebalance asks the rebalance leader to run (ctl rebalance apply).
 	Rebalance
-	// RaiseLimit raises one rule's limit (ctl rules apply).
-	RaiseLimit
+	// ChangeLimit raises one rule's limit by 2 (ctl rules apply), or
+	// lowers it back when it was raised.
+	ChangeLimit
 	kinds
 )
 
 func (k Kind) String() string {
 	return [...]string{"cut routers-shard", "cut shard-etcd", "cut router-etcd", "cut shard-shard + rebalance",
-		"one-way drop", "split", "signal", "rebalance", "raise limit"}[k]
+		"one-way drop", "split", "signal", "rebalance", "change limit"}[k]
 }
 
 // Step is one fault of a schedule.
@@ -98,8 +99,8 @@ func (s Step) Name() string {
 		return fmt.Sprintf("split %v | rest", s.Targets[:s.Sep])
 	case CutShardShard:
 		return fmt.Sprintf("cut %s-%s + rebalance", s.Targets[0], s.Targets[1])
-	case RaiseLimit:
-		return "raise limit " + s.Targets[0]
+	case ChangeLimit:
+		return "change limit " + s.Targets[0]
 	case Rebalance:
 		return "rebalance"
 	}
@@ -153,7 +154,7 @@ type Topology struct {
 // every process and three signals), the cuts of the first
 // scenarios next.
 var weights = [kinds]int{CutRoutersShard: 2, CutShardEtcd: 2, CutRouterEtcd: 1, CutShardShard: 2, OneWay: 1, Split: 2,
-	Signal: 5, Rebalance: 1, RaiseLimit: 1}
+	Signal: 5, Rebalance: 1, ChangeLimit: 1}
 
 // Schedule returns the faults of a run of the given length for seed: the
 // same seed, length and topology give the same steps, and a longer length
@@ -214,7 +215,7 @@ func Schedule(seed uint64, length time.Duration, top Topology) []Step {
 		case Signal:
 			s.Signal = [...]string{"sigkill", "sigstop", "sigterm"}[rng.IntN(3)]
 			s.Targets = []string{pick(procs)}
-		case RaiseLimit:
+		case ChangeLimit:
 			s.Targets = []string{pick(top.Rules)}
 		}
 		// As many draws for every step, aimed or not.

@@ -38,10 +38,9 @@ const (
 var algorithms = []checker.Algorithm{checker.TokenBucket, checker.LeakyBucket, checker.FixedWindow,
 	checker.SlidingLog, checker.SlidingWindow, checker.GCRA}
 
-// rule is one rule of the workload: its limit moves up with the
-// schedule's RaiseLimit steps (rules only ever go up, so the checker
-// holds every check to the highest limit the rule had: sound, as a limit
-// in force was never above it).
+// rule is one rule of the workload: its limit moves up and back down with
+// the schedule's ChangeLimit steps, and spans say when each limit may
+// have been in force, for the checker.
 type rule struct {
 	name, service string
 	// endpoint, in the public service, is the rule's endpoint; in the
@@ -49,7 +48,9 @@ type rule struct {
 	endpoint     string
 	alg          checker.Algorithm
 	limit, burst int64
+	base         int64 // the limit the run starts with
 	period       time.Duration
+	spans        []checker.Span
 	// budget: its users spend a budget over a minute rather than a
 	// bucket over two seconds (see newRules).
 	budget bool
@@ -66,7 +67,7 @@ func newRules() []*rule {
 	var out []*rule
 	for _, svc := range []string{publicService, envoyService} {
 		for _, alg := range algorithms {
-			r := &rule{name: svc[len("robust-"):] + "-" + string(alg), service: svc, endpoint: string(alg), alg: alg, limit: 10, period: 2 * time.Second}
+			r := &rule{name: svc[len("robust-"):] + "-" + string(alg), service: svc, endpoint: string(alg), alg: alg, limit: 10, base: 10, period: 2 * time.Second}
 			switch alg {
 			case checker.TokenBucket, checker.LeakyBucket, checker.GCRA:
 				r.burst = 5
@@ -79,7 +80,7 @@ func newRules() []*rule {
 	// window ends).
 	for _, alg := range []checker.Algorithm{checker.TokenBucket, checker.GCRA, checker.SlidingLog} {
 		out = append(out, &rule{name: "budget-" + string(alg), service: publicService, endpoint: "budget-" + string(alg), alg: alg,
-			limit: 10, burst: 10, period: time.Minute, budget: true})
+			limit: 10, base: 10, burst: 10, period: time.Minute, budget: true})
 	}
 	return out
 }
@@ -106,7 +107,7 @@ func rulesYAML(rs []*rule) []byte {
 func checkerRules(rs []*rule) map[string]checker.Rule {
 	out := map[string]checker.Rule{}
 	for _, r := range rs {
-		out[r.name] = checker.Rule{Algorithm: r.alg, Limit: r.limit, Period: r.period, Burst: r.burst}
+		out[r.name] = checker.Rule{Algorithm: r.alg, Limit: r.base, Period: r.period, Burst: r.burst, Spans: r.spans}
 	}
 	return out
 }

@@ -34,18 +34,48 @@ type Rule struct {
 	// SoftPercent and ElasticPercent raise the limit (and burst) by at
 	// most that many percent each.
 	SoftPercent, ElasticPercent int64
+	// Spans, when the limit changed during the run, say when each limit
+	// may have been in force: an interval is held to the highest limit
+	// of the spans it meets (Limit when it meets none). A limit lowered is
+	// in force from the instant every router has it; until then the old
+	// one may be, so the suite ends the old span there, not at the change.
+	Spans []Span
 }
 
-// limits returns the rule's limit and burst raised by its soft and
-// elastic percents (rounded up: the most the rule may allow).
-func (r Rule) limits() (limit, burst int64) {
+// Span is a limit and when it may have been in force: at some instants of
+// [From, To], not necessarily all (zero times: unbounded).
+type Span struct {
+	Limit    int64
+	From, To time.Time
+}
+
+func (s Span) meets(a, b time.Time) bool {
+	return (s.From.IsZero() || !s.From.After(b)) && (s.To.IsZero() || !s.To.Before(a))
+}
+
+// limits returns the rule's limit and burst over [a, b] (the highest of
+// the spans it meets), raised by its soft and elastic percents (rounded
+// up: the most the rule may allow).
+func (r Rule) limits(a, b time.Time) (limit, burst int64) {
+	limit = r.Limit
+	if len(r.Spans) > 0 {
+		limit = 0
+		for _, s := range r.Spans {
+			if s.meets(a, b) {
+				limit = max(limit, s.Limit)
+			}
+		}
+		if limit == 0 {
+			limit = r.Limit
+		}
+	}
 	burst = r.Burst
 	if burst == 0 {
-		burst = r.Limit
+		burst = limit
 	}
 	pct := 100 + r.SoftPercent + r.ElasticPercent
 	up := func(n int64) int64 { return (n*pct + 99) / 100 }
-	return up(r.Limit), up(burst)
+	return up(limit), up(burst)
 }
 
 // Outcome is what a check's caller got.
@@ -144,13 +174,15 @@ func Check(rules map[string]Rule, ops []Op, resets []Reset) ([]Violation, error)
 		var v *Violation
 		switch r.Algorithm {
 		case TokenBucket, GCRA, LeakyBucket:
-			limit, burst := r.limits()
-			v = worstInterval(kops, resets, burst, func(d time.Duration) int64 {
-				return burst + int64(float64(limit)*float64(d)/float64(r.Period))
+			v = worstInterval(kops, resets, func(a, b time.Time) (int64, int64) {
+				limit, burst := r.limits(a, b)
+				return burst + int64(float64(limit)*float64(b.Sub(a))/float64(r.Period)), burst
 			}, -1)
 		case SlidingLog:
-			limit, _ := r.limits()
-			v = worstInterval(kops, resets, limit, func(time.Duration) int64 { return limit }, r.Period-1)
+			v = worstInterval(kops, resets, func(a, b time.Time) (int64, int64) {
+				limit, _ := r.limits(a, b)
+				return limit, limit
+			}, r.Period-1)
 		case FixedWindow, SlidingWindow:
 			v = worstWindow(kops, resets, r)
 		default:
@@ -166,10 +198,10 @@ func Check(rules map[string]Rule, ops []Op, resets []Reset) ([]Violation, error)
 
 // worstInterval looks at every interval [a, b] with a a check's send and
 // b a check's receive (no longer than maxLen, when maxLen >= 0), and
-// returns the one whose certainly-inside hits exceed bound(b − a), plus
-// perReset for each reset that meets [a, b], the most, or nil. ops are
-// sorted by send.
-func worstInterval(ops []Op, resets []Reset, perReset int64, bound func(time.Duration) int64, maxLen time.Duration) *Violation {
+// returns the one whose certainly-inside hits exceed bound(a, b)'s first
+// value, plus its second for each reset that meets [a, b], the most, or
+// nil. ops are sorted by send.
+func worstInterval(ops []Op, resets []Reset, bound func(a, b time.Time) (bound, perReset int64), maxLen time.Duration) *Violation {
 	byRecv := slices.Clone(ops)
 	slices.SortStableFunc(byRecv, func(x, y Op) int { return x.Recv.Compare(y.Recv) })
 	var worst *Violation
@@ -194,7 +226,7 @@ func worstInterval(ops []Op, resets []Reset, perReset int64, bound func(time.Dur
 			}
 			inside = append(inside, op)
 			hits += op.Hits
-			lim := bound(op.Recv.Sub(a))
+			lim, perReset := bound(a, op.Recv)
 			if hits <= lim {
 				continue
 			}
@@ -220,7 +252,6 @@ func (v *Violation) lessOver(allowed, bound int64) bool {
 // most over the limit (plus one limit per reset that meets the window),
 // or nil.
 func worstWindow(ops []Op, resets []Reset, r Rule) *Violation {
-	limit, _ := r.limits()
 	p := int64(r.Period)
 	windows := map[int64][]Op{}
 	for _, op := range ops {
@@ -236,6 +267,7 @@ func worstWindow(ops []Op, resets []Reset, r Rule) *Violation {
 			hits += op.Hits
 		}
 		from, to := time.Unix(0, k*p), time.Unix(0, (k+1)*p-1)
+		limit, _ := r.limits(from, to)
 		n := overlapping(resets, from, to)
 		if lim := limit * int64(1+n); hits > lim && worst.lessOver(hits, lim) {
 			worst = &Violation{From: from, To: to, Allowed: hits, Bound: lim, Resets: n, Ops: windows[k]}

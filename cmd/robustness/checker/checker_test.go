@@ -179,3 +179,36 @@ func TestResetsAllowOneMoreBurstOrWindowEach(t *testing.T) {
 		}
 	}
 }
+
+// A limit lowered holds the checks after every router has it (its span's
+// start) to the new limit, and the checks before to the old one: an
+// interval that meets both spans gets the higher.
+func TestLoweredLimitsHoldFromTheirSpan(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, SlidingLog} {
+		// 10 per second until 1.2 s, 5 from 1.1 s (1.1–1.2 s: either).
+		rules := map[string]Rule{"r": {Algorithm: alg, Limit: 10, Period: time.Second,
+			Spans: []Span{{Limit: 10, To: at(1200 * time.Millisecond)}, {Limit: 5, From: at(1100 * time.Millisecond)}}}}
+		// 10 in the first second: the old limit.
+		first := ops("k", "r", 10, 0, 10*time.Millisecond, time.Millisecond, Allowed)
+		if vs := check(t, rules, first); len(vs) != 0 {
+			t.Errorf("%s: 10 under a limit of 10: %v, want none", alg, vs)
+		}
+		// 6 in the window from 2 s, under the new limit of 5.
+		later := ops("k", "r", 6, 2100*time.Millisecond, 10*time.Millisecond, time.Millisecond, Allowed)
+		if vs := check(t, rules, first, later); len(vs) != 1 || vs[0].Bound != 5 || vs[0].Allowed != 6 {
+			t.Errorf("%s: 6 under a limit lowered to 5: %v, want 6 > 5", alg, vs)
+		}
+	}
+	// A bucket: 5 then the old rate, then the new one.
+	rules := map[string]Rule{"r": {Algorithm: TokenBucket, Limit: 60, Period: time.Minute, Burst: 5,
+		Spans: []Span{{Limit: 60, To: at(10 * time.Second)}, {Limit: 6, From: at(9 * time.Second)}}}}
+	// One a second for 10 s: the old rate allows it (5 + 10), the new
+	// one (5 + 1) does not.
+	if vs := check(t, rules, ops("k", "r", 11, 0, time.Second, time.Millisecond, Allowed)); len(vs) != 0 {
+		t.Errorf("11 in 10 s at the old rate of 60 a minute: %v, want none", vs)
+	}
+	vs := check(t, rules, ops("k", "r", 11, 20*time.Second, time.Second, time.Millisecond, Allowed))
+	if len(vs) != 1 || vs[0].Bound > 6 {
+		t.Errorf("11 in 10 s at a rate lowered to 6 a minute (burst 5): %v, want a violation of a bound of at most 6", vs)
+	}
+}

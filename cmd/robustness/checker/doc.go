@@ -24,6 +24,13 @@
 //     never below its current window's own);
 //   - sliding_log: L in every interval shorter than P.
 //
+// Changed limits: a rule whose limit changed during the run carries Spans,
+// each a limit and the times it may have been in force (a change starts
+// its span when it is applied; the old one's ends once every router has
+// the new one, as routers attach the rule to each check). An interval is
+// held to the highest limit of the spans it meets, so a limit lowered
+// binds the checks after every router had it.
+//
 // Resets, the allowance the design makes for a crash (DESIGN.md,
 // "Bounded loss on crash"): a shard killed without a hand-off, or stalled
 // or cut off from everyone past its lease, may have its partitions taken
