@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/admin"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -130,7 +131,8 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		return nil, err
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
-	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
+	admin.Register(r.srv, adminView{r}, admin.Options{Etcd: r.etcd, Prefix: opts.Prefix, RuleBounds: opts.RuleBounds,
+		Grants: r.opts.Grants, Dial: r.dialOptions(), Logger: r.log})
 	envoySvc := envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry, Traced: r.tracer != nil})
 	if opts.HTTPListen != "" {
 		// The HTTP/JSON API calls the same services through the same
@@ -161,6 +163,24 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	})
 	r.log.Info("router serving", "addr", r.Addr(), "http", r.HTTPAddr(), "rules", r.Rules().Len(), "tracing", r.tracer != nil)
 	return r, nil
+}
+
+// adminView is the router as the Admin API sees it (admin.Router).
+type adminView struct{ r *Router }
+
+func (v adminView) Routing() (*shardmap.Table, []admin.Shard) {
+	rt := v.r.routing.Load()
+	shards := make([]admin.Shard, len(rt.peers))
+	for i, p := range rt.peers {
+		shards[i] = admin.Shard{Member: p.member, Client: p.client}
+	}
+	return rt.table, shards
+}
+
+func (v adminView) MapVersion() int64 { return v.r.MapVersion() }
+
+func (v adminView) ForgetKey(service, rule, user string) {
+	v.r.overLimit.forgetKey(service, rule, user)
 }
 
 // Addr returns the gRPC address the router listens on.

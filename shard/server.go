@@ -21,6 +21,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/load"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -149,6 +150,15 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", s.record.Ready.Sub(s.started).Round(time.Millisecond))
 	return s, nil
 }
+
+// episodeLog adapts the limited-user log to what the store tells it.
+type episodeLog struct{ l *episodes.Log }
+
+func (e episodeLog) Begin(k key.Key, c *Check, now int64) {
+	e.l.Begin(episodes.Key(k), c.Service, c.Endpoint, c.User, c.Rule, now)
+}
+func (e episodeLog) Deny(k key.Key, now int64) { e.l.Deny(episodes.Key(k), now) }
+func (e episodeLog) End(k key.Key, now int64)  { e.l.End(episodes.Key(k), now) }
 
 // undoStart releases what a Start that failed had taken: its registration
 // (if it got one), its connections to other shards, its server and its
