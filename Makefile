@@ -122,7 +122,7 @@ fuzz: ## Explore every fuzz target for FUZZTIME each (default 2m; not part of ma
 	done
 
 .PHONY: bench
-bench: build ## Run issue 11's benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).
+bench: build ## Run the benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).
 	$(BIN)/shardlimit bench table
 
 .PHONY: faults

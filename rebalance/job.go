@@ -3,7 +3,6 @@ package rebalance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,7 +17,6 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
-	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/rpc"
@@ -68,21 +66,17 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	j := &Job{opts: opts, log: opts.Logger.With("instance", opts.ID), done: make(chan struct{}), requests: make(chan request),
+	opts.Logger = opts.Logger.With("instance", opts.ID) // the authorizer's too
+	j := &Job{opts: opts, log: opts.Logger, done: make(chan struct{}), requests: make(chan request),
 		tracer: tracing.Tracer(opts.Tracer, "github.com/shardlimit/shardlimit/rebalance")}
-	j.registry = prometheus.NewRegistry()
+	j.registry = opts.Registry
 	j.metrics = newMetrics(j.registry, opts.Interval)
-	var err error
-	if opts.Grants == nil && opts.GrantsFile != "" {
-		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
-			return nil, fmt.Errorf("grants file: %w", err)
-		}
-	}
-	authz, err := auth.New(auth.Options{Component: "rebalance", Registry: j.registry, Logger: j.log, Insecure: opts.Insecure})
+	authz, err := opts.Authorizer("rebalance")
 	if err != nil {
 		return nil, err
 	}
-	if j.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
+	j.opts.Grants = opts.Grants // with the grants file's
+	if j.etcd, err = opts.Dial(); err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -92,8 +86,7 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 		_ = j.etcd.Close()
 		return nil, err
 	}
-	srvOpts := append(opts.Limits.ServerOptions(j.registry, "rebalance", authz), authz.ServerOptions()...)
-	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
+	if j.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.ServerOptions("rebalance", authz)...); err != nil {
 		cancel()
 		_ = j.etcd.Close()
 		return nil, err
@@ -127,6 +120,10 @@ func (j *Job) Leading() bool {
 	defer j.mu.Unlock()
 	return j.election != nil
 }
+
+// Ready reports whether the instance serves the Rebalancer API: always,
+// once Start has returned (leading or not).
+func (j *Job) Ready() error { return nil }
 
 // Registry returns the instance's Prometheus registry.
 func (j *Job) Registry() *prometheus.Registry { return j.registry }

@@ -1,23 +1,25 @@
 package rebalance
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/shardlimit/shardlimit/rebalance/planner"
-	"github.com/shardlimit/shardlimit/shard/auth"
-	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Options configure a rebalance instance. Flags of `shardlimit rebalance`
 // map 1:1 onto these fields.
 type Options struct {
+	// Config holds what every server shares: etcd, TLS, grants, limits,
+	// registry, logging and tracing. The job's TLS must verify client
+	// certificates: only internal identities (routers forwarding
+	// operators' calls) and operators may call the Rebalancer API.
+	component.Config
 	// ID names the instance in the election and in run records; default
 	// the host name.
 	ID string
@@ -27,10 +29,6 @@ type Options struct {
 	// Advertise is the address routers dial to reach this instance when it
 	// leads; default the bound Listen address.
 	Advertise string
-	// Etcd lists the etcd endpoints. Required.
-	Etcd []string
-	// Prefix is the etcd key prefix; default "/shardlimit/".
-	Prefix string
 	// Interval between runs of the leader; default 60s.
 	Interval time.Duration
 	// Threshold of max/mean shard load over which a run moves partitions;
@@ -59,97 +57,60 @@ type Options struct {
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal to the routers'.
 	Ring shardmap.Config
-	// Limits bound the gRPC server's connections, streams and messages;
-	// default rpc.DefaultLimits() (each zero field its default).
-	Limits rpc.Limits
-	// TLS is the gRPC server's TLS config; it must verify client
-	// certificates (creds.ServerTLS). Required unless Insecure.
-	TLS *tls.Config
-	// ShardTLS secures calls to shards, with a client certificate of an
-	// identity granted the internal role (creds.ClientTLS). Required
-	// unless Insecure.
-	ShardTLS *tls.Config
-	// Insecure serves without authentication (and without TLS where TLS or
-	// ShardTLS is nil). Default false: only internal identities (routers
-	// forwarding operators' calls) and operators may call the Rebalancer
-	// API; Start logs a warning and sets shardlimit_rebalance_insecure to
-	// 1 when true.
-	Insecure bool
-	// GrantsFile is a grants file (auth.ParseFile) read at start; its
-	// grants are added to, and win over, those stored in etcd. Default "".
-	GrantsFile string
-	// Grants, when non-nil, are used like the grants of GrantsFile (tests).
-	Grants []auth.Grant
-	// EtcdTLS secures the etcd connection; default nil: plain text.
-	EtcdTLS *tls.Config
-	// Logger; default slog.Default().
-	Logger *slog.Logger
-	// Tracer is where the component's spans go (tracing.Start's
-	// TracerProvider); default nil: tracing off, no span is made.
-	Tracer trace.TracerProvider
 }
 
 // DefaultOptions returns the defaults, without the required Etcd.
 func DefaultOptions() Options {
 	p := planner.DefaultOptions()
 	return Options{
-		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", Interval: time.Minute,
-		Threshold: p.Threshold, MaxMoves: p.MaxMoves, SessionTTL: 5 * time.Second,
-		StatsTimeout: 2 * time.Second, Settle: 1500 * time.Millisecond, ProgressEvery: 250 * time.Millisecond, EvictHold: 30 * time.Second, Ring: shardmap.DefaultConfig(),
-		Limits: rpc.DefaultLimits(),
+		Config:        component.DefaultConfig(),
+		Listen:        "127.0.0.1:0",
+		Interval:      time.Minute,
+		Threshold:     p.Threshold,
+		MaxMoves:      p.MaxMoves,
+		SessionTTL:    5 * time.Second,
+		StatsTimeout:  2 * time.Second,
+		Settle:        1500 * time.Millisecond,
+		ProgressEvery: 250 * time.Millisecond,
+		EvictHold:     30 * time.Second,
+		Ring:          shardmap.DefaultConfig(),
 	}
+}
+
+// TestOptions returns the defaults of a rebalance instance in a test
+// cluster (package clustertest): it runs only when asked (a one-hour
+// interval), its election session (and the hand-off lock a run takes with
+// it) outlives any stall of a loaded machine, and a run settles sooner,
+// since routers in a test follow etcd within milliseconds. A test of a
+// leader's death sets its own session.
+func TestOptions() Options {
+	o := DefaultOptions()
+	o.Interval, o.SessionTTL, o.Settle = time.Hour, 10*time.Second, 200*time.Millisecond
+	return o
 }
 
 func (o *Options) fill() {
 	d := DefaultOptions()
+	o.Config.Fill()
 	if o.ID == "" {
 		o.ID, _ = os.Hostname()
 	}
-	if o.Listen == "" {
-		o.Listen = d.Listen
-	}
-	if o.Prefix == "" {
-		o.Prefix = d.Prefix
-	}
-	if o.Interval == 0 {
-		o.Interval = d.Interval
-	}
-	if o.Threshold == 0 {
-		o.Threshold = d.Threshold
-	}
-	if o.MaxMoves == 0 {
-		o.MaxMoves = d.MaxMoves
-	}
-	if o.SessionTTL == 0 {
-		o.SessionTTL = d.SessionTTL
-	}
-	if o.StatsTimeout == 0 {
-		o.StatsTimeout = d.StatsTimeout
-	}
-	if o.Settle == 0 {
-		o.Settle = d.Settle
-	}
-	if o.ProgressEvery == 0 {
-		o.ProgressEvery = d.ProgressEvery
-	}
-	if o.EvictHold == 0 {
-		o.EvictHold = d.EvictHold
-	}
-	if o.Ring == (shardmap.Config{}) {
-		o.Ring = d.Ring
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Limits.Fill()
+	o.Listen = cmp.Or(o.Listen, d.Listen)
+	o.Interval = cmp.Or(o.Interval, d.Interval)
+	o.Threshold = cmp.Or(o.Threshold, d.Threshold)
+	o.MaxMoves = cmp.Or(o.MaxMoves, d.MaxMoves)
+	o.SessionTTL = cmp.Or(o.SessionTTL, d.SessionTTL)
+	o.StatsTimeout = cmp.Or(o.StatsTimeout, d.StatsTimeout)
+	o.Settle = cmp.Or(o.Settle, d.Settle)
+	o.ProgressEvery = cmp.Or(o.ProgressEvery, d.ProgressEvery)
+	o.EvictHold = cmp.Or(o.EvictHold, d.EvictHold)
+	o.Ring = cmp.Or(o.Ring, d.Ring)
 }
 
 func (o *Options) validate() error {
 	switch {
 	case o.ID == "":
 		return fmt.Errorf("id: required")
-	case len(o.Etcd) == 0:
-		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.Interval < time.Second || o.Interval > 24*time.Hour:
 		return fmt.Errorf("interval: %v not in 1s..24h", o.Interval)
 	case o.SessionTTL < time.Second || o.SessionTTL > time.Minute:
@@ -162,15 +123,17 @@ func (o *Options) validate() error {
 		return fmt.Errorf("evict hold: %v not in 1s..1h (negative: never evict)", o.EvictHold)
 	case o.ProgressEvery < 10*time.Millisecond || o.ProgressEvery > 10*time.Second:
 		return fmt.Errorf("progress every: %v not in 10ms..10s", o.ProgressEvery)
-	case !o.Insecure && (o.TLS == nil || o.TLS.ClientAuth < tls.VerifyClientCertIfGiven):
+	}
+	if err := o.Config.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case !o.Insecure && o.TLS.ClientAuth < tls.VerifyClientCertIfGiven:
 		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
 	case !o.Insecure && o.ShardTLS == nil:
 		return fmt.Errorf("shard tls: required (a client certificate of an internal identity and the CA of the shards), unless insecure")
 	}
 	if err := (planner.Options{Threshold: o.Threshold, MaxMoves: o.MaxMoves}).Validate(); err != nil {
-		return err
-	}
-	if err := o.Limits.Validate(); err != nil {
 		return err
 	}
 	return o.Ring.Validate()

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
@@ -124,7 +125,7 @@ func TestLivenessTimeoutOption(t *testing.T) {
 		{100 * time.Millisecond, 50 * time.Millisecond, 0, "liveness timeout: 50ms not in 100ms (the deadline)..10s"},
 		{0, 11 * time.Second, 0, "liveness timeout: 11s not in 20ms (the deadline)..10s"},
 	} {
-		o := Options{Etcd: []string{"unused"}, Insecure: true, Deadline: tc.deadline, LivenessTimeout: tc.liveness}
+		o := Options{Config: component.Config{Etcd: []string{"unused"}, Insecure: true}, Deadline: tc.deadline, LivenessTimeout: tc.liveness}
 		o.fill()
 		err := o.validate()
 		switch {

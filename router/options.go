@@ -1,24 +1,25 @@
 package router
 
 import (
-	"crypto/tls"
+	"cmp"
 	"fmt"
-	"log/slog"
 	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/shard/auth"
-	"github.com/shardlimit/shardlimit/shard/rpc"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Options configure a router. Flags of `shardlimit router` map 1:1 onto
 // these fields.
 type Options struct {
+	// Config holds what every server shares: etcd, TLS, grants, limits,
+	// registry, logging and tracing. The router's TLS verifies a client
+	// certificate if given (token callers hold none); its ShardTLS also
+	// secures its calls to the rebalance leader.
+	component.Config
 	// Listen is the gRPC address; default "127.0.0.1:0" (any free port).
 	Listen string
 	// HTTPListen, when set, serves the HTTP/JSON API there (package
@@ -34,10 +35,6 @@ type Options struct {
 	// Limits.HandshakeTimeout and AuthTimeout apply to it too); default 2000
 	// (httpapi.DefaultMaxConnections), 1..1000000.
 	HTTPMaxConnections int
-	// Etcd lists the etcd endpoints. Required.
-	Etcd []string
-	// Prefix is the etcd key prefix; default "/shardlimit/".
-	Prefix string
 	// RulesFile, when set, is a YAML rules file read at start and used
 	// instead of the rules in etcd, which are then not watched; default ""
 	// (rules come from etcd and changes apply within a second).
@@ -110,30 +107,6 @@ type Options struct {
 	// shorter than its lease ends without a takeover. Default 1s;
 	// negative: never report.
 	UnreachableAfter time.Duration
-	// Limits bound the gRPC server's connections, streams and messages;
-	// default rpc.DefaultLimits() (each zero field its default).
-	Limits rpc.Limits
-	// TLS is the gRPC server's TLS config (creds.ServerTLS); callers
-	// present a client certificate or a bearer token. Required unless
-	// Insecure.
-	TLS *tls.Config
-	// ShardTLS secures calls to shards and to the rebalance leader, with a
-	// client certificate of an identity granted the internal role
-	// (creds.ClientTLS). Required unless Insecure.
-	ShardTLS *tls.Config
-	// Insecure serves without authentication (and without TLS where TLS or
-	// ShardTLS is nil): every caller may call every method. Default false:
-	// every call is authorized by the grants; Start logs a warning and sets
-	// shardlimit_router_insecure to 1 when true.
-	Insecure bool
-	// GrantsFile is a grants file (auth.ParseFile) read at start; its
-	// grants are added to, and win over, those stored in etcd, which are
-	// followed and apply within a second. Default "" (etcd's only).
-	GrantsFile string
-	// Grants, when non-nil, are used like the grants of GrantsFile (tests).
-	Grants []auth.Grant
-	// EtcdTLS secures the etcd connection; default nil: plain text.
-	EtcdTLS *tls.Config
 	// EnvoyHeaders makes Envoy rate limit answers carry the RateLimit-Policy,
 	// RateLimit and Retry-After headers for Envoy to add; default false.
 	EnvoyHeaders bool
@@ -146,11 +119,6 @@ type Options struct {
 	// Ring shapes the partition → shard assignment; default
 	// shardmap.DefaultConfig(). Must be equal on every router.
 	Ring shardmap.Config
-	// Logger; default slog.Default().
-	Logger *slog.Logger
-	// Tracer is where the component's spans go (tracing.Start's
-	// TracerProvider); default nil: tracing off, no span is made.
-	Tracer trace.TracerProvider
 }
 
 // defaultLivenessTimeout is LivenessTimeout's default when Deadline is
@@ -161,25 +129,45 @@ const defaultLivenessTimeout = 250 * time.Millisecond
 // DefaultOptions returns the defaults, without the required Etcd and rules.
 func DefaultOptions() Options {
 	return Options{
-		Listen:           "127.0.0.1:0",
-		HTTPMaxBody:      httpapi.DefaultMaxBody,
-		Prefix:           "/shardlimit/",
-		Deadline:         20 * time.Millisecond,
-		CallsPerShard:    2,
-		MaxQueued:        10_000,
-		MaxQueueWait:     100 * time.Millisecond,
-		MaxChecks:        1000,
-		MaxUserLength:    256,
-		BreakerFailures:  3,
-		BreakerCooldown:  time.Second,
-		UnreachableAfter: time.Second,
-		OverLimitCache:   100_000,
-		Ring:             shardmap.DefaultConfig(),
-		Limits:           rpc.DefaultLimits(),
-		RuleBounds:       rules.DefaultBounds(),
-
+		Config:             component.DefaultConfig(),
+		Listen:             "127.0.0.1:0",
+		HTTPMaxBody:        httpapi.DefaultMaxBody,
 		HTTPMaxConnections: httpapi.DefaultMaxConnections,
+		Deadline:           20 * time.Millisecond,
+		CallsPerShard:      2,
+		MaxQueued:          10_000,
+		MaxQueueWait:       100 * time.Millisecond,
+		MaxChecks:          1000,
+		MaxUserLength:      256,
+		BreakerFailures:    3,
+		BreakerCooldown:    time.Second,
+		UnreachableAfter:   time.Second,
+		OverLimitCache:     100_000,
+		Ring:               shardmap.DefaultConfig(),
+		RuleBounds:         rules.DefaultBounds(),
 	}
+}
+
+// LocalOptions returns the defaults of a router on this machine, as
+// `shardlimit router` and `shardlimit dev` start it: the gRPC API on the
+// fixed port 8081 (ctl's default --router, and the Kubernetes Service's),
+// the HTTP/JSON API, when on, on 8082.
+func LocalOptions() Options {
+	o := DefaultOptions()
+	o.Listen, o.HTTPListen = "127.0.0.1:8081", "127.0.0.1:8082"
+	return o
+}
+
+// TestOptions returns the defaults of a router in a test cluster
+// (package clustertest): tests check decisions, not latency, so a generous
+// deadline and queue wait keep them from failing open, or shedding, on a
+// loaded machine (at load 36 a healthy shard took more than 1 s). A dead
+// shard's calls fail at once, not at the deadline. Tests of failing open
+// or of shedding set their own.
+func TestOptions() Options {
+	o := DefaultOptions()
+	o.Deadline, o.MaxQueueWait = 5*time.Second, 10*time.Second
+	return o
 }
 
 // maxOverLimitCache bounds Options.OverLimitCache: 720 MB when full.
@@ -187,65 +175,27 @@ const maxOverLimitCache = 10_000_000
 
 func (o *Options) fill() {
 	d := DefaultOptions()
-	if o.Listen == "" {
-		o.Listen = d.Listen
-	}
-	if o.Prefix == "" {
-		o.Prefix = d.Prefix
-	}
-	if o.HTTPMaxBody == 0 {
-		o.HTTPMaxBody = d.HTTPMaxBody
-	}
-	if o.HTTPMaxConnections == 0 {
-		o.HTTPMaxConnections = d.HTTPMaxConnections
-	}
-	if o.Deadline == 0 {
-		o.Deadline = d.Deadline
-	}
-	if o.CallsPerShard == 0 {
-		o.CallsPerShard = d.CallsPerShard
-	}
-	if o.MaxQueued == 0 {
-		o.MaxQueued = d.MaxQueued
-	}
-	if o.MaxQueueWait == 0 {
-		o.MaxQueueWait = d.MaxQueueWait
-	}
-	if o.MaxChecks == 0 {
-		o.MaxChecks = d.MaxChecks
-	}
-	if o.MaxUserLength == 0 {
-		o.MaxUserLength = d.MaxUserLength
-	}
-	if o.BreakerFailures == 0 {
-		o.BreakerFailures = d.BreakerFailures
-	}
-	if o.BreakerCooldown == 0 {
-		o.BreakerCooldown = d.BreakerCooldown
-	}
-	if o.UnreachableAfter == 0 {
-		o.UnreachableAfter = d.UnreachableAfter
-	}
-	if o.LivenessTimeout == 0 {
-		o.LivenessTimeout = max(defaultLivenessTimeout, o.Deadline)
-	}
-	if o.OverLimitCache == 0 {
-		o.OverLimitCache = d.OverLimitCache
-	}
-	if o.Ring == (shardmap.Config{}) {
-		o.Ring = d.Ring
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Limits.Fill()
+	o.Config.Fill()
+	o.Listen = cmp.Or(o.Listen, d.Listen)
+	o.HTTPMaxBody = cmp.Or(o.HTTPMaxBody, d.HTTPMaxBody)
+	o.HTTPMaxConnections = cmp.Or(o.HTTPMaxConnections, d.HTTPMaxConnections)
+	o.Deadline = cmp.Or(o.Deadline, d.Deadline)
+	o.CallsPerShard = cmp.Or(o.CallsPerShard, d.CallsPerShard)
+	o.MaxQueued = cmp.Or(o.MaxQueued, d.MaxQueued)
+	o.MaxQueueWait = cmp.Or(o.MaxQueueWait, d.MaxQueueWait)
+	o.MaxChecks = cmp.Or(o.MaxChecks, d.MaxChecks)
+	o.MaxUserLength = cmp.Or(o.MaxUserLength, d.MaxUserLength)
+	o.BreakerFailures = cmp.Or(o.BreakerFailures, d.BreakerFailures)
+	o.BreakerCooldown = cmp.Or(o.BreakerCooldown, d.BreakerCooldown)
+	o.UnreachableAfter = cmp.Or(o.UnreachableAfter, d.UnreachableAfter)
+	o.LivenessTimeout = cmp.Or(o.LivenessTimeout, max(defaultLivenessTimeout, o.Deadline))
+	o.OverLimitCache = cmp.Or(o.OverLimitCache, d.OverLimitCache)
+	o.Ring = cmp.Or(o.Ring, d.Ring)
 	o.RuleBounds.Fill()
 }
 
 func (o *Options) validate() error {
 	switch {
-	case len(o.Etcd) == 0:
-		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.Deadline < time.Millisecond || o.Deadline > 10*time.Second:
 		return fmt.Errorf("deadline: %v not in 1ms..10s", o.Deadline)
 	case o.CallsPerShard < 1 || o.CallsPerShard > 64:
@@ -268,13 +218,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("liveness timeout: %v not in %v (the deadline)..10s", o.LivenessTimeout, o.Deadline)
 	case o.OverLimitCache > 0 && (o.OverLimitCache < overlimit.MinEntries || o.OverLimitCache > maxOverLimitCache):
 		return fmt.Errorf("over-limit cache: %d entries not in %d..%d (negative turns it off)", o.OverLimitCache, overlimit.MinEntries, maxOverLimitCache)
-	case !o.Insecure && o.TLS == nil:
-		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
-	case !o.Insecure && o.ShardTLS == nil:
-		return fmt.Errorf("shard tls: required (a client certificate of an internal identity and the CA of the shards), unless insecure")
 	}
-	if err := o.Limits.Validate(); err != nil {
+	if err := o.Config.Validate(); err != nil {
 		return err
+	}
+	if !o.Insecure && o.ShardTLS == nil {
+		return fmt.Errorf("shard tls: required (a client certificate of an internal identity and the CA of the shards), unless insecure")
 	}
 	if err := o.RuleBounds.Validate(); err != nil {
 		return err

@@ -52,7 +52,7 @@ func newOverLimit(entries int) *overLimit {
 // cacheKey names the counter of (service, rule, user) in the cache: 128
 // bits of hash/maphash under seeds that this router drew at start and
 // never tells. Not key.Make: every process computes that alike, and users
-// whose key.Make collide can be made at will (issue 23); one of them over
+// whose key.Make collide can be made at will; one of them over
 // its limit would have its held denial answer another's checks.
 func (o *overLimit) cacheKey(service, rule, user string) key.Key {
 	var buf [256]byte

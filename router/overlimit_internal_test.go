@@ -12,6 +12,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/request"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/key/keytest"
 	"github.com/shardlimit/shardlimit/shard/limiter"
@@ -195,7 +196,7 @@ func TestOverLimitCacheOption(t *testing.T) {
 		{7, "over-limit cache: 7 entries not in 8..10000000 (negative turns it off)"},
 		{10_000_001, "over-limit cache: 10000001 entries not in 8..10000000 (negative turns it off)"},
 	} {
-		o := Options{Etcd: []string{"x"}, OverLimitCache: tc.entries, TLS: &tls.Config{}, ShardTLS: &tls.Config{}}
+		o := Options{Config: component.Config{Etcd: []string{"x"}, TLS: &tls.Config{}, ShardTLS: &tls.Config{}}, OverLimitCache: tc.entries}
 		o.fill()
 		err := o.validate()
 		if (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {

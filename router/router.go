@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/admin"
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -79,32 +80,27 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
-	r := &Router{opts: opts, log: opts.Logger, registry: prometheus.NewRegistry(), overLimit: newOverLimit(opts.OverLimitCache),
+	r := &Router{log: opts.Logger, registry: opts.Registry, overLimit: newOverLimit(opts.OverLimitCache),
 		tracer: tracing.Tracer(opts.Tracer, tracerName)}
 	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
 	var err error
-	if opts.Grants == nil && opts.GrantsFile != "" {
-		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
-			return nil, fmt.Errorf("grants file: %w", err)
-		}
-		r.opts.Grants = opts.Grants
-	}
-	if r.auth, err = auth.New(auth.Options{Component: "router", Registry: r.registry, Logger: r.log, Insecure: opts.Insecure}); err != nil {
+	if r.auth, err = opts.Authorizer("router"); err != nil {
 		return nil, err
 	}
-	if r.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS); err != nil {
+	r.opts = opts // with the grants file's grants
+	if r.etcd, err = opts.Dial(); err != nil {
 		return nil, err
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = watchCtx, cancel
 	membersRead, rulesRead, mapRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var firstMembers, firstRules, firstMap sync.Once
-	go mapstore.Watch(watchCtx, r.etcd, etcd.Layout(opts.Prefix), r.log, func(m *shardmap.Map) {
+	go mapstore.Watch(watchCtx, r.etcd, opts.Layout(), r.log, func(m *shardmap.Map) {
 		r.setMap(m)
 		firstMap.Do(func() { close(mapRead) })
 	})
-	go membership.Watch(watchCtx, r.etcd, etcd.Layout(opts.Prefix), r.log, func(ms []member.Member) {
+	go membership.Watch(watchCtx, r.etcd, opts.Layout(), r.log, func(ms []member.Member) {
 		r.setMembers(ms)
 		firstMembers.Do(func() { close(membersRead) })
 	})
@@ -126,17 +122,17 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		}
 	}
 
-	if err := grantstore.Follow(ctx, watchCtx, r.etcd, etcd.Layout(opts.Prefix), r.log, r.auth, opts.Grants); err != nil {
+	if err := grantstore.Follow(ctx, watchCtx, r.etcd, opts.Layout(), r.log, r.auth, opts.Grants); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
-	srvOpts := append(opts.Limits.ServerOptions(r.registry, "router", r.auth), r.auth.ServerOptions()...)
-	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
+	if r.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.ServerOptions("router", r.auth)...); err != nil {
 		r.Stop(context.Background())
 		return nil, err
 	}
 	shardlimitv1.RegisterRateLimiterServer(r.srv, r)
-	shardlimitv1.RegisterAdminServer(r.srv, &admin{r: r})
+	admin.Register(r.srv, adminView{r}, admin.Options{Etcd: r.etcd, Prefix: opts.Prefix, RuleBounds: opts.RuleBounds,
+		Grants: r.opts.Grants, Dial: r.dialOptions(), Logger: r.log})
 	envoySvc := envoy.Register(r.srv, r, envoy.Options{Headers: opts.EnvoyHeaders, Logger: r.log, Registerer: r.registry, Traced: r.tracer != nil})
 	if opts.HTTPListen != "" {
 		// The HTTP/JSON API calls the same services through the same
@@ -167,6 +163,24 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	})
 	r.log.Info("router serving", "addr", r.Addr(), "http", r.HTTPAddr(), "rules", r.Rules().Len(), "tracing", r.tracer != nil)
 	return r, nil
+}
+
+// adminView is the router as the Admin API sees it (admin.Router).
+type adminView struct{ r *Router }
+
+func (v adminView) Routing() (*shardmap.Table, []admin.Shard) {
+	rt := v.r.routing.Load()
+	shards := make([]admin.Shard, len(rt.peers))
+	for i, p := range rt.peers {
+		shards[i] = admin.Shard{Member: p.member, Client: p.client}
+	}
+	return rt.table, shards
+}
+
+func (v adminView) MapVersion() int64 { return v.r.MapVersion() }
+
+func (v adminView) ForgetKey(service, rule, user string) {
+	v.r.overLimit.forgetKey(service, rule, user)
 }
 
 // Addr returns the gRPC address the router listens on.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/key/keytest"
 	"github.com/shardlimit/shardlimit/shard/limiter"
@@ -103,7 +104,7 @@ func TestStoreFloodOfOnePlacementSpreads(t *testing.T) {
 // it by; a state without the stored key (from such a shard) is skipped,
 // not refused, and a stored key that is not one is refused by field.
 func TestImportOfStoredKeys(t *testing.T) {
-	srv := &Server{store: NewStore(StoreOptions{}, t0), opts: Options{Partitions: 1024, Logger: slog.New(slog.DiscardHandler)}}
+	srv := &Server{store: NewStore(StoreOptions{}, t0), opts: Options{Partitions: 1024, Config: component.Config{Logger: slog.New(slog.DiscardHandler)}}}
 	r := tokenRule(3, time.Hour)
 	from := NewStore(StoreOptions{}, t0)
 	decide(from, "alice", t0, r, 2)

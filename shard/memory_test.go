@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 )
 
@@ -308,7 +309,7 @@ func TestStoreRingGrowthEvictsOthers(t *testing.T) {
 // The memory bound has a default that fits the manifests, and a minimum
 // that lets every stripe hold the largest key.
 func TestOptionsMemoryBound(t *testing.T) {
-	o := Options{ID: "s", Etcd: []string{"127.0.0.1:2379"}, TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}, ShardTLS: &tls.Config{}}
+	o := Options{ID: "s", Config: component.Config{Etcd: []string{"127.0.0.1:2379"}, TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}, ShardTLS: &tls.Config{}}}
 	o.fill()
 	if err := o.validate(); err != nil || o.MaxMemoryBytes != DefaultMaxMemoryBytes {
 		t.Fatalf("defaults: %v, max memory %d", err, o.MaxMemoryBytes)

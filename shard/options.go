@@ -1,23 +1,24 @@
 package shard
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/limiter"
-	"github.com/shardlimit/shardlimit/shard/rpc"
 )
 
 // Options configure a shard host. Flags of `shardlimit shard` map 1:1 onto
 // these fields.
 type Options struct {
+	// Config holds what every server shares: etcd, TLS, grants, limits,
+	// registry, logging and tracing. A shard's TLS must verify client
+	// certificates (only internal identities may call the shard API), and
+	// its ShardTLS secures the pulls of counters from other shards when it
+	// joins and drains.
+	component.Config
 	// ID names the shard in the ring; unique among live shards. Required.
 	ID string
 	// Listen is the gRPC address; default "127.0.0.1:0" (any free port).
@@ -26,10 +27,6 @@ type Options struct {
 	Advertise string
 	// Zone is the failure domain written in the member record; default "".
 	Zone string
-	// Etcd lists the etcd endpoints. Required.
-	Etcd []string
-	// Prefix is the etcd key prefix; default "/shardlimit/".
-	Prefix string
 	// LeaseTTL is the membership lease; default 5s. A dead shard is dropped
 	// by routers at most this long after it stops.
 	LeaseTTL time.Duration
@@ -100,40 +97,9 @@ type Options struct {
 	TopKeysExact int
 	// Episodes bounds the limited-user log; default 10000 episodes.
 	Episodes int
-	// Limits bound the gRPC server's connections, streams and messages;
-	// default rpc.DefaultLimits() (each zero field its default).
-	Limits rpc.Limits
-	// TLS is the gRPC server's TLS config; it must verify client
-	// certificates (creds.ServerTLS). Required unless Insecure.
-	TLS *tls.Config
-	// Insecure serves without authentication (and without TLS when TLS is
-	// nil): every caller may call every method. Default false: only
-	// identities granted the internal role may call the shard API; Start
-	// logs a warning and sets shardlimit_shard_insecure to 1 when true.
-	Insecure bool
-	// GrantsFile is a grants file (auth.ParseFile) read at start; its
-	// grants are added to, and win over, those stored in etcd. Default ""
-	// (the grants in etcd only).
-	GrantsFile string
-	// Grants, when non-nil, are used like the grants of GrantsFile (tests).
-	Grants []auth.Grant
-	// EtcdTLS secures the etcd connection; default nil: plain text.
-	EtcdTLS *tls.Config
-	// ShardTLS secures the calls to other shards that hand counters over
-	// when this shard drains or joins (with a client certificate for
-	// mTLS); default nil: plain text.
-	ShardTLS *tls.Config
 	// Started is when the process started, the start of the host setup
 	// time; default the time Start is called.
 	Started time.Time
-	// Registry receives the shard's metrics; default a new one. The binary
-	// passes its own, to serve /metrics while the shard is still starting.
-	Registry *prometheus.Registry
-	// Logger; default slog.Default().
-	Logger *slog.Logger
-	// Tracer is where the component's spans go (tracing.Start's
-	// TracerProvider); default nil: tracing off, no span is made.
-	Tracer trace.TracerProvider
 }
 
 // Memory bounds.
@@ -168,74 +134,59 @@ func RuntimeMemoryLimit(maxMemory int64) int64 { return maxMemory / 8 * 7 }
 // DefaultOptions returns the defaults, without the required ID and Etcd.
 func DefaultOptions() Options {
 	return Options{
-		Listen: "127.0.0.1:0", Prefix: "/shardlimit/", LeaseTTL: 5 * time.Second,
-		MaxMemoryBytes: DefaultMaxMemoryBytes, DrainTimeout: 45 * time.Second, HandoffSettle: 1500 * time.Millisecond,
+		Config:          component.DefaultConfig(),
+		Listen:          "127.0.0.1:0",
+		LeaseTTL:        5 * time.Second,
+		MaxMemoryBytes:  DefaultMaxMemoryBytes,
+		DrainTimeout:    45 * time.Second,
+		HandoffSettle:   1500 * time.Millisecond,
 		TakeoverTimeout: time.Second,
-		SweepInterval:   10 * time.Second, Capacity: 500_000,
-		Partitions: 1024, TopKeys: 20, TopKeysPeriod: time.Minute, TopKeysSample: 8, TopKeysExact: 1_000_000, Episodes: 10_000,
-		Limits: rpc.DefaultLimits(),
+		SweepInterval:   10 * time.Second,
+		Capacity:        500_000,
+		Partitions:      1024,
+		TopKeys:         20,
+		TopKeysPeriod:   time.Minute,
+		TopKeysSample:   8,
+		TopKeysExact:    1_000_000,
+		Episodes:        10_000,
 	}
+}
+
+// TestOptions returns the defaults of a shard in a test cluster (package
+// clustertest). Its lease outlives any stall of a loaded machine (at load
+// 36 a 2 s lease expired under -race): a shard loses its lease in a test
+// only when the test says so, by killing it and revoking its lease. Its
+// hand-offs settle sooner: routers in a test follow etcd within
+// milliseconds.
+func TestOptions() Options {
+	o := DefaultOptions()
+	o.LeaseTTL, o.HandoffSettle = 10*time.Second, 200*time.Millisecond
+	return o
 }
 
 func (o *Options) fill() {
 	d := DefaultOptions()
-	if o.Listen == "" {
-		o.Listen = d.Listen
-	}
-	if o.Prefix == "" {
-		o.Prefix = d.Prefix
-	}
-	if o.LeaseTTL == 0 {
-		o.LeaseTTL = d.LeaseTTL
-	}
-	if o.MaxMemoryBytes == 0 {
-		o.MaxMemoryBytes = d.MaxMemoryBytes
-	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = d.DrainTimeout
-	}
-	if o.HandoffSettle == 0 {
-		o.HandoffSettle = d.HandoffSettle
-	}
-	if o.TakeoverTimeout == 0 {
-		o.TakeoverTimeout = d.TakeoverTimeout
-	}
-	if o.SweepInterval == 0 {
-		o.SweepInterval = d.SweepInterval
-	}
-	if o.Capacity == 0 {
-		o.Capacity = d.Capacity
-	}
-	if o.Partitions == 0 {
-		o.Partitions = d.Partitions
-	}
-	if o.TopKeys == 0 {
-		o.TopKeys = d.TopKeys
-	}
-	if o.TopKeysPeriod == 0 {
-		o.TopKeysPeriod = d.TopKeysPeriod
-	}
-	if o.TopKeysSample == 0 {
-		o.TopKeysSample = d.TopKeysSample
-	}
-	if o.TopKeysExact == 0 {
-		o.TopKeysExact = d.TopKeysExact
-	}
-	if o.Episodes == 0 {
-		o.Episodes = d.Episodes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.Limits.Fill()
+	o.Config.Fill()
+	o.Listen = cmp.Or(o.Listen, d.Listen)
+	o.LeaseTTL = cmp.Or(o.LeaseTTL, d.LeaseTTL)
+	o.MaxMemoryBytes = cmp.Or(o.MaxMemoryBytes, d.MaxMemoryBytes)
+	o.DrainTimeout = cmp.Or(o.DrainTimeout, d.DrainTimeout)
+	o.HandoffSettle = cmp.Or(o.HandoffSettle, d.HandoffSettle)
+	o.TakeoverTimeout = cmp.Or(o.TakeoverTimeout, d.TakeoverTimeout)
+	o.SweepInterval = cmp.Or(o.SweepInterval, d.SweepInterval)
+	o.Capacity = cmp.Or(o.Capacity, d.Capacity)
+	o.Partitions = cmp.Or(o.Partitions, d.Partitions)
+	o.TopKeys = cmp.Or(o.TopKeys, d.TopKeys)
+	o.TopKeysPeriod = cmp.Or(o.TopKeysPeriod, d.TopKeysPeriod)
+	o.TopKeysSample = cmp.Or(o.TopKeysSample, d.TopKeysSample)
+	o.TopKeysExact = cmp.Or(o.TopKeysExact, d.TopKeysExact)
+	o.Episodes = cmp.Or(o.Episodes, d.Episodes)
 }
 
 func (o *Options) validate() error {
 	switch {
 	case o.ID == "":
 		return fmt.Errorf("id: required")
-	case len(o.Etcd) == 0:
-		return fmt.Errorf("etcd: at least one endpoint is required")
 	case o.LeaseTTL < time.Second || o.LeaseTTL > time.Hour:
 		return fmt.Errorf("lease ttl: %v not in 1s..1h", o.LeaseTTL)
 	case o.MaxMemoryBytes < MinMaxMemoryBytes:
@@ -246,8 +197,6 @@ func (o *Options) validate() error {
 		return fmt.Errorf("handoff settle: %v not in 0..1m", o.HandoffSettle)
 	case o.TakeoverTimeout < 10*time.Millisecond || o.TakeoverTimeout > time.Minute:
 		return fmt.Errorf("takeover timeout: %v not in 10ms..1m", o.TakeoverTimeout)
-	case o.TLS != nil && o.ShardTLS == nil:
-		return fmt.Errorf("shard tls: required when tls is set: shards pull counters from each other when they join and drain, over the same TLS")
 	case o.MaxKeys < 0 || (o.MaxKeys > 0 && o.MaxKeys < stripes):
 		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
@@ -266,10 +215,15 @@ func (o *Options) validate() error {
 		return fmt.Errorf("episodes: %d not in 1..10000000", o.Episodes)
 	case o.Capacity < 1:
 		return fmt.Errorf("capacity: %d is under the minimum of 1 decision per second", o.Capacity)
-	case !o.Insecure && o.TLS == nil:
-		return fmt.Errorf("tls: required (a certificate, its key and a CA that verifies callers), unless insecure")
+	}
+	if err := o.Config.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case o.TLS != nil && o.ShardTLS == nil:
+		return fmt.Errorf("shard tls: required when tls is set: shards pull counters from each other when they join and drain, over the same TLS")
 	case !o.Insecure && o.TLS.ClientAuth < tls.VerifyClientCertIfGiven:
 		return fmt.Errorf("tls: must verify client certificates (a CA), unless insecure")
 	}
-	return o.Limits.Validate()
+	return nil
 }

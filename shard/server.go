@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
+	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/load"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -82,18 +84,23 @@ type Server struct {
 // Start listens, serves, registers the shard in etcd as joining and joins
 // warm (see lifecycle.go). It returns once the shard is serving: it owns
 // its partitions, with their counters, and routers route to it.
-func Start(ctx context.Context, opts Options) (*Server, error) {
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	started := time.Now()
 	opts.fill()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, started: started, done: make(chan struct{}), lost: make(chan struct{}, 1), streamsEnd: make(chan struct{})}
+	s := &Server{opts: opts, started: cmp.Or(opts.Started, started), registry: opts.Registry,
+		done: make(chan struct{}), lost: make(chan struct{}, 1), streamsEnd: make(chan struct{})}
 	s.peers.TLS = opts.ShardTLS
 	s.peers.Options = tracing.DialOptions(opts.Tracer)
 	s.tracer = tracing.Tracer(opts.Tracer, "github.com/shardlimit/shardlimit/shard")
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	var err error
+	defer func() {
+		if err != nil {
+			s.undoStart()
+		}
+	}()
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
 		return nil, fmt.Errorf("episodes: %w", err)
 	}
@@ -101,72 +108,38 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("top keys: %w", err)
 	}
 	s.partitionLoad = load.New(opts.Partitions)
-	if !opts.Started.IsZero() {
-		s.started = opts.Started
-	}
-	s.registry = opts.Registry
-	if s.registry == nil {
-		s.registry = prometheus.NewRegistry()
-	}
 	s.metrics = newMetrics(s.registry, s)
 	s.handoffMetrics = newHandoffMetrics(s.registry)
 	s.owned = ownership.New(opts.Partitions)
 	s.registry.MustRegister(partitionsCollector{s.owned})
 	s.store = NewStore(StoreOptions{MaxBytes: StoreBytes(opts.MaxMemoryBytes), MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
-	if opts.Grants == nil && opts.GrantsFile != "" {
-		if opts.Grants, err = auth.ParseFile(opts.GrantsFile); err != nil {
-			return nil, fmt.Errorf("grants file: %w", err)
-		}
-	}
-	s.auth, err = auth.New(auth.Options{Component: "shard", Registry: s.registry, Logger: opts.Logger, Insecure: opts.Insecure})
-	if err != nil {
+	if s.auth, err = opts.Authorizer("shard"); err != nil {
 		return nil, err
 	}
-	srvOpts := append(opts.Limits.ServerOptions(s.registry, "shard", s.auth), s.auth.ServerOptions()...)
-	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, append(srvOpts, tracing.ServerOptions(opts.Tracer)...)...); err != nil {
+	s.opts.Grants = opts.Grants // with the grants file's
+	if s.srv, err = rpc.Listen(opts.Listen, opts.TLS, opts.ServerOptions("shard", s.auth)...); err != nil {
 		return nil, err
 	}
 	shardlimitv1.RegisterShardServer(s.srv, s)
 	s.srv.Serve()
 
-	s.etcd, err = etcd.Dial(opts.Etcd, opts.EtcdTLS)
-	if err != nil {
-		s.srv.Kill()
-		s.cancel()
+	if s.etcd, err = opts.Dial(); err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
 	// Know who may call before routers can find the shard.
-	if err := grantstore.Follow(ctx, s.ctx, s.etcd, etcd.Layout(opts.Prefix), opts.Logger, s.auth, opts.Grants); err != nil {
-		s.srv.Kill()
-		s.cancel()
-		_ = s.etcd.Close()
+	if err := grantstore.Follow(ctx, s.ctx, s.etcd, opts.Layout(), opts.Logger, s.auth, opts.Grants); err != nil {
 		return nil, err
 	}
-	addr := opts.Advertise
-	if addr == "" {
-		addr = s.srv.Addr()
-	}
+	addr := cmp.Or(opts.Advertise, s.srv.Addr())
 	s.record = member.Member{ID: opts.ID, Addr: addr, Zone: opts.Zone, Version: Version, Started: s.started, State: member.Joining}
 	// Follow the owner table before joining: the partitions this shard
 	// gains from then on without a hand-off are taken over (takeover.go).
 	if err := s.follow(ctx); err != nil {
-		s.srv.Kill()
-		s.cancel()
-		_ = s.etcd.Close()
 		return nil, err
 	}
 	// Register as joining and take the counters of the partitions this
 	// shard gains before it owns them: routers send it nothing until then.
 	if err := s.enter(ctx); err != nil {
-		if reg := s.registration(); reg != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = reg.Close(cctx)
-			cancel()
-		}
-		s.peers.Close()
-		s.srv.Kill()
-		s.cancel()
-		_ = s.etcd.Close()
 		return nil, err
 	}
 	s.loops.Go(s.background)
@@ -176,6 +149,34 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	go etcd.WatchHealth(s.ctx, s.etcd, 5*time.Second, func(up bool) { s.metrics.etcdUp.Set(b2f(up)) })
 	opts.Logger.Info("shard serving", "id", opts.ID, "addr", addr, "setup", s.record.Ready.Sub(s.started).Round(time.Millisecond))
 	return s, nil
+}
+
+// episodeLog adapts the limited-user log to what the store tells it.
+type episodeLog struct{ l *episodes.Log }
+
+func (e episodeLog) Begin(k key.Key, c *Check, now int64) {
+	e.l.Begin(episodes.Key(k), c.Service, c.Endpoint, c.User, c.Rule, now)
+}
+func (e episodeLog) Deny(k key.Key, now int64) { e.l.Deny(episodes.Key(k), now) }
+func (e episodeLog) End(k key.Key, now int64)  { e.l.End(episodes.Key(k), now) }
+
+// undoStart releases what a Start that failed had taken: its registration
+// (if it got one), its connections to other shards, its server and its
+// etcd client.
+func (s *Server) undoStart() {
+	if reg := s.registration(); reg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = reg.Close(ctx)
+		cancel()
+	}
+	s.peers.Close()
+	if s.srv != nil {
+		s.srv.Kill()
+	}
+	s.cancel()
+	if s.etcd != nil {
+		_ = s.etcd.Close()
+	}
 }
 
 // Registry returns the shard's Prometheus registry.

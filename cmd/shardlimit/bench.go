@@ -86,18 +86,15 @@ answers made by a rule's failure policy are counted as such ("failure policy").`
 	f.BoolVar(&o.Baseline, "baseline", o.Baseline, "first run the same load against an in-process no-op server and report the ratio")
 	f.BoolVar(&o.BaselineOnly, "baseline-only", o.BaselineOnly, "run against the in-process no-op server only: this client's ceiling on this machine")
 	f.BoolVar(&plain, "insecure", false, "plain text to routers run with --insecure (default: TLS with --tls-* or the client config file of $"+creds.EnvConfig+")")
-	f.StringVar(&tf.ca, "tls-ca", "", "PEM CA of the routers' certificates")
-	f.StringVar(&tf.cert, "tls-cert", "", "PEM client certificate (mTLS); with --tls-key, enables TLS")
-	f.StringVar(&tf.key, "tls-key", "", "PEM key of --tls-cert")
-	f.StringVar(&tf.serverName, "tls-server-name", "", "name to verify in the routers' certificates instead of the dialed address")
+	tf.registerClient(f, "routers")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile over the whole run to this file (go tool pprof)")
 	cmd.AddCommand(benchTableCmd(), benchNoopCmd())
 	return cmd
 }
 
-// registerLoadFlags registers the flags that shape the load, shared by
-// `bench` and `bench table`.
+// registerLoadFlags registers the flags of `bench` that shape the load
+// (`bench table` sets its rows' own).
 func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
 	f.StringVar(&o.API, "api", o.API, "API to call: public (RateLimiter/Check), envoy (RateLimitService/ShouldRateLimit) or http (the public API as JSON: POST /v1/check)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "closed loop: workers, each with one request in flight")

@@ -13,7 +13,7 @@ func benchTableCmd() *cobra.Command {
 	var o bench.TableOptions
 	cmd := &cobra.Command{
 		Use:   "table",
-		Short: "Run issue 11's benchmark table: start dev clusters as processes, load each with its baseline, print the table with the machine and the command.",
+		Short: "Run the benchmark table: start dev clusters as processes, load each with its baseline, print the table with the machine and the command.",
 		Long: `Run the whole benchmark table from one invocation (make bench). For each configuration it
 starts 'shardlimit dev --shards N' on free ports, runs the bench against it with --baseline,
 reads the router's and the shards' CPU from /proc over the measured phase, then stops the

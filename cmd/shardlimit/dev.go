@@ -19,8 +19,11 @@ import (
 
 	"github.com/shardlimit/shardlimit/deploy"
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/rebalance"
+	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
+	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
@@ -46,9 +49,11 @@ type devOptions struct {
 }
 
 func devCmd() *cobra.Command {
+	// The components' local presets, as flags of their processes.
+	ro, so, bo := router.LocalOptions(), shard.DefaultOptions(), rebalance.DefaultOptions()
 	o := devOptions{
-		etcdListen: "127.0.0.1:2379", routerListen: defaultRouterListen, httpListen: "127.0.0.1:8082", metricsListen: "127.0.0.1:9091",
-		shards: 3, prefix: "/shardlimit/", leaseTTL: 5 * time.Second, rebalanceInterval: time.Minute,
+		etcdListen: "127.0.0.1:2379", routerListen: ro.Listen, httpListen: ro.HTTPListen, metricsListen: "127.0.0.1:9091",
+		shards: 3, prefix: ro.Prefix, leaseTTL: so.LeaseTTL, rebalanceInterval: bo.Interval,
 		restarts: 5, trace: newTraceFlags(),
 	}
 	cmd := &cobra.Command{

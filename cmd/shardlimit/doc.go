@@ -28,11 +28,14 @@
 // that is not one of its commands as a usage error (exit 2) naming the
 // closest command (subcommands.go).
 //
-// Flags map 1:1 onto each component's Options; the command only parses
-// them, starts the component and waits for SIGINT or SIGTERM. Every flag
-// of shard, router, rebalance and dev is read from its SHARDLIMIT_
-// variable too, the command line winning (env.go). Components
-// refuse to start without --tls-cert, --tls-key and --tls-ca unless
-// --insecure (tls.go). It links no
-// test code.
+// Flags map 1:1 onto each component's Options. What the three servers
+// share (etcd, TLS files, --insecure and the grants file, the gRPC
+// limits, tracing, --metrics-listen and --pprof) is registered once, by
+// serverFlags onto the component.Config their Options embed, and one
+// runServer starts a server, serves its /metrics, /healthz and /readyz,
+// waits for SIGINT or SIGTERM and stops it (server.go). Every flag of
+// shard, router, rebalance and dev is read from its SHARDLIMIT_ variable
+// too, the command line winning (env.go). Components refuse to start
+// without --tls-cert, --tls-key and --tls-ca unless --insecure (tls.go).
+// It links no test code.
 package main

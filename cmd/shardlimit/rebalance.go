@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 
 	"github.com/spf13/cobra"
 
@@ -12,59 +11,22 @@ import (
 
 func rebalanceCmd() *cobra.Command {
 	o := rebalance.DefaultOptions()
-	var metricsListen string
-	var profiles bool
-	var tf tlsFlags
-	var sf secureFlags
-	tr := newTraceFlags()
+	sf := newServerFlags("rebalance", tls.RequireAndVerifyClientCert, &o.Config)
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Run a rebalance instance: the elected leader moves hot partitions between shards.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Logger = logger()
-			var err error
-			if err := sf.require(&tf); err != nil {
-				return err
-			}
-			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
-				return err
-			}
-			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
-			traces, err := tr.start(cmd.Context(), "shardlimit-rebalance", o.ID)
-			if err != nil {
-				return err
-			}
-			defer traces.Shutdown(context.Background())
-			o.Tracer = traces.TracerProvider
-			j, err := rebalance.Start(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			err = errors.Join(registerBuildInfo(j.Registry()), tf.registerExpiry(j.Registry(), "rebalance"),
-				registerEtcdInsecure(j.Registry(), "rebalance", etcdPlainText(o.Etcd, o.EtcdTLS), o.Logger))
-			var ops *opsServer
-			if err == nil {
-				ops, err = serveOps(metricsListen, profiles, j.Registry(), func() error { return nil })
-			}
-			if err != nil {
-				j.Stop()
-				return err
-			}
-			defer ops.close()
-			<-cmd.Context().Done()
-			j.Stop()
-			return nil
+			start := func(ctx context.Context) (*rebalance.Job, error) { return rebalance.Start(ctx, o) }
+			// Stop resigns and stops at once: it takes no deadline.
+			stop := func(_ context.Context, j *rebalance.Job) error { j.Stop(); return nil }
+			return runServer(cmd.Context(), sf, o.ID, 0, start, stop)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.ID, "id", o.ID, "instance name in the election and run records (default: the host name)")
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC address of the Rebalancer API")
 	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial to reach this instance (default: the bound listen address)")
-	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
-	f.BoolVar(&profiles, "pprof", false, pprofHelp)
-	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
-	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "time between runs of the leader")
 	f.Float64Var(&o.Threshold, "threshold", o.Threshold, "max/mean shard load over which a run moves partitions")
 	f.IntVar(&o.MaxMoves, "max-moves", o.MaxMoves, "most partitions one run moves")
@@ -73,9 +35,6 @@ func rebalanceCmd() *cobra.Command {
 	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
 	f.DurationVar(&o.ProgressEvery, "progress-every", o.ProgressEvery, "least time between two writes of a running run's record to etcd (what ctl rebalance apply --wait shows)")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
-	registerLimits(f, &o.Limits)
-	tf.register(f, true)
-	sf.register(f)
-	tr.register(f)
+	sf.register(f, "")
 	return cmd
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,61 +10,22 @@ import (
 	"github.com/shardlimit/shardlimit/router"
 )
 
-// defaultRouterListen is the router's gRPC address without --listen: a
-// fixed port, ctl's default --router, the port of dev's router and of the
-// Kubernetes Service (deploy/k8s), where envoy ratelimit serves too.
-const defaultRouterListen = "127.0.0.1:8081"
-
 func routerCmd() *cobra.Command {
-	o := router.DefaultOptions()
-	o.Listen = defaultRouterListen // the package's default, any free port, is for tests
-	var metricsListen string
-	var profiles bool
-	var tf tlsFlags
-	var sf secureFlags
-	tr := newTraceFlags()
+	o := router.LocalOptions()
+	o.HTTPListen = "" // off unless asked
+	sf := newServerFlags("router", tls.VerifyClientCertIfGiven, &o.Config)
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run a router: the public RateLimiter API in front of the shards.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Logger = logger()
-			var err error
-			if err := sf.require(&tf); err != nil {
-				return err
+			start := func(ctx context.Context) (*router.Router, error) {
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				return router.Start(ctx, o)
 			}
-			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(tls.VerifyClientCertIfGiven); err != nil {
-				return err
-			}
-			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
-			traces, err := tr.start(cmd.Context(), "shardlimit-router", "")
-			if err != nil {
-				return err
-			}
-			defer traces.Shutdown(context.Background())
-			o.Tracer = traces.TracerProvider
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			r, err := router.Start(ctx, o)
-			cancel()
-			if err != nil {
-				return err
-			}
-			err = errors.Join(registerBuildInfo(r.Registry()), tf.registerExpiry(r.Registry(), "router"),
-				registerEtcdInsecure(r.Registry(), "router", etcdPlainText(o.Etcd, o.EtcdTLS), o.Logger))
-			var ops *opsServer
-			if err == nil {
-				ops, err = serveOps(metricsListen, profiles, r.Registry(), r.Ready)
-			}
-			if err != nil {
-				r.Stop(context.Background())
-				return err
-			}
-			defer ops.close()
-			<-cmd.Context().Done()
-			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			r.Stop(ctx)
-			return nil
+			stop := func(ctx context.Context, r *router.Router) error { r.Stop(ctx); return nil }
+			return runServer(cmd.Context(), sf, "", 10*time.Second, start, stop)
 		},
 	}
 	f := cmd.Flags()
@@ -73,10 +33,6 @@ func routerCmd() *cobra.Command {
 	f.StringVar(&o.HTTPListen, "http-listen", o.HTTPListen, "address of the HTTP/JSON API (POST /v1/check, Envoy's POST /json), with the gRPC server's TLS and credentials and connections bounded by --http-max-connections (default: off)")
 	f.IntVar(&o.HTTPMaxConnections, "http-max-connections", o.HTTPMaxConnections, "open connections of the HTTP/JSON API, apart from gRPC's --max-connections (--max-connections-per-peer, --handshake-timeout and --auth-timeout apply too); past it new ones are closed at once (shardlimit_router_http_connections_refused_total)")
 	f.Var(newSizeFlag(&o.HTTPMaxBody), "http-max-body", "maximum HTTP request body (bytes, or with a unit: 512KiB, 1MiB); a larger one is answered 413")
-	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (default: off)")
-	f.BoolVar(&profiles, "pprof", false, pprofHelp)
-	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
-	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.StringVar(&o.RulesFile, "rules", o.RulesFile, "static YAML rules file used instead of the rules in etcd (default: follow the rules in etcd)")
 	f.DurationVar(&o.Deadline, "deadline", o.Deadline, "a call to a shard fails when the shard has answered nothing for this long since the call was sent (plus 10ms for the router's own scheduling); the rule's failure policy answers")
 	f.IntVar(&o.CallsPerShard, "calls-per-shard", o.CallsPerShard, "calls in flight to one shard at once; checks that arrive while all are in flight leave together in the next call")
@@ -93,9 +49,6 @@ func routerCmd() *cobra.Command {
 	f.IntVar(&o.OverLimitCache, "over-limit-cache", o.OverLimitCache, "entries of the over-limit cache (72 bytes each): users over a limit are denied with their shard's answer until their retry time without calling it, and stay denied while it is down; negative turns it off")
 	f.BoolVar(&o.EnvoyHeaders, "envoy-headers", o.EnvoyHeaders, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy rate limit answers")
 	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
-	registerLimits(f, &o.Limits)
-	tf.register(f, true)
-	sf.register(f)
-	tr.register(f)
+	sf.register(f, "")
 	return cmd
 }

@@ -4,13 +4,10 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"errors"
 	"os"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/shard"
@@ -35,11 +32,10 @@ func setMemoryLimit(maxMemory int64) {
 
 func shardCmd() *cobra.Command {
 	o := shard.DefaultOptions()
-	var metricsListen string
-	var profiles bool
-	var tf tlsFlags
-	var sf secureFlags
-	tr := newTraceFlags()
+	sf := newServerFlags("shard", tls.RequireAndVerifyClientCert, &o.Config)
+	// Serve /metrics before starting, so that a shard stuck registering
+	// is seen (registered 0, setup time growing).
+	sf.opsFirst = true
 	cmd := &cobra.Command{
 		Use:   "shard",
 		Short: "Run a shard host: counters in memory, registered in etcd under a lease.",
@@ -55,63 +51,21 @@ then deregisters and exits, within
 partitions count from zero at their next owners.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Logger = logger()
 			setMemoryLimit(o.MaxMemoryBytes)
-			var err error
-			if err := sf.require(&tf); err != nil {
-				return err
-			}
-			if o.TLS, o.ShardTLS, o.EtcdTLS, err = tf.configs(tls.RequireAndVerifyClientCert); err != nil {
-				return err
-			}
-			o.Insecure, o.GrantsFile = sf.insecure, sf.grantsFile
-			// Serve /metrics before starting, so that a shard stuck
-			// registering is seen (registered 0, setup time growing).
-			o.Started, o.Registry = processStart, prometheus.NewRegistry()
+			o.Started = processStart
 			shard.Version = build().Version // written into the member record
-			if err := errors.Join(registerBuildInfo(o.Registry), tf.registerExpiry(o.Registry, "shard"),
-				registerEtcdInsecure(o.Registry, "shard", etcdPlainText(o.Etcd, o.EtcdTLS), o.Logger)); err != nil {
-				return err
-			}
-			var running atomic.Pointer[shard.Server]
-			ops, err := serveOps(metricsListen, profiles, o.Registry, func() error {
-				if s := running.Load(); s != nil {
-					return s.Ready()
-				}
-				return errors.New("starting: not yet serving and registered")
-			})
-			if err != nil {
-				return err
-			}
-			defer ops.close()
-			traces, err := tr.start(cmd.Context(), "shardlimit-shard", o.ID)
-			if err != nil {
-				return err
-			}
-			defer traces.Shutdown(context.Background())
-			o.Tracer = traces.TracerProvider
-			s, err := shard.Start(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			running.Store(s)
-			<-cmd.Context().Done()
+			start := func(ctx context.Context) (*shard.Server, error) { return shard.Start(ctx, o) }
+			stop := func(ctx context.Context, s *shard.Server) error { return s.Stop(ctx) }
 			// The drain is bounded by --drain-timeout; then deregistering and
 			// finishing calls in flight get 10s more.
-			ctx, cancel := context.WithTimeout(context.Background(), o.DrainTimeout+10*time.Second)
-			defer cancel()
-			return s.Stop(ctx)
+			return runServer(cmd.Context(), sf, o.ID, o.DrainTimeout+10*time.Second, start, stop)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.ID, "id", o.ID, "member id, unique among live shards (required)")
 	f.StringVar(&o.Listen, "listen", o.Listen, "gRPC listen address")
-	f.StringVar(&metricsListen, "metrics-listen", "", "HTTP address serving /metrics, /healthz and /readyz (ready: serving and registered; default: off)")
-	f.BoolVar(&profiles, "pprof", false, pprofHelp)
 	f.StringVar(&o.Advertise, "advertise", o.Advertise, "address routers dial (default: the bound listen address)")
 	f.StringVar(&o.Zone, "zone", o.Zone, "failure domain written in the member record")
-	f.StringSliceVar(&o.Etcd, "etcd", o.Etcd, "etcd endpoints, comma-separated (required)")
-	f.StringVar(&o.Prefix, "prefix", o.Prefix, "etcd key prefix")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", o.LeaseTTL, "membership lease TTL; a dead shard is dropped this long after it stops")
 	f.Var(newSizeFlag(&o.MaxMemoryBytes), "max-memory", "bound on the process's memory, its RSS (like 1792MiB or 4GiB; at least 512MiB; the pod's memory limit or a little under it): the counters, every key of every algorithm, get half of it, and past that expired keys are dropped first, then idle keys not used lately are evicted, keys over their limit last (shardlimit_shard_evictions_total); Go's soft memory limit is set to 7/8 of it unless GOMEMLIMIT is set")
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "bound on the drain at SIGTERM (hand every partition's counters to its next owner); past it the shard stops anyway and logs what it did not hand over. Keep it 15s under the pod's terminationGracePeriodSeconds")
@@ -126,9 +80,6 @@ partitions count from zero at their next owners.`,
 	f.IntVar(&o.TopKeysExact, "top-keys-exact", o.TopKeysExact, "decisions each --top-keys-period counts one by one, exactly, before --top-keys-sample applies")
 	f.IntVar(&o.Episodes, "episodes", o.Episodes, "bound on the limited-user log, in episodes")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "decisions per second this host is sized for; elastic rules grow while the rate is under their load threshold")
-	registerLimits(f, &o.Limits)
-	tf.register(f, true)
-	sf.register(f)
-	tr.register(f)
+	sf.register(f, "ready: serving and registered")
 	return cmd
 }

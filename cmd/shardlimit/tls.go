@@ -40,6 +40,16 @@ func (t *tlsFlags) register(f *pflag.FlagSet, etcd bool) {
 	}
 }
 
+// registerClient adds the flags of a client of components (bench) that
+// are not one itself: the CA of their certificates, its own certificate
+// for mTLS, and the name to verify; of names them ("routers").
+func (t *tlsFlags) registerClient(f *pflag.FlagSet, of string) {
+	f.StringVar(&t.ca, "tls-ca", "", "PEM CA of the "+of+"' certificates")
+	f.StringVar(&t.cert, "tls-cert", "", "PEM client certificate (mTLS); with --tls-key, enables TLS")
+	f.StringVar(&t.key, "tls-key", "", "PEM key of --tls-cert")
+	f.StringVar(&t.serverName, "tls-server-name", "", "name to verify in the "+of+"' certificates instead of the dialed address")
+}
+
 // secureFlags are the flags of a component that serves callers: whether it
 // runs without TLS and authentication, and its grants file.
 type secureFlags struct {

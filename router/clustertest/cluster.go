@@ -24,6 +24,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/component"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
@@ -125,27 +126,33 @@ func Logger() *slog.Logger {
 
 // ShardOptions returns the options the cluster gives a new shard.
 func (c *Cluster) ShardOptions(id string) shard.Options {
-	o := shard.DefaultOptions()
-	o.ID, o.Etcd, o.Prefix, o.Logger = id, []string{c.Etcd}, c.Prefix, Logger()
-	// A lease outlives any stall of a loaded machine (at load 36 a 2 s
-	// lease expired under -race): a shard loses its lease in a test only
-	// when the test says so. A test of a dead shard kills it and then
-	// revokes its lease (RevokeLease), as etcd would expire it, at the
-	// point where the test wants it gone.
-	o.LeaseTTL = 10 * time.Second
-	// Routers in a test follow etcd within milliseconds.
-	o.HandoffSettle = 200 * time.Millisecond
-	if c.PKI == nil {
-		o.Insecure = true
-	} else {
-		o.TLS = c.serverTLS(c.PKI.Shard, tls.RequireAndVerifyClientCert)
-		o.ShardTLS = c.clientTLS(c.PKI.Shard) // to pull from other shards
-		o.Grants = c.PKI.Grants()
-	}
+	// A test of a dead shard kills it and then revokes its lease
+	// (RevokeLease), as etcd would expire it, at the point where the test
+	// wants it gone.
+	o := shard.TestOptions()
+	o.ID = id
+	o.Config = c.config(func(p *creds.Local) creds.Files { return p.Shard }, tls.RequireAndVerifyClientCert)
 	if c.opts.Shard != nil {
 		c.opts.Shard(&o)
 	}
 	return o
+}
+
+// config returns what every component of the cluster shares: its etcd
+// and prefix, the quiet logger, and unless Insecure the TLS of the
+// component's files in the PKI (a server verifying clients with
+// clientAuth, and a client towards the others) with the PKI's grants, as
+// a grants file would give them.
+func (c *Cluster) config(files func(*creds.Local) creds.Files, clientAuth tls.ClientAuthType) component.Config {
+	cfg := component.DefaultConfig()
+	cfg.Etcd, cfg.Prefix, cfg.Logger = []string{c.Etcd}, c.Prefix, Logger()
+	if c.PKI == nil {
+		cfg.Insecure = true
+		return cfg
+	}
+	cfg.TLS, cfg.ShardTLS = c.serverTLS(files(c.PKI), clientAuth), c.clientTLS(files(c.PKI))
+	cfg.Grants = c.PKI.Grants()
+	return cfg
 }
 
 // StartShard starts one more shard with a new id, or with id if given.
@@ -218,23 +225,10 @@ func (c *Cluster) Member(id string) (member.Member, bool) {
 // StartRouter starts one more router.
 func (c *Cluster) StartRouter() *router.Router {
 	c.tb.Helper()
-	o := router.DefaultOptions()
-	o.Etcd, o.Prefix, o.Rules, o.Logger = []string{c.Etcd}, c.Prefix, c.opts.Rules, Logger()
-	// Cluster tests check decisions, not latency; a generous deadline and
-	// queue wait keep them from failing open, or shedding, on a loaded
-	// machine (at load 36 a healthy shard took more than 1 s). A dead
-	// shard's calls fail at once, not at the deadline. Tests of failing
-	// open or of shedding set their own.
-	o.Deadline, o.MaxQueueWait = 5*time.Second, 10*time.Second
-	if c.PKI == nil {
-		o.Insecure = true
-	} else {
-		// Token callers hold no certificate: the router verifies one if
-		// given.
-		o.TLS = c.serverTLS(c.PKI.Router, tls.VerifyClientCertIfGiven)
-		o.ShardTLS = c.clientTLS(c.PKI.Router)
-		o.Grants = c.PKI.Grants()
-	}
+	o := router.TestOptions()
+	o.Rules = c.opts.Rules
+	// Token callers hold no certificate: the router verifies one if given.
+	o.Config = c.config(func(p *creds.Local) creds.Files { return p.Router }, tls.VerifyClientCertIfGiven)
 	if c.opts.Router != nil {
 		c.opts.Router(&o)
 	}
@@ -257,20 +251,9 @@ func (c *Cluster) StartRouter() *router.Router {
 // asked (a one-hour interval) and waits a short settle time.
 func (c *Cluster) StartRebalance() *rebalance.Job {
 	c.tb.Helper()
-	o := rebalance.DefaultOptions()
+	o := rebalance.TestOptions()
 	o.ID = fmt.Sprintf("rebalance-%d", len(c.Rebalancers))
-	o.Etcd, o.Prefix, o.Logger = []string{c.Etcd}, c.Prefix, Logger()
-	// The election session (and the hand-off lock a run takes with it)
-	// outlives any stall of a loaded machine; a test of a leader's death
-	// sets its own.
-	o.Interval, o.SessionTTL, o.Settle = time.Hour, 10*time.Second, 200*time.Millisecond
-	if c.PKI == nil {
-		o.Insecure = true
-	} else {
-		o.TLS = c.serverTLS(c.PKI.Rebalance, tls.RequireAndVerifyClientCert)
-		o.ShardTLS = c.clientTLS(c.PKI.Rebalance)
-		o.Grants = c.PKI.Grants()
-	}
+	o.Config = c.config(func(p *creds.Local) creds.Files { return p.Rebalance }, tls.RequireAndVerifyClientCert)
 	if c.opts.Rebalance != nil {
 		c.opts.Rebalance(&o)
 	}

@@ -8,18 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/shard/episodes"
 	"github.com/shardlimit/shardlimit/shard/key"
 )
-
-// episodeLog adapts the limited-user log to what the store tells it.
-type episodeLog struct{ l *episodes.Log }
-
-func (e episodeLog) Begin(k key.Key, c *Check, now int64) {
-	e.l.Begin(episodes.Key(k), c.Service, c.Endpoint, c.User, c.Rule, now)
-}
-func (e episodeLog) Deny(k key.Key, now int64) { e.l.Deny(episodes.Key(k), now) }
-func (e episodeLog) End(k key.Key, now int64)  { e.l.End(episodes.Key(k), now) }
 
 // maxTopKeys bounds StatsRequest.top_keys.
 const maxTopKeys = 1000

@@ -1,10 +1,11 @@
-package router
+package admin
 
 import (
 	"context"
 	"crypto/rand"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,10 +23,10 @@ type runStream = grpc.ServerStreamingServer[shardlimitv1.RebalanceRunEvent]
 // RebalanceRunStream has the leader run, as RebalanceRun does, and follows
 // the run's record in etcd, which the leader writes as each phase starts
 // and ends. The record is found by the request_id the router gives the
-// request, watched from before the request, so that no write is missed.
-// The leader's answer is the final record; when the leader is lost before
-// it answers, the stream keeps following the record, which the next leader
-// marks abandoned.
+// request, and followed from before the request is sent, so that no write
+// is missed. The leader's answer is the final record; when the leader is
+// lost before it answers, the stream keeps following the record, which
+// the next leader marks abandoned.
 func (a *admin) RebalanceRunStream(req *shardlimitv1.RebalanceRunRequest, stream runStream) error {
 	ctx := stream.Context()
 	fillRunRequest(req)
@@ -37,16 +38,10 @@ func (a *admin) RebalanceRunStream(req *shardlimitv1.RebalanceRunRequest, stream
 		return err
 	}
 	defer done()
-	layout := etcd.Layout(a.r.opts.Prefix)
-	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	head, err := a.r.etcd.Get(gctx, layout.Runs(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	cancel()
-	if err != nil {
-		return status.Errorf(codes.Unavailable, "etcd: %v", err)
-	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watch := a.r.etcd.Watch(clientv3.WithRequireLeader(wctx), layout.Runs(), clientv3.WithPrefix(), clientv3.WithRev(head.Header.Revision+1))
+	fctx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	records := a.followRun(fctx, etcd.Target{Name: "rebalance runs", Key: a.layout.Runs(), Prefix: true},
+		func(r *shardlimitv1.RunRecord) bool { return r.RequestId == req.Run.RequestId })
 	answered := make(chan runAnswer, 1)
 	go func() {
 		resp, err := c.Run(ctx, req.Run)
@@ -55,8 +50,8 @@ func (a *admin) RebalanceRunStream(req *shardlimitv1.RebalanceRunRequest, stream
 	if err := stream.Send(&shardlimitv1.RebalanceRunEvent{Kind: runstore.EventAsked, Leader: addr, UnixNs: time.Now().UnixNano()}); err != nil {
 		return err
 	}
-	f := &runFollower{stream: stream, match: func(r *shardlimitv1.RunRecord) bool { return r.RequestId == req.Run.RequestId }}
-	if err := f.follow(ctx, watch, answered); err != nil {
+	f := &runFollower{stream: stream}
+	if err := f.follow(ctx, records, answered); err != nil {
 		return err
 	}
 	if !req.Wait {
@@ -75,14 +70,13 @@ func (a *admin) WatchRebalanceRun(req *shardlimitv1.WatchRebalanceRunRequest, st
 	if req.StartedUnixNs < 0 {
 		return status.Errorf(codes.InvalidArgument, "started_unix_ns: %d is negative", req.StartedUnixNs)
 	}
-	layout := etcd.Layout(a.r.opts.Prefix)
 	gctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	var resp *clientv3.GetResponse
 	var err error
 	if req.StartedUnixNs == 0 {
-		resp, err = a.r.etcd.Get(gctx, layout.Runs(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
+		resp, err = a.etcd.Get(gctx, a.layout.Runs(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	} else {
-		resp, err = a.r.etcd.Get(gctx, layout.Run(req.StartedUnixNs))
+		resp, err = a.etcd.Get(gctx, a.layout.Run(req.StartedUnixNs))
 	}
 	cancel()
 	switch {
@@ -97,14 +91,66 @@ func (a *admin) WatchRebalanceRun(req *shardlimitv1.WatchRebalanceRunRequest, st
 	if err := protojson.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
 		return status.Errorf(codes.DataLoss, "the run record at %s does not parse: %v", resp.Kvs[0].Key, err)
 	}
-	f := &runFollower{stream: stream, match: func(r *shardlimitv1.RunRecord) bool { return r.StartedUnixNs == rec.StartedUnixNs }}
+	f := &runFollower{stream: stream}
 	if err := f.next(&rec); err != nil || runstore.Finished(&rec) {
 		return err
 	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watch := a.r.etcd.Watch(clientv3.WithRequireLeader(wctx), string(resp.Kvs[0].Key), clientv3.WithRev(resp.Header.Revision+1))
-	return f.follow(ctx, watch, nil)
+	fctx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	records := a.followRun(fctx, etcd.Target{Name: "rebalance run", Key: string(resp.Kvs[0].Key)},
+		func(r *shardlimitv1.RunRecord) bool { return r.StartedUnixNs == rec.StartedUnixNs })
+	return f.follow(ctx, records, nil)
+}
+
+// followRun follows t (etcd.Follow) until ctx ends, and returns the
+// channel of the newest record that match selects, not yet read.
+func (a *admin) followRun(ctx context.Context, t etcd.Target, match func(*shardlimitv1.RunRecord) bool) <-chan *shardlimitv1.RunRecord {
+	r := &runRecords{match: match, newest: make(chan *shardlimitv1.RunRecord, 1)}
+	go etcd.Follow(ctx, a.etcd, t, a.log, r)
+	return r.newest
+}
+
+// runRecords is the etcd.Follower of one run's record: it keeps the newest
+// record that match selects until it is read. A newer one replaces one
+// not yet read, which loses nothing: runstore.Events gives every event
+// between two records of a run.
+type runRecords struct {
+	match  func(*shardlimitv1.RunRecord) bool
+	newest chan *shardlimitv1.RunRecord // capacity 1
+}
+
+func (r *runRecords) Reset(kvs []*mvccpb.KeyValue, _ int64) {
+	for _, kv := range kvs {
+		r.offer(kv.Value)
+	}
+}
+
+func (r *runRecords) Apply(events []*clientv3.Event, _ int64) {
+	for _, ev := range events {
+		if ev.Type == clientv3.EventTypePut {
+			r.offer(ev.Kv.Value)
+		}
+	}
+}
+
+// offer makes value the newest record, if it is one that match selects.
+// Follow calls it from one goroutine, so it never blocks.
+func (r *runRecords) offer(value []byte) {
+	rec := &shardlimitv1.RunRecord{}
+	if protojson.Unmarshal(value, rec) != nil || !r.match(rec) {
+		return
+	}
+	for {
+		select {
+		case r.newest <- rec:
+			return
+		default:
+			select {
+			case <-r.newest:
+			default:
+			}
+		}
+	}
 }
 
 // runAnswer is the leader's answer to Run.
@@ -117,7 +163,6 @@ type runAnswer struct {
 // stream.
 type runFollower struct {
 	stream runStream
-	match  func(*shardlimitv1.RunRecord) bool // selects the run's records
 	last   *shardlimitv1.RunRecord
 }
 
@@ -132,9 +177,9 @@ func (f *runFollower) next(rec *shardlimitv1.RunRecord) error {
 	return nil
 }
 
-// follow sends the run's events from the watched records and, when
+// follow sends the run's events from the followed records and, when
 // answered is not nil, the leader's answer, until the run finished.
-func (f *runFollower) follow(ctx context.Context, watch clientv3.WatchChan, answered chan runAnswer) error {
+func (f *runFollower) follow(ctx context.Context, records <-chan *shardlimitv1.RunRecord, answered chan runAnswer) error {
 	for f.last == nil || !runstore.Finished(f.last) {
 		select {
 		case <-ctx.Done():
@@ -150,26 +195,9 @@ func (f *runFollower) follow(ctx context.Context, watch clientv3.WatchChan, answ
 				return ans.err
 			}
 			// The leader was lost mid-run: go on following the record.
-		case wr, ok := <-watch:
-			switch {
-			case !ok && ctx.Err() != nil:
-				return status.FromContextError(ctx.Err()).Err()
-			case !ok:
-				return status.Error(codes.Unavailable, "etcd: the watch of the run's record ended")
-			case wr.Err() != nil:
-				return status.Errorf(codes.Unavailable, "etcd: watching the run's record: %v", wr.Err())
-			}
-			for _, ev := range wr.Events {
-				var rec shardlimitv1.RunRecord
-				if ev.Type != clientv3.EventTypePut || protojson.Unmarshal(ev.Kv.Value, &rec) != nil || !f.match(&rec) {
-					continue
-				}
-				if f.last != nil && runstore.Finished(f.last) {
-					break
-				}
-				if err := f.next(&rec); err != nil {
-					return err
-				}
+		case rec := <-records:
+			if err := f.next(rec); err != nil {
+				return err
 			}
 		}
 	}

@@ -1,13 +1,16 @@
-package router
+package admin
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -15,13 +18,69 @@ import (
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
-// admin serves the Admin API on the router's gRPC port.
+// Router is what the Admin API needs of the router it serves on: the
+// shards it routes to now, the shard map version it routes by, and its
+// over-limit cache.
+type Router interface {
+	// Routing returns the partition table in force and the shards the
+	// router routes to, in the table's member order.
+	Routing() (*shardmap.Table, []Shard)
+	// MapVersion returns the version of the shard map in force; 0 when
+	// none.
+	MapVersion() int64
+	// ForgetKey drops what the over-limit cache holds for a counter, once
+	// it was reset.
+	ForgetKey(service, rule, user string)
+}
+
+// Shard is a shard the router routes to, with the client the router
+// calls it through: nil when it could not be dialed.
+type Shard struct {
+	Member member.Member
+	Client shardlimitv1.ShardClient
+}
+
+// Options configure the Admin API.
+type Options struct {
+	// Etcd is the router's etcd client, where rules, grants, the shard map
+	// history and run records are. Required.
+	Etcd *clientv3.Client
+	// Prefix is the etcd key prefix. Required.
+	Prefix string
+	// RuleBounds bound the rules an apply may store (the router's).
+	RuleBounds rules.Bounds
+	// Grants are the router's grants file's: they win over stored grants,
+	// so the API refuses to store one for the same identity.
+	Grants []auth.Grant
+	// Dial are the options of a connection to the rebalance leader.
+	Dial []grpc.DialOption
+	// Logger receives one line per change an operator made.
+	Logger *slog.Logger
+}
+
+// Register registers the Admin API of router r on s.
+func Register(s grpc.ServiceRegistrar, r Router, o Options) {
+	shardlimitv1.RegisterAdminServer(s, &admin{r: r, etcd: o.Etcd, prefix: o.Prefix, layout: etcd.Layout(o.Prefix), ruleBounds: o.RuleBounds,
+		grants: o.Grants, dial: o.Dial, log: o.Logger})
+}
+
+// admin serves the Admin API.
 type admin struct {
 	shardlimitv1.UnimplementedAdminServer
-	r *Router
+	r          Router
+	etcd       *clientv3.Client
+	prefix     string
+	layout     etcd.Layout // of prefix
+	ruleBounds rules.Bounds
+	grants     []auth.Grant
+	dial       []grpc.DialOption
+	log        *slog.Logger
 }
 
 // maxRulesFile bounds ApplyRulesRequest.yaml.
@@ -44,7 +103,7 @@ func (a *admin) ApplyRules(ctx context.Context, req *shardlimitv1.ApplyRulesRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	changes, rev, err := rulestore.Apply(ctx, a.r.etcd, a.r.opts.Prefix, desired, a.r.opts.RuleBounds, req.Prune, req.DryRun)
+	changes, rev, err := rulestore.Apply(ctx, a.etcd, a.prefix, desired, a.ruleBounds, req.Prune, req.DryRun)
 	switch {
 	case errors.Is(err, rulestore.ErrConflict):
 		return nil, status.Error(codes.Aborted, err.Error())
@@ -75,7 +134,7 @@ func (a *admin) ApplyRules(ctx context.Context, req *shardlimitv1.ApplyRulesRequ
 		resp.Changes = append(resp.Changes, rc)
 	}
 	if resp.Applied {
-		a.r.log.Info("rules applied", "file", name, "changes", len(changes), "revision", rev)
+		a.log.Info("rules applied", "file", name, "changes", len(changes), "revision", rev)
 	}
 	return resp, nil
 }
@@ -86,7 +145,7 @@ func (a *admin) GetRules(ctx context.Context, req *shardlimitv1.GetRulesRequest)
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	entries, invalid, rev, err := rulestore.List(ctx, a.r.etcd, a.r.opts.Prefix, req.Service)
+	entries, invalid, rev, err := rulestore.List(ctx, a.etcd, a.prefix, req.Service)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
@@ -114,12 +173,12 @@ func (a *admin) DeleteRule(ctx context.Context, req *shardlimitv1.DeleteRuleRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	existed, err := rulestore.Delete(ctx, a.r.etcd, a.r.opts.Prefix, req.Service, req.Name)
+	existed, err := rulestore.Delete(ctx, a.etcd, a.prefix, req.Service, req.Name)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
 	if existed {
-		a.r.log.Info("rule deleted", "service", req.Service, "name", req.Name)
+		a.log.Info("rule deleted", "service", req.Service, "name", req.Name)
 	}
 	return &shardlimitv1.DeleteRuleResponse{Existed: existed}, nil
 }
@@ -128,26 +187,26 @@ func (a *admin) DeleteRule(ctx context.Context, req *shardlimitv1.DeleteRuleRequ
 // Stats, asked in parallel: all of it to an operator, to a service caller
 // only what concerns its services (membersFor).
 func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequest) (*shardlimitv1.ListMembersResponse, error) {
-	rt := a.r.routing.Load()
-	counts := rt.table.Count()
-	resp := &shardlimitv1.ListMembersResponse{Partitions: uint32(rt.table.Partitions())}
-	resp.Members = make([]*shardlimitv1.Member, len(rt.peers))
+	table, shards := a.r.Routing()
+	counts := table.Count()
+	resp := &shardlimitv1.ListMembersResponse{Partitions: uint32(table.Partitions())}
+	resp.Members = make([]*shardlimitv1.Member, len(shards))
 	var wg sync.WaitGroup
-	for i, p := range rt.peers {
-		m := p.member
+	for i, p := range shards {
+		m := p.Member
 		out := &shardlimitv1.Member{
 			Id: m.ID, Addr: m.Addr, Zone: m.Zone, Version: m.Version,
 			StartedUnixNs: m.Started.UnixNano(), ReadyUnixNs: m.Ready.UnixNano(), Partitions: uint32(counts[m.ID]),
 		}
 		resp.Members[i] = out
-		if p.client == nil {
+		if p.Client == nil {
 			out.Error = "no client"
 			continue
 		}
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			st, err := p.client.Stats(cctx, &shardlimitv1.StatsRequest{})
+			st, err := p.Client.Stats(cctx, &shardlimitv1.StatsRequest{})
 			if err != nil {
 				out.Error = status.Convert(err).Message()
 				return
@@ -160,6 +219,34 @@ func (a *admin) ListMembers(ctx context.Context, _ *shardlimitv1.ListMembersRequ
 	return resp, nil
 }
 
+// membersFor leaves in resp what the caller may read: an operator reads
+// everything; a service caller reads each member's id, zone, version,
+// start and partition count, and the hot keys of its own services only,
+// never a shard's address, its load, its keys, its memory or another
+// service's hot keys, nor an error message (which may name an address).
+func membersFor(ctx context.Context, resp *shardlimitv1.ListMembersResponse) {
+	c := auth.FromContext(ctx)
+	if c.IsOperator() {
+		return
+	}
+	for _, m := range resp.Members {
+		m.Addr = ""
+		if m.Error != "" {
+			m.Error = "unreachable"
+		}
+		if m.Stats == nil {
+			continue
+		}
+		var own []*shardlimitv1.HotKey
+		for _, k := range m.Stats.HotKeys {
+			if c.Allows(k.Service) {
+				own = append(own, k)
+			}
+		}
+		m.Stats = &shardlimitv1.StatsResponse{Id: m.Stats.Id, HotKeys: own}
+	}
+}
+
 // ListLimited asks every live shard for the episodes of a service and
 // merges them, newest first.
 func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRequest) (*shardlimitv1.ListLimitedResponse, error) {
@@ -169,30 +256,30 @@ func (a *admin) ListLimited(ctx context.Context, req *shardlimitv1.ListLimitedRe
 	if err := auth.FromContext(ctx).MayUse(req.Service); err != nil {
 		return nil, err
 	}
-	rt := a.r.routing.Load()
+	_, shards := a.r.Routing()
 	resp := &shardlimitv1.ListLimitedResponse{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sreq := &shardlimitv1.LimitedRequest{Service: req.Service, SinceUnixNs: req.SinceUnixNs, UntilUnixNs: req.UntilUnixNs, Limit: req.Limit}
 	var badArg error
-	for _, p := range rt.peers {
-		if p.client == nil {
+	for _, p := range shards {
+		if p.Client == nil {
 			mu.Lock()
-			resp.Unreachable = append(resp.Unreachable, p.member.ID)
+			resp.Unreachable = append(resp.Unreachable, p.Member.ID)
 			mu.Unlock()
 			continue
 		}
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			lr, err := p.client.Limited(cctx, sreq)
+			lr, err := p.Client.Limited(cctx, sreq)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case status.Code(err) == codes.InvalidArgument:
 				badArg = err
 			case err != nil:
-				resp.Unreachable = append(resp.Unreachable, p.member.ID)
+				resp.Unreachable = append(resp.Unreachable, p.Member.ID)
 			default:
 				resp.Episodes = append(resp.Episodes, lr.Episodes...)
 			}
@@ -228,21 +315,21 @@ func (a *admin) ResetKey(ctx context.Context, req *shardlimitv1.ResetKeyRequest)
 	case req.User == "":
 		return nil, status.Error(codes.InvalidArgument, "user: required")
 	}
-	rt := a.r.routing.Load()
-	owner, ok := rt.table.Owner(key.Partition(key.Hash(req.Service, req.Rule, req.User), rt.table.Partitions()))
+	table, shards := a.r.Routing()
+	owner, ok := table.Owner(key.Partition(key.Hash(req.Service, req.Rule, req.User), table.Partitions()))
 	if !ok {
 		return nil, status.Error(codes.Unavailable, "no live shard owns the counter")
 	}
-	for _, p := range rt.peers {
-		if p.member.ID != owner.ID || p.client == nil {
+	for _, p := range shards {
+		if p.Member.ID != owner.ID || p.Client == nil {
 			continue
 		}
-		r, err := p.client.Reset(ctx, &shardlimitv1.ResetRequest{Service: req.Service, Rule: req.Rule, User: req.User})
+		r, err := p.Client.Reset(ctx, &shardlimitv1.ResetRequest{Service: req.Service, Rule: req.Rule, User: req.User})
 		if err != nil {
 			return nil, status.Errorf(status.Code(err), "shard %s: %s", owner.ID, status.Convert(err).Message())
 		}
-		a.r.overLimit.forgetKey(req.Service, req.Rule, req.User)
-		a.r.log.Info("counter reset", "service", req.Service, "rule", req.Rule, "shard", owner.ID, "existed", r.Existed, "caller", auth.FromContext(ctx).Name())
+		a.r.ForgetKey(req.Service, req.Rule, req.User)
+		a.log.Info("counter reset", "service", req.Service, "rule", req.Rule, "shard", owner.ID, "existed", r.Existed, "caller", auth.FromContext(ctx).Name())
 		return &shardlimitv1.ResetKeyResponse{Existed: r.Existed, Shard: owner.ID}, nil
 	}
 	return nil, status.Errorf(codes.Unavailable, "shard %s: no connection", owner.ID)

@@ -1,4 +1,4 @@
-package router
+package admin
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
-	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 
 // grantInfo is a grant as the Admin API lists it: its id naming its kind,
@@ -37,7 +36,7 @@ func tokenInfo(t *auth.Token) *shardlimitv1.TokenInfo {
 // wins over a stored one, so storing one would change nothing.
 func (a *admin) inFile(id string) error {
 	cid := auth.CanonicalID(id)
-	if slices.ContainsFunc(a.r.opts.Grants, func(g auth.Grant) bool { return auth.CanonicalID(g.ID) == cid }) {
+	if slices.ContainsFunc(a.grants, func(g auth.Grant) bool { return auth.CanonicalID(g.ID) == cid }) {
 		return status.Error(codes.FailedPrecondition, "id: granted by the routers' grants file, which wins over etcd: edit the file instead")
 	}
 	return nil
@@ -61,13 +60,13 @@ func grantStatus(err error) error {
 func (a *admin) ListGrants(ctx context.Context, _ *shardlimitv1.ListGrantsRequest) (*shardlimitv1.ListGrantsResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	entries, invalid, rev, err := grantstore.List(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
+	entries, invalid, rev, err := grantstore.List(ctx, a.etcd, a.layout)
 	if err != nil {
 		return nil, grantStatus(err)
 	}
 	resp := &shardlimitv1.ListGrantsResponse{Revision: rev}
-	for i := range a.r.opts.Grants {
-		resp.Grants = append(resp.Grants, grantInfo(&a.r.opts.Grants[i], "file"))
+	for i := range a.grants {
+		resp.Grants = append(resp.Grants, grantInfo(&a.grants[i], "file"))
 	}
 	for _, e := range entries {
 		if a.inFile(e.Grant.ID) == nil { // the file's grant wins
@@ -105,7 +104,7 @@ func (a *admin) Grant(ctx context.Context, req *shardlimitv1.GrantRequest) (*sha
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
 	var stored auth.Grant
-	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
+	rev, err := grantstore.Modify(ctx, a.etcd, a.layout, req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
 		stored = auth.Grant{ID: auth.CanonicalID(req.Id), Role: auth.Role(req.Role), Services: req.Services}
 		if cur != nil {
 			stored.Tokens = cur.Tokens
@@ -115,7 +114,7 @@ func (a *admin) Grant(ctx context.Context, req *shardlimitv1.GrantRequest) (*sha
 	if err != nil {
 		return nil, grantStatus(err)
 	}
-	a.r.log.Info("grant stored", "id", stored.ID, "role", req.Role, "services", len(req.Services), "caller", auth.FromContext(ctx).Name())
+	a.log.Info("grant stored", "id", stored.ID, "role", req.Role, "services", len(req.Services), "caller", auth.FromContext(ctx).Name())
 	return &shardlimitv1.GrantResponse{Grant: grantInfo(&stored, "etcd"), Revision: rev}, nil
 }
 
@@ -126,7 +125,7 @@ func (a *admin) Revoke(ctx context.Context, req *shardlimitv1.RevokeRequest) (*s
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
 	resp := &shardlimitv1.RevokeResponse{}
-	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
+	rev, err := grantstore.Modify(ctx, a.etcd, a.layout, req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
 		resp.Existed, resp.Grant = cur != nil, nil
 		if cur == nil {
 			// An invalid stored value goes too.
@@ -156,7 +155,7 @@ func (a *admin) Revoke(ctx context.Context, req *shardlimitv1.RevokeRequest) (*s
 		return nil, grantStatus(err)
 	}
 	resp.Revision = rev
-	a.r.log.Info("grant revoked", "id", req.Id, "services", len(req.Services), "token_id", req.TokenId, "caller", auth.FromContext(ctx).Name())
+	a.log.Info("grant revoked", "id", req.Id, "services", len(req.Services), "token_id", req.TokenId, "caller", auth.FromContext(ctx).Name())
 	return resp, nil
 }
 
@@ -176,7 +175,7 @@ func (a *admin) CreateToken(ctx context.Context, req *shardlimitv1.CreateTokenRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	rev, err := grantstore.Modify(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
+	rev, err := grantstore.Modify(ctx, a.etcd, a.layout, req.Id, func(cur *auth.Grant) (grantstore.Change, error) {
 		if cur == nil {
 			return grantstore.Change{}, status.Error(codes.NotFound, "id: no grant is stored for this identity: grant it a role first")
 		}
@@ -188,6 +187,6 @@ func (a *admin) CreateToken(ctx context.Context, req *shardlimitv1.CreateTokenRe
 		return nil, grantStatus(err)
 	}
 	// The token itself is never logged.
-	a.r.log.Info("token created", "id", auth.CanonicalID(req.Id), "token_id", stored.ID, "expires", stored.Expires, "caller", auth.FromContext(ctx).Name())
+	a.log.Info("token created", "id", auth.CanonicalID(req.Id), "token_id", stored.ID, "expires", stored.Expires, "caller", auth.FromContext(ctx).Name())
 	return &shardlimitv1.CreateTokenResponse{Token: token, Info: tokenInfo(&stored), Revision: rev}, nil
 }

@@ -1,4 +1,4 @@
-package router
+package admin
 
 import (
 	"context"
@@ -10,21 +10,20 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
-	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 )
 
 // leader dials the rebalance leader found in etcd, and returns its
 // address too.
 func (a *admin) leader(ctx context.Context) (shardlimitv1.RebalancerClient, string, func(), error) {
-	addr, err := runstore.Leader(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
+	addr, err := runstore.Leader(ctx, a.etcd, a.layout)
 	if err != nil {
 		return nil, "", nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
 	if addr == "" {
 		return nil, "", nil, status.Error(codes.FailedPrecondition, "no rebalance instance leads; start `shardlimit rebalance`")
 	}
-	conn, err := grpc.NewClient(addr, a.r.dialOptions()...)
+	conn, err := grpc.NewClient(addr, a.dial...)
 	if err != nil {
 		return nil, "", nil, status.Errorf(codes.Unavailable, "rebalance leader %s: %v", addr, err)
 	}
@@ -82,7 +81,7 @@ func (a *admin) routesBy(ctx context.Context, version int64) error {
 func (a *admin) ShardMapHistory(ctx context.Context, _ *shardlimitv1.ShardMapHistoryRequest) (*shardlimitv1.ShardMapHistoryResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	hist, err := mapstore.History(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix))
+	hist, err := mapstore.History(ctx, a.etcd, a.layout)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}
@@ -109,7 +108,7 @@ func (a *admin) RebalanceRuns(ctx context.Context, req *shardlimitv1.RebalanceRu
 	}
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	runs, err := runstore.Runs(ctx, a.r.etcd, etcd.Layout(a.r.opts.Prefix), limit)
+	runs, err := runstore.Runs(ctx, a.etcd, a.layout, limit)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "etcd: %v", err)
 	}

@@ -1,4 +1,4 @@
-package router
+package admin
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // failingShard is a shard client whose Limited fails at once.
@@ -19,17 +20,23 @@ func (failingShard) Limited(context.Context, *shardlimitv1.LimitedRequest, ...gr
 	return nil, errors.New("unreachable")
 }
 
+// fakeRouter routes to shards, with no partition table.
+type fakeRouter struct{ shards []Shard }
+
+func (f fakeRouter) Routing() (*shardmap.Table, []Shard) { return nil, f.shards }
+func (fakeRouter) MapVersion() int64                     { return 0 }
+func (fakeRouter) ForgetKey(string, string, string)      {}
+
 // ListLimited appended peers without a client to the answer outside the
 // mutex its goroutines hold: -race reported it whenever a shard failed
 // while another had no client.
 func TestListLimitedCollectsUnreachableShardsWithoutARace(t *testing.T) {
-	r := &Router{}
-	r.routing.Store(&routing{peers: []*peer{
-		{member: member.Member{ID: "a"}, client: failingShard{}},
-		{member: member.Member{ID: "b"}}, // no client: could not be dialed
-		{member: member.Member{ID: "c"}, client: failingShard{}},
-		{member: member.Member{ID: "d"}},
-	}})
+	r := fakeRouter{shards: []Shard{
+		{Member: member.Member{ID: "a"}, Client: failingShard{}},
+		{Member: member.Member{ID: "b"}}, // no client: could not be dialed
+		{Member: member.Member{ID: "c"}, Client: failingShard{}},
+		{Member: member.Member{ID: "d"}},
+	}}
 	op := auth.NewSet([]auth.Grant{{ID: "op", Role: auth.RoleOperator}}).Lookup("op")
 	resp, err := (&admin{r: r}).ListLimited(auth.NewContext(context.Background(), op), &shardlimitv1.ListLimitedRequest{Service: "shop"})
 	if err != nil {
