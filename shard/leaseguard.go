@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
@@ -128,11 +131,17 @@ func (s *Server) askPeers(ctx context.Context) (all bool, detail map[string]stri
 		wg.Go(func() {
 			answer := "silent"
 			if c, err := s.peers.Client(p); err == nil {
-				if resp, err := c.Lease(ctx, &shardlimitv1.LeaseRequest{}); err == nil {
+				resp, err := c.Lease(ctx, &shardlimitv1.LeaseRequest{})
+				switch {
+				case err == nil:
 					answer = "etcd never answered it"
 					if ms := resp.EtcdAnsweredAgoMs; ms >= 0 {
 						answer = "etcd answered it " + (time.Duration(ms) * time.Millisecond).String() + " ago"
 					}
+				case status.Code(err) == codes.Unimplemented:
+					// A peer of an earlier version, in a rolling
+					// upgrade: it answered, so it reaches this shard.
+					answer = "answered (a version without Lease)"
 				}
 			}
 			mu.Lock()

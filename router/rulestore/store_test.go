@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/shardlimit/shardlimit/deploy"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/etcd/etcdtest"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
@@ -34,27 +33,10 @@ func ruleSet(n int) []rules.Rule {
 	return rs
 }
 
-// startEtcd starts an etcd of the test's own, adjusted by adjust, and
-// returns a client of it; both close with the test.
-func startEtcd(t *testing.T, adjust ...func(*embed.Config)) *clientv3.Client {
-	t.Helper()
-	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0", adjust...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcd.Dial([]string{e.Endpoint()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
-}
-
 // An apply past etcd's transaction limit names how many rules it changes,
 // not the empty list it returns, and writes nothing.
 func TestApplyPastTheTransactionLimitNamesTheCount(t *testing.T) {
-	cli := startEtcd(t, func(c *embed.Config) { c.MaxTxnOps = 4 })
+	cli := etcdtest.Start(t, func(c *embed.Config) { c.MaxTxnOps = 4 })
 	ctx := context.Background()
 	_, _, err := rulestore.Apply(ctx, cli, "/t/", ruleSet(5), rules.DefaultBounds(), false, false)
 	if !errors.Is(err, rulestore.ErrTooManyChanges) || !strings.Contains(err.Error(), "5 rules changed at once") {
@@ -72,7 +54,7 @@ func TestApplyPastTheTransactionLimitNamesTheCount(t *testing.T) {
 // Watch, on etcd.Follow, reports every change, and the full set again
 // after its watch breaks.
 func TestWatchFollowsChanges(t *testing.T) {
-	cli := startEtcd(t)
+	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -129,7 +111,7 @@ func TestWatchFollowsChanges(t *testing.T) {
 // service or the whole store past the bounds, writing nothing, and lets a
 // store already over them by hand be pruned back.
 func TestApplyKeepsWithinTheBounds(t *testing.T) {
-	cli := startEtcd(t)
+	cli := etcdtest.Start(t)
 	ctx := context.Background()
 	b := rules.Bounds{PerService: 3, Total: 4}
 	stored := func() int {

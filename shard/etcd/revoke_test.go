@@ -8,23 +8,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shardlimit/shardlimit/shard/etcd"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/etcd/etcdtest"
 )
 
 // Revoke deletes the lease's keys; a lease already gone (a revoke that the
 // client retried after the server applied it) counts as revoked; other
 // errors are returned.
 func TestRevokeTakesALeaseNotFoundAsRevoked(t *testing.T) {
-	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := etcd.Dial([]string{e.Endpoint()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lease, err := cli.Grant(ctx, 60)

@@ -26,19 +26,26 @@ type Reporter struct {
 	ttl     time.Duration
 	log     *slog.Logger
 	session *concurrency.Session
-	written map[string]Report // by shard id, as written under session
+	written map[string]Report    // by shard id, as written under session
+	wrote   map[string]time.Time // when each was last written
 }
 
 // NewReporter returns a reporter for a router; ttl is its lease's.
 func NewReporter(cli *clientv3.Client, layout etcd.Layout, ttl time.Duration, log *slog.Logger) *Reporter {
-	return &Reporter{cli: cli, layout: layout, ttl: ttl, log: log, written: map[string]Report{}}
+	return &Reporter{cli: cli, layout: layout, ttl: ttl, log: log, written: map[string]Report{}, wrote: map[string]time.Time{}}
 }
 
 // Set makes the router's reports in etcd exactly want (by shard id):
 // writes the new ones, deletes those no longer wanted. A report of the
-// same shard at the same address is not written again. It opens a session
+// same shard at the same address is written again once per lease TTL,
+// and no more often: the rebalance leader counts a report only when it
+// was written after the shard's registration, and a shard that left and
+// registered again at the same address, while this router still could
+// not reach it, may not have looked gone to it meanwhile (its member
+// watch may deliver the delete and the put at once). It opens a session
 // when it first has one to write, and a new one when the last was lost
-// (whose reports went with it).
+// (whose reports went with it); the lease is granted within ctx, so that
+// a router cut off from etcd is not held here.
 func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 	if r.session != nil {
 		select {
@@ -52,11 +59,16 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 		if len(want) == 0 {
 			return nil
 		}
-		s, err := concurrency.NewSession(r.cli, concurrency.WithTTL(max(1, int(r.ttl/time.Second))), concurrency.WithContext(context.Background()))
+		lease, err := r.cli.Grant(ctx, int64(max(1, int(r.ttl/time.Second))))
 		if err != nil {
 			return fmt.Errorf("open the reports' lease: %w", err)
 		}
-		r.session = s
+		// Kept alive for the router's life, not ctx's.
+		s, err := concurrency.NewSession(r.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(context.Background()))
+		if err != nil {
+			return fmt.Errorf("open the reports' lease: %w", err)
+		}
+		r.session, r.wrote = s, map[string]time.Time{}
 	}
 	reporter := fmt.Sprintf("%x", int64(r.session.Lease()))
 	var errs []error
@@ -69,10 +81,12 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 			continue
 		}
 		delete(r.written, id)
+		delete(r.wrote, id)
 		r.log.Info("shard reachable again: report withdrawn", "shard", id)
 	}
 	for id, rep := range want {
-		if old, ok := r.written[id]; ok && old.Addr == rep.Addr {
+		old, ok := r.written[id]
+		if ok && old.Addr == rep.Addr && time.Since(r.wrote[id]) < r.ttl {
 			continue
 		}
 		b, err := json.Marshal(rep)
@@ -83,8 +97,10 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 			errs = append(errs, err)
 			continue
 		}
-		r.written[id] = rep
-		r.log.Warn("reported a shard this router cannot reach", "shard", id, "addr", rep.Addr, "since", rep.Since, "other_shards_reached", rep.Reaches)
+		r.written[id], r.wrote[id] = rep, time.Now()
+		if !ok || old.Addr != rep.Addr {
+			r.log.Warn("reported a shard this router cannot reach", "shard", id, "addr", rep.Addr, "since", rep.Since, "other_shards_reached", rep.Reaches)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit/shard/etcd"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
+	"github.com/shardlimit/shardlimit/shard/etcd/etcdtest"
 	"github.com/shardlimit/shardlimit/shard/eviction"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
@@ -21,16 +21,7 @@ import (
 // sees it lost), the hold that keeps it from joining until the record
 // goes, and the report that goes with the router's lease.
 func TestReportEvictHold(t *testing.T) {
-	e, err := embedded.Start(t.TempDir(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := etcd.Dial([]string{e.Endpoint()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a hang guard
 	defer cancel()
 	layout := etcd.Layout("/evict/")
@@ -161,5 +152,56 @@ func TestReportEvictHold(t *testing.T) {
 			return fmt.Errorf("reports left: %+v", st.Reports)
 		}
 		return err
+	})
+}
+
+// A report written before its shard registered again at the same address
+// does not count (it may be about the earlier registration), until the
+// reporter writes it again, which it does once per lease TTL.
+func TestAReportIsWrittenAgainForANewRegistration(t *testing.T) {
+	cli := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a hang guard
+	defer cancel()
+	layout := etcd.Layout("/again/")
+	log := slog.New(slog.DiscardHandler)
+	register := func(id string) *membership.Registration {
+		reg, err := membership.RegisterUntilLost(ctx, cli, layout, member.Member{ID: id, Addr: id + ":1", State: member.Serving, Started: time.Now()}, 30*time.Second, log, func() {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reg
+	}
+	defer register("a").Close(context.Background())
+	b := register("b")
+
+	rep := eviction.NewReporter(cli, layout, time.Second, log)
+	defer rep.Close()
+	want := map[string]eviction.Report{"b": {Shard: "b", Addr: "b:1", Router: "router-1", Since: time.Now(), Reaches: 1}}
+	if err := rep.Set(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	// b registers again, at the same address, after the report.
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer register("b").Close(context.Background())
+	verdict := func() eviction.Verdict {
+		st, _, err := eviction.Read(ctx, cli, layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eviction.Decide(st.Reports, st.Members, st.Evicting())
+	}
+	if v := verdict(); v.Evict() {
+		t.Fatalf("a report older than b's registration evicts %s", v.Member.ID)
+	}
+	poll.Until(t, 30*time.Second, func() error {
+		if err := rep.Set(ctx, want); err != nil {
+			return err
+		}
+		if v := verdict(); !v.Evict() || v.Member.ID != "b" {
+			return fmt.Errorf("verdict %+v, want b evicted", v)
+		}
+		return nil
 	})
 }
