@@ -271,8 +271,15 @@ func (e *executor) midDrain(s Step) (string, error) {
 		}
 	}
 	sig := signals[s.Signal]
-	if err := target.Signal(sig); err != nil {
-		return note, err
+	switch {
+	case !target.Running():
+		// The giver's drain ended, and it exited, before the aim: it
+		// starts again at the step's end.
+		note += "; it had exited, drained, before the signal"
+	default:
+		if err := target.Signal(sig); err != nil {
+			return note, err
+		}
 	}
 	if s.Aim == AimGiver {
 		return note, e.recover(target, sig, end)
