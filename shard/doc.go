@@ -32,7 +32,8 @@
 // hash, which shards of earlier versions read.
 //
 // Rules arrive inline with every batch (the shard needs no rule store), over
-// unary Decide or, from routers, a DecideStream that each keeps open; a
+// a DecideStream that each router keeps open (or unary Decide: forwarded
+// checks, liveness probes); a
 // batch is decided at once (decide.go, batch.go): one clock reading, the
 // load and hot-key bookkeeping once per batch, and each key's placement hash
 // taken from the router (checked against the check's partition), so that
@@ -59,7 +60,8 @@
 // dead (from zero at once) or stalled (from zero once it sent nothing for
 // TakeoverTimeout).
 // Counters stream between shards through the
-// shard API's ExportStream and Pull (stream.go). Between a planned
+// shard API's ExportStream and Pull: the export side (export.go, the
+// source's) and the pull side (pull.go, the destination's). Between a planned
 // hand-off's first copy and its final, fenced one, the shard journals the
 // keys of the moving partitions that change (journal.go), so that the
 // final copy reads only those; from the fence on it forwards the

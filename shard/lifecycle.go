@@ -19,15 +19,16 @@ import (
 )
 
 // A shard's life in the cluster, each step a hand-off of package handoff
-// under the cluster's hand-off lock:
+// (whose documentation names its steps, in order) under the cluster's
+// hand-off lock:
 //
 //   - enter (Start, and after a lost lease): register as joining, which no
-//     router routes to; pull the counters of the partitions this shard
-//     gains from their owners; write the record as serving (routers
-//     switch); pull again; have the old owners drop them.
-//   - drain (Stop): push the counters of every partition this shard owns
-//     to its next owner (the owner function without this shard); write
-//     the record as draining (routers switch); push again; deregister.
+//     router routes to; hand over the partitions this shard gains from
+//     their owners, the switch writing the record as serving; the old
+//     owners drop them.
+//   - drain (Stop): hand every partition this shard owns over to its next
+//     owner (the owner function without this shard), the switch writing
+//     the record as draining; then deregister.
 //   - a lost lease: routers have already moved this shard's partitions,
 //     and their new owners take them over with a fenced pull (takeover.go).
 //     Stop deciding every partition, push their counters to the new owners

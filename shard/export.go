@@ -2,15 +2,23 @@ package shard
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
+
+// The export side of a hand-off (package handoff's doc names the steps):
+// the source streams the counters of the partitions asked for
+// (ExportStream), journaling, fencing or forwarding them as the request
+// says (journal.go, forward.go), and forgets them once they moved (Drop).
+// The pull side, the destination's, is pull.go.
 
 // Bounds on one chunk of a streamed export: the defaults, and the most a
 // request may ask for, which keeps every chunk well under gRPC's 4 MiB
@@ -33,10 +41,23 @@ func checkChunks(keys, bytes uint32) error {
 	return nil
 }
 
-// keyStateBytes estimates the encoded size of one key's state: the fixed
-// fields, the stored key (up to 4 KiB with a long user) and up to 10 bytes
-// per sliding-log time.
-func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + len(k.Key) + 10*len(k.Times) }
+// maxExportPartitions bounds the partitions of one export, pull or drop.
+const maxExportPartitions = 1 << 16
+
+func checkPartitions(parts []uint32, count uint32) error {
+	switch {
+	case count < 1 || count > maxExportPartitions:
+		return status.Errorf(codes.InvalidArgument, "partition_count: %d not in 1..%d", count, maxExportPartitions)
+	case len(parts) == 0:
+		return status.Error(codes.InvalidArgument, "partitions: at least 1 is required")
+	}
+	for i, p := range parts {
+		if p >= count {
+			return status.Errorf(codes.InvalidArgument, "partitions[%d]: %d not in 0..%d", i, p, count-1)
+		}
+	}
+	return nil
+}
 
 // ExportStream implements the shard API: the state of every key in the
 // partitions, one stripe of the store at a time (each under its own lock
@@ -161,70 +182,121 @@ func (c *exportChunks) flush() error {
 	return nil
 }
 
-// Pull implements the shard API: the shard reads the source's
-// ExportStream (package handoff's Pull) and merges each chunk as one
-// Import, validated as Import validates. Once a final or fenced pull
-// succeeded the shard decides the partitions (ownership.Set.Received,
-// Pulled); a first copy changes nothing of what it decides, and a final
-// copy that failed leaves them to a takeover (Unreceive).
-func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shardlimitv1.PullResponse, error) {
-	if req.SourceAddr == "" {
-		return nil, status.Error(codes.InvalidArgument, "source_addr: required")
+// keyStateBytes estimates the encoded size of one key's state: the fixed
+// fields, the stored key (up to 4 KiB with a long user) and up to 10 bytes
+// per sliding-log time.
+func keyStateBytes(k *shardlimitv1.KeyState) int { return 64 + len(k.Key) + 10*len(k.Times) }
+
+// Exported is one key's state as it travels between shards in a hand-off.
+type Exported struct {
+	// Key is the stored key (storedKey): the algorithm's byte, then the
+	// key's encoding. It identifies the counter.
+	Key   []byte
+	Algo  limiter.Algorithm
+	State limiter.State
+	Times []int64 // sliding_log: oldest first
+	Fresh int64   // Unix ns when the state is fresh again
+}
+
+// keyState is e in the shard API's portable form: the stored key that
+// identifies the counter, and for shards of earlier versions, which know
+// counters by their 128-bit hash only, that hash with the algorithm in
+// Lo's low 3 bits.
+func (e *Exported) keyState() *shardlimitv1.KeyState {
+	old := key.MakeEncoded(e.Key[1:])
+	return &shardlimitv1.KeyState{
+		Key: e.Key, Hi: old.Hi, Lo: old.Lo&^7 | uint64(e.Algo),
+		Algorithm: uint32(e.Algo), A: e.State.A, B: e.State.B, Times: e.Times, FreshUnixNs: e.Fresh,
 	}
+}
+
+// partition returns the key's partition among count.
+func (e *Exported) partition(count int) int {
+	return key.Partition(key.HashEncoded(e.Key[1:]), count)
+}
+
+// partitionSet returns a membership test for partitions numbered in count.
+func partitionSet(parts []uint32, count int) func(keyRef) bool {
+	set := make(map[uint64]bool, len(parts))
+	for _, p := range parts {
+		set[uint64(p)] = true
+	}
+	return func(k keyRef) bool { return set[uint64(key.Partition(k.placement(), count))] }
+}
+
+// exportStripe appends to out the state of every key of stripe i that in
+// holds, under the stripe's lock only.
+func (s *Store) exportStripe(i int, in func(keyRef) bool, out []Exported) []Exported {
+	st := &s.stripes[i]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for j := range st.t.slots {
+		if !st.t.slots[j].empty() && in(keyRef{b: st.t.key(j)}) {
+			out = append(out, s.exported(&st.t, j))
+		}
+	}
+	for _, r := range st.logOrder {
+		if in(keyRef{s: r.k}) {
+			out = append(out, s.exportedLog(r.k, r.le))
+		}
+	}
+	return out
+}
+
+// exportKeys appends to out the state of those of keys (stored keys) that
+// the store holds, each under its stripe's lock only.
+func (s *Store) exportKeys(keys []string, out []Exported) []Exported {
+	for _, k := range keys {
+		b := []byte(k)
+		h := s.hash(b)
+		st := s.stripe(h)
+		st.mu.Lock()
+		if le, ok := st.logs[k]; ok {
+			out = append(out, s.exportedLog(k, le))
+		} else if i, ok, _ := st.t.find(h, b); ok {
+			out = append(out, s.exported(&st.t, i))
+		}
+		st.mu.Unlock()
+	}
+	return out
+}
+
+// exported is the state of a table's slot i; the caller holds its
+// stripe's lock.
+func (s *Store) exported(t *table, i int) Exported {
+	sl := &t.slots[i]
+	k := append([]byte(nil), t.key(i)...)
+	a, b := sl.state()
+	return Exported{Key: k, Algo: limiter.Algorithm(k[0]), State: limiter.State{A: a, B: b}, Fresh: s.epoch + int64(sl.fresh())*1e9}
+}
+
+// exportedLog is the state of a sliding log; the caller holds its
+// stripe's lock.
+func (s *Store) exportedLog(k string, le *logEntry) Exported {
+	return Exported{Key: []byte(k), Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9}
+}
+
+// Drop implements the shard API.
+func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardlimitv1.DropResponse, error) {
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return nil, err
 	}
-	if err := checkChunks(req.MaxChunkKeys, req.MaxChunkBytes); err != nil {
-		return nil, err
-	}
-	from, err := s.peers.Client(member.Member{ID: req.SourceId, Addr: req.SourceAddr})
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, "source_addr: "+err.Error())
-	}
-	exp := &shardlimitv1.ExportStreamRequest{
-		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
-		Fence: req.Fence || req.Final, Journal: req.Journal, HandoffId: req.HandoffId,
-	}
-	if req.Final {
-		// The source forwards the partitions' checks here from its fence
-		// on; they wait until the final copy has been merged.
-		me := s.recordIn(member.Serving)
-		exp.ForwardToId, exp.ForwardToAddr, exp.ChangedOnly = me.ID, me.Addr, !req.Whole
-		s.owned.Receive(req.Partitions)
-	}
-	c, err := handoff.Pull(ctx, from, req.SourceId, exp, s.merge)
-	s.opts.Logger.Debug("hand-off: pulled partitions", "from", req.SourceId, "from_addr", req.SourceAddr, "partitions", len(req.Partitions),
-		"journal", req.Journal, "final", req.Final, "keys", c.Keys, "imported", c.Imported, "kept", c.Kept, "chunks", c.Chunks, "err", err)
-	resp := &shardlimitv1.PullResponse{Keys: c.Keys, Imported: c.Imported, Kept: c.Kept, Chunks: c.Chunks}
-	if err != nil {
-		if req.Final {
-			// Whether or not the source fenced: decide none of them, and
-			// once routers switch, take them over with a fence from the
-			// source (ownership.Apply), which is exact while it lives.
-			s.owned.Unreceive(req.Partitions)
-		}
-		// The source's or the import's own code, with the whole story.
-		return nil, status.Error(status.Code(err), err.Error())
-	}
-	// The partitions' counters are all here, and the source decides them
-	// no more: this shard decides them once routers send them here (a
-	// final copy's forwarded checks, at once). A first copy is not
-	// enough: its source still decides them.
-	switch {
-	case req.Final:
-		s.owned.Received(req.Partitions)
-	case req.Fence:
-		s.owned.Pulled(req.Partitions)
-	}
-	return resp, nil
+	s.owned.Dropped(req.Partitions)
+	s.journal.end(req.Partitions)
+	n := s.store.Drop(req.Partitions, int(req.PartitionCount), time.Now().UnixNano())
+	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
+	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil
 }
 
-// merge merges one pulled chunk as Import does.
-func (s *Server) merge(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, kept uint64, err error) {
-	resp, err := s.Import(ctx, &shardlimitv1.ImportRequest{Keys: keys})
-	if err != nil {
-		return 0, 0, err
+// Drop forgets every key of the given partitions, ending their episodes.
+func (s *Store) Drop(parts []uint32, count int, now int64) int {
+	in := partitionSet(parts, count)
+	n := 0
+	for i := range s.stripes {
+		st := &s.stripes[i]
+		st.mu.Lock()
+		n += s.deleteIf(st, now, func(k keyRef, _ uint32) bool { return in(k) })
+		st.mu.Unlock()
 	}
-	s.handoffMetrics.keys[directionIn].Add(float64(len(keys)))
-	return resp.Imported, resp.Kept, nil
+	return n
 }
