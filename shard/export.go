@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -12,9 +11,10 @@ import (
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/partition"
 )
 
-// The export side of a hand-off (package handoff's doc names the steps):
+// The export side of a hand-off (package partition's doc names the steps):
 // the source streams the counters of the partitions asked for
 // (ExportStream), journaling, fencing or forwarding them as the request
 // says (journal.go, forward.go), and forgets them once they moved (Drop).
@@ -88,24 +88,11 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	// here; a fenced export stops deciding its partitions first, so that
 	// it reads every hit they counted.
 	s.owned.WaitSettled(stream.Context(), req.Partitions)
-	if req.Journal {
-		s.journal.start(req.Partitions, req.HandoffId) // before reading: no change is missed
+	var st stepped
+	if e, ok := exportEvent(req); ok {
+		st = s.step(req.Partitions, int(req.PartitionCount), e, req.HandoffId)
 	}
-	var changed []string
-	onlyChanged := false
-	if req.Fence {
-		if req.ForwardToAddr != "" {
-			s.owned.FenceForward(req.Partitions, member.Member{ID: req.ForwardToId, Addr: req.ForwardToAddr})
-		} else {
-			s.owned.Fence(req.Partitions)
-		}
-		// Fenced: every change is in the journal, and no more come.
-		if req.ChangedOnly {
-			changed, onlyChanged = s.journal.take(req.Partitions, req.HandoffId)
-		} else {
-			s.journal.end(req.Partitions)
-		}
-	}
+	changed, onlyChanged := st.changed, st.onlyChanged
 	c := exportChunks{s: s, stream: stream, maxKeys: int(req.MaxChunkKeys), maxBytes: int(req.MaxChunkBytes)}
 	if onlyChanged {
 		// A chunk's worth of keys at a time: few are held at once.
@@ -132,6 +119,20 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	s.opts.Logger.Debug("hand-off: exported partitions", "partitions", len(req.Partitions), "keys", c.exported,
 		"journal", req.Journal, "fence", req.Fence, "forward_to", req.ForwardToId, "changed_only", onlyChanged)
 	return nil
+}
+
+// exportEvent is the event of package partition that an export request
+// is, if any (a plain export changes nothing).
+func exportEvent(req *shardlimitv1.ExportStreamRequest) (partition.Event, bool) {
+	switch {
+	case req.Fence && req.ForwardToAddr != "":
+		return partition.Event{Kind: partition.FinalExport, To: member.Member{ID: req.ForwardToId, Addr: req.ForwardToAddr}, Whole: !req.ChangedOnly}, true
+	case req.Fence:
+		return partition.Event{Kind: partition.FencedExport}, true
+	case req.Journal:
+		return partition.Event{Kind: partition.FirstExport}, true
+	}
+	return partition.Event{}, false
 }
 
 // exportChunks sends exported keys in chunks bounded in keys and bytes.
@@ -281,9 +282,7 @@ func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardl
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return nil, err
 	}
-	s.owned.Dropped(req.Partitions)
-	s.journal.end(req.Partitions)
-	n := s.store.Drop(req.Partitions, int(req.PartitionCount), time.Now().UnixNano())
+	n := s.step(req.Partitions, int(req.PartitionCount), partition.Event{Kind: partition.Drop}, 0).forgotten
 	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
 	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil
 }

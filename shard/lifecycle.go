@@ -15,12 +15,13 @@ import (
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // A shard's life in the cluster, each step a hand-off of package handoff
-// (whose documentation names its steps, in order) under the cluster's
-// hand-off lock:
+// (package partition's documentation names its steps, in order) under the
+// cluster's hand-off lock:
 //
 //   - enter (Start, and after a lost lease): register as joining, which no
 //     router routes to; hand over the partitions this shard gains from
@@ -141,8 +142,8 @@ func (s *Server) join(ctx context.Context) error {
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
 		// whose counters are nowhere.
-		s.owned.Received(arrived)
-		s.owned.Pulled(ownerless(before, after, me.ID))
+		s.owned.Step(arrived, partition.Event{Kind: partition.FinalPulled})
+		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -373,8 +374,7 @@ func (s *Server) dropNotOwned(t *shardmap.Table) int {
 	if len(parts) == 0 {
 		return 0
 	}
-	s.owned.Dropped(parts)
-	return s.store.Drop(parts, s.opts.Partitions, time.Now().UnixNano())
+	return s.step(parts, s.opts.Partitions, partition.Event{Kind: partition.Drop}, 0).forgotten
 }
 
 func (s *Server) handoffOptions(strict, drop bool) handoff.Options {

@@ -59,7 +59,7 @@ type Options struct {
 	// partitions (a join) or the shard exits (a drain), so that every
 	// router has switched (routers switch within a second; until then the
 	// old owner forwards their checks); default 1.5s. The hand-off's steps
-	// are named in package handoff's documentation.
+	// are named in package partition's documentation.
 	HandoffSettle time.Duration
 	// TakeoverTimeout bounds the silence of a takeover's pull: the counters
 	// of the partitions this shard gains from a shard that left without a

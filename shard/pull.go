@@ -13,9 +13,10 @@ import (
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/partition"
 )
 
-// The pull side of a hand-off (package handoff's doc names the steps):
+// The pull side of a hand-off (package partition's doc names the steps):
 // the destination reads the source's export (Pull) and merges each chunk
 // (Import), and holds the checks the source forwards until the final copy
 // is merged (waitReceived). The export side is export.go.
@@ -23,9 +24,9 @@ import (
 // Pull implements the shard API: the shard reads the source's
 // ExportStream (package handoff's Pull) and merges each chunk as one
 // Import, validated as Import validates. Once a final or fenced pull
-// succeeded the shard decides the partitions (ownership.Set.Received,
-// Pulled); a first copy changes nothing of what it decides, and a final
-// copy that failed leaves them to a takeover (Unreceive).
+// succeeded the shard decides the partitions (partition.FinalPulled,
+// FencedPulled); a first copy changes nothing of what it decides, and a
+// final copy that failed leaves them to a takeover (FinalPullFailed).
 func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shardlimitv1.PullResponse, error) {
 	if req.SourceAddr == "" {
 		return nil, status.Error(codes.InvalidArgument, "source_addr: required")
@@ -49,7 +50,7 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 		// on; they wait until the final copy has been merged.
 		me := s.recordIn(member.Serving)
 		exp.ForwardToId, exp.ForwardToAddr, exp.ChangedOnly = me.ID, me.Addr, !req.Whole
-		s.owned.Receive(req.Partitions)
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPullStarts})
 	}
 	c, err := handoff.Pull(ctx, from, req.SourceId, exp, s.merge)
 	s.opts.Logger.Debug("hand-off: pulled partitions", "from", req.SourceId, "from_addr", req.SourceAddr, "partitions", len(req.Partitions),
@@ -60,7 +61,7 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 			// Whether or not the source fenced: decide none of them, and
 			// once routers switch, take them over with a fence from the
 			// source (ownership.Apply), which is exact while it lives.
-			s.owned.Unreceive(req.Partitions)
+			s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPullFailed})
 		}
 		// The source's or the import's own code, with the whole story.
 		return nil, status.Error(status.Code(err), err.Error())
@@ -71,9 +72,9 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 	// enough: its source still decides them.
 	switch {
 	case req.Final:
-		s.owned.Received(req.Partitions)
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPulled})
 	case req.Fence:
-		s.owned.Pulled(req.Partitions)
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FencedPulled})
 	}
 	return resp, nil
 }
@@ -204,7 +205,7 @@ func (s *Store) Import(keys []Exported, now int64) (imported, kept int) {
 }
 
 // waitReceived waits, within forwardTimeout, until no partition of checks
-// is still arriving here (ownership.Receiving) or being taken over.
+// is still arriving here (partition.Receiving) or being taken over.
 func (s *Server) waitReceived(ctx context.Context, checks []BatchCheck) {
 	parts := make([]uint32, len(checks))
 	for i := range checks {

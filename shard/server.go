@@ -203,8 +203,8 @@ func (s *Server) Addr() string { return s.srv.Addr() }
 func (s *Server) ID() string { return s.opts.ID }
 
 // Stop drains the shard (each partition's counters are handed over to its
-// next owner, by the hand-off whose steps package handoff's documentation
-// names), bounded by DrainTimeout, then deregisters, finishes in-flight calls and
+// next owner, by the hand-off whose steps package partition's
+// documentation names), bounded by DrainTimeout, then deregisters, finishes in-flight calls and
 // stops.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error
