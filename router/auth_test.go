@@ -441,7 +441,11 @@ func TestImportRejectsStatesNoAlgorithmProduces(t *testing.T) {
 	check(t, cl, "api", "/fw", "victim")
 	sc := c.ShardClient(c.Shards[0])
 	ctx := context.Background()
-	exp, err := sc.Export(ctx, &shardlimitv1.ExportRequest{Partitions: allPartitions(1024), PartitionCount: 1024})
+	st, err := sc.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{Partitions: allPartitions(1024), PartitionCount: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := st.Recv()
 	if err != nil || len(exp.Keys) != 1 {
 		t.Fatalf("export: %v %v", exp, err)
 	}

@@ -151,6 +151,20 @@ func (l *liveShard) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (
 	return &shardlimitv1.DecideResponse{Decisions: make([]*shardlimitv1.ShardDecision, len(req.Checks))}, nil
 }
 
+// DecideStream answers each batch as Decide does, in the order sent.
+func (l *liveShard) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse]) error {
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		resp, _ := l.Decide(st.Context(), req.Request)
+		if err := st.Send(&shardlimitv1.DecideStreamResponse{Batch: req.Batch, Response: resp}); err != nil {
+			return err
+		}
+	}
+}
+
 // serveShard serves l on addr ("127.0.0.1:0" for a free port) until the
 // returned stop.
 func serveShard(t *testing.T, addr string, l *liveShard) (string, func()) {

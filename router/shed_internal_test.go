@@ -43,10 +43,64 @@ func (f *fakeShard) Decide(ctx context.Context, req *shardlimitv1.DecideRequest,
 	return f.decide(ctx, req)
 }
 
-// DecideStream is not known to the fake: the router calls Decide.
-func (f *fakeShard) DecideStream(context.Context, ...grpc.CallOption) (grpc.BidiStreamingClient[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse], error) {
-	return nil, status.Error(codes.Unimplemented, "unknown method DecideStream")
+// DecideStream opens a stream on which each batch is answered by Decide,
+// in the order sent; a batch that Decide fails ends the stream with its
+// error, as a broken stream does.
+func (f *fakeShard) DecideStream(ctx context.Context, _ ...grpc.CallOption) (grpc.BidiStreamingClient[shardlimitv1.DecideStreamRequest, shardlimitv1.DecideStreamResponse], error) {
+	ctx, cancel := context.WithCancel(ctx)
+	return &fakeStream{f: f, ctx: ctx, cancel: cancel, fifo: make(chan chan fakeAnswer, 1024)}, nil
 }
+
+// fakeStream is a fakeShard's DecideStream: each batch sent is decided at
+// once, and its answer queued in the order sent.
+type fakeStream struct {
+	grpc.ClientStream // the methods the router does not call
+	f                 *fakeShard
+	ctx               context.Context
+	cancel            context.CancelFunc
+	fifo              chan chan fakeAnswer
+}
+
+type fakeAnswer struct {
+	resp *shardlimitv1.DecideStreamResponse
+	err  error
+}
+
+func (s *fakeStream) Send(req *shardlimitv1.DecideStreamRequest) error {
+	batch, r := req.Batch, req.Request // the caller reuses req
+	ch := make(chan fakeAnswer, 1)
+	select {
+	case s.fifo <- ch:
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+	go func() {
+		resp, err := s.f.Decide(s.ctx, r)
+		ch <- fakeAnswer{&shardlimitv1.DecideStreamResponse{Batch: batch, Response: resp}, err}
+	}()
+	return nil
+}
+
+func (s *fakeStream) Recv() (*shardlimitv1.DecideStreamResponse, error) {
+	var ch chan fakeAnswer
+	select {
+	case ch = <-s.fifo:
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			s.cancel()
+		}
+		return a.resp, a.err
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *fakeStream) CloseSend() error         { return nil }
+func (s *fakeStream) Context() context.Context { return s.ctx }
 
 func (f *fakeShard) calls() []int {
 	f.mu.Lock()

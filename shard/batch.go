@@ -20,11 +20,12 @@ type BatchCheck struct {
 }
 
 // DecideBatch decides every check at now (Unix ns), with the shard's load
-// in [0, 1] for elastic rules, into out[i] for checks[i], as Decide and
-// Refund would one by one. The bookkeeping that Decide does per check is
-// done once per batch: the load bucket of now is found once, and the
-// sampled hot keys go to one hot-key stripe, locked once. out must be as
-// long as checks.
+// in [0, 1] for elastic rules, into out[i] for checks[i]: it applies the
+// check's hits to its counter under its rule, or gives them back as
+// Refund does. A read (hits 0) of an absent key stores nothing; a key back
+// to a fresh state is dropped at once. The bookkeeping is done once per
+// batch: the load bucket of now is found once, and the sampled hot keys
+// go to one hot-key stripe, locked once. out must be as long as checks.
 func (s *Store) DecideBatch(checks []BatchCheck, now int64, util float64, out []limiter.Decision) {
 	var counts load.Batch
 	if s.opts.Load != nil {

@@ -71,7 +71,7 @@ func TestDecideBatchIsDecideOneByOne(t *testing.T) {
 			if c.Refund {
 				want = one.s.Refund(&c.Check, now, c.Limiter, 1)
 			} else {
-				want = one.s.Decide(&c.Check, now, c.Limiter, 1)
+				want = decideOne(one.s, &c.Check, now, c.Limiter, 1)
 			}
 			if out[i] != want {
 				t.Fatalf("round %d, check %d (%+v): batch %+v, one by one %+v", round, i, c.Check, out[i], want)

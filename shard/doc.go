@@ -35,7 +35,8 @@
 // # Deciding
 //
 // Rules arrive inline with every batch (the shard needs no rule store),
-// over unary Decide or, from routers, a DecideStream that each keeps open.
+// over a DecideStream that each router keeps open (or unary Decide:
+// forwarded checks, liveness probes).
 // A batch is decided at once: one clock reading, the load and hot-key
 // bookkeeping once per batch, and each key's placement hash taken from the
 // router (checked against the check's partition), so that only the key's
@@ -68,7 +69,10 @@
 // sent nothing for TakeoverTimeout).
 //
 // Counters stream between shards through the shard API's ExportStream and
-// Pull. Between a planned hand-off's first copy and its final, fenced one,
+// Pull: the export side is the source's, the pull side the destination's.
+// The hand-off's steps, in order, and a partition's states are package
+// partition's, stated there once. Between a planned hand-off's first copy
+// and its final, fenced one,
 // the shard journals the keys of the moving partitions that change, so
 // that the final copy reads only those; from the fence on it forwards the
 // partitions' checks to their next owner and answers with its decisions,

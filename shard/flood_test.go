@@ -45,7 +45,7 @@ func TestStoreCollidingKeysKeepTheirOwnCounters(t *testing.T) {
 	// A hand-off carries both, each with its own state.
 	moved := NewStore(StoreOptions{}, t0)
 	p := uint32(key.Make("svc", "r", victim).Partition(1024))
-	exported := s.Export([]uint32{p}, 1024)
+	exported := exportAll(s, []uint32{p}, 1024)
 	if imported, kept := moved.Import(exported, t0); len(exported) != 2 || imported != 2 || kept != 0 {
 		t.Fatalf("hand-off of %d keys: %d imported, %d kept; want both imported", len(exported), imported, kept)
 	}
@@ -108,7 +108,7 @@ func TestImportOfStoredKeys(t *testing.T) {
 	r := tokenRule(3, time.Hour)
 	from := NewStore(StoreOptions{}, t0)
 	decide(from, "alice", t0, r, 2)
-	exported := from.Export(allPartitions, 1024)
+	exported := exportAll(from, allPartitions, 1024)
 	if len(exported) != 1 {
 		t.Fatalf("exported %d keys", len(exported))
 	}

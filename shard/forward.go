@@ -99,15 +99,3 @@ func (s *Server) decideAt(ctx context.Context, to member.Member, req *shardlimit
 	}
 	return resp, nil
 }
-
-// waitReceived waits, within forwardTimeout, until no partition of checks
-// is still arriving here (ownership.Receiving) or being taken over.
-func (s *Server) waitReceived(ctx context.Context, checks []BatchCheck) {
-	parts := make([]uint32, len(checks))
-	for i := range checks {
-		parts[i] = uint32(checks[i].Partition)
-	}
-	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
-	defer cancel()
-	s.owned.WaitSettled(ctx, parts)
-}

@@ -15,19 +15,21 @@ import (
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // A shard's life in the cluster, each step a hand-off of package handoff
-// under the cluster's hand-off lock:
+// (package partition's documentation names its steps, in order) under the
+// cluster's hand-off lock:
 //
 //   - enter (Start, and after a lost lease): register as joining, which no
-//     router routes to; pull the counters of the partitions this shard
-//     gains from their owners; write the record as serving (routers
-//     switch); pull again; have the old owners drop them.
-//   - drain (Stop): push the counters of every partition this shard owns
-//     to its next owner (the owner function without this shard); write
-//     the record as draining (routers switch); push again; deregister.
+//     router routes to; hand over the partitions this shard gains from
+//     their owners, the switch writing the record as serving; the old
+//     owners drop them.
+//   - drain (Stop): hand every partition this shard owns over to its next
+//     owner (the owner function without this shard), the switch writing
+//     the record as draining; then deregister.
 //   - a lost lease: routers have already moved this shard's partitions,
 //     and their new owners take them over with a fenced pull (takeover.go).
 //     Stop deciding every partition, push their counters to the new owners
@@ -140,8 +142,8 @@ func (s *Server) join(ctx context.Context) error {
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
 		// whose counters are nowhere.
-		s.owned.Received(arrived)
-		s.owned.Pulled(ownerless(before, after, me.ID))
+		s.owned.Step(arrived, partition.Event{Kind: partition.FinalPulled})
+		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -384,8 +386,7 @@ func (s *Server) dropNotOwned(t *shardmap.Table) int {
 	if len(parts) == 0 {
 		return 0
 	}
-	s.owned.Dropped(parts)
-	return s.store.Drop(parts, s.opts.Partitions, time.Now().UnixNano())
+	return s.step(parts, s.opts.Partitions, partition.Event{Kind: partition.Drop}, 0).forgotten
 }
 
 func (s *Server) handoffOptions(strict, drop bool) handoff.Options {

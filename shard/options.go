@@ -51,9 +51,12 @@ type Options struct {
 	// the shard stops anyway and logs what it did not hand over. Default
 	// 45s, which fits the Kubernetes manifests' grace period of 60s.
 	DrainTimeout time.Duration
-	// HandoffSettle is how long a drain or a join waits after its member
-	// record changed state before copying counters again, so that every
-	// router has switched (routers switch within a second); default 1.5s.
+	// HandoffSettle is how long a drain or a join waits after its switch
+	// (its member record changed state) before the old owners drop the
+	// partitions (a join) or the shard exits (a drain), so that every
+	// router has switched (routers switch within a second; until then the
+	// old owner forwards their checks); default 1.5s. The hand-off's steps
+	// are named in package partition's documentation.
 	HandoffSettle time.Duration
 	// TakeoverTimeout bounds the silence of a takeover's pull: the counters
 	// of the partitions this shard gains from a shard that left without a

@@ -203,10 +203,9 @@ func (s *Server) Addr() string { return s.srv.Addr() }
 // ID returns the shard's member id.
 func (s *Server) ID() string { return s.opts.ID }
 
-// Stop drains the shard (each partition's counters go to its next owner,
-// then again under a fence what changed, forwarding its checks there;
-// routers switch; see package handoff),
-// bounded by DrainTimeout, then deregisters, finishes in-flight calls and
+// Stop drains the shard (each partition's counters are handed over to its
+// next owner, by the hand-off whose steps package partition's
+// documentation names), bounded by DrainTimeout, then deregisters, finishes in-flight calls and
 // stops.
 func (s *Server) Stop(ctx context.Context) error {
 	var err error

@@ -171,23 +171,6 @@ func (s *Store) identString(k string) key.Key {
 	return key.Key{Hi: maphash.String(s.seed, k), Lo: maphash.String(s.identSeed, k)}
 }
 
-// Decide applies c.Hits to c's counter under rule r at now (Unix ns), with
-// the shard's load in [0, 1] for elastic rules. A read (hits 0) of an
-// absent key stores nothing; a key back to a fresh state is dropped at
-// once.
-func (s *Store) Decide(c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
-	var buf [stackKey]byte
-	k := storedKey(buf[:0], r.Algorithm, c.Service, c.Rule, c.User)
-	h := s.hash(k)
-	if s.opts.Load != nil {
-		s.opts.Load.Add(c.Partition, now, 1)
-	}
-	if s.opts.Hot != nil {
-		s.opts.Hot.Observe(hotkeys.Key{Hi: h}, c.Service, c.Rule, c.User, 1)
-	}
-	return s.decide(h, k, c, now, r, load)
-}
-
 // decide decides c on stored key k, whose hash is h.
 func (s *Store) decide(h uint64, k []byte, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	st := s.stripe(h)
@@ -261,7 +244,7 @@ func freshLog(r *limiter.Rule, load float64) limiter.Decision {
 //
 // A refund is not traffic: it counts no load and no hot key, opens or ends
 // no episode, and does not mark the key used for eviction. A key it leaves
-// fresh is dropped, as Decide drops one, unless an episode is open on it.
+// fresh is dropped, as a decision drops one, unless an episode is open on it.
 func (s *Store) Refund(c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
 	var buf [stackKey]byte
 	k := storedKey(buf[:0], r.Algorithm, c.Service, c.Rule, c.User)

@@ -156,7 +156,7 @@ func BenchmarkHotKeyBesideOthers(b *testing.B) {
 			if !hot {
 				c.User = us[i%1000]
 			}
-			s.Decide(&c, time.Now().UnixNano(), r, 1)
+			decideOne(s, &c, time.Now().UnixNano(), r, 1)
 		}
 	})
 }
@@ -272,7 +272,7 @@ func heapBytesPerKey(r *limiter.Rule, n int) float64 {
 	for i := range n {
 		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(i), 10)
 		c.User = string(buf)
-		s.Decide(&c, now, r, 1)
+		decideOne(s, &c, now, r, 1)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

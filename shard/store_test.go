@@ -42,7 +42,25 @@ func tokenRule(limit int64, period time.Duration) *limiter.Rule {
 
 func decide(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {
 	c := Check{Service: "svc", Endpoint: "/e", User: user, Rule: "r", Hits: hits}
-	return s.Decide(&c, now, r, 1)
+	return decideOne(s, &c, now, r, 1)
+}
+
+// decideOne decides c alone, as a batch of one.
+func decideOne(s *Store, c *Check, now int64, r *limiter.Rule, load float64) limiter.Decision {
+	var out [1]limiter.Decision
+	s.DecideBatch([]BatchCheck{{Check: *c, Limiter: r}}, now, load, out[:])
+	return out[0]
+}
+
+// exportAll returns the state of every key in the partitions parts,
+// numbered among count, as a hand-off's export reads them.
+func exportAll(s *Store, parts []uint32, count int) []Exported {
+	in := partitionSet(parts, count)
+	var out []Exported
+	for i := range s.stripes {
+		out = s.exportStripe(i, in, out)
+	}
+	return out
 }
 
 func refund(s *Store, user string, now int64, r *limiter.Rule, hits int64) limiter.Decision {

@@ -18,6 +18,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/ownership"
+	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
@@ -152,7 +153,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	if err != nil && !refused(err) {
 		s.outwaitEvicted(tk.From, start)
 	}
-	s.owned.Settle(tk.Partitions)
+	s.owned.Step(tk.Partitions, partition.Event{Kind: partition.TakeoverEnded})
 	took := time.Since(start)
 	if s.ctx.Err() != nil {
 		return // stopping: nothing to report
@@ -308,7 +309,7 @@ func (s *Server) takeBack(parts []uint32, from []member.Member) []uint32 {
 		return nil
 	}
 	if len(from) == 0 {
-		s.owned.Settle(parts) // nobody else can hold them
+		s.owned.Step(parts, partition.Event{Kind: partition.TakeoverEnded}) // nobody else can hold them
 		return parts
 	}
 	for _, m := range from {
@@ -324,7 +325,7 @@ func (s *Server) fenceAll() {
 	for p := range all {
 		all[p] = uint32(p)
 	}
-	s.owned.Fence(all)
+	s.step(all, s.opts.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
 }
 
 // partitionsCollector reports how many partitions are in each state.
@@ -338,7 +339,7 @@ func (c partitionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descPa
 
 func (c partitionsCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.owned.Count()
-	for _, st := range ownership.States() {
+	for _, st := range partition.States() {
 		ch <- prometheus.MustNewConstMetric(descPartitions, prometheus.GaugeValue, float64(n[st]), st.String())
 	}
 }

@@ -34,7 +34,6 @@ type Conn struct {
 	client   shardlimitv1.ShardClient
 	life     context.Context // the streams' context: ends them all
 	deadline time.Duration
-	unary    atomic.Bool // the shard has no DecideStream
 	nextID   atomic.Uint64
 	log      *slog.Logger
 	opened   int // streams opened; under mu
@@ -91,15 +90,9 @@ var waiters = sync.Pool{New: func() any {
 // grace for the router's own scheduling; every batch in flight on the
 // stream then fails too, and the stream is dropped. It fails with ctx's
 // error when ctx ends, when the stream breaks, or when the shard refuses
-// the batch (InvalidArgument, as unary Decide would).
+// the batch (InvalidArgument).
 func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-	if c.unary.Load() {
-		return c.decideUnary(ctx, req)
-	}
 	s, err := c.stream(ctx)
-	if status.Code(err) == codes.Unimplemented {
-		return c.unaryFromNowOn(ctx, req)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +102,6 @@ func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*sh
 	w.req.Request = nil
 	if !queued {
 		waiters.Put(w)
-		if status.Code(err) == codes.Unimplemented {
-			// The shard refused the stream before the batch was queued on it.
-			return c.unaryFromNowOn(ctx, req)
-		}
 		return nil, err
 	}
 	if err != nil && err != io.EOF {
@@ -123,8 +112,6 @@ func (c *Conn) Decide(ctx context.Context, req *shardlimitv1.DecideRequest) (*sh
 	w.resp, w.err = nil, nil
 	waiters.Put(w)
 	switch {
-	case status.Code(err) == codes.Unimplemented:
-		return c.unaryFromNowOn(ctx, req)
 	case err != nil:
 		return nil, err
 	case resp.Error != "":
@@ -174,14 +161,6 @@ func (s *stream) failFor(w *waiter, err error) {
 	<-w.done
 }
 
-// decideUnary calls a shard without DecideStream, with the deadline and
-// the grace of a batch on a stream.
-func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.deadline+grace)
-	defer cancel()
-	return c.client.Decide(ctx, req)
-}
-
 // Alive asks the shard for a decision on no checks, by unary Decide (not
 // behind the batches in flight on the stream), and reports nil when it
 // answers: the shard is alive and deciding, however late its batches are.
@@ -191,15 +170,6 @@ func (c *Conn) decideUnary(ctx context.Context, req *shardlimitv1.DecideRequest)
 func (c *Conn) Alive(ctx context.Context) error {
 	_, err := c.client.Decide(ctx, &shardlimitv1.DecideRequest{})
 	return err
-}
-
-// unaryFromNowOn calls a shard that has no DecideStream with unary Decide,
-// req first: a shard that did not know the method decided nothing of it.
-func (c *Conn) unaryFromNowOn(ctx context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-	if !c.unary.Swap(true) {
-		c.log.Debug("shard has no DecideStream; calling unary Decide from now on")
-	}
-	return c.decideUnary(ctx, req)
 }
 
 // firstOpen bounds the wait for the connection of a Conn's first stream:

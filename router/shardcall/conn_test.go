@@ -26,7 +26,6 @@ import (
 type fakeShard struct {
 	shardlimitv1.UnimplementedShardServer
 	streams atomic.Int64 // DecideStreams opened
-	unary   atomic.Int64 // unary Decides served
 	release chan struct{}
 }
 
@@ -62,17 +61,6 @@ func (f *fakeShard) DecideStream(st grpc.BidiStreamingServer[shardlimitv1.Decide
 			return err
 		}
 	}
-}
-
-// unaryOnly is a shard of a version without DecideStream.
-type unaryOnly struct {
-	shardlimitv1.UnimplementedShardServer
-	f *fakeShard
-}
-
-func (u unaryOnly) Decide(_ context.Context, req *shardlimitv1.DecideRequest) (*shardlimitv1.DecideResponse, error) {
-	u.f.unary.Add(1)
-	return answer(req), nil
 }
 
 func serve(t *testing.T, srv shardlimitv1.ShardServer) shardlimitv1.ShardClient {
@@ -228,21 +216,6 @@ func TestBatchWaitingBehindAnsweringShardDoesNotStall(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatalf("a batch behind others failed while the shard answered: %v", err)
 		}
-	}
-}
-
-// A shard without DecideStream is called with unary Decide, the first
-// batch included.
-func TestShardWithoutStreamsIsCalledUnary(t *testing.T) {
-	f := &fakeShard{}
-	c := New(t.Context(), serve(t, unaryOnly{f: f}), time.Minute, nil)
-	for i := range 3 {
-		if resp, err := decide(t, c, 10*time.Second, batch("u", int64(i))); err != nil || resp.Decisions[0].Remaining != int64(i) {
-			t.Fatalf("batch %d: %v, %v", i, resp, err)
-		}
-	}
-	if n := f.unary.Load(); n != 3 {
-		t.Fatalf("%d unary calls, want 3", n)
 	}
 }
 

@@ -11,8 +11,7 @@
 // only after a short grace in which the router's own scheduling can catch
 // up with answers already received. Then, or when the stream breaks, every
 // batch in flight on it fails and the next Decide opens a new stream: a
-// stalled stream is never reused. A shard that does not know DecideStream
-// (an older version) is called with unary Decide instead.
+// stalled stream is never reused.
 //
 // Alive is the liveness check of the router's circuit breaker: a unary
 // call with no checks, which a shard starved of CPU still answers while

@@ -25,16 +25,10 @@ type Chunking struct {
 	Keys, Bytes uint32
 }
 
-// Copy has shard to pull the counters of parts (numbered among count
-// partitions) from shard from, shard to shard: to reads from's
+// pull has shard to pull req's partitions from shard from, in chunks
+// bounded by chunks (req names the source from): to reads from's
 // ExportStream and merges each chunk as it arrives (Pull), so neither side
 // holds more than a few chunks at a time, whatever the number of keys.
-func Copy(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, parts []uint32, count int, chunks Chunking) (Copied, error) {
-	return pull(ctx, from, to, &shardlimitv1.PullRequest{Partitions: parts, PartitionCount: uint32(count)}, chunks)
-}
-
-// pull has to pull req's partitions from from, in chunks bounded by
-// chunks (req names the source from).
 func pull(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, req *shardlimitv1.PullRequest, chunks Chunking) (Copied, error) {
 	req.SourceId, req.SourceAddr = from.ID, from.Addr
 	req.MaxChunkKeys, req.MaxChunkBytes = chunks.Keys, chunks.Bytes
@@ -50,7 +44,7 @@ func pull(ctx context.Context, from member.Member, to shardlimitv1.ShardClient, 
 // Import.
 type Merge func(ctx context.Context, keys []*shardlimitv1.KeyState) (imported, kept uint64, err error)
 
-// Pull is the receiving side of Copy, run by the destination shard: it
+// Pull is the receiving side of a copy, run by the destination shard: it
 // reads from's ExportStream (req; sourceID names from in errors) and
 // merges each chunk as it arrives, receiving the next chunk while it
 // merges one. Copied counts what was merged before an error.

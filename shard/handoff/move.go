@@ -138,9 +138,9 @@ type Failed struct {
 // hand-off could not copy every pair.
 var ErrNotHandedOver = errors.New("counters not handed over")
 
-// Move runs the protocol of the package documentation over pairs: copy
-// (journaled), copy again (fenced, forwarding, only what changed),
-// switchOwners, Settle, drop. A nil switchOwners copies once and stops:
+// Move runs the steps of a hand-off (package partition's documentation
+// names them, in order) over pairs, switchOwners being the switch. A nil
+// switchOwners copies once and stops:
 // owners already changed (a shard giving back the counters of partitions
 // it lost with its lease, with Fence).
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/ownership"
+	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
@@ -26,6 +27,9 @@ func table(t *testing.T, ids ...string) *shardmap.Table {
 	}
 	return tb
 }
+
+// ev is an event of kind k.
+func ev(k partition.Kind) partition.Event { return partition.Event{Kind: k} }
 
 // decided returns the partitions s decides.
 func decided(s *ownership.Set) []uint32 {
@@ -47,7 +51,7 @@ func TestFirstShardOwnsEverythingFromNobody(t *testing.T) {
 	if got := s.Apply("a", table(t), table(t, "a")); got != nil {
 		t.Fatalf("takeovers %v, want none", got)
 	}
-	if n := s.Count()[ownership.Owned]; n != partitions {
+	if n := s.Count()[partition.Owned]; n != partitions {
 		t.Fatalf("%d owned, want %d", n, partitions)
 	}
 }
@@ -67,7 +71,7 @@ func TestFirstTableChangesNothing(t *testing.T) {
 func TestGainedWithoutHandOffIsPendingUntilSettled(t *testing.T) {
 	abc, ab := table(t, "a", "b", "c"), table(t, "a", "b")
 	s := ownership.New(partitions)
-	s.Pulled(abc.PartitionsOf("a"))
+	s.Step(abc.PartitionsOf("a"), ev(partition.FencedPulled))
 	if got := s.Apply("a", table(t, "b", "c"), abc); got != nil {
 		t.Fatalf("join after a hand-off: takeovers %v, want none", got)
 	}
@@ -103,14 +107,14 @@ func TestGainedWithoutHandOffIsPendingUntilSettled(t *testing.T) {
 		t.Fatalf("takeovers %v, want the partitions a gained, %v", got, gained)
 	}
 	for _, p := range gained {
-		if st := s.State(int(p)); st != ownership.Pending {
+		if st := s.State(int(p)); st != partition.Pending {
 			t.Fatalf("partition %d is %v, want pending", p, st)
 		}
 	}
 	if got, want := decided(s), abc.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("while pending: decided %v, want only what a owned before, %v", got, want)
 	}
-	s.Settle(all)
+	s.Step(all, ev(partition.TakeoverEnded))
 	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("settled: decided %v, want %v", got, want)
 	}
@@ -122,8 +126,8 @@ func TestPullDoesNotSettleAPendingPartition(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Apply("a", table(t, "a", "b"), table(t, "a"))
 	p := table(t, "a", "b").PartitionsOf("b")[0]
-	s.Pulled([]uint32{p})
-	if st := s.State(int(p)); st != ownership.Pending {
+	s.Step([]uint32{p}, ev(partition.FencedPulled))
+	if st := s.State(int(p)); st != partition.Pending {
 		t.Fatalf("partition %d is %v after a pull, want pending", p, st)
 	}
 }
@@ -140,15 +144,15 @@ func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
 		t.Fatalf("after b joined: %d decided, want %d until dropped", n, partitions)
 	}
 	toB := ab.PartitionsOf("b")
-	s.Dropped(toB[:1])
-	s.Fence(toB[1:])
+	s.Step(toB[:1], ev(partition.Drop))
+	s.Step(toB[1:], ev(partition.FencedExport))
 	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("decided %v, want %v", got, want)
 	}
-	if st := s.State(int(toB[1])); st != ownership.Fenced {
+	if st := s.State(int(toB[1])); st != partition.Fenced {
 		t.Fatalf("partition %d is %v, want fenced", toB[1], st)
 	}
-	s.Pulled(toB[1:2])
+	s.Step(toB[1:2], ev(partition.FencedPulled))
 	if !slices.Contains(decided(s), toB[1]) {
 		t.Fatalf("partition %d not decided after a hand-off brought it back", toB[1])
 	}
@@ -158,11 +162,11 @@ func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
 // began before it still decides.
 func TestFenceWaitsForBatchesInFlight(t *testing.T) {
 	s := ownership.New(partitions)
-	s.Pulled([]uint32{1})
+	s.Step([]uint32{1}, ev(partition.FencedPulled))
 	s.Begin()
 	fenced := make(chan struct{})
 	go func() {
-		s.Fence([]uint32{1})
+		s.Step([]uint32{1}, ev(partition.FencedExport))
 		close(fenced)
 	}()
 	// Fence cannot return while the batch holds Begin; the batch keeps
@@ -198,7 +202,7 @@ func TestWaitSettled(t *testing.T) {
 	}
 	done := make(chan bool)
 	go func() { done <- s.WaitSettled(context.Background(), parts) }()
-	s.Settle(parts)
+	s.Step(parts, ev(partition.TakeoverEnded))
 	if !<-done {
 		t.Fatal("not settled after Settle")
 	}
@@ -227,12 +231,12 @@ func TestPendingWaitsForEveryTakeover(t *testing.T) {
 		t.Fatalf("takeovers %v then %v, want one each", first, second)
 	}
 	p := first[0].Partitions[0]
-	s.Settle(first[0].Partitions)
-	if st := s.State(int(p)); st != ownership.Pending {
+	s.Step(first[0].Partitions, ev(partition.TakeoverEnded))
+	if st := s.State(int(p)); st != partition.Pending {
 		t.Fatalf("partition %d is %v with a takeover still under way, want pending", p, st)
 	}
-	s.Settle(second[0].Partitions)
-	if st := s.State(int(p)); st != ownership.Owned {
+	s.Step(second[0].Partitions, ev(partition.TakeoverEnded))
+	if st := s.State(int(p)); st != partition.Owned {
 		t.Fatalf("partition %d is %v once both settled, want owned", p, st)
 	}
 }
@@ -241,19 +245,19 @@ func TestPendingWaitsForEveryTakeover(t *testing.T) {
 // nor takes over; Reclaim makes them pending for that many takeovers.
 func TestStuckAndReclaim(t *testing.T) {
 	s := ownership.New(partitions)
-	s.Pulled([]uint32{1, 2})
-	s.Fence([]uint32{2})
+	s.Step([]uint32{1, 2}, ev(partition.FencedPulled))
+	s.Step([]uint32{2}, ev(partition.FencedExport))
 	if got := s.Stuck([]uint32{1, 2, 3}); !slices.Equal(got, []uint32{2, 3}) {
 		t.Fatalf("stuck %v, want [2 3]", got)
 	}
 	if got := s.Reclaim([]uint32{1, 2, 3}, 2); !slices.Equal(got, []uint32{2, 3}) {
 		t.Fatalf("reclaimed %v, want [2 3]", got)
 	}
-	s.Settle([]uint32{2, 3})
-	if st := s.State(2); st != ownership.Pending {
+	s.Step([]uint32{2, 3}, ev(partition.TakeoverEnded))
+	if st := s.State(2); st != partition.Pending {
 		t.Fatalf("partition 2 is %v after one of two takeovers, want pending", st)
 	}
-	s.Settle([]uint32{2, 3})
+	s.Step([]uint32{2, 3}, ev(partition.TakeoverEnded))
 	if got := decided(s); !slices.Equal(got, []uint32{1, 2, 3}) {
 		t.Fatalf("decided %v, want [1 2 3]", got)
 	}
@@ -263,10 +267,10 @@ func TestStuckAndReclaim(t *testing.T) {
 // until any other change of state; a plain fence forwards nowhere.
 func TestFenceForwardUntilStateChanges(t *testing.T) {
 	s := ownership.New(partitions)
-	s.Pulled([]uint32{1, 2, 3})
+	s.Step([]uint32{1, 2, 3}, ev(partition.FencedPulled))
 	to := member.Member{ID: "b", Addr: "b:1"}
-	s.FenceForward([]uint32{1, 2}, to)
-	s.Fence([]uint32{3})
+	s.Step([]uint32{1, 2}, partition.Event{Kind: partition.FinalExport, To: to})
+	s.Step([]uint32{3}, ev(partition.FencedExport))
 	forwards := func() map[uint32]string {
 		s.Begin()
 		defer s.End()
@@ -287,8 +291,8 @@ func TestFenceForwardUntilStateChanges(t *testing.T) {
 	if got := decided(s); len(got) != 0 {
 		t.Fatalf("decides %v while fenced", got)
 	}
-	s.Dropped([]uint32{1})
-	s.Pulled([]uint32{2})
+	s.Step([]uint32{1}, ev(partition.Drop))
+	s.Step([]uint32{2}, ev(partition.FencedPulled))
 	if got := forwards(); len(got) != 0 {
 		t.Fatalf("forwards %v after a drop and a pull, want none", got)
 	}
@@ -302,12 +306,12 @@ func TestFenceForwardUntilStateChanges(t *testing.T) {
 // partition to its takeover.
 func TestReceivingUntilPulled(t *testing.T) {
 	s := ownership.New(partitions)
-	s.Pulled([]uint32{5})
-	s.Receive([]uint32{5, 6})
+	s.Step([]uint32{5}, ev(partition.FencedPulled))
+	s.Step([]uint32{5, 6}, ev(partition.FinalPullStarts))
 	if got := decided(s); len(got) != 0 {
 		t.Fatalf("decides %v while receiving", got)
 	}
-	if st := s.State(5); st != ownership.Receiving {
+	if st := s.State(5); st != partition.Receiving {
 		t.Fatalf("state %v, want receiving", st)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -317,7 +321,7 @@ func TestReceivingUntilPulled(t *testing.T) {
 	}
 	done := make(chan bool)
 	go func() { done <- s.WaitSettled(context.Background(), []uint32{5, 6}) }()
-	s.Pulled([]uint32{5, 6})
+	s.Step([]uint32{5, 6}, ev(partition.FencedPulled))
 	if !<-done {
 		t.Fatal("not settled after Pulled")
 	}
@@ -327,16 +331,16 @@ func TestReceivingUntilPulled(t *testing.T) {
 
 	// A final copy that failed: not decided, not pulled, so that the
 	// table giving it here takes it over.
-	s.Receive([]uint32{7})
-	s.Unreceive([]uint32{7})
-	if st := s.State(7); st != ownership.Unowned {
+	s.Step([]uint32{7}, ev(partition.FinalPullStarts))
+	s.Step([]uint32{7}, ev(partition.FinalPullFailed))
+	if st := s.State(7); st != partition.Unowned {
 		t.Fatalf("state %v after a failed final copy, want unowned", st)
 	}
 
 	tk := s.Apply("a", table(t, "a", "b"), table(t, "a"))
 	pending := tk[0].Partitions[0]
-	s.Receive([]uint32{pending})
-	if st := s.State(int(pending)); st != ownership.Pending {
+	s.Step([]uint32{pending}, ev(partition.FinalPullStarts))
+	if st := s.State(int(pending)); st != partition.Pending {
 		t.Fatalf("a pending partition became %v on Receive, want pending", st)
 	}
 }
@@ -346,9 +350,9 @@ func TestReceivingUntilPulled(t *testing.T) {
 // Receiving by any change wakes WaitSettled.
 func TestFenceEndsForwardAndReceivedKeepsAFence(t *testing.T) {
 	s := ownership.New(partitions)
-	s.Pulled([]uint32{1})
-	s.FenceForward([]uint32{1}, member.Member{ID: "b", Addr: "b:1"})
-	s.Fence([]uint32{1})
+	s.Step([]uint32{1}, ev(partition.FencedPulled))
+	s.Step([]uint32{1}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s.Step([]uint32{1}, ev(partition.FencedExport))
 	s.Begin()
 	_, fwd := s.ForwardTo(1)
 	s.End()
@@ -356,15 +360,15 @@ func TestFenceEndsForwardAndReceivedKeepsAFence(t *testing.T) {
 		t.Fatal("a fenced partition still forwards after a plain Fence")
 	}
 
-	s.Receive([]uint32{2})
+	s.Step([]uint32{2}, ev(partition.FinalPullStarts))
 	done := make(chan bool)
 	go func() { done <- s.WaitSettled(context.Background(), []uint32{2}) }()
-	s.Fence([]uint32{2}) // the shard lost its lease while the copy arrived
+	s.Step([]uint32{2}, ev(partition.FencedExport)) // the shard lost its lease while the copy arrived
 	if !<-done {
 		t.Fatal("WaitSettled not woken when a receiving partition was fenced")
 	}
-	s.Received([]uint32{2})
-	if st := s.State(2); st != ownership.Fenced {
+	s.Step([]uint32{2}, ev(partition.FinalPulled))
+	if st := s.State(2); st != partition.Fenced {
 		t.Fatalf("state %v after the copy arrived, want it still fenced", st)
 	}
 }
@@ -386,18 +390,18 @@ func TestPulledForgottenWhenMovedElsewhere(t *testing.T) {
 	if p < 0 {
 		t.Fatal("no partition moves from b to c")
 	}
-	s.Receive([]uint32{uint32(p)})
-	s.Received([]uint32{uint32(p)}) // arrived from b; b's switch to "a" never came
-	s.Apply("a", ab, ac)            // b went, and its partition p to c, not here
+	s.Step([]uint32{uint32(p)}, ev(partition.FinalPullStarts))
+	s.Step([]uint32{uint32(p)}, ev(partition.FinalPulled)) // arrived from b; b's switch to "a" never came
+	s.Apply("a", ab, ac)                                   // b went, and its partition p to c, not here
 	s.Apply("a", ac, table(t, "a"))
-	if st := s.State(p); st != ownership.Pending {
+	if st := s.State(p); st != partition.Pending {
 		t.Fatalf("state %v when the table gave p here from c, want pending (taken over from c)", st)
 	}
 }
 
 func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
 	s := ownership.New(4)
-	s.Pulled([]uint32{0, 1, 2, 3})
+	s.Step([]uint32{0, 1, 2, 3}, ev(partition.FencedPulled))
 	if got := decided(s); len(got) != 4 {
 		t.Fatalf("decided %v before suspending, want all 4", got)
 	}

@@ -1359,59 +1359,6 @@ func (x *ResetResponse) GetExisted() bool {
 	return false
 }
 
-type ExportRequest struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Partitions []uint32               `protobuf:"varint,1,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
-	// The partition count the partitions are numbered in.
-	PartitionCount uint32 `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
-}
-
-func (x *ExportRequest) Reset() {
-	*x = ExportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExportRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExportRequest) ProtoMessage() {}
-
-func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
-func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
-}
-
-func (x *ExportRequest) GetPartitions() []uint32 {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
-}
-
-func (x *ExportRequest) GetPartitionCount() uint32 {
-	if x != nil {
-		return x.PartitionCount
-	}
-	return 0
-}
-
 // KeyState is one counter key's state, portable between shards.
 type KeyState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1438,7 +1385,7 @@ type KeyState struct {
 
 func (x *KeyState) Reset() {
 	*x = KeyState{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1397,7 @@ func (x *KeyState) String() string {
 func (*KeyState) ProtoMessage() {}
 
 func (x *KeyState) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1410,7 @@ func (x *KeyState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
 func (*KeyState) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KeyState) GetHi() uint64 {
@@ -1529,50 +1476,6 @@ func (x *KeyState) GetKey() []byte {
 	return nil
 }
 
-type ExportResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          []*KeyState            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExportResponse) Reset() {
-	*x = ExportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExportResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExportResponse) ProtoMessage() {}
-
-func (x *ExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExportResponse.ProtoReflect.Descriptor instead.
-func (*ExportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
-}
-
-func (x *ExportResponse) GetKeys() []*KeyState {
-	if x != nil {
-		return x.Keys
-	}
-	return nil
-}
-
 type ImportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Keys          []*KeyState            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
@@ -1582,7 +1485,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1497,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1510,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportRequest) GetKeys() []*KeyState {
@@ -1628,7 +1531,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1543,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1556,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ImportResponse) GetImported() uint64 {
@@ -1680,7 +1583,7 @@ type DropRequest struct {
 
 func (x *DropRequest) Reset() {
 	*x = DropRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1595,7 @@ func (x *DropRequest) String() string {
 func (*DropRequest) ProtoMessage() {}
 
 func (x *DropRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1608,7 @@ func (x *DropRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropRequest.ProtoReflect.Descriptor instead.
 func (*DropRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DropRequest) GetPartitions() []uint32 {
@@ -1731,7 +1634,7 @@ type DropResponse struct {
 
 func (x *DropResponse) Reset() {
 	*x = DropResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1646,7 @@ func (x *DropResponse) String() string {
 func (*DropResponse) ProtoMessage() {}
 
 func (x *DropResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1659,7 @@ func (x *DropResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropResponse.ProtoReflect.Descriptor instead.
 func (*DropResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DropResponse) GetDropped() uint64 {
@@ -1806,7 +1709,7 @@ type ExportStreamRequest struct {
 
 func (x *ExportStreamRequest) Reset() {
 	*x = ExportStreamRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +1721,7 @@ func (x *ExportStreamRequest) String() string {
 func (*ExportStreamRequest) ProtoMessage() {}
 
 func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1734,7 @@ func (x *ExportStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExportStreamRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{24}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExportStreamRequest) GetPartitions() []uint32 {
@@ -1914,7 +1817,7 @@ type ExportStreamResponse struct {
 
 func (x *ExportStreamResponse) Reset() {
 	*x = ExportStreamResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1829,7 @@ func (x *ExportStreamResponse) String() string {
 func (*ExportStreamResponse) ProtoMessage() {}
 
 func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +1842,7 @@ func (x *ExportStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExportStreamResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{25}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExportStreamResponse) GetKeys() []*KeyState {
@@ -1983,7 +1886,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[26]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +1898,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[26]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +1911,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{26}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PullRequest) GetSourceId() string {
@@ -2103,7 +2006,7 @@ type PullResponse struct {
 
 func (x *PullResponse) Reset() {
 	*x = PullResponse{}
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[27]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2018,7 @@ func (x *PullResponse) String() string {
 func (*PullResponse) ProtoMessage() {}
 
 func (x *PullResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_shard_proto_msgTypes[27]
+	mi := &file_shardlimit_v1_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2031,7 @@ func (x *PullResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullResponse.ProtoReflect.Descriptor instead.
 func (*PullResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{27}
+	return file_shardlimit_v1_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PullResponse) GetKeys() uint64 {
@@ -2265,12 +2168,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\")\n" +
 	"\rResetResponse\x12\x18\n" +
-	"\aexisted\x18\x01 \x01(\bR\aexisted\"X\n" +
-	"\rExportRequest\x12\x1e\n" +
-	"\n" +
-	"partitions\x18\x01 \x03(\rR\n" +
-	"partitions\x12'\n" +
-	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"\xca\x01\n" +
+	"\aexisted\x18\x01 \x01(\bR\aexisted\"\xca\x01\n" +
 	"\bKeyState\x12\x0e\n" +
 	"\x02hi\x18\x01 \x01(\x04R\x02hi\x12\x0e\n" +
 	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x1c\n" +
@@ -2280,9 +2178,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x05times\x18\x06 \x03(\x03R\x05times\x12\"\n" +
 	"\rfresh_unix_ns\x18\a \x01(\x03R\vfreshUnixNs\x12\x18\n" +
 	"\alimited\x18\b \x01(\bR\alimited\x12\x10\n" +
-	"\x03key\x18\t \x01(\fR\x03key\"=\n" +
-	"\x0eExportResponse\x12+\n" +
-	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"<\n" +
+	"\x03key\x18\t \x01(\fR\x03key\"<\n" +
 	"\rImportRequest\x12+\n" +
 	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"@\n" +
 	"\x0eImportResponse\x12\x1a\n" +
@@ -2341,14 +2237,13 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x03\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x04\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x05\x12\x12\n" +
-	"\x0eALGORITHM_GCRA\x10\x062\xac\x06\n" +
+	"\x0eALGORITHM_GCRA\x10\x062\xe5\x05\n" +
 	"\x05Shard\x12E\n" +
 	"\x06Decide\x12\x1c.shardlimit.v1.DecideRequest\x1a\x1d.shardlimit.v1.DecideResponse\x12[\n" +
 	"\fDecideStream\x12\".shardlimit.v1.DecideStreamRequest\x1a#.shardlimit.v1.DecideStreamResponse(\x010\x01\x12B\n" +
 	"\x05Stats\x12\x1b.shardlimit.v1.StatsRequest\x1a\x1c.shardlimit.v1.StatsResponse\x12H\n" +
 	"\aLimited\x12\x1d.shardlimit.v1.LimitedRequest\x1a\x1e.shardlimit.v1.LimitedResponse\x12B\n" +
 	"\x05Reset\x12\x1b.shardlimit.v1.ResetRequest\x1a\x1c.shardlimit.v1.ResetResponse\x12E\n" +
-	"\x06Export\x12\x1c.shardlimit.v1.ExportRequest\x1a\x1d.shardlimit.v1.ExportResponse\x12E\n" +
 	"\x06Import\x12\x1c.shardlimit.v1.ImportRequest\x1a\x1d.shardlimit.v1.ImportResponse\x12?\n" +
 	"\x04Drop\x12\x1a.shardlimit.v1.DropRequest\x1a\x1b.shardlimit.v1.DropResponse\x12Y\n" +
 	"\fExportStream\x12\".shardlimit.v1.ExportStreamRequest\x1a#.shardlimit.v1.ExportStreamResponse0\x01\x12?\n" +
@@ -2368,7 +2263,7 @@ func file_shardlimit_v1_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shardlimit_v1_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_shardlimit_v1_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(Algorithm)(0),               // 0: shardlimit.v1.Algorithm
 	(*LeaseRequest)(nil),         // 1: shardlimit.v1.LeaseRequest
@@ -2388,59 +2283,54 @@ var file_shardlimit_v1_shard_proto_goTypes = []any{
 	(*LimitedResponse)(nil),      // 15: shardlimit.v1.LimitedResponse
 	(*ResetRequest)(nil),         // 16: shardlimit.v1.ResetRequest
 	(*ResetResponse)(nil),        // 17: shardlimit.v1.ResetResponse
-	(*ExportRequest)(nil),        // 18: shardlimit.v1.ExportRequest
-	(*KeyState)(nil),             // 19: shardlimit.v1.KeyState
-	(*ExportResponse)(nil),       // 20: shardlimit.v1.ExportResponse
-	(*ImportRequest)(nil),        // 21: shardlimit.v1.ImportRequest
-	(*ImportResponse)(nil),       // 22: shardlimit.v1.ImportResponse
-	(*DropRequest)(nil),          // 23: shardlimit.v1.DropRequest
-	(*DropResponse)(nil),         // 24: shardlimit.v1.DropResponse
-	(*ExportStreamRequest)(nil),  // 25: shardlimit.v1.ExportStreamRequest
-	(*ExportStreamResponse)(nil), // 26: shardlimit.v1.ExportStreamResponse
-	(*PullRequest)(nil),          // 27: shardlimit.v1.PullRequest
-	(*PullResponse)(nil),         // 28: shardlimit.v1.PullResponse
-	nil,                          // 29: shardlimit.v1.DecideRequest.TraceContextEntry
+	(*KeyState)(nil),             // 18: shardlimit.v1.KeyState
+	(*ImportRequest)(nil),        // 19: shardlimit.v1.ImportRequest
+	(*ImportResponse)(nil),       // 20: shardlimit.v1.ImportResponse
+	(*DropRequest)(nil),          // 21: shardlimit.v1.DropRequest
+	(*DropResponse)(nil),         // 22: shardlimit.v1.DropResponse
+	(*ExportStreamRequest)(nil),  // 23: shardlimit.v1.ExportStreamRequest
+	(*ExportStreamResponse)(nil), // 24: shardlimit.v1.ExportStreamResponse
+	(*PullRequest)(nil),          // 25: shardlimit.v1.PullRequest
+	(*PullResponse)(nil),         // 26: shardlimit.v1.PullResponse
+	nil,                          // 27: shardlimit.v1.DecideRequest.TraceContextEntry
 }
 var file_shardlimit_v1_shard_proto_depIdxs = []int32{
 	0,  // 0: shardlimit.v1.RuleParams.algorithm:type_name -> shardlimit.v1.Algorithm
 	3,  // 1: shardlimit.v1.DecideRequest.rules:type_name -> shardlimit.v1.RuleParams
 	4,  // 2: shardlimit.v1.DecideRequest.checks:type_name -> shardlimit.v1.ShardCheck
-	29, // 3: shardlimit.v1.DecideRequest.trace_context:type_name -> shardlimit.v1.DecideRequest.TraceContextEntry
+	27, // 3: shardlimit.v1.DecideRequest.trace_context:type_name -> shardlimit.v1.DecideRequest.TraceContextEntry
 	6,  // 4: shardlimit.v1.DecideResponse.decisions:type_name -> shardlimit.v1.ShardDecision
 	5,  // 5: shardlimit.v1.DecideStreamRequest.request:type_name -> shardlimit.v1.DecideRequest
 	7,  // 6: shardlimit.v1.DecideStreamResponse.response:type_name -> shardlimit.v1.DecideResponse
 	11, // 7: shardlimit.v1.StatsResponse.hot_keys:type_name -> shardlimit.v1.HotKey
 	14, // 8: shardlimit.v1.LimitedResponse.episodes:type_name -> shardlimit.v1.Episode
-	19, // 9: shardlimit.v1.ExportResponse.keys:type_name -> shardlimit.v1.KeyState
-	19, // 10: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
-	19, // 11: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
-	5,  // 12: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
-	8,  // 13: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
-	10, // 14: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
-	13, // 15: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
-	16, // 16: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
-	18, // 17: shardlimit.v1.Shard.Export:input_type -> shardlimit.v1.ExportRequest
-	21, // 18: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
-	23, // 19: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
-	25, // 20: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
-	27, // 21: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
-	1,  // 22: shardlimit.v1.Shard.Lease:input_type -> shardlimit.v1.LeaseRequest
-	7,  // 23: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
-	9,  // 24: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
-	12, // 25: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
-	15, // 26: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
-	17, // 27: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
-	20, // 28: shardlimit.v1.Shard.Export:output_type -> shardlimit.v1.ExportResponse
-	22, // 29: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
-	24, // 30: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
-	26, // 31: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
-	28, // 32: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
-	2,  // 33: shardlimit.v1.Shard.Lease:output_type -> shardlimit.v1.LeaseResponse
-	23, // [23:34] is the sub-list for method output_type
-	12, // [12:23] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 9: shardlimit.v1.ImportRequest.keys:type_name -> shardlimit.v1.KeyState
+	18, // 10: shardlimit.v1.ExportStreamResponse.keys:type_name -> shardlimit.v1.KeyState
+	5,  // 11: shardlimit.v1.Shard.Decide:input_type -> shardlimit.v1.DecideRequest
+	8,  // 12: shardlimit.v1.Shard.DecideStream:input_type -> shardlimit.v1.DecideStreamRequest
+	10, // 13: shardlimit.v1.Shard.Stats:input_type -> shardlimit.v1.StatsRequest
+	13, // 14: shardlimit.v1.Shard.Limited:input_type -> shardlimit.v1.LimitedRequest
+	16, // 15: shardlimit.v1.Shard.Reset:input_type -> shardlimit.v1.ResetRequest
+	19, // 16: shardlimit.v1.Shard.Import:input_type -> shardlimit.v1.ImportRequest
+	21, // 17: shardlimit.v1.Shard.Drop:input_type -> shardlimit.v1.DropRequest
+	23, // 18: shardlimit.v1.Shard.ExportStream:input_type -> shardlimit.v1.ExportStreamRequest
+	25, // 19: shardlimit.v1.Shard.Pull:input_type -> shardlimit.v1.PullRequest
+	1,  // 20: shardlimit.v1.Shard.Lease:input_type -> shardlimit.v1.LeaseRequest
+	7,  // 21: shardlimit.v1.Shard.Decide:output_type -> shardlimit.v1.DecideResponse
+	9,  // 22: shardlimit.v1.Shard.DecideStream:output_type -> shardlimit.v1.DecideStreamResponse
+	12, // 23: shardlimit.v1.Shard.Stats:output_type -> shardlimit.v1.StatsResponse
+	15, // 24: shardlimit.v1.Shard.Limited:output_type -> shardlimit.v1.LimitedResponse
+	17, // 25: shardlimit.v1.Shard.Reset:output_type -> shardlimit.v1.ResetResponse
+	20, // 26: shardlimit.v1.Shard.Import:output_type -> shardlimit.v1.ImportResponse
+	22, // 27: shardlimit.v1.Shard.Drop:output_type -> shardlimit.v1.DropResponse
+	24, // 28: shardlimit.v1.Shard.ExportStream:output_type -> shardlimit.v1.ExportStreamResponse
+	26, // 29: shardlimit.v1.Shard.Pull:output_type -> shardlimit.v1.PullResponse
+	2,  // 30: shardlimit.v1.Shard.Lease:output_type -> shardlimit.v1.LeaseResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_shard_proto_init() }
@@ -2454,7 +2344,7 @@ func file_shardlimit_v1_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_shard_proto_rawDesc), len(file_shardlimit_v1_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

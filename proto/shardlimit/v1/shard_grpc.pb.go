@@ -24,7 +24,6 @@ const (
 	Shard_Stats_FullMethodName        = "/shardlimit.v1.Shard/Stats"
 	Shard_Limited_FullMethodName      = "/shardlimit.v1.Shard/Limited"
 	Shard_Reset_FullMethodName        = "/shardlimit.v1.Shard/Reset"
-	Shard_Export_FullMethodName       = "/shardlimit.v1.Shard/Export"
 	Shard_Import_FullMethodName       = "/shardlimit.v1.Shard/Import"
 	Shard_Drop_FullMethodName         = "/shardlimit.v1.Shard/Drop"
 	Shard_ExportStream_FullMethodName = "/shardlimit.v1.Shard/ExportStream"
@@ -54,9 +53,6 @@ type ShardClient interface {
 	Limited(ctx context.Context, in *LimitedRequest, opts ...grpc.CallOption) (*LimitedResponse, error)
 	// Reset forgets one counter key, so its next check starts fresh (admin).
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
-	// Export returns the counter state of every key in the given partitions,
-	// for a planned move to another shard.
-	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (*ExportResponse, error)
 	// Import merges exported state: where the shard already holds a key, the
 	// more restrictive state wins, so a hand-off never resets a quota.
 	Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error)
@@ -144,16 +140,6 @@ func (c *shardClient) Reset(ctx context.Context, in *ResetRequest, opts ...grpc.
 	return out, nil
 }
 
-func (c *shardClient) Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (*ExportResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ExportResponse)
-	err := c.cc.Invoke(ctx, Shard_Export_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (c *shardClient) Import(ctx context.Context, in *ImportRequest, opts ...grpc.CallOption) (*ImportResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ImportResponse)
@@ -235,9 +221,6 @@ type ShardServer interface {
 	Limited(context.Context, *LimitedRequest) (*LimitedResponse, error)
 	// Reset forgets one counter key, so its next check starts fresh (admin).
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
-	// Export returns the counter state of every key in the given partitions,
-	// for a planned move to another shard.
-	Export(context.Context, *ExportRequest) (*ExportResponse, error)
 	// Import merges exported state: where the shard already holds a key, the
 	// more restrictive state wins, so a hand-off never resets a quota.
 	Import(context.Context, *ImportRequest) (*ImportResponse, error)
@@ -286,9 +269,6 @@ func (UnimplementedShardServer) Limited(context.Context, *LimitedRequest) (*Limi
 }
 func (UnimplementedShardServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
-}
-func (UnimplementedShardServer) Export(context.Context, *ExportRequest) (*ExportResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method Export not implemented")
 }
 func (UnimplementedShardServer) Import(context.Context, *ImportRequest) (*ImportResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Import not implemented")
@@ -405,24 +385,6 @@ func _Shard_Reset_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Shard_Export_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ExportRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(ShardServer).Export(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Shard_Export_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ShardServer).Export(ctx, req.(*ExportRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 func _Shard_Import_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ImportRequest)
 	if err := dec(in); err != nil {
@@ -528,10 +490,6 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reset",
 			Handler:    _Shard_Reset_Handler,
-		},
-		{
-			MethodName: "Export",
-			Handler:    _Shard_Export_Handler,
 		},
 		{
 			MethodName: "Import",

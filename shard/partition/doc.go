@@ -1,0 +1,102 @@
+// Package partition is the hand-off protocol of shardlimit as one pure
+// state machine: the state of one partition at one shard, and Step, which
+// takes that state and an event and returns the next state and the
+// effects that the host (package shard) performs. It does no I/O, reads no
+// clock and starts no goroutine; the hosts call it and act. Read this
+// first: it is the one place that states the protocol's steps and their
+// order; every other place points here.
+//
+// # A hand-off, in order
+//
+// A planned change (the rebalance job's move, a shard draining on SIGTERM,
+// a shard joining) moves the counters of a set of partitions from each old
+// owner (the source) to its new owner (the destination). Package handoff's
+// Move runs these steps, one after the other, for every (source,
+// destination) pair at once:
+//
+//  1. copy: the destination pulls the partitions from the source
+//     (FirstExport at the source: it journals which keys change from now
+//     on, then streams every key). The source still decides them.
+//  2. copy again, the final copy: the destination stops deciding them
+//     (FinalPullStarts: Receiving, its forwarded checks wait) and pulls
+//     again; the source fences them (FinalExport: Fenced, it decides them
+//     no more, and forwards their checks to the destination) and streams
+//     only the keys its journal recorded. Once merged, the destination
+//     decides them (FinalPulled: Owned); a copy that failed leaves them to
+//     a takeover (FinalPullFailed: Unowned).
+//  3. switch: the caller's step after which routers send the partitions to
+//     the destination (the job publishes a map; a draining shard writes
+//     its member record as draining, a joining one as serving). Each shard
+//     sees the new owner table (OwnerChanged).
+//  4. settle: wait for every router to follow etcd; a router that has not
+//     switched still reaches the source, which forwards.
+//  5. drop: the source forgets the partitions (Drop: Unowned), which ends
+//     the forwarding; a draining shard exits instead.
+//
+// So each moving partition has one decider at every instant: the source
+// until its fence, then the destination, directly or through the source's
+// forward, holding every hit the source counted (the journal names every
+// key decided before the fence). A Strict hand-off whose first copy
+// failed stops before step 2: nothing is fenced, nothing switches.
+//
+// A partition gained without a hand-off (its owner lost its lease, or the
+// ring moved it between live shards) is taken over: OwnerChanged makes it
+// Pending and asks for a TakeOver, a pull with a fence (FencedExport at the
+// previous owner, which decides it no more before it streams), after which
+// TakeoverEnded makes it Owned, with whatever arrived (nothing, if the
+// owner died). A shard that lost its lease fences every partition
+// (FencedExport) and gives their counters back with fenced pulls
+// (FencedPulled at the owners now).
+//
+// # States
+//
+//   - Unowned: not this shard's; not decided (a router that switched
+//     before this shard saw the change is answered by policy).
+//   - Owned: decided here. It stays Owned after the owner table moves it
+//     away, so routers that have not switched are answered, until a
+//     hand-off fences or drops it.
+//   - Pending: gained without a hand-off, being taken over. Not decided.
+//   - Fenced: pulled from here with a fence: its counters are elsewhere.
+//     Not decided; fenced by a final copy, its checks are forwarded to
+//     the next owner (Partition.To).
+//   - Receiving: a final copy of it is arriving here. Not decided; the
+//     checks its source forwards wait for it.
+//
+// # Events and effects (Step)
+//
+//	event            state before          state after              effects
+//	FirstExport      any                   unchanged                StartJournal
+//	FinalExport      any                   Fenced, forwarding to To ReadJournal (Whole: EndJournal)
+//	FencedExport     any                   Fenced                   EndJournal
+//	Drop             any                   Unowned                  EndJournal, ForgetCounters
+//	FinalPullStarts  not Pending           Receiving
+//	FinalPulled      Receiving / Owned     Owned, Pulled
+//	FinalPullFailed  Receiving             Unowned
+//	FencedPulled     not Pending           Owned, Pulled            (Pending: Pulled only)
+//	OwnerChanged     moved here, Pulled    Owned
+//	                 moved here from nobody Owned
+//	                 moved here otherwise  Pending, Takers+1        TakeOver
+//	                 stays, or moves away  unchanged (moved away: not Pulled)
+//	TakeoverEnded    Pending, last taker   Owned                    Wake
+//	Reclaim          Fenced / Unowned      Pending, Takers+n
+//
+// Any step that takes a partition out of Pending or Receiving also has
+// the effect Wake. Reclaim is the host's safety net: a partition the owner
+// table gives this shard that stays Stuck (Fenced or Unowned) under the
+// same table is taken over again from every other shard.
+//
+// # What the host keeps
+//
+// The host (package shard, through package ownership's Set) holds one
+// Partition per partition behind a read-write lock: the decision path
+// reads Decides and Forwards under the read lock for a whole batch, and
+// every step takes the write lock, so once a fence returns no batch still
+// decides the partition and the journal holds every key it changed. A
+// shard-wide suspension (the lease guard's, while the lease is
+// unconfirmed) stops every decision whatever the states say; it is not a
+// partition's state.
+//
+// Package partition/sim runs this machine for several shards over a
+// simulated network, seeded, and checks the protocol's invariants at every
+// step.
+package partition

@@ -1,0 +1,223 @@
+package partition
+
+import "github.com/shardlimit/shardlimit/shard/member"
+
+// State is a partition's state at one shard; see the package
+// documentation.
+type State uint8
+
+// The states.
+const (
+	Unowned State = iota
+	Owned
+	Pending
+	Fenced
+	Receiving
+	states // how many
+)
+
+var stateNames = [states]string{"unowned", "owned", "pending", "fenced", "receiving"}
+
+func (s State) String() string {
+	if s < states {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// States lists every state, for metrics.
+func States() []State { return []State{Unowned, Owned, Pending, Fenced, Receiving} }
+
+// Partition is one partition at one shard: its state and what the state
+// alone does not say. The zero Partition is Unowned.
+type Partition struct {
+	State State
+	// Pulled: a hand-off's final or fenced copy brought its counters here
+	// since the owner table last gave it to this shard, so the next such
+	// change finds them here already.
+	Pulled bool
+	// Takers counts its takeovers under way (a partition whose owner
+	// changed twice in quick succession waits for both).
+	Takers uint16
+	// To is, while Fenced by a planned hand-off's final copy, the next
+	// owner its checks are forwarded to; nil otherwise.
+	To *member.Member
+}
+
+// Decides reports whether the shard decides the partition's checks
+// itself.
+func (p Partition) Decides() bool { return p.State == Owned }
+
+// Forwards returns the next owner the partition's checks are forwarded
+// to, if any.
+func (p Partition) Forwards() (member.Member, bool) {
+	if p.State != Fenced || p.To == nil {
+		return member.Member{}, false
+	}
+	return *p.To, true
+}
+
+// Settling reports whether checks of the partition wait: it is being
+// taken over (Pending) or its final copy is arriving (Receiving).
+func (p Partition) Settling() bool { return p.State == Pending || p.State == Receiving }
+
+// Stuck reports whether the partition, which the owner table gives this
+// shard, is neither decided nor on its way to being decided here: a state
+// that no hand-off or takeover leaves behind for long.
+func (p Partition) Stuck() bool { return p.State == Fenced || p.State == Unowned }
+
+// Kind names an event; see the package documentation.
+type Kind uint8
+
+// The events, by the side of a hand-off that sees them.
+const (
+	// Export side (the source).
+	FirstExport Kind = iota + 1
+	FinalExport
+	FencedExport
+	Drop
+	// Pull side (the destination).
+	FinalPullStarts
+	FinalPulled
+	FinalPullFailed
+	FencedPulled
+	// The owner table and takeovers.
+	OwnerChanged
+	TakeoverEnded
+	Reclaim
+)
+
+var kindNames = [...]string{"", "first export", "final export", "fenced export", "drop", "final pull starts", "final pulled",
+	"final pull failed", "fenced pulled", "owner changed", "takeover ended", "reclaim"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && k != 0 {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Event is something that happened to a partition at this shard. Kind
+// says what; the other fields only for the kinds that name them.
+type Event struct {
+	Kind Kind
+	// FinalExport: the next owner, which the checks are forwarded to.
+	To member.Member
+	// FinalExport: the first copy failed, so the final copy reads the
+	// whole partition, not only its journal.
+	Whole bool
+	// OwnerChanged: this shard's id, and the partition's owner in the
+	// previous and the next owner table ("" for nobody).
+	Me, Was, Is string
+	// Reclaim: how many takeovers will end it (each with TakeoverEnded).
+	Takers int
+}
+
+// Effect is what the host must do after a step: a set of actions.
+type Effect uint8
+
+// The effects.
+const (
+	// StartJournal: journal the keys of the partition that change from now
+	// on, for this hand-off (before reading it for the first copy).
+	StartJournal Effect = 1 << iota
+	// ReadJournal: the final copy reads only the keys the partition's
+	// journal of this hand-off recorded (all of it if there is none), and
+	// ends that journal.
+	ReadJournal
+	// EndJournal: forget the partition's journal, if any.
+	EndJournal
+	// ForgetCounters: delete the partition's keys.
+	ForgetCounters
+	// TakeOver: pull the partition with a fence from Event.Was, then
+	// step TakeoverEnded.
+	TakeOver
+	// Wake: the partition left Pending or Receiving, or a takeover ended:
+	// wake the checks waiting for it to settle.
+	Wake
+)
+
+// Step returns partition p after event e, and the effects the host must
+// perform; see the package documentation for the table. It is pure: no
+// I/O, no clock, no goroutine.
+func Step(p Partition, e Event) (Partition, Effect) {
+	was := p
+	var fx Effect
+	switch e.Kind {
+	case FirstExport:
+		fx = StartJournal
+	case FinalExport:
+		to := e.To
+		p = Partition{State: Fenced, Takers: p.Takers, To: &to}
+		fx = ReadJournal
+		if e.Whole {
+			fx = EndJournal
+		}
+	case FencedExport:
+		p = Partition{State: Fenced, Takers: p.Takers}
+		fx = EndJournal
+	case Drop:
+		p = Partition{Takers: p.Takers}
+		fx = EndJournal | ForgetCounters
+	case FinalPullStarts:
+		if p.State != Pending {
+			p = Partition{State: Receiving, Pulled: p.Pulled, Takers: p.Takers}
+		}
+	case FinalPulled:
+		switch p.State {
+		case Receiving:
+			p = Partition{State: Owned, Pulled: true, Takers: p.Takers}
+		case Owned:
+			p.Pulled = true
+		}
+	case FinalPullFailed:
+		if p.State == Receiving {
+			p = Partition{Takers: p.Takers}
+		}
+	case FencedPulled:
+		p.Pulled = true
+		if p.State != Pending {
+			p = Partition{State: Owned, Pulled: true, Takers: p.Takers}
+		}
+	case OwnerChanged:
+		p, fx = ownerChanged(p, e)
+	case TakeoverEnded:
+		if p.Takers > 0 {
+			p.Takers--
+		}
+		if p.State == Pending && p.Takers == 0 {
+			p = Partition{State: Owned, Pulled: p.Pulled}
+		}
+		fx = Wake // a takeover ended, whatever is left Pending
+	case Reclaim:
+		if p.Stuck() {
+			p = Partition{State: Pending, Pulled: p.Pulled, Takers: p.Takers + uint16(e.Takers)}
+		}
+	}
+	if was.Settling() && p.State != was.State {
+		fx |= Wake
+	}
+	return p, fx
+}
+
+// ownerChanged is Step's OwnerChanged: for a partition the next table
+// gives this shard and the previous gave another, Owned if a hand-off
+// brought it here (Pulled) or nobody owned it (no counters anywhere), else
+// Pending and taken over from its previous owner. One that stays here
+// keeps its state, and so does one that moves away (routers that have not
+// switched are still answered, until a hand-off fences or drops it), but
+// it forgets that it was pulled here.
+func ownerChanged(p Partition, e Event) (Partition, Effect) {
+	switch {
+	case e.Is != e.Me:
+		if e.Was != e.Is {
+			p.Pulled = false // pulled ahead of a switch that did not come: stale
+		}
+	case e.Was == e.Me:
+	case p.Pulled, e.Was == "":
+		return Partition{State: Owned, Takers: p.Takers}, 0
+	default:
+		return Partition{State: Pending, Takers: p.Takers + 1}, TakeOver
+	}
+	return p, 0
+}
