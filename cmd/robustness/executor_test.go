@@ -271,18 +271,23 @@ func (e *executor) midDrain(s Step) (string, error) {
 		}
 	}
 	sig := signals[s.Signal]
-	switch {
-	case !target.Running():
-		// The giver's drain ended, and it exited, before the aim: it
-		// starts again at the step's end.
+	// The giver may exit, drained, before the signal, or as it goes (a
+	// signal to a process exited but not yet reaped is not an error).
+	if err := target.Signal(sig); err != nil && target.Running() {
+		return note, err
+	} else if err != nil {
 		note += "; it had exited, drained, before the signal"
-	default:
-		if err := target.Signal(sig); err != nil {
-			return note, err
-		}
 	}
 	if s.Aim == AimGiver {
-		return note, e.recover(target, sig, end)
+		// Stopped mid-drain, it goes on at the step's end; either way it
+		// exits (drained, or killed) and starts again then.
+		if sig == syscall.SIGSTOP {
+			time.Sleep(time.Until(end))
+			if err := target.Signal(syscall.SIGCONT); err != nil && target.Running() {
+				return note, err
+			}
+		}
+		return note, e.recover(target, syscall.SIGTERM, end)
 	}
 	// The giver's drain may wait for a stopped taker: heal both at once.
 	var wg sync.WaitGroup
