@@ -121,31 +121,35 @@ func TestPolicyAnswersAreAttributedToTheirShardsFault(t *testing.T) {
 	if !mayCause(policy("shard-3", 41), split, noOwnerChange) {
 		t.Error("a split's router cannot have caused another shard's users' policy answers")
 	}
-	if !onlyCause(policy("shard-1", 26), as, 0, noOwnerChange) {
+	if healedCause(policy("shard-1", 26), as, noOwnerChange) != 0 {
 		t.Error("shard-1's users' answer 16 s after its heal, with shard-2's fault healed, is not put down to it")
 	}
 }
 
 // A fault on a user's shard explains its policy answers before a router
-// signalled, but not before a rebalance, which moves anyone's users, nor a
-// router cut off from etcd, which routes by what it read last.
-func TestAFaultOnTheUsersShardExplainsItsPolicyAnswers(t *testing.T) {
+// signalled; of those that may have caused one, none may be in force, and
+// the last healed is its cause.
+func TestAPolicyAnswerAfterAHealIsTheLastHealedCausesOwn(t *testing.T) {
 	cut := applied{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-1"}}, from: sec(0), to: sec(10)}
 	kill := applied{step: Step{Kind: Signal, Signal: "sigkill", Targets: []string{"router-1"}}, from: sec(5), to: sec(15)}
 	run := applied{step: Step{Kind: Rebalance}, from: sec(5), to: sec(6)}
 	o := op{Op: checker.Op{Send: sec(12), Outcome: checker.Policy}, owner: "shard-1"}
 	owner := func(o op, _ time.Time) string { return o.owner }
-	if !onlyCause(o, []applied{cut, kill}, 0, owner) {
-		t.Error("a router killed competes with a cut of the user's shard")
+	if got := healedCause(o, []applied{cut, kill}, owner); got != 0 {
+		t.Errorf("a cut of the user's shard beside a router killed: cause %d, want the cut", got)
 	}
-	if onlyCause(o, []applied{cut, kill}, 1, owner) {
-		t.Error("a router killed is put down as the only cause of a policy answer for a cut shard's user")
-	}
-	if onlyCause(o, []applied{cut, run}, 0, owner) {
-		t.Error("a rebalance does not compete with a cut")
+	if got := healedCause(o, []applied{run, cut}, owner); got != 1 {
+		t.Errorf("a cut healed after a rebalance: cause %d, want the cut, healed last", got)
 	}
 	blind := applied{step: Step{Kind: CutRouterEtcd, Targets: []string{"router-2"}}, from: sec(11), to: sec(20)}
-	if onlyCause(o, []applied{cut, blind}, 0, owner) {
-		t.Error("a router cut off from etcd does not compete with a cut")
+	if got := healedCause(o, []applied{cut, blind}, owner); got != -1 {
+		t.Errorf("while a router is cut off from etcd: cause %d, want none (it may cause it, in force)", got)
+	}
+	other := applied{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-2"}}, from: sec(11), to: sec(20)}
+	if got := healedCause(o, []applied{cut, other}, owner); got != 0 {
+		t.Errorf("while another shard is cut: cause %d, want the cut of the user's shard", got)
+	}
+	if got := healedCause(op{Op: checker.Op{Send: sec(41), Outcome: checker.Policy}, owner: "shard-1"}, []applied{cut}, owner); got != -1 {
+		t.Errorf("31 s after the heal: cause %d, want none", got)
 	}
 }

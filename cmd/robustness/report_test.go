@@ -87,7 +87,7 @@ func newResult(seed uint64, ops []op, as []applied, vs []checker.Violation, excu
 				if first.IsZero() && mayCause(o, a, owner) {
 					first = o.Send
 				}
-			} else if o.Outcome == checker.Policy && onlyCause(o, as, i, owner) {
+			} else if o.Outcome == checker.Policy && healedCause(o, as, owner) == i {
 				last = o.Send
 			}
 		}
@@ -139,31 +139,45 @@ func anyones(s Step) bool {
 	return false
 }
 
-// onlyCause reports whether as[i] is the only fault that may have caused
-// policy answer o, sent after as[i] healed: no other that competes with it
-// was in force, or healed less than afterHeal before.
-func onlyCause(o op, as []applied, i int, owner ownerAt) bool {
-	if !mayCause(o, as[i], owner) {
-		return false
+// healedCause returns the index of the fault whose aftermath policy answer
+// o falls in, or -1. Its candidates are the faults that may have caused
+// it (mayCause), in force when it was sent or healed less than afterHeal
+// before; a fault on o's shard, or one that may cause anyone's (anyones),
+// explains it before one that touched no shard in particular (a router
+// or the rebalance job signalled, a rule change), which is then no
+// candidate. While a candidate is in force, o is no heal's (-1);
+// otherwise it is the last one healed's: recoveries are short, so the
+// latest heal is the likeliest cause, and the figure an upper bound for
+// it when two healed in turn.
+func healedCause(o op, as []applied, owner ownerAt) int {
+	var cands []int
+	strong := false
+	for i, a := range as {
+		if o.Send.Before(a.from) || !o.Send.Before(a.to.Add(afterHeal)) || !mayCause(o, a, owner) {
+			continue
+		}
+		cands = append(cands, i)
+		strong = strong || pointed(a.step)
 	}
-	for j, b := range as {
-		if j != i && !o.Send.Before(b.from) && o.Send.Before(b.to.Add(afterHeal)) && competes(o, as[i], b, owner) {
-			return false
+	best := -1
+	for _, i := range cands {
+		a := as[i]
+		if strong && !pointed(a.step) {
+			continue
+		}
+		if o.Send.Before(a.to) {
+			return -1 // in force
+		}
+		if best < 0 || a.to.After(as[best].to) {
+			best = i
 		}
 	}
-	return true
+	return best
 }
 
-// competes reports whether fault b may have caused policy answer o as
-// well as fault a. A fault on o's shard explains it before one on no
-// shard that causes no one's in particular (a router or the rebalance
-// job signalled, a rule change).
-func competes(o op, a, b applied, owner ownerAt) bool {
-	if !mayCause(o, b, owner) {
-		return false
-	}
-	return len(a.step.Shards()) == 0 || len(b.step.Shards()) > 0 || anyones(b.step)
-}
+// pointed reports whether s touched shards or may cause anyone's policy
+// answers: a fault that points at whose users it affects.
+func pointed(s Step) bool { return len(s.Shards()) > 0 || anyones(s) }
 
 func (r *row) add(o op, excused bool) {
 	r.checks++
@@ -252,9 +266,10 @@ rule's failure policy, ITS USERS of those for users of a shard the fault touched
 check was sent or when the fault started). OVER: keys whose over-admission the checker found in an interval the
 fault met. FIRST POLICY: longest time from a fault's start to the first policy answer it may have caused (a fault
 on shards: for their users; a fault on no shard, a split, a rebalance, a router or etcd cut off or down: for
-anyone's); LAST POLICY AFTER HEAL: longest from a heal to the last such answer that no other fault may have caused
-(none in force, none healed within 30s; a fault on the user's shard explains it before a router or the rebalance
-job signalled, or a rule change); "-": none.`))
+anyone's); LAST POLICY AFTER HEAL: longest from a heal to the last such answer it is the likeliest cause of: of the
+faults that may have caused it, none in force and this one healed last, within 30s (an upper bound when two healed in
+turn; a fault on the user's shard explains it before a router or the rebalance job signalled, or a rule change);
+"-": none.`))
 }
 
 func dur(d time.Duration) string {
