@@ -4,11 +4,11 @@ import (
 	"crypto/tls"
 
 	"github.com/shardlimit/shardlimit/cmd/bench"
-	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	process "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/router/client"
 )
 
-// security is the one local PKI of cmd/robustness/proc, which the
+// security is the one local PKI of cmd/internal/cluster, which the
 // robustness suite shares: every component its certificate, the suite's
 // own clients the operator, etcd in plain text on 127.0.0.1.
 type security struct{ process.Security }
