@@ -1,8 +1,6 @@
 package faults
 
 import (
-	"crypto/tls"
-
 	"github.com/shardlimit/shardlimit/cmd/bench"
 	process "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/router/client"
@@ -18,6 +16,3 @@ func (s security) client(o *client.Options) { o.TLS = s.OperatorTLS() }
 
 // bench sets the bench's credentials towards the routers.
 func (s security) bench(o *bench.Options) { o.TLS = s.OperatorTLS() }
-
-// etcdTLS is the TLS of the suite's own etcd client; nil: plain text.
-func (s security) etcdTLS() *tls.Config { return nil }
