@@ -20,7 +20,7 @@ GRPC_GATEWAY_VERSION := v2.29.0
 # fault suite (cmd/faults) drives processes and runs without -race, as does
 # the robustness suite (cmd/robustness/...: its short form, fixed seeds, and
 # the unit tests of its checker, schedule and hosts).
-RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/bench/... ./cmd/shardlimit/...
+RACE_PKGS := ./shard/... ./router/... ./rebalance/... ./cmd/bench/... ./cmd/shardlimit/... ./cmd/internal/...
 
 # Fuzz targets, as package:Target. `make test` runs their seed corpora
 # (each package's testdata/fuzz/ and its f.Add seeds) as plain tests, with

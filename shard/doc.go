@@ -88,9 +88,31 @@
 // counters, to forward the checks of partitions it handed over, or to ask
 // whether its peers still reach it when etcd does not confirm its lease.
 //
-// The shared contracts and plumbing live in sub-packages that routers and
-// the rebalance job import too: key, member, membership, shardmap,
-// mapstore, handoff, etcd, rpc, auth, creds, tracing, and component (what
-// every server's options share). Nothing under shard/ imports router/ or
-// rebalance/.
+// # The shared layer
+//
+// Most of shard/'s sub-packages are not the shard host's: routers, the
+// rebalance job, ctl and the test harnesses import them too. They are
+// the contracts every component agrees on (key: the counter key, its
+// hash and partition; member: the member record; shardmap: the one owner
+// function; mapstore: the shard map in etcd; limiter: the algorithms and
+// their state; handoff: the hand-off protocol that shards and the
+// rebalance job both drive; eviction: how an unreachable shard is
+// reported, evicted and held out) and the plumbing every server runs on
+// (component: the options every server shares; etcd: its key layout,
+// dialing and the one watch loop; membership; rpc: the one gRPC server
+// and dialer; auth and creds: who may call what, with which
+// certificates and tokens; tracing; poll and metrictest, for tests).
+// Only episodes, hotkeys, load, logwindow and ownership are the host's
+// own.
+//
+// They sit here, and not beside the component that reads them most,
+// because the top level is fixed to the components (cmd, router, shard,
+// rebalance, proto, deploy) and shards are the bottom of the import
+// graph: routers and the rebalance job import shard/ packages, and
+// nothing under shard/ imports router/ or rebalance/. A contract placed
+// under router/ would make the shard import the router; under shard/,
+// every component imports it without an arrow running back up. So a
+// package here is not shard-specific by its place alone: its own doc
+// says who calls it, and none of them explains its place again. Each
+// must never import a component's host (shard, router, rebalance).
 package shard

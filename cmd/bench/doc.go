@@ -8,8 +8,10 @@
 // runs the same load against BaselineServer, an in-process no-op server
 // with the same message shapes, so that every figure can be read as a
 // ratio of what this client, gRPC and this machine allow in the same run.
-// `shardlimit bench table` (Table) starts `shardlimit dev` clusters as
-// processes and runs the issue's whole table against them.
+// `shardlimit bench table` (Table) starts the clusters of `shardlimit dev`
+// through its launcher (cmd/internal/cluster: the values of their
+// addresses, pids and credentials, never dev's text) and runs the whole
+// table against them.
 //
 // Run is called by cmd/shardlimit and by tests. A closed loop keeps
 // Options.Concurrency requests in flight; an open loop (Options.Rate)

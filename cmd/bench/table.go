@@ -13,8 +13,8 @@ import (
 
 // TableOptions configure Table.
 type TableOptions struct {
-	// Binary is the shardlimit binary that runs `dev`; default this
-	// process's own executable.
+	// Binary is the shardlimit binary that the clusters' processes run;
+	// default this process's own executable.
 	Binary string
 	// Duration and Warmup of every phase; default 10s and 2s.
 	Duration, Warmup time.Duration
@@ -97,7 +97,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 	fmt.Fprintf(out, "- command: `%s`\n", o.Command)
 	fmt.Fprintf(out, "- machine: %s\n", machine())
 	fmt.Fprintf(out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`: embedded etcd, a router and shards as processes, secure: mutual TLS on every hop, and the baseline serves the same TLS with the router's certificate); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
+	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`'s, from its launcher: etcd embedded in the bench, a router and shards as processes, secure: mutual TLS on every hop, and the baseline serves the same TLS with the router's certificate); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
 		o.Duration, o.Warmup, o.Users)
 
 	base := DefaultOptions()
@@ -111,7 +111,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 		}
 	}
 	// The main table, on one cluster.
-	err := withDev(ctx, o.Binary, o.Shards, say, func(c *devCluster) error {
+	err := withDev(ctx, o.Binary, o.Shards, 1, say, func(c *devCluster) error {
 		one := base
 		r, err := runRow(ctx, c, "public API, 1 check/request", "≥ 75% of baseline req/s (60% first milestone), p99 ≤ 3 ms, 0 policy", one, progress)
 		if err != nil {
@@ -154,7 +154,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 			scaling = append(scaling, &r)
 			continue
 		}
-		err := withDev(ctx, o.Binary, n, say, func(c *devCluster) error {
+		err := withDev(ctx, o.Binary, n, 1, say, func(c *devCluster) error {
 			r, err := runRow(ctx, c, "public API, 1 check/request", "", base, progress)
 			if err == nil {
 				scaling = append(scaling, r)
@@ -165,12 +165,8 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 			return err
 		}
 	}
-	// And 2 routers over the main table's shard count: dev's router and
-	// one the bench starts beside it, loaded round robin.
-	err = withDev(ctx, o.Binary, o.Shards, say, func(c *devCluster) error {
-		if err := c.addRouter(ctx, o.Binary); err != nil {
-			return err
-		}
+	// And 2 routers over the main table's shard count, loaded round robin.
+	err = withDev(ctx, o.Binary, o.Shards, 2, say, func(c *devCluster) error {
 		r, err := runRow(ctx, c, "public API, 1 check/request, 2 routers", "", base, progress)
 		if err == nil {
 			scaling = append(scaling, r)
@@ -184,22 +180,23 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 	return nil
 }
 
-// withDev runs f against a fresh dev cluster of n shards.
-func withDev(ctx context.Context, bin string, n int, say func(string, ...any), f func(*devCluster) error) error {
-	say("starting shardlimit dev --shards %d", n)
-	c, err := startDev(ctx, bin, n)
+// withDev runs f against a fresh dev cluster of n shards and routers
+// routers.
+func withDev(ctx context.Context, bin string, n, routers int, say func(string, ...any), f func(*devCluster) error) error {
+	say("starting a dev cluster: %d shard(s), %d router(s)", n, routers)
+	c, err := startDev(ctx, bin, n, routers)
 	if err != nil {
 		return err
 	}
-	defer c.stop()
+	defer c.Stop()
 	return f(c)
 }
 
 // runRow runs one row against c, reading the router's and the shards' CPU
 // over the target's measured phase.
 func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, progress io.Writer) (*tableRow, error) {
-	row := &tableRow{name: name, goal: goal, shards: c.shards}
-	o.Routers, o.TLS, o.BaselineTLS = c.routers(), c.tls, c.serverTLS
+	row := &tableRow{name: name, goal: goal, shards: len(c.Shards)}
+	o.Routers, o.TLS, o.BaselineTLS = c.RouterAddrs(), c.tls, c.serverTLS
 	row.routers = len(o.Routers)
 	routerPids, shardPids := c.componentPids()
 	var mu sync.Mutex
@@ -233,7 +230,7 @@ func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, pr
 		}
 	}
 	if progress != nil {
-		fmt.Fprintf(progress, "running: %s, %d shard(s)\n", name, c.shards)
+		fmt.Fprintf(progress, "running: %s, %d shard(s)\n", name, len(c.Shards))
 	}
 	rep, err := Run(ctx, o, progress)
 	if err != nil {
@@ -345,7 +342,7 @@ func writeScalingTable(out io.Writer, rows []*tableRow) {
 			group(float64(policyOf(t))), group(float64(t.Errors)), perCheck(r.routerCPU, t.Checks), perCheck(r.shardCPU, t.Checks))
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "2 routers: dev's router and one the bench starts beside it on dev's etcd, with dev's router certificate; the bench spreads its connections over both, round robin. Router µs/check is both routers' CPU.")
+	fmt.Fprintln(out, "2 routers: a dev cluster with two routers, on one etcd, with the router certificate; the bench spreads its connections over both, round robin. Router µs/check is both routers' CPU.")
 }
 
 // machine describes this machine: cores, CPU model, Go version, kernel.

@@ -3,10 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,15 +11,15 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/shardlimit/shardlimit/cmd/bench"
-	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	process "github.com/shardlimit/shardlimit/cmd/internal/cluster"
+	"github.com/shardlimit/shardlimit/router/rules"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 
-// proc is one process of the cluster (cmd/robustness/proc), with the
+// proc is one process of the cluster (cmd/internal/cluster), with the
 // suite's ways of failing a test on what goes wrong.
-type proc struct{ process.Proc }
+type proc struct{ *process.Proc }
 
 // signal sends sig to the current run.
 func (p *proc) signal(t testing.TB, sig syscall.Signal) {
@@ -41,13 +38,15 @@ func (p *proc) kill(t testing.TB) {
 }
 
 // cluster is etcd, three shards, two routers and a rebalance instance, each
-// a process of the built binary on 127.0.0.1.
+// a process of the built binary on 127.0.0.1, started by the launcher of
+// cmd/internal/cluster.
 type cluster struct {
 	cfg    config
 	bin    string
 	sec    security
 	dir    string
 	prefix string
+	lc     *process.Cluster
 
 	etcd      *proc
 	shards    []*proc
@@ -90,20 +89,36 @@ const (
 	rulesCount = 3
 )
 
-// startCluster starts the cluster, applies the suite's rules and waits until
+// startCluster starts the cluster with the suite's rules and waits until
 // both routers route to the three shards with the rules. Everything stops
 // when the test ends; on failure the last lines of each process's log are
 // printed.
 func startCluster(t *testing.T, cfg config) *cluster {
 	t.Helper()
 	bin, sec := binary(t)
-	base, err := bench.FreePorts(13)
+	rs, err := rules.Parse("rules.yaml", []byte(rulesYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := func(i int) string { return "127.0.0.1:" + strconv.Itoa(base+i) }
 	c := &cluster{cfg: cfg, bin: bin, sec: sec, dir: t.TempDir(), prefix: "/faults/"}
-	t.Cleanup(c.stop)
+	c.lc, err = process.Start(context.Background(), process.Options{
+		Binary: bin, Dir: c.dir, Prefix: c.prefix, Shards: 3, Routers: 2, EtcdProcess: true, Rules: rs,
+		Flags: cfg.flags, Security: &sec.Security, ReadyTimeout: readyTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.lc.Stop)
+	wrap := func(ps []*process.Proc) []*proc {
+		out := make([]*proc, len(ps))
+		for i, p := range ps {
+			out[i] = &proc{p}
+		}
+		return out
+	}
+	c.procs = wrap(c.lc.Procs())
+	c.etcd, c.shards, c.routers, c.rebalance = c.procs[0], c.procs[1:4], c.procs[4:6], c.procs[6]
+	c.etcdCli = c.lc.EtcdClient
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range c.procs {
@@ -111,79 +126,33 @@ func startCluster(t *testing.T, cfg config) *cluster {
 			}
 		}
 	})
-	etcdAddr := port(0)
-	c.etcd = c.newProc("etcd", "etcd", etcdAddr, "", "--data-dir", filepath.Join(c.dir, "etcd"), "--listen", etcdAddr)
-	common := []string{"--etcd", etcdAddr, "--prefix", c.prefix}
-	for i := range 3 {
-		id := "shard-" + strconv.Itoa(i+1)
-		addr, metrics := port(1+2*i), port(2+2*i)
-		c.shards = append(c.shards, c.newProc(id, "shard", addr, metrics, append([]string{"--id", id, "--listen", addr,
-			"--metrics-listen", metrics, "--lease-ttl", cfg.leaseTTL.String()}, common...)...))
-	}
-	for i := range 2 {
-		addr, metrics := port(7+2*i), port(8+2*i)
-		c.routers = append(c.routers, c.newProc("router-"+strconv.Itoa(i+1), "router", addr, metrics,
-			append([]string{"--listen", addr, "--metrics-listen", metrics, "--deadline", cfg.deadline.String(),
-				"--breaker-cooldown", cfg.cooldown.String(), "--max-queue-wait", cfg.queueWait.String()}, common...)...))
-	}
-	// The rebalance job takes part (election, its etcd session) but does
-	// not run during the suite: a move would change owners under the
-	// probe loop's per-shard assertions. It evicts a shard the routers
-	// cannot reach (the full form's cut), and holds it out for 5 s, so
-	// that the next scenario finds three shards soon.
-	c.rebalance = c.newProc("rebalance", "rebalance", port(11), port(12), append([]string{"--id", "rebalance-1",
-		"--listen", port(11), "--metrics-listen", port(12), "--interval", "1h", "--evict-hold", "5s"}, common...)...)
-
-	c.launch(t, c.etcd)
-	c.waitReady(t, c.etcd)
-	if c.etcdCli, err = etcdclient.Dial([]string{etcdAddr}, sec.etcdTLS()); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range c.shards {
-		c.launch(t, s)
-	}
-	for _, s := range c.shards {
-		c.waitReady(t, s)
-	}
-	for _, r := range c.routers {
-		c.launch(t, r)
-	}
-	c.launch(t, c.rebalance)
-	for _, r := range c.routers {
-		c.waitReady(t, r)
-	}
-	c.waitReady(t, c.rebalance)
-	rules := filepath.Join(c.dir, "rules.yaml")
-	if err := os.WriteFile(rules, []byte(rulesYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c.ctl(t, "rules", "apply", "-f", rules)
 	c.waitRouters(t, "shardlimit_router_rules", rulesCount)
 	return c
 }
 
-func (c *cluster) newProc(name, sub, addr, metrics string, args ...string) *proc {
-	p := &proc{process.Proc{Name: name, Sub: sub, Args: args, Addr: addr, Metrics: metrics, Log: filepath.Join(c.dir, name+".log")}}
-	c.procs = append(c.procs, p)
-	return p
+// flags returns a component's flags of the suite's own (the launcher
+// gives the rest). The rebalance job takes part (election, its etcd
+// session) but does not run during the suite: a move would change owners
+// under the probe loop's per-shard assertions. It evicts a shard the
+// routers cannot reach (the full form's cut), and holds it out for 5 s, so
+// that the next scenario finds three shards soon.
+func (cfg config) flags(p *process.Proc) []string {
+	switch p.Sub {
+	case "shard":
+		return []string{"--lease-ttl", cfg.leaseTTL.String()}
+	case "router":
+		return []string{"--deadline", cfg.deadline.String(), "--breaker-cooldown", cfg.cooldown.String(), "--max-queue-wait", cfg.queueWait.String()}
+	default:
+		return []string{"--interval", "1h", "--evict-hold", "5s"}
+	}
 }
 
-// launch starts a run of p. It is the one place where the suite starts a
-// process: the security flags and the log flags are added here.
+// launch starts a run of p again, on the command line the launcher gave
+// it: the one place where the suite starts a process.
 func (c *cluster) launch(t testing.TB, p *proc) {
 	t.Helper()
-	if err := p.Start(c.bin, append(c.sec.Flags(p.Sub), "--log-format", "text", "--log-level", "info")...); err != nil {
+	if err := p.Restart(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// stop kills every process, the components first and etcd last.
-func (c *cluster) stop() {
-	if c.etcdCli != nil {
-		_ = c.etcdCli.Close()
-	}
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		_ = c.procs[i].Kill(readyTimeout)
 	}
 }
 
@@ -201,19 +170,7 @@ func (c *cluster) waitReady(t testing.TB, p *proc) {
 		if !p.Running() {
 			t.Fatalf("%s exited while starting:\n%s", p.Name, p.Tail(30))
 		}
-		switch p.Sub {
-		case "etcd":
-			return p.EtcdReady()
-		case "shard":
-			return get(p.Metrics, "/readyz")
-		case "router":
-			if err := get(p.Metrics, "/readyz"); err != nil {
-				return err
-			}
-			return wantMetric(p, "shardlimit_router_members", float64(len(c.shards)))
-		default:
-			return get(p.Metrics, "/healthz")
-		}
+		return c.lc.Ready(p.Proc)
 	})
 }
 

@@ -30,10 +30,12 @@
 // -faults.bin runs a given binary instead of building cmd/shardlimit. Both
 // forms print a table of every scenario at the end (go test -v shows it).
 //
-// Every process is started by one function (cluster.launch), through the
-// launcher it shares with the robustness suite (cmd/robustness/proc),
-// secure as in production: the flags and client options that say how
-// processes and clients authenticate come from one place (proc.Security),
+// The cluster is started by the one launcher that dev and the bench table
+// use too (cmd/internal/cluster), with etcd as a process the suite can
+// kill; a process is started again by one function (cluster.launch), on
+// the command line the launcher gave it. It runs secure as in production:
+// the flags and client options that say how processes and clients
+// authenticate come from one place (the launcher's Security),
 // with a local PKI like dev's and a grants file. Nothing outside this
 // package imports it.
 package faults

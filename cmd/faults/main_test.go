@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	process "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 )
 
 var (

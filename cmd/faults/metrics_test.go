@@ -3,7 +3,7 @@ package faults
 import (
 	"fmt"
 
-	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	process "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 )
 
 // get fetches path from a process's ops server and expects 200.

@@ -1,14 +1,12 @@
 package faults
 
 import (
-	"crypto/tls"
-
 	"github.com/shardlimit/shardlimit/cmd/bench"
-	process "github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	process "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/router/client"
 )
 
-// security is the one local PKI of cmd/robustness/proc, which the
+// security is the one local PKI of cmd/internal/cluster, which the
 // robustness suite shares: every component its certificate, the suite's
 // own clients the operator, etcd in plain text on 127.0.0.1.
 type security struct{ process.Security }
@@ -18,6 +16,3 @@ func (s security) client(o *client.Options) { o.TLS = s.OperatorTLS() }
 
 // bench sets the bench's credentials towards the routers.
 func (s security) bench(o *bench.Options) { o.TLS = s.OperatorTLS() }
-
-// etcdTLS is the TLS of the suite's own etcd client; nil: plain text.
-func (s security) etcdTLS() *tls.Config { return nil }

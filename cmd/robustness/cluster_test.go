@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	proc "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/cmd/robustness/netns"
-	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
 

@@ -15,9 +15,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	proc "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
 	"github.com/shardlimit/shardlimit/cmd/robustness/netns"
-	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/shardlimit/shardlimit/cmd/robustness/checker"
 
-	"github.com/shardlimit/shardlimit/cmd/robustness/proc"
+	proc "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 )
 
 // row is one fault type's line in the summary.

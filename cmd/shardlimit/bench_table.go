@@ -15,7 +15,8 @@ func benchTableCmd() *cobra.Command {
 		Use:   "table",
 		Short: "Run the benchmark table: start dev clusters as processes, load each with its baseline, print the table with the machine and the command.",
 		Long: `Run the whole benchmark table from one invocation (make bench). For each configuration it
-starts 'shardlimit dev --shards N' on free ports, runs the bench against it with --baseline,
+starts the cluster of 'shardlimit dev --shards N' on free ports (through dev's launcher: etcd
+inside this process, the router and the shards as processes), runs the bench against it with --baseline,
 reads the router's and the shards' CPU from /proc over the measured phase, then stops the
 cluster. Rows: 1 router and 2 shards with 1 check per request, the same through Envoy's API,
 100 checks per request, and an open loop at half the first row's rate; then 1 router with 1, 2
@@ -34,7 +35,7 @@ and 4 shards. The table is Markdown on stdout; progress goes to stderr on a term
 	f.IntVar(&o.Users, "users", 10000, "distinct users")
 	f.IntVar(&o.Concurrency, "concurrency", 50, "requests in flight (closed loop)")
 	f.IntVar(&o.ManyChecks, "many-checks", 100, "checks per request of the batched row")
-	f.StringVar(&o.Binary, "binary", "", "shardlimit binary that runs dev (default: this one)")
+	f.StringVar(&o.Binary, "binary", "", "shardlimit binary that the cluster's processes run (default: this one)")
 	return cmd
 }
 

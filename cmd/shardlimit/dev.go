@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,21 +11,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/deploy"
-	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/rules"
-	"github.com/shardlimit/shardlimit/router/rulestore"
 	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/creds"
-	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
-	"github.com/shardlimit/shardlimit/shard/etcd/embedded"
 )
 
 type devOptions struct {
@@ -148,17 +140,6 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 	if err != nil {
 		return err
 	}
-	etcd, etcdPKI, err := embedded.StartSecure(filepath.Join(dir, "etcd"), filepath.Join(dir, "credentials", "etcd"), o.etcdListen)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	etcdEndpoint := dialable(etcd.Endpoint())
-	root, err := devEtcdRoot(ctx, etcdEndpoint, etcdPKI, o.prefix)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	// A port 0 becomes a free port here, so that every component is told
 	// where to listen and the ready line says where they do.
 	var ports portPicker
@@ -174,76 +155,35 @@ func runDev(ctx context.Context, out io.Writer, o devOptions) error {
 		return err
 	}
 	ports.release()
-	if err := storeRules(ctx, root, o.prefix, initial); err != nil {
-		return err
-	}
-	sec, err := devCredentials(ctx, dir, root, etcdPKI, o)
-	if err != nil {
-		return fmt.Errorf("credentials: %w", err)
+	addrs := map[string]cluster.Addrs{"router": {Listen: o.routerListen, Metrics: metricsAddr[0]}, "rebalance": {Metrics: metricsAddr[o.shards+1]}}
+	for i := 1; i <= o.shards; i++ {
+		addrs["shard-"+strconv.Itoa(i)] = cluster.Addrs{Metrics: metricsAddr[i]}
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-
-	var children []*child
-	defer func() { stopChildren(children) }()
-	for i := 1; i <= o.shards; i++ {
-		id := "shard-" + strconv.Itoa(i)
-		args := sec.args(sec.pki.Shard, sec.etcd.Shard, "shard", "--id", id, "--etcd", etcdEndpoint, "--prefix", o.prefix, "--lease-ttl", o.leaseTTL.String(),
-			"--metrics-listen", metricsAddr[i])
-		if o.maxMemory != 0 {
-			args = append(args, "--max-memory", formatSize(o.maxMemory))
-		}
-		c, err := startChild(out, id, exe, append(args, o.passed()...)...)
-		if err != nil {
-			return err
-		}
-		children = append(children, c)
-	}
-	routerArgs := sec.args(sec.pki.Router, sec.etcd.Router, "router", "--listen", o.routerListen, "--metrics-listen", metricsAddr[0],
-		"--etcd", etcdEndpoint, "--prefix", o.prefix)
-	if o.routerDeadline != 0 {
-		routerArgs = append(routerArgs, "--deadline", o.routerDeadline.String())
-	}
-	if o.httpListen != "" {
-		routerArgs = append(routerArgs, "--http-listen", o.httpListen)
-	}
-	rc, err := startChild(out, "router", exe, append(routerArgs, o.passed()...)...)
+	c, err := cluster.Start(ctx, cluster.Options{
+		Binary: exe, Dir: dir, Prefix: o.prefix, Shards: o.shards, Routers: 1, Etcd: o.etcdListen, Rules: initial,
+		Addrs: addrs, Flags: o.flags, Out: out, LogFormat: logFormat, LogLevel: logLevel,
+		Restarts: o.restarts, StopGrace: 10 * time.Second,
+	})
 	if err != nil {
 		return err
 	}
-	children = append(children, rc)
-	bc, err := startChild(out, "rebalance", exe, append(sec.args(sec.pki.Rebalance, sec.etcd.Rebalance, "rebalance", "--id", "rebalance-1", "--etcd", etcdEndpoint, "--prefix", o.prefix,
-		"--interval", o.rebalanceInterval.String(), "--metrics-listen", metricsAddr[o.shards+1]), o.passed()...)...)
-	if err != nil {
-		return err
-	}
-	children = append(children, bc)
-
-	if err := waitReady(ctx, root, o, sec, children); err != nil {
-		return err
-	}
-	for _, c := range children {
-		go c.supervise(devRestarts(o.restarts))
-	}
+	defer c.Stop()
+	sec := c.Security
 	fmt.Fprintf(out, "shardlimit dev ready in %v: router %s, metrics http://%s/metrics, etcd %s, rules from %s stored in etcd, credentials in %s\n",
-		time.Since(start).Round(time.Millisecond), o.routerListen, metricsAddr[0], etcd.Endpoint(), rulesFile, sec.pki.Dir)
-	for i, c := range children {
-		m := metricsAddr[0]
-		if i < o.shards {
-			m = metricsAddr[i+1]
-		} else if c.name == "rebalance" {
-			m = metricsAddr[o.shards+1]
-		}
-		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", c.name, c.pid(), m)
+		time.Since(start).Round(time.Millisecond), o.routerListen, metricsAddr[0], c.EtcdListen, rulesFile, sec.PKI.Dir)
+	for _, p := range c.Components() {
+		fmt.Fprintf(out, "  %-9s pid %-7d metrics http://%s/metrics\n", p.Name, p.Pid(), p.Metrics)
 	}
-	fmt.Fprintf(out, "  etcd      https://%s, client certificate required: %s's (root: %s)\n", etcd.Endpoint(), etcdPKI.Server.CA, etcdPKI.Root.Cert)
-	fmt.Fprintf(out, "export %s=%s   # ctl, grpcurl's flags and the Go client: the router, its CA and the operator's certificate\n", creds.EnvConfig, sec.config)
-	fmt.Fprintf(out, "  service %q calls with its own token: SHARDLIMIT_TOKEN=$(cat %s) (CA %s, server name %s)\n", devService, sec.serviceToken, sec.pki.Router.CA, creds.LocalServerName)
+	fmt.Fprintf(out, "  etcd      https://%s, client certificate required: %s's (root: %s)\n", c.EtcdListen, sec.Etcd.Server.CA, sec.Etcd.Root.Cert)
+	fmt.Fprintf(out, "export %s=%s   # ctl, grpcurl's flags and the Go client: the router, its CA and the operator's certificate\n", creds.EnvConfig, sec.Config)
+	fmt.Fprintf(out, "  service %q calls with its own token: SHARDLIMIT_TOKEN=$(cat %s) (CA %s, server name %s)\n", cluster.Service, sec.ServiceToken, sec.PKI.Router.CA, creds.LocalServerName)
 	if o.httpListen != "" {
 		fmt.Fprintf(out, "  HTTP/JSON: curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/check -d '{\"checks\":[{\"service\":\"shop\",\"endpoint\":\"/checkout\",\"user\":\"alice\"}]}'\n",
-			sec.pki.Router.CA, sec.serviceToken, o.httpListen)
+			sec.PKI.Router.CA, sec.ServiceToken, o.httpListen)
 	}
 	fmt.Fprintf(out, "try: bin/shardlimit ctl check --service shop --endpoint /checkout --user alice; bin/shardlimit ctl members; bin/shardlimit ctl rebalance plan   (Ctrl-C stops everything)\n")
 	<-ctx.Done()
@@ -310,60 +250,29 @@ func (pp *portPicker) pick(flag, addr string) (string, error) {
 	return l.Addr().String(), nil
 }
 
-// storeRules writes the initial rules into etcd, where the router reads them
-// and `shardlimit ctl rules` changes them.
-func storeRules(ctx context.Context, cli *clientv3.Client, prefix string, rs []rules.Rule) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, _, err := rulestore.Apply(ctx, cli, prefix, rs, rules.DefaultBounds(), false, false)
-	return err
-}
-
-// waitReady waits until every shard is registered and the router serves.
-func waitReady(ctx context.Context, cli *clientv3.Client, o devOptions, sec *devSecurity, children []*child) error {
-	operator, err := creds.ClientTLS(sec.pki.Operator, creds.LocalServerName)
-	if err != nil {
-		return err
+// flags returns the flags dev gives component p of its own: the shards'
+// lease and memory bound, the router's deadline and HTTP/JSON address,
+// the rebalance instance's interval, and to every one --pprof if asked
+// and the tracing flags.
+func (o devOptions) flags(p *cluster.Proc) []string {
+	var out []string
+	switch p.Sub {
+	case "shard":
+		out = []string{"--lease-ttl", o.leaseTTL.String()}
+		if o.maxMemory != 0 {
+			out = append(out, "--max-memory", formatSize(o.maxMemory))
+		}
+	case "router":
+		if o.routerDeadline != 0 {
+			out = append(out, "--deadline", o.routerDeadline.String())
+		}
+		if o.httpListen != "" {
+			out = append(out, "--http-listen", o.httpListen)
+		}
+	case "rebalance":
+		out = []string{"--interval", o.rebalanceInterval.String()}
 	}
-	conn, err := grpc.NewClient(o.routerListen, grpc.WithTransportCredentials(credentials.NewTLS(operator)))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	health := healthpb.NewHealthClient(conn)
-	admin := shardlimitv1.NewAdminClient(conn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, c := range children {
-			if exited, err := c.exited(); exited {
-				return fmt.Errorf("%s exited during start-up: %v", c.name, err)
-			}
-		}
-		members, err := cli.Get(ctx, etcdclient.Layout(o.prefix).Members(), clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err == nil && members.Count == int64(o.shards) {
-			hctx, cancel := context.WithTimeout(ctx, time.Second)
-			h, err := health.Check(hctx, &healthpb.HealthCheckRequest{})
-			cancel()
-			if err == nil && h.Status == healthpb.HealthCheckResponse_SERVING {
-				// Ready only once the router itself routes to every shard:
-				// before that, a key's owner can still change.
-				mctx, cancel := context.WithTimeout(ctx, time.Second)
-				ms, err := admin.ListMembers(mctx, &shardlimitv1.ListMembersRequest{})
-				cancel()
-				if err == nil && len(ms.Members) == o.shards {
-					return nil
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("cluster not ready after 30s")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return append(out, o.passed()...)
 }
 
 // passed returns the flags dev passes on to every component: --pprof if

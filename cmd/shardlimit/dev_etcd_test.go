@@ -120,10 +120,4 @@ func TestRequireLoopback(t *testing.T) {
 			t.Errorf("requireLoopback(%q): %v does not name the flag", c.addr, err)
 		}
 	}
-	if got := dialable("0.0.0.0:2379"); got != "127.0.0.1:2379" {
-		t.Errorf("dialable(0.0.0.0:2379) = %s", got)
-	}
-	if got := dialable("10.0.0.5:2379"); got != "10.0.0.5:2379" {
-		t.Errorf("dialable(10.0.0.5:2379) = %s", got)
-	}
 }

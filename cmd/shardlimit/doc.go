@@ -1,11 +1,12 @@
 // Command shardlimit is the one binary of shardlimit. Its subcommands:
 //   - `shard`, `router`, `rebalance`: the three components;
 //   - `dev`: a whole cluster on this machine over an embedded etcd, each
-//     component a process of its own, secure with the CA, certificates,
-//     grants file, demo token and client config file it makes
-//     (dev_creds.go), and the router's HTTP/JSON API on, with a curl line
-//     to try it; it picks free ports for listen flags with port 0, and
-//     restarts a component process that exits, with backoff (dev_proc.go);
+//     component a process of its own, started by the cluster launcher
+//     (cmd/internal/cluster), secure with the CA, certificates, grants
+//     file, demo token and client config file it makes, and the router's
+//     HTTP/JSON API on, with a curl line to try it; it picks free ports for
+//     listen flags with port 0, and restarts a component process that
+//     exits, with backoff;
 //     Its etcd serves TLS with client certificates of a CA of its own and
 //     etcd's authentication on, a role per component, on loopback only
 //     unless --etcd-listen-any;
@@ -19,7 +20,7 @@
 //     credentials in flags, SHARDLIMIT_ variables or the client config
 //     file of SHARDLIMIT_CONFIG;
 //   - `bench`: the load generator of package cmd/bench, with `bench table`,
-//     which runs the benchmark table against dev clusters, and `bench noop`,
+//     which runs the benchmark table against dev's clusters, and `bench noop`,
 //     the baseline's no-op server as a process of its own;
 //   - `version` (also `--version`): the module version, commit and Go
 //     version.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	etcdclient "github.com/shardlimit/shardlimit/shard/etcd"
 )
@@ -76,14 +77,7 @@ permissions are granted again. The key ranges come from the code's etcd layout
 	fl.StringVar(&f.Key, "etcd-key", "", "PEM key of --etcd-cert (required)")
 	fl.StringVar(&f.CA, "etcd-ca", "", "PEM CA of the etcd servers (required)")
 	for _, component := range []string{etcdclient.Router, etcdclient.Shard, etcdclient.Rebalance} {
-		users[component] = fl.String(component+"-user", etcdUsers()[component], "etcd user of the "+component+": the common name of its etcd client certificate")
+		users[component] = fl.String(component+"-user", cluster.EtcdUsers()[component], "etcd user of the "+component+": the common name of its etcd client certificate")
 	}
 	return cmd
-}
-
-// etcdUsers maps each component to the etcd user of its client
-// certificate in a local PKI (creds.LocalEtcd): dev's, and the defaults of
-// `shardlimit etcd auth`.
-func etcdUsers() map[string]string {
-	return map[string]string{etcdclient.Router: creds.EtcdRouterUser, etcdclient.Shard: creds.EtcdShardUser, etcdclient.Rebalance: creds.EtcdRebalanceUser}
 }

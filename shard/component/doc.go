@@ -9,7 +9,6 @@
 // The servers call it from their Start: Fill and Validate with their own
 // options, Authorizer, Dial and ServerOptions to build the same grants,
 // etcd client and gRPC server options. It holds no state and starts
-// nothing. Like the other packages the components share it lives under
-// shard/, the bottom of the component graph, and must never import a
-// component (shard, router, rebalance) itself.
+// nothing, and must never import a component (shard, router, rebalance)
+// itself.
 package component

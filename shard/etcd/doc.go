@@ -10,10 +10,6 @@
 // role per component that holds exactly those (dev, and `shardlimit etcd
 // auth`).
 //
-// It lives under shard/ because shards are the bottom of the component
-// graph: routers and the rebalance job import shard contracts, never the
-// reverse, so they can all import it without an arrow running back up.
-//
 // It knows nothing of what the values mean: decoding belongs to the package
 // that owns each record (member, rules, shardmap). It must never import a
 // component package (shard, router, rebalance).

@@ -26,7 +26,6 @@
 // registered through Server.RegisterService — the generated Register
 // functions take the Server itself, never its GRPC field.
 //
-// It lives under shard/ because shards are the bottom of the component
-// graph (see package etcd). It registers no service of its own besides
-// health and reflection, and must never import a component package.
+// It registers no service of its own besides health and reflection, and
+// must never import a component package.
 package rpc

@@ -1,4 +1,4 @@
-package proc
+package cluster
 
 import (
 	"bufio"
