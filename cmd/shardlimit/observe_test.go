@@ -127,11 +127,20 @@ func TestDevTracesChecksIntoACollector(t *testing.T) {
 		}
 	}
 	env := []string{"SHARDLIMIT_CONFIG=" + d.config, "SHARDLIMIT_ROUTER=" + d.router}
-	if r := run(t, bin, "", env, "ctl", "check", "--service", "shop", "--endpoint", "/checkout", "--user", "alice"); r.code != 0 {
-		t.Fatalf("ctl check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	check := func() {
+		if r := run(t, bin, "", env, "ctl", "check", "--service", "shop", "--endpoint", "/checkout", "--user", "alice"); r.code != 0 {
+			t.Fatalf("ctl check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
 	}
-	// Spans leave in batches every few seconds.
-	poll.Until(t, 60*time.Second, func() error {
+	check()
+	// Spans leave in batches every few seconds; an exporter that gave up
+	// on a batch under load drops it, so another check goes every few
+	// looks until a whole trace has arrived (the wait is a hang guard).
+	looks := 0
+	poll.Until(t, 120*time.Second, func() error {
+		if looks++; looks%500 == 0 {
+			check()
+		}
 		spans := col.Spans()
 		byID := map[string]tracingtest.Span{}
 		for _, s := range spans {
