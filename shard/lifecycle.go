@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,6 +131,11 @@ func (s *Server) join(ctx context.Context) error {
 		return err
 	}
 	pairs := handoff.Pairs(before, after)
+	// Partitions that no member owns are decided here from the switch on.
+	// Their counters are not nowhere when every lease was lost at once
+	// (etcd paused past the TTL): the shards that last owned them hold
+	// them, fenced; pull them first.
+	lostKeys := s.pullLost(ownerless(before, after, me.ID), me.ID)
 	o := s.handoffOptions(true, true)
 	var arrived []uint32 // by the pairs' final copies (OnCopied is called one at a time)
 	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
@@ -141,7 +147,7 @@ func (s *Server) join(ctx context.Context) error {
 		// Decide as soon as routers switch the partitions whose final
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
-		// whose counters are nowhere.
+		// whose counters are here now, or nowhere.
 		s.owned.Step(arrived, partition.Event{Kind: partition.FinalPulled})
 		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
@@ -162,7 +168,7 @@ func (s *Server) join(ctx context.Context) error {
 		log = s.opts.Logger.Warn
 	}
 	log("joined: serving the partitions gained, with their counters", "partitions", after.Count()[me.ID],
-		"gained", rep.Partitions, "from_shards", len(pairs), "keys", rep.Keys, "took", rep.Took.Round(time.Millisecond),
+		"gained", rep.Partitions, "from_shards", len(pairs), "keys", rep.Keys, "ownerless_keys", lostKeys, "took", rep.Took.Round(time.Millisecond),
 		"stale_keys_dropped", dropped, "err", err)
 	return nil
 }
@@ -349,6 +355,43 @@ func withMember(members []member.Member, id string, rec *member.Member) []member
 		out = append(out, *rec)
 	}
 	return out
+}
+
+// pullLost pulls parts, which no member owns, with a fence from the
+// shards that last owned them by this shard's view (not itself, whose
+// store holds its own), at once, and returns how many keys arrived. What
+// does not arrive counts from zero, as from a shard that died.
+func (s *Server) pullLost(parts []uint32, me string) int {
+	byOwner := map[string][]uint32{}
+	owners := map[string]member.Member{}
+	s.view.mu.Lock()
+	for _, p := range parts {
+		if int(p) < len(s.view.known) {
+			if k := s.view.known[p]; k.ID != "" && k.ID != me {
+				byOwner[k.ID], owners[k.ID] = append(byOwner[k.ID], p), k
+			}
+		}
+	}
+	s.view.mu.Unlock()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	keys := 0
+	for id, ps := range byOwner {
+		wg.Go(func() {
+			c, result, err := s.pullFenced(owners[id], ps)
+			log := s.opts.Logger.Info
+			if err != nil {
+				log = s.opts.Logger.Warn
+			}
+			log("join: pulled partitions that no member owns from the shard that last owned them", "from", id,
+				"partitions", len(ps), "keys", c.Keys, "result", result, "err", err)
+			mu.Lock()
+			keys += int(c.Keys)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return keys
 }
 
 // ownerless returns the partitions that after gives id and before gives

@@ -55,6 +55,10 @@ type view struct {
 	table      *shardmap.Table // nil until both were read
 	first      chan struct{}   // closed once both were read
 	closeFirst sync.Once
+	// known is, by partition, the last owner a table named (ID "": none
+	// yet): who may hold its counters when a table names nobody (every
+	// lease was lost at once).
+	known []member.Member
 	// stuck are the partitions heal found stuck under table at its last
 	// look.
 	stuck      []uint32
@@ -105,6 +109,14 @@ func (s *Server) updateView() {
 		go s.takeOver(tk)
 	}
 	v.table = t
+	if v.known == nil {
+		v.known = make([]member.Member, t.Partitions())
+	}
+	for p := range min(len(v.known), t.Partitions()) {
+		if o, ok := t.Owner(p); ok {
+			v.known[p] = o
+		}
+	}
 	v.closeFirst.Do(func() { close(v.first) })
 }
 
@@ -123,48 +135,15 @@ var takeoverResults = []string{"exact", "unreachable", "timeout"}
 // for TakeoverTimeout.
 var errOwnerSilent = errors.New("the previous owner sent nothing within the takeover timeout")
 
-// takeOver pulls tk's partitions from their previous owner with a fence,
-// for as long as the owner sends a chunk at least every TakeoverTimeout
-// (from the start, then from chunk to chunk), and then decides them, with
-// whatever arrived.
+// takeOver pulls tk's partitions from their previous owner with a fence
+// (pullFenced), and then decides them, with whatever arrived.
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
-	ctx, cancel := context.WithCancelCause(s.ctx)
-	defer cancel(nil)
-	silent := time.AfterFunc(s.opts.TakeoverTimeout, func() { cancel(errOwnerSilent) })
-	merge := func(ctx context.Context, keys []*shardlimitv1.KeyState) (uint64, uint64, error) {
-		// A chunk came: the owner answers. The merge is this shard's own
-		// time, not the owner's silence.
-		silent.Stop()
-		defer silent.Reset(s.opts.TakeoverTimeout)
-		return s.merge(ctx, keys)
-	}
-	var c handoff.Copied
-	from, err := s.peers.Client(tk.From)
-	if err == nil {
-		c, err = handoff.Pull(ctx, from, tk.From.ID, &shardlimitv1.ExportStreamRequest{
-			Partitions: tk.Partitions, PartitionCount: uint32(s.opts.Partitions), Fence: true,
-		}, merge)
-	}
-	// The pull ended for the owner's silence only if the timer (armed
-	// except while a chunk merges) fired before the pull ended.
-	silent.Stop()
-	silenced := errors.Is(context.Cause(ctx), errOwnerSilent)
-	if err != nil && !refused(err) {
-		s.outwaitEvicted(tk.From, start)
-	}
+	c, result, err := s.pullFenced(tk.From, tk.Partitions)
 	s.owned.Step(tk.Partitions, partition.Event{Kind: partition.TakeoverEnded})
 	took := time.Since(start)
 	if s.ctx.Err() != nil {
 		return // stopping: nothing to report
-	}
-	result := "exact"
-	switch {
-	case err == nil:
-	case silenced:
-		result = "timeout"
-	default:
-		result = "unreachable"
 	}
 	s.handoffMetrics.takeovers.WithLabelValues(result).Inc()
 	s.handoffMetrics.duration.WithLabelValues("takeover").Set(took.Seconds())
@@ -180,6 +159,47 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)
 	}
+}
+
+// pullFenced pulls parts from from with a fence, for as long as from
+// sends a chunk at least every TakeoverTimeout (from the start, then from
+// chunk to chunk), merging what arrives, and returns what it copied and
+// the result: "exact", "timeout" (from stalled) or "unreachable". A pull
+// that failed otherwise than by a refused connection waits first until
+// from cannot be deciding them (outwaitEvicted).
+func (s *Server) pullFenced(from member.Member, parts []uint32) (handoff.Copied, string, error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	silent := time.AfterFunc(s.opts.TakeoverTimeout, func() { cancel(errOwnerSilent) })
+	merge := func(ctx context.Context, keys []*shardlimitv1.KeyState) (uint64, uint64, error) {
+		// A chunk came: the owner answers. The merge is this shard's own
+		// time, not the owner's silence.
+		silent.Stop()
+		defer silent.Reset(s.opts.TakeoverTimeout)
+		return s.merge(ctx, keys)
+	}
+	var c handoff.Copied
+	cl, err := s.peers.Client(from)
+	if err == nil {
+		c, err = handoff.Pull(ctx, cl, from.ID, &shardlimitv1.ExportStreamRequest{
+			Partitions: parts, PartitionCount: uint32(s.opts.Partitions), Fence: true,
+		}, merge)
+	}
+	// The pull ended for the owner's silence only if the timer (armed
+	// except while a chunk merges) fired before the pull ended.
+	silent.Stop()
+	silenced := errors.Is(context.Cause(ctx), errOwnerSilent)
+	if err != nil && !refused(err) {
+		s.outwaitEvicted(from, start)
+	}
+	switch {
+	case err == nil:
+		return c, "exact", nil
+	case silenced:
+		return c, "timeout", err
+	}
+	return c, "unreachable", err
 }
 
 // refused reports whether a pull failed because nothing listens at the

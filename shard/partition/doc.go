@@ -46,7 +46,9 @@
 // TakeoverEnded makes it Owned, with whatever arrived (nothing, if the
 // owner died). A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
-// (FencedPulled at the owners now).
+// (FencedPulled at the owners now). A join gains the partitions no member
+// owns (every lease was lost at once) by FencedPulled too, after pulling
+// them with a fence from the shards that last owned them.
 //
 // # States
 //
