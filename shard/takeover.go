@@ -143,7 +143,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	from, err := s.peers.Client(tk.From)
 	if err == nil {
 		c, err = handoff.Pull(ctx, from, tk.From.ID, &shardlimitv1.ExportStreamRequest{
-			Partitions: tk.Partitions, PartitionCount: uint32(s.opts.Partitions), Fence: true,
+			Partitions: tk.Partitions, PartitionCount: uint32(s.opts.Partitions), Fence: true, RequesterId: s.opts.ID,
 		}, merge)
 	}
 	// The pull ended for the owner's silence only if the timer (armed
