@@ -87,10 +87,22 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 	// A partition being taken over is exported once its counters are
 	// here; a fenced export stops deciding its partitions first, so that
 	// it reads every hit they counted.
+	e, stepping := exportEvent(req)
+	if stepping {
+		// A partition fenced here for a hand-off whose switch never came
+		// has its counters at the shard it forwards to: take it back
+		// first (partition.Recall).
+		for _, tk := range s.owned.Recall(req.Partitions, req.RequesterId) {
+			go s.takeOver(tk)
+		}
+	}
 	s.owned.WaitSettled(stream.Context(), req.Partitions)
 	var st stepped
-	if e, ok := exportEvent(req); ok {
+	if stepping {
 		st = s.step(req.Partitions, int(req.PartitionCount), e, req.HandoffId)
+	}
+	if st.refused != nil {
+		return status.Errorf(codes.FailedPrecondition, "partitions %v: not decided here (another shard took them over meanwhile): no final copy from here", st.refused)
 	}
 	changed, onlyChanged := st.changed, st.onlyChanged
 	c := exportChunks{s: s, stream: stream, maxKeys: int(req.MaxChunkKeys), maxBytes: int(req.MaxChunkBytes)}

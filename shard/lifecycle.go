@@ -137,10 +137,10 @@ func (s *Server) join(ctx context.Context) error {
 	// them, fenced; pull them first.
 	lostKeys := s.pullLost(ownerless(before, after, me.ID), me.ID)
 	o := s.handoffOptions(true, true)
-	var arrived []uint32 // by the pairs' final copies (OnCopied is called one at a time)
+	var arrived []handoff.Pair // by the pairs' final copies (OnCopied is called one at a time)
 	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
 		if step == handoff.StepCopyAgain && err == nil {
-			arrived = append(arrived, p.Partitions...)
+			arrived = append(arrived, p)
 		}
 	}
 	rep, err := handoff.Move(ctx, o, pairs, func(ctx context.Context) error {
@@ -148,7 +148,7 @@ func (s *Server) join(ctx context.Context) error {
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
 		// whose counters are here now, or nowhere.
-		s.owned.Step(arrived, partition.Event{Kind: partition.FinalPulled})
+		s.owned.Step(stillFrom(s.Owners(), arrived), partition.Event{Kind: partition.FinalPulled})
 		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})
@@ -156,11 +156,14 @@ func (s *Server) join(ctx context.Context) error {
 	if !rep.Switched {
 		return err
 	}
-	// A pair whose final copy failed: take its partitions over with a
-	// fence from their previous owner now, not when (or if) the owner
-	// table's change shows them moving here.
+	// A pair into this shard whose final copy failed: take its partitions
+	// over with a fence from their previous owner now, not when (or if)
+	// the owner table's change shows them moving here. (A join also moves
+	// partitions between other shards; those are their destinations'.)
 	for _, f := range rep.NotHandedOver {
-		s.takeBack(f.Partitions, []member.Member{f.From})
+		if f.To.ID == me.ID {
+			s.takeBack(f.Partitions, []member.Member{f.From})
+		}
 	}
 	dropped := s.dropNotOwned(after)
 	log := s.opts.Logger.Info
@@ -392,6 +395,24 @@ func (s *Server) pullLost(parts []uint32, me string) int {
 	}
 	wg.Wait()
 	return keys
+}
+
+// stillFrom returns the partitions of pairs that t (the owner table this
+// shard follows; nil: none yet) still gives to their pair's source: a copy
+// of one that t moved to a third shard meanwhile (the source lost its
+// lease, and another took it over) is stale.
+func stillFrom(t *shardmap.Table, pairs []handoff.Pair) []uint32 {
+	var out []uint32
+	for _, p := range pairs {
+		for _, part := range p.Partitions {
+			if t == nil {
+				out = append(out, part)
+			} else if o, ok := t.Owner(int(part)); ok && o.ID == p.From.ID {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
 }
 
 // ownerless returns the partitions that after gives id and before gives

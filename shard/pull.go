@@ -43,7 +43,7 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 	}
 	exp := &shardlimitv1.ExportStreamRequest{
 		Partitions: req.Partitions, PartitionCount: req.PartitionCount, MaxChunkKeys: req.MaxChunkKeys, MaxChunkBytes: req.MaxChunkBytes,
-		Fence: req.Fence || req.Final, Journal: req.Journal, HandoffId: req.HandoffId,
+		Fence: req.Fence || req.Final, Journal: req.Journal, HandoffId: req.HandoffId, RequesterId: s.opts.ID,
 	}
 	if req.Final {
 		// The source forwards the partitions' checks here from its fence

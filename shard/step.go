@@ -14,6 +14,9 @@ type stepped struct {
 	onlyChanged bool
 	// forgotten counts the keys deleted (ForgetCounters).
 	forgotten int
+	// refused are the partitions that refused the event (Refuse): then
+	// none changed, and no other effect was performed.
+	refused []uint32
 }
 
 // step steps parts (numbered among count) through e, the hand-off
@@ -24,18 +27,21 @@ type stepped struct {
 func (s *Server) step(parts []uint32, count int, e partition.Event, id uint64) stepped {
 	fx := s.owned.Step(parts, e)
 	var out stepped
-	if fx&partition.StartJournal != 0 {
-		s.journal.start(parts, id) // before reading: no change is missed
+	if out.refused = fx.Of(partition.Refuse); out.refused != nil {
+		return out
 	}
-	if fx&partition.ReadJournal != 0 {
+	if ps := fx.Of(partition.StartJournal); ps != nil {
+		s.journal.start(ps, id) // before reading: no change is missed
+	}
+	if ps := fx.Of(partition.ReadJournal); ps != nil {
 		// Fenced: every change is in the journal, and no more come.
-		out.changed, out.onlyChanged = s.journal.take(parts, id)
+		out.changed, out.onlyChanged = s.journal.take(ps, id)
 	}
-	if fx&partition.EndJournal != 0 {
-		s.journal.end(parts)
+	if ps := fx.Of(partition.EndJournal); ps != nil {
+		s.journal.end(ps)
 	}
-	if fx&partition.ForgetCounters != 0 {
-		out.forgotten = s.store.Drop(parts, count, time.Now().UnixNano())
+	if ps := fx.Of(partition.ForgetCounters); ps != nil {
+		out.forgotten = s.store.Drop(ps, count, time.Now().UnixNano())
 	}
 	return out
 }

@@ -183,7 +183,7 @@ func (s *Server) pullFenced(from member.Member, parts []uint32) (handoff.Copied,
 	cl, err := s.peers.Client(from)
 	if err == nil {
 		c, err = handoff.Pull(ctx, cl, from.ID, &shardlimitv1.ExportStreamRequest{
-			Partitions: parts, PartitionCount: uint32(s.opts.Partitions), Fence: true,
+			Partitions: parts, PartitionCount: uint32(s.opts.Partitions), Fence: true, RequesterId: s.opts.ID,
 		}, merge)
 	}
 	// The pull ended for the owner's silence only if the timer (armed

@@ -31,20 +31,52 @@ func New(partitions int) *Set {
 
 // Step steps those of parts in range through event e (partition.Step),
 // under the write lock, so that once it returns no batch still decides a
-// partition that e stopped deciding. It returns the effects of every
+// partition that e stopped deciding. It returns the effects of each
 // partition's step, which the caller performs (all but Wake, which Step
-// performs itself).
-func (s *Set) Step(parts []uint32, e partition.Event) partition.Effect {
+// performs itself). If any partition's step refuses the event, none
+// changes, and the effects say which refused.
+func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var all partition.Effect
-	for _, p := range parts {
+	fx := Effects{parts: parts, each: make([]partition.Effect, len(parts))}
+	next := make([]partition.Partition, len(parts))
+	for i, p := range parts {
 		if int(p) < len(s.parts) {
-			all |= s.step(int(p), e)
+			next[i], fx.each[i] = partition.Step(s.parts[p], e)
+			fx.all |= fx.each[i]
 		}
 	}
-	s.wake(all)
-	return all
+	if fx.all&partition.Refuse != 0 {
+		return fx
+	}
+	for i, p := range parts {
+		if int(p) < len(s.parts) {
+			s.parts[p] = next[i]
+		}
+	}
+	s.wake(fx.all)
+	return fx
+}
+
+// Effects are the effects of one Step, partition by partition.
+type Effects struct {
+	parts []uint32
+	each  []partition.Effect
+	all   partition.Effect
+}
+
+// Of returns the partitions whose step had effect one.
+func (fx Effects) Of(one partition.Effect) []uint32 {
+	if fx.all&one == 0 {
+		return nil
+	}
+	var out []uint32
+	for i, p := range fx.parts {
+		if fx.each[i]&one != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // step steps partition p through e. The caller holds the write lock and
@@ -155,12 +187,13 @@ func (s *Set) ForwardTargets(parts []uint32) []member.Member {
 	return out
 }
 
-// WaitSettled waits until none of parts is settling (Pending or
-// Receiving), or ctx ends, and reports whether none is.
+// WaitSettled waits until none of parts is settling (partition's
+// Settling: Pending, Receiving, or a takeover under way), or ctx ends, and
+// reports whether none is.
 func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
 	for {
 		s.mu.RLock()
-		settling := slices.ContainsFunc(parts, func(p uint32) bool { return int(p) < len(s.parts) && s.parts[p].Settling() })
+		settling := s.settling(parts)
 		ch := s.settled
 		s.mu.RUnlock()
 		if !settling {
@@ -172,6 +205,18 @@ func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
 			return false
 		}
 	}
+}
+
+// Settling reports whether any of parts is settling (partition's
+// Settling): its counters are on their way here.
+func (s *Set) Settling(parts []uint32) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.settling(parts)
+}
+
+func (s *Set) settling(parts []uint32) bool {
+	return slices.ContainsFunc(parts, func(p uint32) bool { return int(p) < len(s.parts) && s.parts[p].Settling() })
 }
 
 // Stuck returns those of parts, which the owner table gives this shard,
@@ -187,6 +232,39 @@ func (s *Set) Stuck(parts []uint32) []uint32 {
 			out = append(out, p)
 		}
 	}
+	return out
+}
+
+// Recall steps those of parts that forward (a planned hand-off's final
+// copy fenced them here, and its switch never came: their counters are at
+// the shard they forward to), except to requester, through
+// partition.Recall, and returns the takeovers that bring them back, by the
+// shard they forwarded to. An export of such a partition waits for them,
+// so that it never reads counters that were left behind; an export to the
+// shard it forwards to reads what is here (that shard merges it with its
+// own).
+func (s *Set) Recall(parts []uint32, requester string) []Takeover {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Takeover
+	var all partition.Effect
+	for _, p := range parts {
+		if int(p) >= len(s.parts) {
+			continue
+		}
+		to, ok := s.parts[p].Forwards()
+		if !ok || to.ID == requester {
+			continue
+		}
+		all |= s.step(int(p), partition.Event{Kind: partition.Recall})
+		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == to.ID })
+		if i < 0 {
+			i = len(out)
+			out = append(out, Takeover{From: to})
+		}
+		out[i].Partitions = append(out[i].Partitions, p)
+	}
+	s.wake(all)
 	return out
 }
 

@@ -133,8 +133,9 @@ func TestPullDoesNotSettleAPendingPartition(t *testing.T) {
 }
 
 // A partition moved away stays decided (routers that have not switched)
-// until it is dropped or fenced; a fenced one is decided again only after
-// a hand-off brings it back.
+// until it is fenced, and a drop then forgets it; a drop of one still
+// decided (a late drop of a partition that came back) keeps it; a fenced
+// one is decided again only after a hand-off brings it back.
 func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
 	ab, a := table(t, "a", "b"), table(t, "a")
 	s := ownership.New(partitions)
@@ -145,7 +146,14 @@ func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
 	}
 	toB := ab.PartitionsOf("b")
 	s.Step(toB[:1], ev(partition.Drop))
-	s.Step(toB[1:], ev(partition.FencedExport))
+	if !slices.Contains(decided(s), toB[0]) {
+		t.Fatalf("partition %d, decided here, was dropped", toB[0])
+	}
+	s.Step(toB, ev(partition.FencedExport))
+	s.Step(toB[:1], ev(partition.Drop))
+	if st := s.State(int(toB[0])); st != partition.Unowned {
+		t.Fatalf("partition %d fenced then dropped is %v, want unowned", toB[0], st)
+	}
 	if got, want := decided(s), ab.PartitionsOf("a"); !slices.Equal(got, want) {
 		t.Fatalf("decided %v, want %v", got, want)
 	}
@@ -153,6 +161,11 @@ func TestMovedAwayDecidedUntilDroppedOrFenced(t *testing.T) {
 		t.Fatalf("partition %d is %v, want fenced", toB[1], st)
 	}
 	s.Step(toB[1:2], ev(partition.FencedPulled))
+	if slices.Contains(decided(s), toB[1]) {
+		t.Fatalf("partition %d decided after a fenced copy older than its fence", toB[1])
+	}
+	s.Step(toB[1:2], ev(partition.FinalPullStarts))
+	s.Step(toB[1:2], ev(partition.FinalPulled))
 	if !slices.Contains(decided(s), toB[1]) {
 		t.Fatalf("partition %d not decided after a hand-off brought it back", toB[1])
 	}
@@ -292,9 +305,14 @@ func TestFenceForwardUntilStateChanges(t *testing.T) {
 		t.Fatalf("decides %v while fenced", got)
 	}
 	s.Step([]uint32{1}, ev(partition.Drop))
-	s.Step([]uint32{2}, ev(partition.FencedPulled))
+	s.Step([]uint32{2}, ev(partition.FencedPulled)) // older than the fence: no change
+	if got := forwards(); len(got) != 1 {
+		t.Fatalf("forwards %v after a stale fenced copy, want partition 2 still", got)
+	}
+	s.Reclaim([]uint32{2}, 1)
+	s.Step([]uint32{2}, ev(partition.TakeoverEnded))
 	if got := forwards(); len(got) != 0 {
-		t.Fatalf("forwards %v after a drop and a pull, want none", got)
+		t.Fatalf("forwards %v after a drop and a takeover, want none", got)
 	}
 	if got := decided(s); !slices.Equal(got, []uint32{2}) {
 		t.Fatalf("decides %v, want [2]", got)
@@ -345,9 +363,10 @@ func TestReceivingUntilPulled(t *testing.T) {
 	}
 }
 
-// A plain Fence ends a forward; Received promotes only what is still
-// Receiving (not a partition fenced meanwhile); a partition leaving
-// Receiving by any change wakes WaitSettled.
+// A plain fence over a forward keeps it (its counters are there: an
+// export recalls them first), and a takeover ends it; Received promotes
+// only what is still Receiving (not a partition fenced meanwhile); a
+// partition leaving Receiving by any change wakes WaitSettled.
 func TestFenceEndsForwardAndReceivedKeepsAFence(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Step([]uint32{1}, ev(partition.FencedPulled))
@@ -356,8 +375,19 @@ func TestFenceEndsForwardAndReceivedKeepsAFence(t *testing.T) {
 	s.Begin()
 	_, fwd := s.ForwardTo(1)
 	s.End()
-	if fwd {
-		t.Fatal("a fenced partition still forwards after a plain Fence")
+	if !fwd {
+		t.Fatal("a plain fence over a forward forgot where the counters are")
+	}
+	if tk := s.Recall([]uint32{1}, "c"); len(tk) != 1 || tk[0].From.ID != "b" {
+		t.Fatalf("recall: %v, want partition 1 taken back from b", tk)
+	}
+	s.Step([]uint32{1}, ev(partition.TakeoverEnded))
+	s.Begin()
+	_, fwd = s.ForwardTo(1)
+	decides := s.Decides(1)
+	s.End()
+	if fwd || !decides {
+		t.Fatalf("after its recall, partition 1 forwards %v, decided %v; want decided here", fwd, decides)
 	}
 
 	s.Step([]uint32{2}, ev(partition.FinalPullStarts))

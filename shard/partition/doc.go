@@ -23,7 +23,9 @@
 //     no more, and forwards their checks to the destination) and streams
 //     only the keys its journal recorded. Once merged, the destination
 //     decides them (FinalPulled: Owned); a copy that failed leaves them to
-//     a takeover (FinalPullFailed: Unowned).
+//     a takeover (FinalPullFailed: Unowned). A source that no longer
+//     decides a partition (another shard took it over meanwhile) refuses
+//     the final copy (Refuse).
 //  3. switch: the caller's step after which routers send the partitions to
 //     the destination (the job publishes a map; a draining shard writes
 //     its member record as draining, a joining one as serving). Each shard
@@ -31,7 +33,9 @@
 //  4. settle: wait for every router to follow etcd; a router that has not
 //     switched still reaches the source, which forwards.
 //  5. drop: the source forgets the partitions (Drop: Unowned), which ends
-//     the forwarding; a draining shard exits instead.
+//     the forwarding; a draining shard exits instead. A drop forgets only
+//     a partition the source no longer decides: one that came back to it
+//     since is kept.
 //
 // So each moving partition has one decider at every instant: the source
 // until its fence, then the destination, directly or through the source's
@@ -46,9 +50,19 @@
 // TakeoverEnded makes it Owned, with whatever arrived (nothing, if the
 // owner died). A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
-// (FencedPulled at the owners now). A join gains the partitions no member
-// owns (every lease was lost at once) by FencedPulled too, after pulling
-// them with a fence from the shards that last owned them.
+// (FencedPulled at the owners now; a partition fenced there since keeps
+// the newer counters where they went). A join gains the partitions no
+// member owns (every lease was lost at once) by FencedPulled too, after
+// pulling them with a fence from the shards that last owned them.
+//
+// A final copy whose switch never comes (the shard running the hand-off
+// stopped, or the source lost its lease first) leaves the source's
+// partition Fenced, forwarding to the destination, which holds its
+// counters. Any later export of it from the source first takes it back
+// from there (Recall, then TakeoverEnded), unless the destination is the
+// one asking; and a destination that sees the owner table move such a
+// partition from the source to a third shard stops deciding it
+// (OwnerChanged: Fenced).
 //
 // # States
 //
@@ -68,22 +82,32 @@
 //
 //	event            state before          state after              effects
 //	FirstExport      any                   unchanged                StartJournal
-//	FinalExport      any                   Fenced, forwarding to To ReadJournal (Whole: EndJournal)
-//	FencedExport     any                   Fenced                   EndJournal
-//	Drop             any                   Unowned                  EndJournal, ForgetCounters
+//	FinalExport      Owned                 Fenced, forwarding to To ReadJournal (Whole: EndJournal)
+//	                 not Owned             unchanged                Refuse
+//	FencedExport     any                   Fenced (a forward stays) EndJournal
+//	Drop             Fenced / Unowned      Unowned                  EndJournal, ForgetCounters
+//	                 decided or settling   unchanged
 //	FinalPullStarts  not Pending           Receiving
 //	FinalPulled      Receiving / Owned     Owned, Pulled
 //	FinalPullFailed  Receiving             Unowned
-//	FencedPulled     not Pending           Owned, Pulled            (Pending: Pulled only)
+//	FencedPulled     Unowned / Owned /     Owned, Pulled
+//	                 Receiving
+//	                 Pending               Pulled only
+//	                 Fenced                unchanged
 //	OwnerChanged     moved here, Pulled    Owned
 //	                 moved here from nobody Owned
-//	                 moved here otherwise  Pending, Takers+1        TakeOver
-//	                 stays, or moves away  unchanged (moved away: not Pulled)
+//	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
+//	                 moved between others, Fenced
+//	                 Owned and Pulled
+//	                 otherwise             unchanged (moved: not Pulled)
 //	TakeoverEnded    Pending, last taker   Owned                    Wake
 //	Reclaim          Fenced / Unowned      Pending, Takers+n
+//	Recall           Fenced, forwarding    Pending, Takers+1        TakeOver (from To)
 //
 // Any step that takes a partition out of Pending or Receiving also has
-// the effect Wake. Reclaim is the host's safety net: a partition the owner
+// the effect Wake. A partition is Settling (its checks forwarded here and
+// its exports wait) while Pending, Receiving, or with any takeover under
+// way (Takers > 0, even once a fence overtook it). Reclaim is the host's safety net: a partition the owner
 // table gives this shard that stays Stuck (Fenced or Unowned) under the
 // same table is taken over again from every other shard.
 //
@@ -100,5 +124,5 @@
 //
 // Package partition/sim runs this machine for several shards over a
 // simulated network, seeded, and checks the protocol's invariants at every
-// step.
+// step (make sim).
 package partition

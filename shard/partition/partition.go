@@ -57,9 +57,12 @@ func (p Partition) Forwards() (member.Member, bool) {
 	return *p.To, true
 }
 
-// Settling reports whether checks of the partition wait: it is being
-// taken over (Pending) or its final copy is arriving (Receiving).
-func (p Partition) Settling() bool { return p.State == Pending || p.State == Receiving }
+// Settling reports whether the partition's counters are on their way
+// here, so that its forwarded checks and its exports wait: it is being
+// taken over (Pending, or any state with a takeover under way: one that a
+// fence overtook still brings counters) or its final copy is arriving
+// (Receiving).
+func (p Partition) Settling() bool { return p.State == Pending || p.State == Receiving || p.Takers > 0 }
 
 // Stuck reports whether the partition, which the owner table gives this
 // shard, is neither decided nor on its way to being decided here: a state
@@ -85,10 +88,11 @@ const (
 	OwnerChanged
 	TakeoverEnded
 	Reclaim
+	Recall
 )
 
 var kindNames = [...]string{"", "first export", "final export", "fenced export", "drop", "final pull starts", "final pulled",
-	"final pull failed", "fenced pulled", "owner changed", "takeover ended", "reclaim"}
+	"final pull failed", "fenced pulled", "owner changed", "takeover ended", "reclaim", "recall"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && k != 0 {
@@ -129,12 +133,18 @@ const (
 	EndJournal
 	// ForgetCounters: delete the partition's keys.
 	ForgetCounters
-	// TakeOver: pull the partition with a fence from Event.Was, then
-	// step TakeoverEnded.
+	// TakeOver: pull the partition with a fence from its previous owner
+	// (OwnerChanged: Event.Was; Recall: the next owner it forwarded to),
+	// then step TakeoverEnded.
 	TakeOver
 	// Wake: the partition left Pending or Receiving, or a takeover ended:
 	// wake the checks waiting for it to settle.
 	Wake
+	// Refuse: the event does not apply (a final copy asked of a partition
+	// this shard does not decide: another shard took it over meanwhile).
+	// The partition is unchanged; the host refuses the whole request, and
+	// none of its partitions changes.
+	Refuse
 )
 
 // Step returns partition p after event e, and the effects the host must
@@ -147,6 +157,9 @@ func Step(p Partition, e Event) (Partition, Effect) {
 	case FirstExport:
 		fx = StartJournal
 	case FinalExport:
+		if p.State != Owned {
+			return p, Refuse
+		}
 		to := e.To
 		p = Partition{State: Fenced, Takers: p.Takers, To: &to}
 		fx = ReadJournal
@@ -154,11 +167,17 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			fx = EndJournal
 		}
 	case FencedExport:
-		p = Partition{State: Fenced, Takers: p.Takers}
+		to := p.To // a fence over a forward keeps it: the counters are there (Recall)
+		if p.State != Fenced {
+			to = nil
+		}
+		p = Partition{State: Fenced, Takers: p.Takers, To: to}
 		fx = EndJournal
 	case Drop:
-		p = Partition{Takers: p.Takers}
-		fx = EndJournal | ForgetCounters
+		if p.Stuck() { // one that came back here since is kept
+			p = Partition{Takers: p.Takers}
+			fx = EndJournal | ForgetCounters
+		}
 	case FinalPullStarts:
 		if p.State != Pending {
 			p = Partition{State: Receiving, Pulled: p.Pulled, Takers: p.Takers}
@@ -175,8 +194,12 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{Takers: p.Takers}
 		}
 	case FencedPulled:
-		p.Pulled = true
-		if p.State != Pending {
+		switch p.State {
+		case Pending:
+			p.Pulled = true // its takeover settles it
+		case Fenced:
+			// Another shard took it from here since: the copy is older.
+		default:
 			p = Partition{State: Owned, Pulled: true, Takers: p.Takers}
 		}
 	case OwnerChanged:
@@ -192,6 +215,11 @@ func Step(p Partition, e Event) (Partition, Effect) {
 	case Reclaim:
 		if p.Stuck() {
 			p = Partition{State: Pending, Pulled: p.Pulled, Takers: p.Takers + uint16(e.Takers)}
+		}
+	case Recall:
+		if _, ok := p.Forwards(); ok {
+			p = Partition{State: Pending, Takers: p.Takers + 1}
+			fx = TakeOver
 		}
 	}
 	if was.Settling() && p.State != was.State {
@@ -210,6 +238,12 @@ func Step(p Partition, e Event) (Partition, Effect) {
 func ownerChanged(p Partition, e Event) (Partition, Effect) {
 	switch {
 	case e.Is != e.Me:
+		if e.Was != e.Is && e.Was != e.Me && p.Pulled && p.State == Owned {
+			// Decided here since a final copy arrived ahead of a switch
+			// that went elsewhere: its source lost it, and another shard
+			// takes it over from there. Stop deciding it.
+			return Partition{State: Fenced, Takers: p.Takers}, 0
+		}
 		if e.Was != e.Is {
 			p.Pulled = false // pulled ahead of a switch that did not come: stale
 		}

@@ -25,7 +25,11 @@ func TestStep(t *testing.T) {
 		{"final export fences and forwards", Partition{State: Owned, Pulled: true}, Event{Kind: FinalExport, To: b}, forwarding, ReadJournal},
 		{"final export of a whole partition", Partition{State: Owned}, Event{Kind: FinalExport, To: b, Whole: true}, forwarding, EndJournal},
 		{"fenced export", Partition{State: Owned, Pulled: true}, Event{Kind: FencedExport}, Partition{State: Fenced}, EndJournal},
-		{"fenced export ends a forward", forwarding, Event{Kind: FencedExport}, Partition{State: Fenced}, EndJournal},
+		{"fenced export keeps a forward (where the counters are)", forwarding, Event{Kind: FencedExport}, forwarding, EndJournal},
+		{"recall a forwarded one", forwarding, Event{Kind: Recall}, Partition{State: Pending, Takers: 1}, TakeOver},
+		{"recall leaves others", Partition{State: Fenced}, Event{Kind: Recall}, Partition{State: Fenced}, 0},
+		{"final export of one not decided here is refused", Partition{State: Fenced}, Event{Kind: FinalExport, To: b}, Partition{State: Fenced}, Refuse},
+		{"drop keeps one decided here (a late drop)", Partition{State: Owned}, Event{Kind: Drop}, Partition{State: Owned}, 0},
 		{"fenced export of a pending partition wakes", Partition{State: Pending, Takers: 1}, Event{Kind: FencedExport}, Partition{State: Fenced, Takers: 1}, EndJournal | Wake},
 		{"drop", forwarding, Event{Kind: Drop}, Partition{}, EndJournal | ForgetCounters},
 		// Pull side.
@@ -37,7 +41,8 @@ func TestStep(t *testing.T) {
 		{"final pulled: a fence meanwhile stays", Partition{State: Fenced}, Event{Kind: FinalPulled}, Partition{State: Fenced}, 0},
 		{"final pull failed", Partition{State: Receiving, Pulled: true}, Event{Kind: FinalPullFailed}, Partition{}, Wake},
 		{"final pull failed: others stay", Partition{State: Owned}, Event{Kind: FinalPullFailed}, Partition{State: Owned}, 0},
-		{"fenced pulled", Partition{State: Fenced}, Event{Kind: FencedPulled}, Partition{State: Owned, Pulled: true}, 0},
+		{"fenced pulled", Partition{}, Event{Kind: FencedPulled}, Partition{State: Owned, Pulled: true}, 0},
+		{"fenced pulled: a fence since keeps it fenced", Partition{State: Fenced}, Event{Kind: FencedPulled}, Partition{State: Fenced}, 0},
 		{"fenced pulled into a pending one", Partition{State: Pending, Takers: 1}, Event{Kind: FencedPulled}, Partition{State: Pending, Pulled: true, Takers: 1}, 0},
 		// Owner table.
 		{"gained after a hand-off", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Owned}, 0},
@@ -45,7 +50,8 @@ func TestStep(t *testing.T) {
 		{"gained without a hand-off", Partition{State: Fenced}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Pending, Takers: 1}, TakeOver},
 		{"kept", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "a"}, Partition{State: Owned, Pulled: true}, 0},
 		{"moved away: still decided", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "b"}, Partition{State: Owned}, 0},
-		{"moved elsewhere: pulled is stale", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Owned}, 0},
+		{"moved elsewhere: pulled is stale", Partition{State: Unowned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{}, 0},
+		{"moved elsewhere: decided since a final copy, fenced", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Fenced}, 0},
 		{"unchanged elsewhere", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "b"}, Partition{State: Owned, Pulled: true}, 0},
 		{"takeover ended", Partition{State: Pending, Takers: 1}, Event{Kind: TakeoverEnded}, Partition{State: Owned}, Wake},
 		{"takeover ended, another under way", Partition{State: Pending, Takers: 2}, Event{Kind: TakeoverEnded}, Partition{State: Pending, Takers: 1}, Wake},
@@ -90,7 +96,7 @@ func TestQueries(t *testing.T) {
 			continue // forwards to its own To
 		}
 		q, _ := Step(p, Event{Kind: k, Me: "a", Was: "a", Is: "a"})
-		if _, ok := q.Forwards(); ok && k != FirstExport && k != FinalPulled && k != FinalPullFailed && k != OwnerChanged && k != TakeoverEnded {
+		if _, ok := q.Forwards(); ok && k != FirstExport && k != FencedExport && k != FinalPulled && k != FinalPullFailed && k != FencedPulled && k != OwnerChanged && k != TakeoverEnded {
 			t.Errorf("%v kept the forward of a partition whose state it changed", k)
 		}
 		if to, ok := q.Forwards(); ok && (q.State != Fenced || to != b) {

@@ -1702,7 +1702,13 @@ type ExportStreamRequest struct {
 	// The hand-off a journal belongs to: changed_only reads only a journal
 	// that journal started under the same id, never one an earlier,
 	// abandoned hand-off left behind.
-	HandoffId     uint64 `protobuf:"varint,10,opt,name=handoff_id,json=handoffId,proto3" json:"handoff_id,omitempty"`
+	HandoffId uint64 `protobuf:"varint,10,opt,name=handoff_id,json=handoffId,proto3" json:"handoff_id,omitempty"`
+	// The shard that pulls. A partition that a planned hand-off's final copy
+	// fenced here, and whose switch never came, forwards to the shard that
+	// holds its counters now: the exporting shard takes it back from there
+	// before it exports (package shard/partition's Recall), unless that
+	// shard is the one that pulls.
+	RequesterId   string `protobuf:"bytes,11,opt,name=requester_id,json=requesterId,proto3" json:"requester_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1805,6 +1811,13 @@ func (x *ExportStreamRequest) GetHandoffId() uint64 {
 		return x.HandoffId
 	}
 	return 0
+}
+
+func (x *ExportStreamRequest) GetRequesterId() string {
+	if x != nil {
+		return x.RequesterId
+	}
+	return ""
 }
 
 // ExportStreamResponse is one chunk of a streamed export.
@@ -2190,7 +2203,7 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"partitions\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\"(\n" +
 	"\fDropResponse\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"\xea\x02\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\x8d\x03\n" +
 	"\x13ExportStreamRequest\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\rR\n" +
@@ -2205,7 +2218,8 @@ const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\fchanged_only\x18\t \x01(\bR\vchangedOnly\x12\x1d\n" +
 	"\n" +
 	"handoff_id\x18\n" +
-	" \x01(\x04R\thandoffId\"C\n" +
+	" \x01(\x04R\thandoffId\x12!\n" +
+	"\frequester_id\x18\v \x01(\tR\vrequesterId\"C\n" +
 	"\x14ExportStreamResponse\x12+\n" +
 	"\x04keys\x18\x01 \x03(\v2\x17.shardlimit.v1.KeyStateR\x04keys\"\xdd\x02\n" +
 	"\vPullRequest\x12\x1b\n" +

@@ -1,0 +1,390 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/partition"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
+)
+
+// transfer is one hand-off under way, as package handoff's Move runs it:
+// copy, copy again, switch, settle, drop (package partition's
+// documentation).
+type transfer struct {
+	id    uint64
+	kind  string
+	by    *shard // the shard that runs it (a join, a drain, a give-back); nil: the rebalance job
+	byInc int
+	pairs []handoff.Pair
+	// strict stops before fencing when a first copy failed; drop has the
+	// sources forget the partitions; fence makes the one copy a fenced one
+	// with no switch (a give-back).
+	strict, drop, fence bool
+	switchOwners        func()
+	after               func(notHandedOver []handoff.Pair)
+	// Per pair: the first copy failed; the final copy failed.
+	firstFailed, finalFailed map[int]bool
+	pending                  int
+	locked                   bool
+}
+
+// stopped reports whether the shard running h is gone (its process ended
+// the hand-off; the lock goes with its session).
+func (h *transfer) stopped() bool { return h.by != nil && !h.by.alive(h.byInc) }
+
+// begin starts h, under the cluster's lock if it takes it.
+func (w *world) begin(h *transfer) {
+	w.nextID++
+	h.id = w.nextID
+	h.firstFailed, h.finalFailed = map[int]bool{}, map[int]bool{}
+	if h.by != nil {
+		h.byInc = h.by.inc
+	}
+	if h.locked {
+		w.locked = true
+	}
+	w.handoffs[h.id] = h
+	w.logf("hand-off %d (%s): copy %s", h.id, h.kind, pairsString(h.pairs))
+	w.copyStep(h, false)
+}
+
+// end ends h.
+func (w *world) end(h *transfer, why string) {
+	delete(w.handoffs, h.id)
+	if h.locked {
+		w.locked = false
+	}
+	w.logf("hand-off %d (%s): %s", h.id, h.kind, why)
+}
+
+// copyStep copies every pair, the final copy when final, and goes on once
+// every pair's copy ended.
+func (w *world) copyStep(h *transfer, final bool) {
+	if len(h.pairs) == 0 {
+		w.afterCopy(h, final)
+		return
+	}
+	h.pending = len(h.pairs)
+	for i, pr := range h.pairs {
+		req := exportReq{parts: pr.Partitions, id: h.id}
+		switch {
+		case final:
+			req.fence, req.forwardTo, req.whole = true, pr.To.ID, h.firstFailed[i]
+		case h.fence:
+			req.fence = true
+		default:
+			req.journal = true
+		}
+		dst := w.shard(pr.To.ID)
+		dinc := dst.inc
+		answered := false
+		answer := func(ok bool) {
+			if answered || w.handoffs[h.id] != h {
+				return
+			}
+			answered = true
+			if !ok {
+				if final {
+					h.finalFailed[i] = true
+				} else {
+					h.firstFailed[i] = true
+				}
+			}
+			if h.pending--; h.pending == 0 {
+				w.afterCopy(h, final)
+			}
+		}
+		// The Pull request to the destination, and its answer.
+		w.send("coordinator", dst.id, func() {
+			if !dst.alive(dinc) {
+				w.send(dst.id, "coordinator", func() { answer(false) })
+				return
+			}
+			if final {
+				dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullStarts}, 0)
+			}
+			dst.pull(pr.From.ID, req, func(vals map[uint32]int64, ok bool) {
+				dst.merge(vals)
+				switch {
+				case final && ok:
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled}, 0)
+				case final:
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
+				case h.fence && ok:
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled}, 0)
+				}
+				w.send(dst.id, "coordinator", func() { answer(ok) })
+			})
+		})
+		w.at(2*copyTimeout, func() { answer(false) })
+	}
+}
+
+// afterCopy takes the step after a copy step.
+func (w *world) afterCopy(h *transfer, final bool) {
+	if w.handoffs[h.id] != h {
+		return
+	}
+	if h.stopped() {
+		w.end(h, "its shard stopped")
+		return
+	}
+	switch {
+	case !final && h.switchOwners == nil:
+		w.end(h, "copied (no switch)")
+		h.after(w.failedPairs(h, h.firstFailed))
+		return
+	case !final && h.strict && len(h.firstFailed) > 0:
+		w.end(h, "a first copy failed: nothing switched")
+		h.after(nil)
+		return
+	case !final:
+		w.logf("hand-off %d (%s): copy again", h.id, h.kind)
+		w.copyStep(h, true)
+		return
+	}
+	w.logf("hand-off %d (%s): switch", h.id, h.kind)
+	h.switchOwners()
+	w.at(settleTicks, func() {
+		if h.stopped() {
+			w.end(h, "its shard stopped")
+			return
+		}
+		// The drops, one after the other, each answered (or past its
+		// timeout) before the next, and the hand-off ends after them.
+		var drops []handoff.Pair
+		for i, pr := range h.pairs {
+			if h.drop && !h.finalFailed[i] {
+				drops = append(drops, pr)
+			}
+		}
+		w.dropAll(h, drops)
+	})
+}
+
+// dropAll has each source drop its pair's partitions, as Move's drop does,
+// one RPC at a time, then ends h.
+func (w *world) dropAll(h *transfer, drops []handoff.Pair) {
+	if len(drops) == 0 {
+		w.res.HandOffs++
+		w.end(h, "settled and dropped")
+		h.after(w.failedPairs(h, h.finalFailed))
+		return
+	}
+	pr := drops[0]
+	src := w.shard(pr.From.ID)
+	sinc := src.inc
+	answered := false
+	next := func() {
+		if !answered {
+			answered = true
+			w.dropAll(h, drops[1:])
+		}
+	}
+	w.send("coordinator", src.id, func() {
+		if src.alive(sinc) {
+			src.step(pr.Partitions, partition.Event{Kind: partition.Drop}, 0)
+		}
+		w.send(src.id, "coordinator", next)
+	})
+	w.at(copyTimeout, next)
+}
+
+func (w *world) failedPairs(h *transfer, failed map[int]bool) []handoff.Pair {
+	var out []handoff.Pair
+	for _, i := range slices.Sorted(maps.Keys(failed)) {
+		out = append(out, h.pairs[i])
+	}
+	return out
+}
+
+// tableWith is the owner table with shard id in state st (absent: "").
+func (w *world) tableWith(id string, st member.State) *shardmap.Table {
+	ms := maps.Clone(w.members)
+	if st == "" {
+		delete(ms, id)
+	} else {
+		ms[id] = st
+	}
+	return w.tableOf(ms, w.pins)
+}
+
+// enter registers s as joining and joins it warm, as the host's enter
+// does; it retries while the lock is held or its old record lives on.
+func (w *world) enter(s *shard) {
+	inc := s.inc
+	if !s.alive(inc) {
+		return
+	}
+	if w.locked {
+		w.at(20, func() { w.enter(s) })
+		return
+	}
+	if st, ok := w.members[s.id]; ok && st != member.Joining {
+		w.at(20, func() { w.enter(s) }) // an earlier incarnation's record, until its lease ends
+		return
+	}
+	if _, ok := w.members[s.id]; !ok {
+		w.members[s.id] = member.Joining
+		w.publish()
+	}
+	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
+	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
+	h.switchOwners = func() {
+		var arrived []uint32
+		for i, pr := range h.pairs {
+			if h.finalFailed[i] {
+				continue
+			}
+			for _, p := range pr.Partitions {
+				if s.view == nil {
+					arrived = append(arrived, p)
+				} else if o, ok := s.view.Owner(int(p)); ok && o.ID == pr.From.ID {
+					arrived = append(arrived, p)
+				}
+			}
+		}
+		s.step(arrived, partition.Event{Kind: partition.FinalPulled}, 0)
+		var ownerless []uint32
+		for _, p := range after.PartitionsOf(s.id) {
+			if _, ok := before.Owner(int(p)); !ok {
+				ownerless = append(ownerless, p)
+			}
+		}
+		s.step(ownerless, partition.Event{Kind: partition.FencedPulled}, 0)
+		w.members[s.id] = member.Serving
+		w.publish()
+	}
+	h.after = func(failed []handoff.Pair) {
+		if !s.alive(inc) {
+			return
+		}
+		if w.members[s.id] != member.Serving {
+			w.at(20, func() { w.enter(s) }) // nothing switched: try again
+			return
+		}
+		for _, f := range failed {
+			if f.To.ID == s.id {
+				s.takeBack(f.Partitions, []string{f.From.ID})
+			}
+		}
+		var notOwned []uint32
+		for p := range after.Partitions() {
+			if o, ok := after.Owner(p); !ok || o.ID != s.id {
+				notOwned = append(notOwned, uint32(p))
+			}
+		}
+		s.step(notOwned, partition.Event{Kind: partition.Drop}, 0)
+	}
+	w.begin(h)
+}
+
+// drain hands every partition of s to its next owner, the switch writing
+// its record as draining, then deregisters it and ends its process.
+func (w *world) drain(s *shard) {
+	if w.locked {
+		return
+	}
+	inc := s.inc
+	before, after := w.tableWith(s.id, member.Serving), w.tableWith(s.id, member.Draining)
+	h := &transfer{kind: "drain " + s.id, by: s, pairs: handoff.Pairs(before, after), locked: true}
+	h.switchOwners = func() {
+		w.members[s.id] = member.Draining
+		w.publish()
+	}
+	h.after = func(failed []handoff.Pair) {
+		if !s.alive(inc) {
+			return
+		}
+		for _, f := range failed {
+			for _, p := range f.Partitions {
+				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
+			}
+		}
+		w.logf("%s: drained; stops", s.id)
+		s.up = false
+		delete(w.members, s.id)
+		w.publish()
+	}
+	w.begin(h)
+}
+
+// move is the rebalance job moving partition p to shard to.
+func (w *world) move(p int, to *shard) {
+	if w.locked {
+		return
+	}
+	pins := slices.Clone(w.pins)
+	pins[p] = to.id
+	before, after := w.table, w.tableOf(w.members, pins)
+	if before == nil {
+		return
+	}
+	h := &transfer{kind: "rebalance", pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
+	h.switchOwners = func() {
+		w.pins = pins
+		w.publish()
+	}
+	h.after = func([]handoff.Pair) {}
+	w.begin(h)
+}
+
+// crash ends s's process at once: its counters are gone (a reset, by
+// design, for the partitions it held), and etcd forgets it once its lease
+// ends.
+func (w *world) crash(s *shard) {
+	w.logf("%s: crashes", s.id)
+	for p := range w.cfg.Partitions {
+		if s.count[p] > 0 {
+			w.lose(int(p))
+		}
+	}
+	s.up = false
+	inc := s.inc
+	w.at(leaseTicks, func() {
+		if s.inc == inc {
+			if _, ok := w.members[s.id]; ok {
+				delete(w.members, s.id)
+				w.publish()
+			}
+		}
+	})
+}
+
+// loseLease has etcd forget s while it runs: routers and shards move its
+// partitions at once, and s notices after noticeTicks, stops deciding
+// every partition, gives their counters back with fenced copies, and
+// enters again, as the host's supervise does.
+func (w *world) loseLease(s *shard) {
+	w.logf("%s: lease lost", s.id)
+	before := w.table
+	delete(w.members, s.id)
+	w.publish()
+	inc := s.inc
+	w.at(noticeTicks, func() {
+		if !s.alive(inc) {
+			return
+		}
+		all := make([]uint32, w.cfg.Partitions)
+		for p := range all {
+			all[p] = uint32(p)
+		}
+		s.step(all, partition.Event{Kind: partition.FencedExport}, 0)
+		w.logf("%s: noticed; fenced every partition, gives them back", s.id)
+		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}
+		h.after = func([]handoff.Pair) { w.enter(s) }
+		w.begin(h)
+	})
+}
+
+func pairsString(pairs []handoff.Pair) string {
+	out := ""
+	for _, p := range pairs {
+		out += fmt.Sprintf("%s→%s%v ", p.From.ID, p.To.ID, p.Partitions)
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/ownership"
+	"github.com/shardlimit/shardlimit/shard/partition"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
+)
+
+// shard is a simulated shard host: the real state machine (package
+// partition, in package ownership's Set, as the host holds it), one
+// counter per partition (a partition's one key), and a journal per
+// partition. It performs the effects of each step as the host does.
+type shard struct {
+	w     *world
+	id    string
+	up    bool
+	inc   int // incarnation: a message for an earlier one finds nobody
+	owned *ownership.Set
+	count []int64
+	jour  []journal
+	ver   int64
+	view  *shardmap.Table
+	// parked are checks and exports waiting for partitions to settle
+	// (ownership.WaitSettled); each is tried again on every change.
+	parked []func() bool
+	// stuck is what heal found at its last look, under view stuckVer.
+	stuck    []uint32
+	stuckVer int64
+}
+
+// journal is one partition's journal: the hand-off it belongs to, and
+// whether its key changed since it started.
+type journal struct {
+	on      bool
+	id      uint64
+	changed bool
+}
+
+// start starts the shard's process, empty, following the table in etcd.
+func (s *shard) start() {
+	s.up, s.inc = true, s.inc+1
+	s.owned = ownership.New(s.w.cfg.Partitions)
+	s.count = make([]int64, s.w.cfg.Partitions)
+	s.jour = make([]journal, s.w.cfg.Partitions)
+	s.ver, s.view, s.parked, s.stuck = 0, nil, nil, nil
+	s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
+	if s.w.table != nil {
+		s.follow(s.inc, s.w.mapVer, s.w.table)
+	}
+	s.healLater(s.inc)
+}
+
+// name names the shard's process: its id and incarnation.
+func (s *shard) name() string { return fmt.Sprintf("%s#%d", s.id, s.inc) }
+
+// alive reports whether a message for incarnation inc finds the process.
+func (s *shard) alive(inc int) bool { return s.up && s.inc == inc }
+
+func (s *shard) decides(p int) bool {
+	if !s.up {
+		return false
+	}
+	s.owned.Begin()
+	defer s.owned.End()
+	return s.owned.Decides(uint32(p))
+}
+
+func (s *shard) settling(parts []uint32) bool { return s.owned.Settling(parts) }
+
+// park runs try now, and again after every change until it reports done
+// or copyTimeout passes (then giveUp runs).
+func (s *shard) park(try func() bool, giveUp func()) {
+	if try() {
+		return
+	}
+	done := false
+	s.parked = append(s.parked, func() bool {
+		if done {
+			return true
+		}
+		done = try()
+		return done
+	})
+	inc := s.inc
+	s.w.at(copyTimeout, func() {
+		if !done && s.alive(inc) {
+			done = true
+			giveUp()
+		}
+	})
+}
+
+// changed tries the parked work again.
+func (s *shard) changed() {
+	for len(s.parked) > 0 {
+		parked := s.parked
+		s.parked = nil
+		progress := false
+		for _, f := range parked {
+			if !f() {
+				s.parked = append(s.parked, f)
+			} else {
+				progress = true
+			}
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// step steps parts through e and performs the effects, as the host's step
+// (package shard) does, for hand-off id. It returns what a final copy
+// reads: nil for the whole partitions, else the partitions whose key
+// changed.
+func (s *shard) step(parts []uint32, e partition.Event, id uint64) (changedOnly []uint32, whole, refused bool) {
+	fx := s.owned.Step(parts, e)
+	if fx.Of(partition.Refuse) != nil {
+		return nil, false, true
+	}
+	whole = true
+	for _, p := range fx.Of(partition.StartJournal) {
+		s.jour[p] = journal{on: true, id: id}
+	}
+	if read := fx.Of(partition.ReadJournal); read != nil {
+		all := true
+		for _, p := range read {
+			all = all && s.jour[p].on && s.jour[p].id == id
+		}
+		if all {
+			whole = false
+			for _, p := range read {
+				if s.jour[p].changed {
+					changedOnly = append(changedOnly, p)
+				}
+			}
+		}
+		for _, p := range read {
+			s.jour[p] = journal{}
+		}
+	}
+	for _, p := range fx.Of(partition.EndJournal) {
+		s.jour[p] = journal{}
+	}
+	for _, p := range fx.Of(partition.ForgetCounters) {
+		s.count[p] = 0
+	}
+	s.changed()
+	return changedOnly, whole, false
+}
+
+// decide is a check of partition p arriving (forwarded by its previous
+// owner, or from a router).
+func (s *shard) decide(p int, forwarded bool, inc int) {
+	if !s.alive(inc) {
+		return // refused: the router answers by policy
+	}
+	w := s.w
+	try := func() bool {
+		if forwarded && s.settling([]uint32{uint32(p)}) {
+			return false // the final copy is on its way: wait for it
+		}
+		if s.decides(p) {
+			switch {
+			case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
+				w.model[p] = s.count[p] // a reset by design: count from here
+			case s.count[p] < w.model[p]:
+				w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
+			case s.count[p] > w.model[p]:
+				// Only after a reset: a merge kept a count from before it
+				// (the more restrictive state wins). A hit is never
+				// counted twice: merges keep the larger count, never add.
+				w.model[p] = s.count[p]
+			}
+			s.count[p]++
+			w.model[p]++
+			if s.jour[p].on {
+				s.jour[p].changed = true
+			}
+			w.res.Decided++
+			w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
+			return true
+		}
+		s.owned.Begin()
+		to, ok := s.owned.ForwardTo(uint32(p))
+		s.owned.End()
+		if ok && !forwarded {
+			t := w.shard(to.ID)
+			tinc := t.inc
+			w.send(s.id, t.id, func() { t.decide(p, true, tinc) })
+		}
+		return true // forwarded, or not decided (the router's policy)
+	}
+	s.park(try, func() {})
+}
+
+// follow is the owner table arriving from etcd's watch: the host's
+// updateView.
+func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
+	if !s.alive(inc) || ver <= s.ver {
+		return
+	}
+	prev := s.view
+	s.view, s.ver = t, ver
+	for _, tk := range s.owned.Apply(s.id, prev, t) {
+		s.takeOver(tk.From.ID, tk.Partitions)
+	}
+	s.changed()
+}
+
+// takeOver pulls parts from their previous owner with a fence, then ends
+// the takeover with what arrived (nothing, if the owner is gone or does
+// not answer in time).
+func (s *shard) takeOver(from string, parts []uint32) {
+	w := s.w
+	w.logf("%s: takes over %v from %s", s.id, parts, from)
+	inc := s.inc
+	s.pull(from, exportReq{parts: parts, fence: true}, func(vals map[uint32]int64, ok bool) {
+		if !s.alive(inc) {
+			return
+		}
+		s.merge(vals)
+		if !ok {
+			// The previous owner crashed, or the network cut it off:
+			// its partitions count from what arrived, by design.
+			for _, p := range parts {
+				w.lose(int(p))
+			}
+		}
+		s.step(parts, partition.Event{Kind: partition.TakeoverEnded}, 0)
+		w.logf("%s: took over %v from %s (%s)", s.id, parts, from, map[bool]string{true: "exact", false: "from what arrived"}[ok])
+	})
+}
+
+// exportReq is an ExportStream request.
+type exportReq struct {
+	parts          []uint32
+	journal, fence bool
+	forwardTo      string // with fence: a planned hand-off's final copy
+	whole          bool
+	id             uint64
+	requester      string
+}
+
+// pull reads req's partitions from shard from, as the host's Pull and
+// takeOver do, and calls done once, with what arrived and whether the
+// export ended well (false: refused, lost, or past copyTimeout).
+func (s *shard) pull(from string, req exportReq, done func(vals map[uint32]int64, ok bool)) {
+	w := s.w
+	src := w.shard(from)
+	inc, sinc := s.inc, src.inc
+	req.requester = s.id
+	finished := false
+	finish := func(vals map[uint32]int64, ok bool) {
+		if !finished {
+			finished = true
+			done(vals, ok)
+		}
+	}
+	w.send(s.id, src.id, func() {
+		if !src.alive(sinc) {
+			w.send(src.id, s.id, func() { finish(nil, false) }) // refused
+			return
+		}
+		src.export(req, func(vals map[uint32]int64, ok bool) {
+			w.send(src.id, s.id, func() {
+				if s.alive(inc) {
+					finish(vals, ok)
+				}
+			})
+		})
+	})
+	w.at(copyTimeout, func() {
+		if s.alive(inc) {
+			finish(nil, false)
+		}
+	})
+}
+
+// export is the source's ExportStream: once none of the partitions
+// settles, it steps them through the request's event and streams their
+// counters (all, or those its journal recorded).
+func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)) {
+	inc := s.inc
+	if req.fence || req.journal {
+		for _, tk := range s.owned.Recall(req.parts, req.requester) {
+			s.takeOver(tk.From.ID, tk.Partitions)
+		}
+	}
+	s.park(func() bool {
+		if !s.alive(inc) {
+			return true
+		}
+		if s.settling(req.parts) {
+			return false
+		}
+		var e partition.Event
+		switch {
+		case req.fence && req.forwardTo != "":
+			e = partition.Event{Kind: partition.FinalExport, To: member.Member{ID: req.forwardTo, Addr: req.forwardTo}, Whole: req.whole}
+		case req.fence:
+			e = partition.Event{Kind: partition.FencedExport}
+		case req.journal:
+			e = partition.Event{Kind: partition.FirstExport}
+		}
+		read := req.parts
+		if e.Kind != 0 {
+			changed, whole, refused := s.step(req.parts, e, req.id)
+			if refused {
+				reply(nil, false)
+				return true
+			}
+			if !whole {
+				read = changed
+			}
+		}
+		vals := map[uint32]int64{}
+		for _, p := range read {
+			vals[p] = s.count[p]
+		}
+		reply(vals, true)
+		return true
+	}, func() {})
+}
+
+// merge imports counters: the more restrictive (the larger count) wins,
+// and a journaled partition records the change.
+func (s *shard) merge(vals map[uint32]int64) {
+	for p, v := range vals {
+		if v > s.count[p] {
+			s.count[p] = v
+		}
+		if s.jour[p].on {
+			s.jour[p].changed = true
+		}
+	}
+}
+
+// healLater looks for stuck partitions every healTicks, as the host's heal
+// does: one stuck at two looks under the same table is taken over again
+// from every other shard and from the shards it was forwarded to.
+func (s *shard) healLater(inc int) {
+	s.w.at(healTicks, func() {
+		if !s.alive(inc) {
+			return
+		}
+		s.healLater(inc)
+		if s.w.members[s.id] != member.Serving || s.view == nil {
+			return
+		}
+		stuck := s.owned.Stuck(s.view.PartitionsOf(s.id))
+		var again []uint32
+		if s.stuckVer == s.ver {
+			again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(s.stuck, p) })
+		}
+		s.stuck, s.stuckVer = stuck, s.ver
+		if len(again) == 0 {
+			return
+		}
+		var others []string
+		for _, m := range s.view.Members() {
+			if m.ID != s.id {
+				others = append(others, m.ID)
+			}
+		}
+		for _, to := range s.owned.ForwardTargets(again) {
+			if !slices.Contains(others, to.ID) {
+				others = append(others, to.ID)
+			}
+		}
+		s.w.logf("%s: heal: %v stuck", s.id, again)
+		s.takeBack(again, others)
+	})
+}
+
+// takeBack takes those of parts that are stuck over again from each of
+// from, as the host's takeBack does.
+func (s *shard) takeBack(parts []uint32, from []string) {
+	parts = s.owned.Reclaim(parts, len(from))
+	if len(parts) == 0 {
+		return
+	}
+	if len(from) == 0 {
+		s.step(parts, partition.Event{Kind: partition.TakeoverEnded}, 0)
+		return
+	}
+	for _, m := range from {
+		s.takeOver(m, parts)
+	}
+}
