@@ -2,7 +2,7 @@
 // package partition (whose documentation names the states, the events and
 // the hand-off's steps), for concurrent use: the decision path reads them
 // once per batch, and the shard host's hand-off handlers and owner-table
-// watch step them (Step, Apply, Reclaim) and perform the effects that
+// watch step them (Step, Apply, Reclaim, Recall) and perform the effects that
 // the steps return.
 //
 // # Exact under concurrency
