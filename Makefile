@@ -135,7 +135,7 @@ faults: ## Run the full fault suite against real processes (a few minutes; make 
 # ROBUSTNESS_TIME is the total length of the schedules, shared by the seeds;
 # ROBUSTNESS_SEEDS is a comma-separated list, or random (one seed drawn
 # and printed). make test runs its short form (fixed seeds and the
-# regression tests, about 3.5 minutes). A seed that finds a bug gets a target of its own below.
+# regression tests, about 4 minutes). A seed that finds a bug gets a target of its own below.
 ROBUSTNESS_TIME ?= 10m
 ROBUSTNESS_SEEDS ?= random
 ROBUSTNESS_TIMEOUT ?= 3h
