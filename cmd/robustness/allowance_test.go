@@ -24,6 +24,27 @@ func TestResetsAreTheFaultsThatLoseCounters(t *testing.T) {
 	}
 }
 
+// etcd down past the lease is a reset only while shards could not reach
+// each other (every lease expires at once as it goes on, and the first
+// shard to join again counts what it cannot pull from zero).
+func TestEtcdDownPastTheLeaseWithShardsApartIsAReset(t *testing.T) {
+	pause := applied{step: Step{Kind: Signal, Signal: "sigstop", Targets: []string{"etcd"}}, from: sec(0), to: sec(12)}
+	cut := applied{step: Step{Kind: CutShardShard, Targets: []string{"shard-3", "shard-1"}, Sep: 1}, from: sec(8), to: sec(24)}
+	etcdCut := applied{step: Step{Kind: CutShardEtcd, Targets: []string{"shard-1"}}, from: sec(12), to: sec(20)}
+	lease := 10 * time.Second
+	if rs := resets([]applied{pause, etcdCut}, lease); len(rs) != 0 {
+		t.Errorf("etcd stopped past the lease beside a shard cut from etcd: resets %+v, want none", rs)
+	}
+	if rs := resets([]applied{pause, cut}, lease); len(rs) != 1 || rs[0].Name != "sigstop etcd" {
+		t.Errorf("etcd stopped past the lease beside a cut between shards: resets %+v, want the pause", rs)
+	}
+	short := pause
+	short.to = sec(9)
+	if rs := resets([]applied{short, cut}, lease); len(rs) != 0 {
+		t.Errorf("etcd stopped within the lease: resets %+v, want none", rs)
+	}
+}
+
 func TestMayReset(t *testing.T) {
 	lease := 10 * time.Second
 	for _, c := range []struct {
