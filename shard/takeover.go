@@ -301,16 +301,9 @@ func (s *Server) stuckTwice() (again []uint32, others []member.Member) {
 func (s *Server) confirmOwned(parts []uint32) ([]uint32, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, healEvery/5)
 	defer cancel()
-	members, _, err := membership.Read(ctx, s.etcd, s.layout())
+	members, m, err := s.readCluster(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the members: %w", err)
-	}
-	m, _, err := mapstore.Load(ctx, s.etcd, s.layout())
-	if err != nil {
-		return nil, fmt.Errorf("read the shard map: %w", err)
-	}
-	if m != nil && m.Validate(s.opts.Partitions) != nil {
-		m = nil // as follow does
+		return nil, err
 	}
 	t, err := s.owners(members, m)
 	if err != nil {

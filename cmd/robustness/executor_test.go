@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -383,23 +382,14 @@ const changeSettle = time.Minute
 // for r is r's limit.
 func (e *executor) routersHave(r *rule) error {
 	for _, router := range e.c.routers {
-		b, err := proc.Fetch(router.Metrics, "/metrics")
-		if err != nil {
+		v, ok, err := proc.MetricWith(router.Metrics, "shardlimit_router_rule_limit", fmt.Sprintf(`rule="%s"`, r.name))
+		switch {
+		case err != nil:
 			return err
-		}
-		want := fmt.Sprintf(`rule="%s"`, r.name)
-		found := false
-		for line := range strings.Lines(string(b)) {
-			if !strings.HasPrefix(line, "shardlimit_router_rule_limit{") || !strings.Contains(line, want) {
-				continue
-			}
-			found = true
-			if f := strings.Fields(line); f[len(f)-1] != strconv.FormatInt(r.limit, 10) {
-				return fmt.Errorf("%s: %s", router.Name, strings.TrimSpace(line))
-			}
-		}
-		if !found {
+		case !ok:
 			return fmt.Errorf("%s exports no limit of rule %s", router.Name, r.name)
+		case v != float64(r.limit):
+			return fmt.Errorf("%s: rule %s's limit is %v, want %d", router.Name, r.name, v, r.limit)
 		}
 	}
 	return nil

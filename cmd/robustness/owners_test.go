@@ -98,6 +98,9 @@ func (l *ownerLog) owner(service, rule, user string, t time.Time) string {
 	return l.table[i][key.Partition(key.Hash(service, rule, user), len(l.table[i]))]
 }
 
+// of returns the shard that owned o's key at t.
+func (l *ownerLog) of(o op, t time.Time) string { return l.owner(o.service, o.Rule, o.user, t) }
+
 // changes is how many tables the log kept.
 func (l *ownerLog) changes() int {
 	l.mu.Lock()

@@ -104,7 +104,7 @@ func TestShardCutFromEtcdMidJoinLosesNothing(t *testing.T) {
 	if logHas(shard.Log, from, tookBack) {
 		t.Errorf("shard-1 took partitions back:\n%s", shard.Tail(20))
 	}
-	ownerAt := func(o op, at time.Time) string { return owners.owner(o.service, o.Rule, o.user, at) }
+	ownerAt := owners.of
 	others := 0
 	for i := range ops {
 		o := &ops[i]

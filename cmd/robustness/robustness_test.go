@@ -204,7 +204,7 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	ops := w.stop()
 	owners.close()
 	for i := range ops {
-		ops[i].owner = owners.owner(ops[i].service, ops[i].Rule, ops[i].user, ops[i].Send)
+		ops[i].owner = owners.of(ops[i], ops[i].Send)
 	}
 	t.Logf("the shard map changed %d times in the run, by etcd", owners.changes()-1)
 	if *keepLogs {
@@ -281,7 +281,7 @@ func check(t *testing.T, seed uint64, rs []*rule, ops []op, as []applied, cfg co
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := newResult(seed, ops, as, vs, excused, func(o op, at time.Time) string { return owners.owner(o.service, o.Rule, o.user, at) })
+	res := newResult(seed, ops, as, vs, excused, owners.of)
 	// The same history with the policy answers counted as decisions: a
 	// fail-open answer lets a hammered user through, so the checker finds
 	// keys past their limit here whenever a fault made policy answers. It

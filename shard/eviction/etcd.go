@@ -26,13 +26,18 @@ type Reporter struct {
 	ttl     time.Duration
 	log     *slog.Logger
 	session *concurrency.Session
-	written map[string]Report    // by shard id, as written under session
-	wrote   map[string]time.Time // when each was last written
+	written map[string]sent // by shard id, as written under session
+}
+
+// sent is a report as last written, and when.
+type sent struct {
+	Report
+	at time.Time
 }
 
 // NewReporter returns a reporter for a router; ttl is its lease's.
 func NewReporter(cli *clientv3.Client, layout etcd.Layout, ttl time.Duration, log *slog.Logger) *Reporter {
-	return &Reporter{cli: cli, layout: layout, ttl: ttl, log: log, written: map[string]Report{}, wrote: map[string]time.Time{}}
+	return &Reporter{cli: cli, layout: layout, ttl: ttl, log: log, written: map[string]sent{}}
 }
 
 // Set makes the router's reports in etcd exactly want (by shard id):
@@ -51,7 +56,7 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 		select {
 		case <-r.session.Done():
 			r.log.Warn("the lease of this router's unreachable-shard reports was lost; writing them again")
-			r.session, r.written = nil, map[string]Report{}
+			r.session, r.written = nil, map[string]sent{}
 		default:
 		}
 	}
@@ -68,7 +73,7 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 		if err != nil {
 			return fmt.Errorf("open the reports' lease: %w", err)
 		}
-		r.session, r.wrote = s, map[string]time.Time{}
+		r.session = s
 	}
 	reporter := fmt.Sprintf("%x", int64(r.session.Lease()))
 	var errs []error
@@ -81,12 +86,11 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 			continue
 		}
 		delete(r.written, id)
-		delete(r.wrote, id)
 		r.log.Info("shard reachable again: report withdrawn", "shard", id)
 	}
 	for id, rep := range want {
 		old, ok := r.written[id]
-		if ok && old.Addr == rep.Addr && time.Since(r.wrote[id]) < r.ttl {
+		if ok && old.Addr == rep.Addr && time.Since(old.at) < r.ttl {
 			continue
 		}
 		b, err := json.Marshal(rep)
@@ -97,7 +101,7 @@ func (r *Reporter) Set(ctx context.Context, want map[string]Report) error {
 			errs = append(errs, err)
 			continue
 		}
-		r.written[id], r.wrote[id] = rep, time.Now()
+		r.written[id] = sent{rep, time.Now()}
 		if !ok || old.Addr != rep.Addr {
 			r.log.Warn("reported a shard this router cannot reach", "shard", id, "addr", rep.Addr, "since", rep.Since, "other_shards_reached", rep.Reaches)
 		}

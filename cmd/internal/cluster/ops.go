@@ -34,7 +34,11 @@ func Fetch(hostPort, path string) ([]byte, error) {
 
 // Metric returns the sum of every sample of the metric called name on the
 // ops server at hostPort, and whether it exports it at all.
-func Metric(hostPort, name string) (float64, bool, error) {
+func Metric(hostPort, name string) (float64, bool, error) { return MetricWith(hostPort, name, "") }
+
+// MetricWith is Metric over the samples that carry label, written as the
+// exposition writes it (rule="checkout"); "" takes every sample.
+func MetricWith(hostPort, name, label string) (float64, bool, error) {
 	b, err := Fetch(hostPort, "/metrics")
 	if err != nil {
 		return 0, false, err
@@ -46,6 +50,9 @@ func Metric(hostPort, name string) (float64, bool, error) {
 		line := sc.Text()
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || (!strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "{")) {
+			continue
+		}
+		if label != "" && !strings.Contains(rest[:max(strings.LastIndexByte(rest, '}'), 0)], label) {
 			continue
 		}
 		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
