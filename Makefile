@@ -185,6 +185,10 @@ robustness-etcd-pause: net-tools ## Rerun the regression of etcd paused past the
 robustness-takeback: net-tools ## Rerun the regression of a shard cut off from etcd during a join (found by seed 50: a join forgot counters taken over meanwhile; the cut shard took its takers' partitions back).
 	$(GO) test -count=1 -timeout 10m -v -run TestShardCutFromEtcdMidJoinLosesNothing ./cmd/robustness
 
+.PHONY: robustness-drain-lost-lease
+robustness-drain-lost-lease: ## Rerun the regression of a drain after a lost lease (found by seeds 31337 and 777: the takers' partitions were left undecided for 5-10 s).
+	$(GO) test -count=1 -timeout 10m -v -run TestADrainAfterALostLeaseLeavesTheTakersDeciding ./router/clustertest
+
 # The hand-off protocol's deterministic simulation (shard/partition/sim,
 # issue 25): SIM_TIME of seeds from SIM_FROM, SIM_STEPS events each.
 # make test runs its fixed seeds and regressions (a few seconds).

@@ -30,7 +30,9 @@ import (
 //     owners drop them.
 //   - drain (Stop): hand every partition this shard owns over to its next
 //     owner (the owner function without this shard), the switch writing
-//     the record as draining; then deregister.
+//     the record as draining; then deregister. A shard whose record etcd
+//     no longer holds (its lease was lost, unseen yet) hands nothing
+//     over: its takers hold its partitions.
 //   - a lost lease: routers have already moved this shard's partitions,
 //     and their new owners take them over with a fenced pull (takeover.go).
 //     Stop deciding every partition, push their counters to the new owners
@@ -197,6 +199,14 @@ func (s *Server) drain(ctx context.Context) {
 	}
 	me := s.recordIn(member.Serving)
 	gone := s.recordIn(member.Draining)
+	if !registered(members, me) {
+		// Lost behind this shard's back (it has not seen it yet): the
+		// partitions' new owners took them over with a fence, and decide
+		// them. A hand-off now would copy nothing and make them wait for
+		// a final copy this shard refuses.
+		log.Warn("drain: this shard's lease was lost, so its partitions' new owners took them over with their counters; nothing to hand over")
+		return
+	}
 	before, err := s.owners(withMember(members, me.ID, &me), m)
 	if err != nil {
 		log.Error("drain: no owner table", "err", err)
@@ -348,6 +358,12 @@ func (s *Server) owners(members []member.Member, m *shardmap.Map) (*shardmap.Tab
 	cfg := shardmap.DefaultConfig()
 	cfg.Partitions = s.opts.Partitions
 	return shardmap.InForce(cfg, members, m)
+}
+
+// registered reports whether members hold me's record: its lease, not
+// another process's under the same id.
+func registered(members []member.Member, me member.Member) bool {
+	return slices.ContainsFunc(members, func(m member.Member) bool { return m.ID == me.ID && m.Started.Equal(me.Started) })
 }
 
 // withMember returns members with id's record replaced by rec, or left out

@@ -452,3 +452,40 @@ func TestLostLeaseServesNothingStale(t *testing.T) {
 		t.Errorf("callers saw Unavailable: %v", l.lastErr.Load())
 	}
 }
+
+// A shard told to drain after its lease was lost behind its back, before
+// it saw the loss, hands nothing over: its takers took its partitions over
+// with a fence already, and decide them. Before, its drain ran a hand-off
+// of partitions it no longer decided: each taker stopped deciding them
+// for the final copy, which the shard refused, and left them to heal's
+// second look (5–10 s of policy answers for a third of the users; the
+// robustness suite, seed 31337).
+func TestADrainAfterALostLeaseLeavesTheTakersDeciding(t *testing.T) {
+	c := handoffCluster(t, 3, nil)
+	victim := c.Shards[1]
+	var takers []*shard.Server
+	for _, s := range c.Shards {
+		if s != victim {
+			takers = append(takers, s)
+		}
+	}
+	// decided returns an error naming a taker that decides fewer
+	// partitions than the owner table gives it.
+	decided := func() error {
+		share := c.Owners().Count()
+		for _, s := range takers {
+			owned := metrictest.Value(t, s.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "owned"})
+			if int(owned) < share[s.ID()] {
+				return fmt.Errorf("%s decides %v partitions of the %d the owner table gives it", s.ID(), owned, share[s.ID()])
+			}
+		}
+		return nil
+	}
+	c.RevokeLease(victim)
+	c.WaitMembers(2)
+	poll.Until(t, 20*time.Second, decided) // the takeovers ended
+	c.StopShard(victim)
+	if err := decided(); err != nil {
+		t.Errorf("after the drain of a shard whose lease was lost: %v", err)
+	}
+}

@@ -23,7 +23,9 @@
 //     no more, and forwards their checks to the destination) and streams
 //     only the keys its journal recorded. Once merged, the destination
 //     decides them (FinalPulled: Owned); a copy that failed leaves them to
-//     a takeover (FinalPullFailed: Unowned). A source that no longer
+//     a takeover (FinalPullFailed: Unowned), or decided as they were if
+//     they were decided here when it began (Held: a takeover brought them
+//     here first, and the source refused). A source that no longer
 //     decides a partition (another shard took it over meanwhile) refuses
 //     the final copy (Refuse).
 //  3. switch: the caller's step after which routers send the partitions to
@@ -76,7 +78,8 @@
 //     Not decided; fenced by a final copy, its checks are forwarded to
 //     the next owner (Partition.To).
 //   - Receiving: a final copy of it is arriving here. Not decided; the
-//     checks its source forwards wait for it.
+//     checks its source forwards wait for it. Held if it was Owned when
+//     the copy began.
 //
 // # Events and effects (Step)
 //
@@ -89,7 +92,8 @@
 //	                 decided or settling   unchanged
 //	FinalPullStarts  not Pending           Receiving
 //	FinalPulled      Receiving / Owned     Owned, Pulled
-//	FinalPullFailed  Receiving             Unowned
+//	FinalPullFailed  Receiving, Held       Owned
+//	                 Receiving             Unowned
 //	FencedPulled     Unowned / Owned /     Owned, Pulled
 //	                 Receiving
 //	                 Pending               Pulled only

@@ -42,6 +42,11 @@ type Partition struct {
 	// To is, while Fenced by a planned hand-off's final copy, the next
 	// owner its checks are forwarded to; nil otherwise.
 	To *member.Member
+	// Held: while Receiving, it was decided here when its final copy
+	// began, so a copy that fails leaves it decided. (A takeover brought
+	// it here ahead of the hand-off: the source decides it no more, and
+	// refuses the copy.)
+	Held bool
 }
 
 // Decides reports whether the shard decides the partition's checks
@@ -180,7 +185,7 @@ func Step(p Partition, e Event) (Partition, Effect) {
 		}
 	case FinalPullStarts:
 		if p.State != Pending {
-			p = Partition{State: Receiving, Pulled: p.Pulled, Takers: p.Takers}
+			p = Partition{State: Receiving, Pulled: p.Pulled, Takers: p.Takers, Held: p.State == Owned}
 		}
 	case FinalPulled:
 		switch p.State {
@@ -190,7 +195,10 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p.Pulled = true
 		}
 	case FinalPullFailed:
-		if p.State == Receiving {
+		switch {
+		case p.State == Receiving && p.Held:
+			p = Partition{State: Owned, Pulled: p.Pulled, Takers: p.Takers}
+		case p.State == Receiving:
 			p = Partition{Takers: p.Takers}
 		}
 	case FencedPulled:
