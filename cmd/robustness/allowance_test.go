@@ -154,10 +154,17 @@ func TestAPolicyAnswerAfterAHealIsTheLastHealedCausesOwn(t *testing.T) {
 	cut := applied{step: Step{Kind: CutRoutersShard, Targets: []string{"shard-1"}}, from: sec(0), to: sec(10)}
 	kill := applied{step: Step{Kind: Signal, Signal: "sigkill", Targets: []string{"router-1"}}, from: sec(5), to: sec(15)}
 	run := applied{step: Step{Kind: Rebalance}, from: sec(5), to: sec(6)}
-	o := op{Op: checker.Op{Send: sec(12), Outcome: checker.Policy}, owner: "shard-1"}
+	o := op{Op: checker.Op{Send: sec(12), Outcome: checker.Policy}, owner: "shard-1", router: 1} // through router-2
 	owner := func(o op, _ time.Time) string { return o.owner }
 	if got := healedCause(o, []applied{cut, kill}, owner); got != 0 {
-		t.Errorf("a cut of the user's shard beside a router killed: cause %d, want the cut", got)
+		t.Errorf("a cut of the user's shard beside another router killed: cause %d, want the cut", got)
+	}
+	for _, via := range []int{0, -1} { // router-1 itself; the Go client, which may wait it out
+		through := o
+		through.router = via
+		if got := healedCause(through, []applied{cut, kill}, owner); got != -1 {
+			t.Errorf("a check through router %d while router-1 is killed: cause %d, want none (the router's own, in force)", via+1, got)
+		}
 	}
 	if got := healedCause(o, []applied{run, cut}, owner); got != 1 {
 		t.Errorf("a cut healed after a rebalance: cause %d, want the cut, healed last", got)

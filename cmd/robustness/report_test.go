@@ -145,7 +145,7 @@ func anyones(s Step) bool {
 // before; a fault on o's shard, or one that may cause anyone's (anyones),
 // explains it before one that touched no shard in particular (a router
 // or the rebalance job signalled, a rule change), which is then no
-// candidate. While a candidate is in force, o is no heal's (-1);
+// candidate, unless it signalled the router o went through (pointed). While a candidate is in force, o is no heal's (-1);
 // otherwise it is the last one healed's: recoveries are short, so the
 // latest heal is the likeliest cause, and the figure an upper bound for
 // it when two healed in turn.
@@ -157,12 +157,12 @@ func healedCause(o op, as []applied, owner ownerAt) int {
 			continue
 		}
 		cands = append(cands, i)
-		strong = strong || pointed(a.step)
+		strong = strong || pointed(o, a.step)
 	}
 	best := -1
 	for _, i := range cands {
 		a := as[i]
-		if strong && !pointed(a.step) {
+		if strong && !pointed(o, a.step) {
 			continue
 		}
 		if o.Send.Before(a.to) {
@@ -175,9 +175,15 @@ func healedCause(o op, as []applied, owner ownerAt) int {
 	return best
 }
 
-// pointed reports whether s touched shards or may cause anyone's policy
-// answers: a fault that points at whose users it affects.
-func pointed(s Step) bool { return len(s.Shards()) > 0 || anyones(s) }
+// pointed reports whether s points at o: it touched shards or may cause
+// anyone's policy answers, or it signalled the router o went through
+// (either, for the Go client, which waits out a stopped one): a check
+// held by a stopped router is answered by policy when it goes on, its
+// deadline past.
+func pointed(o op, s Step) bool {
+	return len(s.Shards()) > 0 || anyones(s) || s.Kind == Signal && sortOf(s.Targets[0]) == "router" &&
+		(o.router < 0 || s.Targets[0] == fmt.Sprintf("router-%d", o.router+1))
+}
 
 func (r *row) add(o op, excused bool) {
 	r.checks++
@@ -268,7 +274,8 @@ fault met. FIRST POLICY: longest time from a fault's start to the first policy a
 on shards: for their users; a fault on no shard, a split, a rebalance, a router or etcd cut off or down: for
 anyone's); LAST POLICY AFTER HEAL: longest from a heal to the last such answer it is the likeliest cause of: of the
 faults that may have caused it, none in force and this one healed last, within 30s (an upper bound when two healed in
-turn; a fault on the user's shard explains it before a router or the rebalance job signalled, or a rule change);
+turn; a fault on the user's shard explains it before a router or the rebalance job signalled, or a rule change, unless
+the check went through that router);
 "-": none.`))
 }
 
