@@ -31,6 +31,7 @@ type batcher struct {
 type waiter struct {
 	check    *shardlimitv1.Check
 	deadline time.Time
+	trace    map[string]string // the caller's trace context (Options.Stream only)
 	done     chan result // buffered 1: the sender never blocks
 }
 

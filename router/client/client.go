@@ -26,7 +26,8 @@ type Client struct {
 	conns   []*grpc.ClientConn
 	stubs   []shardlimitv1.RateLimiterClient
 	next    atomic.Uint64
-	batch   *batcher // nil when BatchWindow is 0
+	batch   *batcher  // nil when BatchWindow is 0
+	stream  *streamer // nil unless Options.Stream
 	closed  atomic.Bool
 	metrics *metrics
 
@@ -84,6 +85,9 @@ func New(opts Options) (*Client, error) {
 	if opts.BatchWindow > 0 {
 		c.batch = &batcher{c: c, window: opts.BatchWindow, max: opts.MaxBatch}
 	}
+	if opts.Stream {
+		c.stream = newStreamer(c)
+	}
 	return c, nil
 }
 
@@ -102,7 +106,8 @@ func (c *Client) Check(ctx context.Context, service, endpoint, user string, hits
 // (FromFailureMode) and a nil error. It returns an error only for an invalid
 // check (ErrInvalidCheck), an unknown service (ErrUnknownService), a
 // router's UNAUTHENTICATED or PERMISSION_DENIED, a canceled ctx, or a closed
-// client. With Options.BatchWindow set, concurrent calls share RPCs.
+// client. With Options.BatchWindow set, concurrent calls share RPCs; with
+// Options.Stream, they share messages on a CheckStream.
 func (c *Client) CheckOne(ctx context.Context, chk Check) (Decision, error) {
 	start := time.Now()
 	d, err := c.checkOne(ctx, chk)
@@ -122,7 +127,7 @@ func (c *Client) checkOne(ctx context.Context, chk Check) (Decision, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	if c.batch == nil {
+	if c.batch == nil && c.stream == nil {
 		ds, err := c.decide(parent, ctx, []*shardlimitv1.Check{chk.proto()})
 		if err != nil {
 			return Decision{}, err
@@ -131,7 +136,14 @@ func (c *Client) checkOne(ctx context.Context, chk Check) (Decision, error) {
 	}
 	deadline, _ := ctx.Deadline()
 	w := &waiter{check: chk.proto(), deadline: deadline, done: make(chan result, 1)}
-	if err := c.batch.add(w); err != nil {
+	if c.stream != nil {
+		w.trace = traceContext(ctx)
+		if !c.stream.add(w) {
+			err := status.Error(codes.ResourceExhausted, "too many checks wait for the stream")
+			c.logFailure(err)
+			return c.failureDecision(), nil
+		}
+	} else if err := c.batch.add(w); err != nil {
 		return Decision{}, err
 	}
 	select {
@@ -185,6 +197,9 @@ func (c *Client) Close() error {
 	}
 	if c.batch != nil {
 		c.batch.close()
+	}
+	if c.stream != nil {
+		c.stream.close()
 	}
 	return c.closeConns()
 }
