@@ -28,6 +28,8 @@ func newRequest(o *Options) request {
 		return newEnvoyRequest(o)
 	case APIHTTP:
 		return &httpRequest{publicRequest: *newPublicRequest(o)}
+	case APIClient, APIClientStream:
+		return newGoClientRequest(o)
 	}
 	return newPublicRequest(o)
 }
@@ -39,6 +41,8 @@ func methodOf(api string) string {
 		return rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
 	case APIHTTP:
 		return "POST /v1/check"
+	case APIClientStream:
+		return shardlimitv1.RateLimiter_CheckStream_FullMethodName
 	}
 	return shardlimitv1.RateLimiter_Check_FullMethodName
 }

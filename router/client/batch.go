@@ -32,7 +32,7 @@ type waiter struct {
 	check    *shardlimitv1.Check
 	deadline time.Time
 	trace    map[string]string // the caller's trace context (Options.Stream only)
-	done     chan result // buffered 1: the sender never blocks
+	done     chan result       // buffered 1: the sender never blocks
 }
 
 type result struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -31,7 +32,8 @@ import (
 // stream broke before its answer (lost), once, on a new stream to the next
 // router; when the router ended the stream cleanly (it stops), it promises
 // that every message it left unanswered was never decided, so those are
-// sent again as not sent.
+// sent again as not sent. A router older than CheckStream answers it
+// UNIMPLEMENTED: the client then sends its batches as unary Checks.
 
 // traceContext is the W3C trace context of ctx's span, for the message
 // that carries its check; nil when ctx's span is not sampled.
@@ -57,6 +59,10 @@ type streamer struct {
 	queue  *queue.Queue[*waiter]
 	ctx    context.Context // ends on Close: the streams' context
 	cancel context.CancelFunc
+
+	// unary is set once a router answered CheckStream UNIMPLEMENTED (a
+	// router older than it): batches go as unary Checks from then on.
+	unary atomic.Bool
 
 	mu     sync.Mutex
 	cur    *session // nil: none open
@@ -103,7 +109,19 @@ func (s *streamer) send(ws []*waiter) {
 	}
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
-	resp, err := s.roundTrip(ctx, checks, tc)
+	var resp *shardlimitv1.CheckResponse
+	var err error
+	if !s.unary.Load() {
+		resp, err = s.roundTrip(ctx, checks, tc)
+	}
+	if s.unary.Load() || status.Code(err) == codes.Unimplemented {
+		// A router older than CheckStream: the batch goes as one unary
+		// Check, and so does every later one.
+		s.unary.Store(true)
+		resp, err = s.c.call(ctx, &shardlimitv1.CheckRequest{Checks: checks})
+		s.deliverUnary(ws, ctx, resp, err)
+		return
+	}
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied:
 		if len(ws) > 1 {
@@ -117,6 +135,24 @@ func (s *streamer) send(ws []*waiter) {
 			wg.Wait()
 			return
 		}
+	}
+	s.deliver(ws, resp, err)
+}
+
+// deliverUnary is deliver for a batch sent as one unary Check: as the
+// BatchWindow batcher does, a batch rejected whole is sent again check by
+// check.
+func (s *streamer) deliverUnary(ws []*waiter, ctx context.Context, resp *shardlimitv1.CheckResponse, err error) {
+	if code := status.Code(err); len(ws) > 1 && (code == codes.InvalidArgument || code == codes.NotFound || code == codes.PermissionDenied) {
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Go(func() {
+				ds, err := s.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
+				deliver([]*waiter{w}, ds, err)
+			})
+		}
+		wg.Wait()
+		return
 	}
 	s.deliver(ws, resp, err)
 }
