@@ -148,6 +148,13 @@ func (c *Client) checkOne(ctx context.Context, chk Check) (Decision, error) {
 	}
 	select {
 	case r := <-w.done:
+		if r.err == nil && r.decision.FromFailureMode {
+			// As a unary call's callerError: a caller that gave up gets
+			// its context's error, not the failure mode's answer.
+			if err := parent.Err(); errors.Is(err, context.Canceled) {
+				return Decision{}, fmt.Errorf("shardlimit client: %w", err)
+			}
+		}
 		return r.decision, r.err
 	case <-ctx.Done():
 		if err := parent.Err(); errors.Is(err, context.Canceled) {
