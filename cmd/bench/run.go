@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
 )
 
 // Phase names.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/rpc/redial"
 )
