@@ -114,50 +114,28 @@ func (s *streamer) send(ws []*waiter) {
 	if !s.unary.Load() {
 		resp, err = s.roundTrip(ctx, checks, tc)
 	}
+	// One check alone, over the stream or, against a router older than
+	// CheckStream, as a unary Check.
+	decide := func(w *waiter) ([]Decision, error) {
+		resp, err := s.roundTrip(ctx, []*shardlimitv1.Check{w.check}, w.trace)
+		return s.c.outcome(context.Background(), 1, resp, err)
+	}
 	if s.unary.Load() || status.Code(err) == codes.Unimplemented {
 		// A router older than CheckStream: the batch goes as one unary
 		// Check, and so does every later one.
 		s.unary.Store(true)
 		resp, err = s.c.call(ctx, &shardlimitv1.CheckRequest{Checks: checks})
-		s.deliverUnary(ws, ctx, resp, err)
-		return
+		decide = func(w *waiter) ([]Decision, error) {
+			return s.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
+		}
 	}
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied:
 		if len(ws) > 1 {
-			var wg sync.WaitGroup
-			for _, w := range ws {
-				wg.Go(func() {
-					resp, err := s.roundTrip(ctx, []*shardlimitv1.Check{w.check}, w.trace)
-					s.deliver([]*waiter{w}, resp, err)
-				})
-			}
-			wg.Wait()
+			eachAlone(ws, decide)
 			return
 		}
 	}
-	s.deliver(ws, resp, err)
-}
-
-// deliverUnary is deliver for a batch sent as one unary Check: as the
-// BatchWindow batcher does, a batch rejected whole is sent again check by
-// check.
-func (s *streamer) deliverUnary(ws []*waiter, ctx context.Context, resp *shardlimitv1.CheckResponse, err error) {
-	if code := status.Code(err); len(ws) > 1 && (code == codes.InvalidArgument || code == codes.NotFound || code == codes.PermissionDenied) {
-		var wg sync.WaitGroup
-		for _, w := range ws {
-			wg.Go(func() {
-				ds, err := s.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
-				deliver([]*waiter{w}, ds, err)
-			})
-		}
-		wg.Wait()
-		return
-	}
-	s.deliver(ws, resp, err)
-}
-
-func (s *streamer) deliver(ws []*waiter, resp *shardlimitv1.CheckResponse, err error) {
 	ds, err := s.c.outcome(context.Background(), len(ws), resp, err)
 	deliver(ws, ds, err)
 }
