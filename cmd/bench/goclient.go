@@ -46,16 +46,6 @@ func (r *goClientRequest) send(ctx context.Context, t endpoint) error {
 }
 
 func (r *goClientRequest) tally(s *stats) bool {
-	switch d := r.d; {
-	case d.FromFailureMode || d.FailurePolicy:
-		s.policy++
-	case d.Allowed:
-		s.allowed++
-		if d.Rule == "" {
-			s.noRule++
-		}
-	default:
-		s.denied++
-	}
+	s.count(r.d.FromFailureMode || r.d.FailurePolicy, r.d.Allowed, r.d.Rule)
 	return true
 }

@@ -76,19 +76,25 @@ func (r *publicRequest) tally(s *stats) bool {
 		return false
 	}
 	for _, d := range ds {
-		switch {
-		case d.FailurePolicy:
-			s.policy++
-		case d.Allowed:
-			s.allowed++
-			if d.Rule == "" {
-				s.noRule++
-			}
-		default:
-			s.denied++
-		}
+		s.count(d.FailurePolicy, d.Allowed, d.Rule)
 	}
 	return true
+}
+
+// count counts one check's answer: by policy, else allowed (and without a
+// rule when rule is empty) or denied.
+func (s *stats) count(byPolicy, allowed bool, rule string) {
+	switch {
+	case byPolicy:
+		s.policy++
+	case allowed:
+		s.allowed++
+		if rule == "" {
+			s.noRule++
+		}
+	default:
+		s.denied++
+	}
 }
 
 type envoyRequest struct {
