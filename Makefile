@@ -14,6 +14,9 @@ GRPCURL_VERSION := v1.9.4
 # protoc-gen-grpc-gateway and protoc-gen-openapiv2: the HTTP/JSON API's
 # gateways and OpenAPI document; the same version as the runtime in go.mod.
 GRPC_GATEWAY_VERSION := v2.29.0
+# protoc-gen-go-vtproto: planetscale/vtprotobuf's fast marshal/unmarshal
+# (router/codec); the same version as the module in go.mod.
+VTPROTO_VERSION := v0.6.1-0.20240319094008-0393e58bdf10
 
 # Packages whose tests share memory across goroutines run under -race;
 # deploy/ runs under deploy-test (deploy/deploy.mk), with promtool. The
@@ -206,7 +209,7 @@ bench-shard: ## Run the Go benchmarks of the shard engine.
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./shard/...
 
 .PHONY: tools grpcurl
-tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 $(TOOLS)/grpcurl ## Install the pinned tools into .bin/: buf, the protoc plugins (for make proto) and grpcurl.
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 $(TOOLS)/grpcurl ## Install the pinned tools into .bin/: buf, the protoc plugins (for make proto) and grpcurl.
 
 grpcurl: $(TOOLS)/grpcurl ## Install only the pinned grpcurl into .bin/ (the README's grpcurl examples).
 
@@ -216,6 +219,8 @@ $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(TOOLS)/protoc-gen-go-vtproto:
+	GOBIN=$(TOOLS) $(GO) install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$(VTPROTO_VERSION)
 $(TOOLS)/protoc-gen-grpc-gateway:
 	GOBIN=$(TOOLS) $(GO) install github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@$(GRPC_GATEWAY_VERSION)
 $(TOOLS)/protoc-gen-openapiv2:
@@ -224,7 +229,7 @@ $(TOOLS)/grpcurl:
 	GOBIN=$(TOOLS) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 .PHONY: proto
-proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 ## Lint the .proto files and regenerate the Go code, the HTTP gateways and the OpenAPI document.
+proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/protoc-gen-go-vtproto $(TOOLS)/protoc-gen-grpc-gateway $(TOOLS)/protoc-gen-openapiv2 ## Lint the .proto files and regenerate the Go code, the HTTP gateways and the OpenAPI document.
 	cd proto && $(TOOLS)/buf lint && $(TOOLS)/buf generate
 	@# The HTTP gateways (proto/gateway/) and the OpenAPI document
 	@# (proto/openapi/) come from our image with Envoy's rate limit service

@@ -2,8 +2,10 @@
 // serves the public RateLimiter API (and, through package envoy, Envoy's
 // rate limit API; through package httpapi, both as HTTP/JSON), decides
 // each check on the one shard that owns its counter, and merges the
-// answers in request order. The `shardlimit router` command starts it;
-// tests start it through package clustertest.
+// answers in request order. Its CheckStream serves the same Check path
+// message by message on one stream (checkstream.go), for callers such as
+// the Go client's Options.Stream. The `shardlimit router` command starts
+// it; tests start it through package clustertest.
 //
 // # A check
 //

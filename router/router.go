@@ -17,6 +17,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/admin"
+	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
 	"github.com/shardlimit/shardlimit/router/envoy"
 	"github.com/shardlimit/shardlimit/router/httpapi"
 	"github.com/shardlimit/shardlimit/router/rules"
@@ -59,6 +60,9 @@ type Router struct {
 	ctx    context.Context // ends on stop; calls to shards run under it
 	cancel context.CancelFunc
 	stop   sync.Once
+	// draining is closed when Stop begins: CheckStream streams then answer
+	// what they have read and end, so that they do not hold the drain.
+	draining chan struct{}
 }
 
 // Start loads the rules, follows the shard members in etcd, and serves the
@@ -81,7 +85,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		}
 	}
 	r := &Router{log: opts.Logger, registry: opts.Registry, overLimit: newOverLimit(opts.OverLimitCache),
-		tracer: tracing.Tracer(opts.Tracer, tracerName)}
+		tracer: tracing.Tracer(opts.Tracer, tracerName), draining: make(chan struct{})}
 	r.metrics = newMetrics(r.registry, r.overLimit.cache)
 
 	var err error
@@ -243,6 +247,7 @@ func (r *Router) setRules(u rulestore.Update) {
 // Stop stops serving and following etcd.
 func (r *Router) Stop(ctx context.Context) {
 	r.stop.Do(func() {
+		close(r.draining)
 		// Both servers drain at once, each until ctx ends: one slow to
 		// drain does not take the other's time.
 		var wg sync.WaitGroup

@@ -422,3 +422,67 @@ func TestTracingHTTPCheck(t *testing.T) {
 		t.Errorf("wait span's parent %v, want the HTTP span %v", wait.Parent.SpanID(), server.SpanContext.SpanID())
 	}
 }
+
+// A CheckStream message that carries the caller's trace context is traced
+// as a unary Check is: the router's span for the message joins the
+// caller's trace, carries the request's figures, and is the parent of the
+// wait for the shard; the stream itself has no span. A message without
+// trace context makes no span.
+func TestTracingCheckStreamMessage(t *testing.T) {
+	_, caller, rt, _, client := tracedCluster(t, 1, nil)
+	stream, err := client.CheckStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := caller.tp.Tracer("test").Start(context.Background(), "caller")
+	checks := []*shardlimitv1.Check{{Service: "shop", Endpoint: "/checkout", User: "alice"}}
+	for id, tc := range []map[string]string{tracing.Inject(ctx), nil} {
+		if err := stream.Send(&shardlimitv1.CheckStreamRequest{Id: uint64(id), Checks: checks, TraceContext: tc}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Id != uint64(id) || resp.Code != 0 || len(resp.Decisions) != 1 || !resp.Decisions[0].Allowed {
+			t.Fatalf("answer %v, want message %d's check allowed", resp, id)
+		}
+	}
+	root.End()
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	traceID := root.SpanContext().TraceID()
+	var msg, wait tracetest.SpanStub
+	poll.Until(t, 10*time.Second, func() error {
+		for _, s := range rt.byName("shardlimit.v1.RateLimiter/CheckStream.message") {
+			if s.SpanContext.TraceID() == traceID {
+				msg = s
+			}
+		}
+		for _, s := range rt.byName("shardlimit.router/wait") {
+			if s.SpanContext.TraceID() == traceID {
+				wait = s
+			}
+		}
+		if !msg.SpanContext.IsValid() || !wait.SpanContext.IsValid() {
+			return fmt.Errorf("no message span, or no wait span, in the caller's trace")
+		}
+		return nil
+	})
+	if msg.Parent.SpanID() != root.SpanContext().SpanID() {
+		t.Errorf("the message's span is not the child of the caller's span")
+	}
+	if wait.Parent.SpanID() != msg.SpanContext.SpanID() {
+		t.Errorf("the wait is not the child of the message's span")
+	}
+	if got := attr(msg, "shardlimit.checks").AsInt64(); got != 1 {
+		t.Errorf("shardlimit.checks = %d, want 1", got)
+	}
+	if n := len(rt.byName("shardlimit.v1.RateLimiter/CheckStream.message")); n != 1 {
+		t.Errorf("%d message spans, want 1: the untraced message makes none", n)
+	}
+	if n := len(rt.byName("shardlimit.v1.RateLimiter/CheckStream")); n != 0 {
+		t.Errorf("%d spans for the stream itself, want none", n)
+	}
+}

@@ -3,9 +3,12 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"io"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -52,14 +55,34 @@ type noopPublic struct {
 }
 
 func (noopPublic) Check(_ context.Context, req *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {
-	ds := make([]*shardlimitv1.Decision, len(req.Checks))
+	return &shardlimitv1.CheckResponse{Decisions: noopDecisions(len(req.Checks))}, nil
+}
+
+// CheckStream answers each message at once, in order, as Check would.
+func (noopPublic) CheckStream(s grpc.BidiStreamingServer[shardlimitv1.CheckStreamRequest, shardlimitv1.CheckStreamResponse]) error {
+	for {
+		req, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&shardlimitv1.CheckStreamResponse{Id: req.Id, Decisions: noopDecisions(len(req.Checks))}); err != nil {
+			return err
+		}
+	}
+}
+
+func noopDecisions(n int) []*shardlimitv1.Decision {
+	ds := make([]*shardlimitv1.Decision, n)
 	for i := range ds {
 		ds[i] = &shardlimitv1.Decision{
 			Allowed: true, Limit: baselineLimit, Remaining: baselineRemaining,
 			ResetAfter: durationpb.New(baselineReset), Rule: baselineRule,
 		}
 	}
-	return &shardlimitv1.CheckResponse{Decisions: ds}, nil
+	return ds
 }
 
 type noopEnvoy struct {

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/shardlimit/shardlimit/router/client"
+
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -19,9 +21,10 @@ import (
 // router's HTTP/JSON API (an HTTP client of its own and the URL of
 // /v1/check).
 type endpoint struct {
-	conn   *grpc.ClientConn
-	client *http.Client
-	url    string
+	conn     *grpc.ClientConn
+	goClient *client.Client // --api client, client-stream: the phase's one Go client
+	client   *http.Client
+	url      string
 }
 
 // close closes the endpoint's connections.
@@ -31,6 +34,9 @@ func (t endpoint) close() {
 	}
 	if t.client != nil {
 		t.client.CloseIdleConnections()
+	}
+	if t.goClient != nil {
+		_ = t.goClient.Close()
 	}
 }
 

@@ -19,6 +19,12 @@ const (
 	// APIHTTP is the public API through the router's HTTP/JSON API, POST
 	// /v1/check (router --http-listen): Routers are its addresses.
 	APIHTTP = "http"
+	// APIClient is the public API through the Go client (router/client),
+	// one check per CheckOne, over unary Check.
+	APIClient = "client"
+	// APIClientStream is the Go client with Options.Stream: its
+	// concurrent CheckOne calls share CheckStream messages.
+	APIClientStream = "client-stream"
 )
 
 // User distributions.
@@ -40,7 +46,8 @@ const (
 
 // Options configure a run. Flags of `shardlimit bench` map 1:1 onto them.
 type Options struct {
-	// API is APIPublic (default), APIEnvoy or APIHTTP.
+	// API is APIPublic (default), APIEnvoy, APIHTTP, APIClient or
+	// APIClientStream.
 	API string
 	// Routers are the gRPC addresses to load (for APIHTTP, the HTTP/JSON
 	// API's, as shardlimit dev's 127.0.0.1:8082), round robin over their
@@ -179,8 +186,10 @@ func (o *Options) fill() {
 
 func (o *Options) validate() error {
 	switch {
-	case o.API != APIPublic && o.API != APIEnvoy && o.API != APIHTTP:
-		return fmt.Errorf("api: %q is not %s, %s or %s", o.API, APIPublic, APIEnvoy, APIHTTP)
+	case o.API != APIPublic && o.API != APIEnvoy && o.API != APIHTTP && o.API != APIClient && o.API != APIClientStream:
+		return fmt.Errorf("api: %q is not %s, %s, %s, %s or %s", o.API, APIPublic, APIEnvoy, APIHTTP, APIClient, APIClientStream)
+	case (o.API == APIClient || o.API == APIClientStream) && (o.Checks != 1 || o.Rate > 0 || o.Flood > 0 || o.Legit > 0):
+		return fmt.Errorf("api: the Go client (%s) is loaded with one check per call in a closed loop, without --checks, --rate, --flood or --legit", o.API)
 	case o.API == APIHTTP && (o.Baseline || o.BaselineOnly):
 		return fmt.Errorf("baseline: the no-op server serves gRPC only, not the %s API", APIHTTP)
 	case o.Concurrency < 1 || o.Concurrency > 100_000:

@@ -28,6 +28,8 @@ func newRequest(o *Options) request {
 		return newEnvoyRequest(o)
 	case APIHTTP:
 		return &httpRequest{publicRequest: *newPublicRequest(o)}
+	case APIClient, APIClientStream:
+		return newGoClientRequest(o)
 	}
 	return newPublicRequest(o)
 }
@@ -39,6 +41,8 @@ func methodOf(api string) string {
 		return rlsv3.RateLimitService_ShouldRateLimit_FullMethodName
 	case APIHTTP:
 		return "POST /v1/check"
+	case APIClientStream:
+		return shardlimitv1.RateLimiter_CheckStream_FullMethodName
 	}
 	return shardlimitv1.RateLimiter_Check_FullMethodName
 }
@@ -72,19 +76,25 @@ func (r *publicRequest) tally(s *stats) bool {
 		return false
 	}
 	for _, d := range ds {
-		switch {
-		case d.FailurePolicy:
-			s.policy++
-		case d.Allowed:
-			s.allowed++
-			if d.Rule == "" {
-				s.noRule++
-			}
-		default:
-			s.denied++
-		}
+		s.count(d.FailurePolicy, d.Allowed, d.Rule)
 	}
 	return true
+}
+
+// count counts one check's answer: by policy, else allowed (and without a
+// rule when rule is empty) or denied.
+func (s *stats) count(byPolicy, allowed bool, rule string) {
+	switch {
+	case byPolicy:
+		s.policy++
+	case allowed:
+		s.allowed++
+		if rule == "" {
+			s.noRule++
+		}
+	default:
+		s.denied++
+	}
 }
 
 type envoyRequest struct {

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
 )
 
 // Phase names.
@@ -79,8 +81,18 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 			c.close()
 		}
 	}()
+	if o.API == APIClient || o.API == APIClientStream {
+		c, err := goClientEndpoint(addrs, o.TLS, o.API == APIClientStream, o.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		conns = append(conns, c)
+	}
 	for _, addr := range addrs {
 		for range o.Connections {
+			if o.API == APIClient || o.API == APIClientStream {
+				break
+			}
 			if o.API == APIHTTP {
 				conns = append(conns, httpEndpoint(addr, o.TLS, o.workers()))
 				continue
@@ -98,6 +110,9 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 		ws := make([]*worker, n)
 		for i := range ws {
 			ws[i] = &worker{id: i, req: newRequest(o), pick: newPicker(o, i), conns: conns, at: i % len(conns), step: o.Connections, names: names, st: newStats()}
+			if len(conns) == 1 {
+				ws[i].step = 1 // one Go client: it fails over itself
+			}
 		}
 		return ws
 	}

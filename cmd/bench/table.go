@@ -140,6 +140,24 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 		}
 		r.judge(p99AtMost(time.Millisecond))
 		rows = append(rows, r)
+		// The Go client, each of the workers calling CheckOne for one
+		// check: over unary Check, then over CheckStream, which must give
+		// 3 times the checks/s with a p99 no worse.
+		unary := base
+		unary.API = APIClient
+		if r, err = runRow(ctx, c, "Go client, 1 check/call, unary Check", "reference of the next row, 0 policy", unary, progress); err != nil {
+			return err
+		}
+		r.judge()
+		rows = append(rows, r)
+		ref := r.target()
+		stream := base
+		stream.API = APIClientStream
+		if r, err = runRow(ctx, c, "Go client, 1 check/call, CheckStream", "≥ 3× the unary client's checks/s, p99 no worse, 0 policy", stream, progress); err != nil {
+			return err
+		}
+		r.judge(checksPerSTimes(ref, 3), p99NoWorseThan(ref))
+		rows = append(rows, r)
 		return nil
 	})
 	if err != nil {
@@ -277,6 +295,24 @@ func checksPerSAtLeast(n float64) goal {
 	}
 }
 
+func checksPerSTimes(ref *Phase, k float64) goal {
+	return func(t *Phase, _ float64) []string {
+		if t.ChecksPerS < k*ref.ChecksPerS {
+			return []string{fmt.Sprintf("%.1f× < %g× the reference's checks/s", t.ChecksPerS/ref.ChecksPerS, k)}
+		}
+		return nil
+	}
+}
+
+func p99NoWorseThan(ref *Phase) goal {
+	return func(t *Phase, _ float64) []string {
+		if t.LatencyUs.P99 > ref.LatencyUs.P99 {
+			return []string{fmt.Sprintf("p99 %s > the reference's %s", ms(t.LatencyUs.P99), ms(ref.LatencyUs.P99))}
+		}
+		return nil
+	}
+}
+
 // judge sets the row's verdict: its goals, no policy answer, no error.
 func (r *tableRow) judge(goals ...goal) {
 	t := r.target()
@@ -326,7 +362,7 @@ func writeMainTable(out io.Writer, rows []*tableRow, shards int) {
 			perCheck(r.routerCPU, t.Checks), perCheck(r.shardCPU, t.Checks), t.BenchCPU.UsPerRequest, r.goal, r.met)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "Baseline: the same load against an in-process no-op server with the same message shapes, in the same run; its bench CPU includes that server. Router and shards µs/check: their utime+stime from /proc/<pid>/stat over the measured phase, divided by the checks answered. Policy: checks answered by a rule's failure policy (the public API's failure_policy flag; Envoy's dynamic metadata shardlimit.failure_policy).")
+	fmt.Fprintln(out, "Baseline: the same load against an in-process no-op server with the same message shapes, in the same run; its bench CPU includes that server. Router and shards µs/check: their utime+stime from /proc/<pid>/stat over the measured phase, divided by the checks answered. Policy: checks answered by a rule's failure policy (the public API's failure_policy flag; Envoy's dynamic metadata shardlimit.failure_policy; the Go client's failure-mode answers too). Go client rows: router/client's CheckOne from every worker on one Client (bench --api client, client-stream); their baseline is the same client against the no-op server, which answers CheckStream too.")
 	fmt.Fprintln(out)
 }
 

@@ -30,8 +30,11 @@ API (ShouldRateLimit): a closed loop of --concurrency requests in flight, or an 
 server with the same message shapes and reports the ratio; --baseline-only measures only that
 ceiling, without a cluster. The defaults load the sample rules of 'shardlimit dev'.
 --api http sends the public API's checks as JSON to the routers' HTTP/JSON API (POST /v1/check;
-give its addresses with --router, as dev's 127.0.0.1:8082); it has no baseline. On every API,
-answers made by a rule's failure policy are counted as such ("failure policy").`,
+give its addresses with --router, as dev's 127.0.0.1:8082); it has no baseline. --api client and
+--api client-stream load the public API through the Go client (router/client): every worker calls
+CheckOne for one check on one shared Client, over unary Check or, with client-stream, over its
+coalescing CheckStream (Options.Stream). On every API, answers made by a rule's failure policy
+(and the Go client's failure-mode answers) are counted as such ("failure policy").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -96,7 +99,7 @@ answers made by a rule's failure policy are counted as such ("failure policy").`
 // registerLoadFlags registers the flags of `bench` that shape the load
 // (`bench table` sets its rows' own).
 func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
-	f.StringVar(&o.API, "api", o.API, "API to call: public (RateLimiter/Check), envoy (RateLimitService/ShouldRateLimit) or http (the public API as JSON: POST /v1/check)")
+	f.StringVar(&o.API, "api", o.API, "API to call: public (RateLimiter/Check), envoy (RateLimitService/ShouldRateLimit), http (the public API as JSON: POST /v1/check), client (the Go client, one check per CheckOne, unary) or client-stream (the same over CheckStream)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "closed loop: workers, each with one request in flight")
 	f.Float64Var(&o.Rate, "rate", o.Rate, "open loop: requests per second in all, issued on schedule whatever the answers (0: closed loop)")
 	f.IntVar(&o.MaxOutstanding, "max-outstanding", o.MaxOutstanding, "open loop: cap on requests in flight")

@@ -19,8 +19,9 @@ starts the cluster of 'shardlimit dev --shards N' on free ports (through dev's l
 inside this process, the router and the shards as processes), runs the bench against it with --baseline,
 reads the router's and the shards' CPU from /proc over the measured phase, then stops the
 cluster. Rows: 1 router and 2 shards with 1 check per request, the same through Envoy's API,
-100 checks per request, and an open loop at half the first row's rate; then 1 router with 1, 2
-and 4 shards. The table is Markdown on stdout; progress goes to stderr on a terminal.`,
+100 checks per request, an open loop at half the first row's rate, and the Go client calling
+CheckOne for one check from every worker over unary Check and over CheckStream; then 1 router
+with 1, 2 and 4 shards. The table is Markdown on stdout; progress goes to stderr on a terminal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lessGC()

@@ -31,7 +31,8 @@ type batcher struct {
 type waiter struct {
 	check    *shardlimitv1.Check
 	deadline time.Time
-	done     chan result // buffered 1: the sender never blocks
+	trace    map[string]string // the caller's trace context (Options.Stream only)
+	done     chan result       // buffered 1: the sender never blocks
 }
 
 type result struct {
@@ -114,18 +115,27 @@ func (b *batcher) send(ws []*waiter, deadline time.Time) {
 	}
 	resp, err := b.c.call(ctx, &shardlimitv1.CheckRequest{Checks: checks})
 	if code := status.Code(err); len(ws) > 1 && (code == codes.InvalidArgument || code == codes.NotFound) {
-		var wg sync.WaitGroup
-		for _, w := range ws {
-			wg.Go(func() {
-				ds, err := b.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
-				deliver([]*waiter{w}, ds, err)
-			})
-		}
-		wg.Wait()
+		eachAlone(ws, func(w *waiter) ([]Decision, error) {
+			return b.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
+		})
 		return
 	}
 	ds, err := b.c.outcome(context.Background(), len(ws), resp, err)
 	deliver(ws, ds, err)
+}
+
+// eachAlone decides each check of ws on its own, all at once, and
+// delivers each answer: a batch that a router rejected whole for one
+// caller's check is sent again so that the others are decided.
+func eachAlone(ws []*waiter, decide func(w *waiter) ([]Decision, error)) {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() {
+			ds, err := decide(w)
+			deliver([]*waiter{w}, ds, err)
+		})
+	}
+	wg.Wait()
 }
 
 func deliver(ws []*waiter, ds []Decision, err error) {

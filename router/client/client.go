@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/rpc/redial"
 )
@@ -26,7 +27,8 @@ type Client struct {
 	conns   []*grpc.ClientConn
 	stubs   []shardlimitv1.RateLimiterClient
 	next    atomic.Uint64
-	batch   *batcher // nil when BatchWindow is 0
+	batch   *batcher  // nil when BatchWindow is 0
+	stream  *streamer // nil unless Options.Stream
 	closed  atomic.Bool
 	metrics *metrics
 
@@ -84,6 +86,9 @@ func New(opts Options) (*Client, error) {
 	if opts.BatchWindow > 0 {
 		c.batch = &batcher{c: c, window: opts.BatchWindow, max: opts.MaxBatch}
 	}
+	if opts.Stream {
+		c.stream = newStreamer(c)
+	}
 	return c, nil
 }
 
@@ -102,7 +107,8 @@ func (c *Client) Check(ctx context.Context, service, endpoint, user string, hits
 // (FromFailureMode) and a nil error. It returns an error only for an invalid
 // check (ErrInvalidCheck), an unknown service (ErrUnknownService), a
 // router's UNAUTHENTICATED or PERMISSION_DENIED, a canceled ctx, or a closed
-// client. With Options.BatchWindow set, concurrent calls share RPCs.
+// client. With Options.BatchWindow set, concurrent calls share RPCs; with
+// Options.Stream, they share messages on a CheckStream.
 func (c *Client) CheckOne(ctx context.Context, chk Check) (Decision, error) {
 	start := time.Now()
 	d, err := c.checkOne(ctx, chk)
@@ -122,7 +128,7 @@ func (c *Client) checkOne(ctx context.Context, chk Check) (Decision, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	if c.batch == nil {
+	if c.batch == nil && c.stream == nil {
 		ds, err := c.decide(parent, ctx, []*shardlimitv1.Check{chk.proto()})
 		if err != nil {
 			return Decision{}, err
@@ -131,11 +137,25 @@ func (c *Client) checkOne(ctx context.Context, chk Check) (Decision, error) {
 	}
 	deadline, _ := ctx.Deadline()
 	w := &waiter{check: chk.proto(), deadline: deadline, done: make(chan result, 1)}
-	if err := c.batch.add(w); err != nil {
+	if c.stream != nil {
+		w.trace = traceContext(ctx)
+		if !c.stream.add(w) {
+			err := status.Error(codes.ResourceExhausted, "too many checks wait for the stream")
+			c.logFailure(err)
+			return c.failureDecision(), nil
+		}
+	} else if err := c.batch.add(w); err != nil {
 		return Decision{}, err
 	}
 	select {
 	case r := <-w.done:
+		if r.err == nil && r.decision.FromFailureMode {
+			// As a unary call's callerError: a caller that gave up gets
+			// its context's error, not the failure mode's answer.
+			if err := parent.Err(); errors.Is(err, context.Canceled) {
+				return Decision{}, fmt.Errorf("shardlimit client: %w", err)
+			}
+		}
 		return r.decision, r.err
 	case <-ctx.Done():
 		if err := parent.Err(); errors.Is(err, context.Canceled) {
@@ -185,6 +205,9 @@ func (c *Client) Close() error {
 	}
 	if c.batch != nil {
 		c.batch.close()
+	}
+	if c.stream != nil {
+		c.stream.close()
 	}
 	return c.closeConns()
 }

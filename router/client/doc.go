@@ -11,7 +11,9 @@
 // time it answers by its own failure mode (open by default, as the routers'
 // rules do), marking the Decision FromFailureMode, so a rate limiter outage
 // never becomes an outage of the service. Concurrent Check calls may be
-// coalesced into one RPC (Options.BatchWindow).
+// coalesced into one RPC (Options.BatchWindow), or sent in batches over
+// one CheckStream (Options.Stream: through router/batcher's queue, with
+// no wait when idle; see stream.go).
 //
 // Wait is CheckOne for callers that would rather wait than be denied, like
 // rate.Limiter.Wait: it sleeps until the retry time and checks again,

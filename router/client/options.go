@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -67,6 +68,14 @@ type Options struct {
 	// share one RPC; default 0: no coalescing, one RPC per call. CheckBatch
 	// is never coalesced. Must be under Timeout.
 	BatchWindow time.Duration
+	// Stream sends the checks of Check and CheckOne calls over the routers'
+	// CheckStream instead of one unary Check each: a check goes out at
+	// once when no message is in flight (no added wait when idle), and the
+	// checks of calls made while messages are in flight (two at most) leave
+	// together in the next message, up to MaxBatch. Decisions, errors,
+	// failure mode, retries, metrics and tracing are as for unary calls.
+	// Default false. Not with BatchWindow. CheckBatch stays unary.
+	Stream bool
 	// MaxBatch is the most checks coalesced into one RPC: a batch that
 	// reaches it is sent at once; default 100. Keep it at or under the
 	// routers' max checks per request (1000 by default).
@@ -196,6 +205,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("timeout: %v not in 1ms..1m", o.Timeout)
 	case o.FailureMode != FailOpen && o.FailureMode != FailClosed:
 		return fmt.Errorf("failure mode: %v is not FailOpen or FailClosed", o.FailureMode)
+	case o.Stream && o.BatchWindow > 0:
+		return errors.New("stream and batch window: choose one way of coalescing checks")
 	case o.BatchWindow < 0 || o.BatchWindow >= o.Timeout:
 		return fmt.Errorf("batch window: %v not in 0..timeout (%v), exclusive", o.BatchWindow, o.Timeout)
 	case o.MaxBatch < 1 || o.MaxBatch > 100_000:

@@ -84,6 +84,7 @@ var (
 		// The public API and Envoy's: a service for its own services; an
 		// operator for any.
 		"/shardlimit.v1.RateLimiter/Check":                             Service | Operator,
+		"/shardlimit.v1.RateLimiter/CheckStream":                       Service | Operator,
 		"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit": Service | Operator,
 		"/shardlimit.v1.Admin/ListLimited":                             Service | Operator,
 		"/shardlimit.v1.Admin/ListMembers":                             Service | Operator, // hot keys of the caller's services only

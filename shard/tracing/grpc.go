@@ -22,10 +22,11 @@ var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 // Decide, which carries the batch's trace context in the request; health
 // probes would only be noise.
 var untraced = map[string]bool{
-	"/shardlimit.v1.Shard/Decide":       true,
-	"/shardlimit.v1.Shard/DecideStream": true,
-	"/grpc.health.v1.Health/Check":      true,
-	"/grpc.health.v1.Health/Watch":      true,
+	"/shardlimit.v1.Shard/Decide":            true,
+	"/shardlimit.v1.Shard/DecideStream":      true,
+	"/shardlimit.v1.RateLimiter/CheckStream": true, // a span per message instead (router/checkstream.go)
+	"/grpc.health.v1.Health/Check":           true,
+	"/grpc.health.v1.Health/Watch":           true,
 }
 
 func traced(info *stats.RPCTagInfo) bool { return !untraced[info.FullMethodName] }

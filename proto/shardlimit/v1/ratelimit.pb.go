@@ -22,6 +22,146 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CheckStreamRequest is one message of checks on a CheckStream.
+type CheckStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is chosen by the caller and echoed in the answer.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// checks are decided as a CheckRequest's, answered in order.
+	Checks []*Check `protobuf:"bytes,2,rep,name=checks,proto3" json:"checks,omitempty"`
+	// trace_context is the W3C trace context (traceparent, tracestate) of the
+	// caller's span for these checks: the router's span for the message joins
+	// that trace, as a unary Check's server span does. Empty: not traced.
+	TraceContext  map[string]string `protobuf:"bytes,3,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamRequest) Reset() {
+	*x = CheckStreamRequest{}
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamRequest) ProtoMessage() {}
+
+func (x *CheckStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamRequest.ProtoReflect.Descriptor instead.
+func (*CheckStreamRequest) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CheckStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamRequest) GetChecks() []*Check {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+func (x *CheckStreamRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+// CheckStreamResponse answers the CheckStreamRequest with the same id.
+type CheckStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// decisions, one per check in the order sent, when code is 0 (OK).
+	Decisions []*Decision `protobuf:"bytes,2,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	// code is the gRPC status code a Check of the same checks would have
+	// failed with (google.rpc.Code: 3 INVALID_ARGUMENT, 5 NOT_FOUND,
+	// 7 PERMISSION_DENIED, ...); 0 when decided.
+	Code int32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	// message is that status's message; empty when decided.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamResponse) Reset() {
+	*x = CheckStreamResponse{}
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamResponse) ProtoMessage() {}
+
+func (x *CheckStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamResponse.ProtoReflect.Descriptor instead.
+func (*CheckStreamResponse) Descriptor() ([]byte, []int) {
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CheckStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamResponse) GetDecisions() []*Decision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *CheckStreamResponse) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *CheckStreamResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Checks        []*Check               `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
@@ -31,7 +171,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -43,7 +183,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[0]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -56,7 +196,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{0}
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CheckRequest) GetChecks() []*Check {
@@ -86,7 +226,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -98,7 +238,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[1]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -111,7 +251,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{1}
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Check) GetService() string {
@@ -166,7 +306,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +318,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[2]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +331,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{2}
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CheckResponse) GetDecisions() []*Decision {
@@ -256,7 +396,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +408,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[3]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +421,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{3}
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Decision) GetAllowed() bool {
@@ -415,7 +555,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +567,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[4]
+	mi := &file_shardlimit_v1_ratelimit_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +580,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{4}
+	return file_shardlimit_v1_ratelimit_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Quota) GetRule() string {
@@ -524,7 +664,19 @@ var File_shardlimit_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
-	"\x1dshardlimit/v1/ratelimit.proto\x12\rshardlimit.v1\x1a\x1egoogle/protobuf/duration.proto\"<\n" +
+	"\x1dshardlimit/v1/ratelimit.proto\x12\rshardlimit.v1\x1a\x1egoogle/protobuf/duration.proto\"\xed\x01\n" +
+	"\x12CheckStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
+	"\x06checks\x18\x02 \x03(\v2\x14.shardlimit.v1.CheckR\x06checks\x12X\n" +
+	"\rtrace_context\x18\x03 \x03(\v23.shardlimit.v1.CheckStreamRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x01\n" +
+	"\x13CheckStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\tdecisions\x18\x02 \x03(\v2\x17.shardlimit.v1.DecisionR\tdecisions\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"<\n" +
 	"\fCheckRequest\x12,\n" +
 	"\x06checks\x18\x01 \x03(\v2\x14.shardlimit.v1.CheckR\x06checks\"\x9c\x01\n" +
 	"\x05Check\x12\x18\n" +
@@ -572,9 +724,10 @@ const file_shardlimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x0efailure_policy\x18\t \x01(\bR\rfailurePolicy\x12\x16\n" +
 	"\x06shadow\x18\n" +
 	" \x01(\bR\x06shadow\x12#\n" +
-	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied2Q\n" +
+	"\rshadow_denied\x18\v \x01(\bR\fshadowDenied2\xab\x01\n" +
 	"\vRateLimiter\x12B\n" +
-	"\x05Check\x12\x1b.shardlimit.v1.CheckRequest\x1a\x1c.shardlimit.v1.CheckResponseBCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
+	"\x05Check\x12\x1b.shardlimit.v1.CheckRequest\x1a\x1c.shardlimit.v1.CheckResponse\x12X\n" +
+	"\vCheckStream\x12!.shardlimit.v1.CheckStreamRequest\x1a\".shardlimit.v1.CheckStreamResponse(\x010\x01BCZAgithub.com/shardlimit/shardlimit/proto/shardlimit/v1;shardlimitv1b\x06proto3"
 
 var (
 	file_shardlimit_v1_ratelimit_proto_rawDescOnce sync.Once
@@ -588,35 +741,43 @@ func file_shardlimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 	return file_shardlimit_v1_ratelimit_proto_rawDescData
 }
 
-var file_shardlimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_shardlimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_shardlimit_v1_ratelimit_proto_goTypes = []any{
-	(*CheckRequest)(nil),        // 0: shardlimit.v1.CheckRequest
-	(*Check)(nil),               // 1: shardlimit.v1.Check
-	(*CheckResponse)(nil),       // 2: shardlimit.v1.CheckResponse
-	(*Decision)(nil),            // 3: shardlimit.v1.Decision
-	(*Quota)(nil),               // 4: shardlimit.v1.Quota
-	(*durationpb.Duration)(nil), // 5: google.protobuf.Duration
+	(*CheckStreamRequest)(nil),  // 0: shardlimit.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil), // 1: shardlimit.v1.CheckStreamResponse
+	(*CheckRequest)(nil),        // 2: shardlimit.v1.CheckRequest
+	(*Check)(nil),               // 3: shardlimit.v1.Check
+	(*CheckResponse)(nil),       // 4: shardlimit.v1.CheckResponse
+	(*Decision)(nil),            // 5: shardlimit.v1.Decision
+	(*Quota)(nil),               // 6: shardlimit.v1.Quota
+	nil,                         // 7: shardlimit.v1.CheckStreamRequest.TraceContextEntry
+	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
 }
 var file_shardlimit_v1_ratelimit_proto_depIdxs = []int32{
-	1,  // 0: shardlimit.v1.CheckRequest.checks:type_name -> shardlimit.v1.Check
-	3,  // 1: shardlimit.v1.CheckResponse.decisions:type_name -> shardlimit.v1.Decision
-	5,  // 2: shardlimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
-	5,  // 3: shardlimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
-	5,  // 4: shardlimit.v1.Decision.delay:type_name -> google.protobuf.Duration
-	5,  // 5: shardlimit.v1.Decision.window:type_name -> google.protobuf.Duration
-	5,  // 6: shardlimit.v1.Decision.next_after:type_name -> google.protobuf.Duration
-	4,  // 7: shardlimit.v1.Decision.quotas:type_name -> shardlimit.v1.Quota
-	5,  // 8: shardlimit.v1.Quota.window:type_name -> google.protobuf.Duration
-	5,  // 9: shardlimit.v1.Quota.reset_after:type_name -> google.protobuf.Duration
-	5,  // 10: shardlimit.v1.Quota.retry_after:type_name -> google.protobuf.Duration
-	5,  // 11: shardlimit.v1.Quota.next_after:type_name -> google.protobuf.Duration
-	0,  // 12: shardlimit.v1.RateLimiter.Check:input_type -> shardlimit.v1.CheckRequest
-	2,  // 13: shardlimit.v1.RateLimiter.Check:output_type -> shardlimit.v1.CheckResponse
-	13, // [13:14] is the sub-list for method output_type
-	12, // [12:13] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	3,  // 0: shardlimit.v1.CheckStreamRequest.checks:type_name -> shardlimit.v1.Check
+	7,  // 1: shardlimit.v1.CheckStreamRequest.trace_context:type_name -> shardlimit.v1.CheckStreamRequest.TraceContextEntry
+	5,  // 2: shardlimit.v1.CheckStreamResponse.decisions:type_name -> shardlimit.v1.Decision
+	3,  // 3: shardlimit.v1.CheckRequest.checks:type_name -> shardlimit.v1.Check
+	5,  // 4: shardlimit.v1.CheckResponse.decisions:type_name -> shardlimit.v1.Decision
+	8,  // 5: shardlimit.v1.Decision.reset_after:type_name -> google.protobuf.Duration
+	8,  // 6: shardlimit.v1.Decision.retry_after:type_name -> google.protobuf.Duration
+	8,  // 7: shardlimit.v1.Decision.delay:type_name -> google.protobuf.Duration
+	8,  // 8: shardlimit.v1.Decision.window:type_name -> google.protobuf.Duration
+	8,  // 9: shardlimit.v1.Decision.next_after:type_name -> google.protobuf.Duration
+	6,  // 10: shardlimit.v1.Decision.quotas:type_name -> shardlimit.v1.Quota
+	8,  // 11: shardlimit.v1.Quota.window:type_name -> google.protobuf.Duration
+	8,  // 12: shardlimit.v1.Quota.reset_after:type_name -> google.protobuf.Duration
+	8,  // 13: shardlimit.v1.Quota.retry_after:type_name -> google.protobuf.Duration
+	8,  // 14: shardlimit.v1.Quota.next_after:type_name -> google.protobuf.Duration
+	2,  // 15: shardlimit.v1.RateLimiter.Check:input_type -> shardlimit.v1.CheckRequest
+	0,  // 16: shardlimit.v1.RateLimiter.CheckStream:input_type -> shardlimit.v1.CheckStreamRequest
+	4,  // 17: shardlimit.v1.RateLimiter.Check:output_type -> shardlimit.v1.CheckResponse
+	1,  // 18: shardlimit.v1.RateLimiter.CheckStream:output_type -> shardlimit.v1.CheckStreamResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_shardlimit_v1_ratelimit_proto_init() }
@@ -624,14 +785,14 @@ func file_shardlimit_v1_ratelimit_proto_init() {
 	if File_shardlimit_v1_ratelimit_proto != nil {
 		return
 	}
-	file_shardlimit_v1_ratelimit_proto_msgTypes[1].OneofWrappers = []any{}
+	file_shardlimit_v1_ratelimit_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shardlimit_v1_ratelimit_proto_rawDesc), len(file_shardlimit_v1_ratelimit_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RateLimiter_Check_FullMethodName = "/shardlimit.v1.RateLimiter/Check"
+	RateLimiter_Check_FullMethodName       = "/shardlimit.v1.RateLimiter/Check"
+	RateLimiter_CheckStream_FullMethodName = "/shardlimit.v1.RateLimiter/CheckStream"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -32,6 +33,18 @@ type RateLimiterClient interface {
 	// answered in the order it was sent. A request with any invalid check is
 	// rejected whole with INVALID_ARGUMENT and nothing is counted.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// CheckStream decides messages of checks on one long-lived stream: each
+	// CheckStreamRequest is decided exactly as a Check request of the same
+	// checks would be (validation, authorization, rules, decisions, failure
+	// policy), and answered by one CheckStreamResponse with the same id. The
+	// answers may come out of order: a message is answered when its checks
+	// are decided. A message that a Check request would reject (an invalid
+	// check, an unknown service, a service the caller may not check) is
+	// answered with that status's code and message and no decisions; the
+	// stream goes on. The caller is authenticated and authorized when the
+	// stream opens. The Go client (router/client, Options.Stream) sends the
+	// single checks of concurrent callers over it, batched.
+	CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 }
 
 type rateLimiterClient struct {
@@ -52,6 +65,19 @@ func (c *rateLimiterClient) Check(ctx context.Context, in *CheckRequest, opts ..
 	return out, nil
 }
 
+func (c *rateLimiterClient) CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RateLimiter_ServiceDesc.Streams[0], RateLimiter_CheckStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CheckStreamRequest, CheckStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RateLimiter_CheckStreamClient = grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse]
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -62,6 +88,18 @@ type RateLimiterServer interface {
 	// answered in the order it was sent. A request with any invalid check is
 	// rejected whole with INVALID_ARGUMENT and nothing is counted.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// CheckStream decides messages of checks on one long-lived stream: each
+	// CheckStreamRequest is decided exactly as a Check request of the same
+	// checks would be (validation, authorization, rules, decisions, failure
+	// policy), and answered by one CheckStreamResponse with the same id. The
+	// answers may come out of order: a message is answered when its checks
+	// are decided. A message that a Check request would reject (an invalid
+	// check, an unknown service, a service the caller may not check) is
+	// answered with that status's code and message and no decisions; the
+	// stream goes on. The caller is authenticated and authorized when the
+	// stream opens. The Go client (router/client, Options.Stream) sends the
+	// single checks of concurrent callers over it, batched.
+	CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -74,6 +112,9 @@ type UnimplementedRateLimiterServer struct{}
 
 func (UnimplementedRateLimiterServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedRateLimiterServer) CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method CheckStream not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -114,6 +155,13 @@ func _RateLimiter_Check_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_CheckStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RateLimiterServer).CheckStream(&grpc.GenericServerStream[CheckStreamRequest, CheckStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RateLimiter_CheckStreamServer = grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -126,6 +174,13 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RateLimiter_Check_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CheckStream",
+			Handler:       _RateLimiter_CheckStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "shardlimit/v1/ratelimit.proto",
 }

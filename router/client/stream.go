@@ -1,0 +1,339 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	queue "github.com/shardlimit/shardlimit/router/batcher"
+)
+
+// Options.Stream: the single checks of concurrent Check and CheckOne calls
+// travel over the routers' CheckStream. A batcher.Queue (the one the router
+// coalesces its shard calls with) lets streamMessages messages be in flight
+// at once: a check that finds a slot free leaves at once, alone, in its
+// caller's goroutine; checks that arrive while every slot is taken leave
+// together in the next message, up to MaxBatch. An idle client adds no
+// wait.
+//
+// One stream is open at a time, to the router pick chooses. A message is
+// sent again, as a unary call would be (see retryable): when no stream
+// could be opened (not sent), as often as MaxAttempts allows; when the
+// stream broke before its answer (lost), once, on a new stream to the next
+// router; when the router ended the stream cleanly (it stops), it promises
+// that every message it left unanswered was never decided, so those are
+// sent again as not sent. A router older than CheckStream answers it
+// UNIMPLEMENTED: the client then sends its batches as unary Checks.
+
+// traceContext is the W3C trace context of ctx's span, for the message
+// that carries its check; nil when ctx's span is not sampled.
+func traceContext(ctx context.Context) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return nil
+	}
+	m := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, m)
+	return m
+}
+
+// streamMessages is how many messages a client keeps in flight on its
+// stream.
+const streamMessages = 2
+
+// errStreamEnded is the outcome of a message its router left unanswered
+// when it ended the stream with OK: not decided, safe to send again.
+var errStreamEnded = status.Error(codes.Unavailable, "the router ended the stream (stopping) before deciding the message")
+
+type streamer struct {
+	c      *Client
+	queue  *queue.Queue[*waiter]
+	ctx    context.Context // ends on Close: the streams' context
+	cancel context.CancelFunc
+
+	// unary is set once a router answered CheckStream UNIMPLEMENTED (a
+	// router older than it): batches go as unary Checks from then on.
+	unary atomic.Bool
+
+	mu     sync.Mutex
+	cur    *session // nil: none open
+	nextID uint64
+	closed bool
+}
+
+func newStreamer(c *Client) *streamer {
+	s := &streamer{c: c}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.queue = queue.New(queue.Options{Calls: streamMessages, MaxCall: c.opts.MaxBatch, MaxWaiting: 100 * c.opts.MaxBatch},
+		s.send, nil)
+	return s
+}
+
+// add queues w and, when a slot is free, sends its message in the
+// caller's goroutine. It reports false when too many checks wait already.
+func (s *streamer) add(w *waiter) bool { return s.queue.Add(w, 0, 1, true) }
+
+// close ends the stream; checks in flight get ErrClosed.
+func (s *streamer) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// send decides ws in one message. When the router rejects the message as
+// a whole for one check (INVALID_ARGUMENT, NOT_FOUND or PERMISSION_DENIED,
+// which count nothing), each check is sent again alone, so that one
+// caller's bad check does not fail the others.
+func (s *streamer) send(ws []*waiter) {
+	deadline := ws[0].deadline
+	checks := make([]*shardlimitv1.Check, len(ws))
+	var tc map[string]string
+	for i, w := range ws {
+		checks[i] = w.check
+		if w.deadline.Before(deadline) {
+			deadline = w.deadline
+		}
+		if tc == nil {
+			tc = w.trace
+		}
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	defer cancel()
+	var resp *shardlimitv1.CheckResponse
+	var err error
+	if !s.unary.Load() {
+		resp, err = s.roundTrip(ctx, checks, tc)
+	}
+	// One check alone, over the stream or, against a router older than
+	// CheckStream, as a unary Check.
+	decide := func(w *waiter) ([]Decision, error) {
+		resp, err := s.roundTrip(ctx, []*shardlimitv1.Check{w.check}, w.trace)
+		return s.c.outcome(context.Background(), 1, resp, err)
+	}
+	if s.unary.Load() || status.Code(err) == codes.Unimplemented {
+		// A router older than CheckStream: the batch goes as one unary
+		// Check, and so does every later one.
+		s.unary.Store(true)
+		resp, err = s.c.call(ctx, &shardlimitv1.CheckRequest{Checks: checks})
+		decide = func(w *waiter) ([]Decision, error) {
+			return s.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
+		}
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied:
+		if len(ws) > 1 {
+			eachAlone(ws, decide)
+			return
+		}
+	}
+	ds, err := s.c.outcome(context.Background(), len(ws), resp, err)
+	deliver(ws, ds, err)
+}
+
+// roundTrip sends checks in one message and waits for its answer, sending
+// it again while retryable allows and the deadline leaves time.
+func (s *streamer) roundTrip(ctx context.Context, checks []*shardlimitv1.Check, tc map[string]string) (*shardlimitv1.CheckResponse, error) {
+	var err error
+	why, lost := "", false
+	for attempt := range s.c.opts.MaxAttempts {
+		if attempt > 0 {
+			d := backoff(s.c.opts.BackoffBase, s.c.opts.BackoffMax, attempt-1, s.c.rand)
+			if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+				break
+			}
+			if !sleep(ctx, d) {
+				break
+			}
+			s.c.metrics.retry(why)
+		}
+		var resp *shardlimitv1.CheckStreamResponse
+		var sent bool
+		resp, sent, err = s.once(ctx, checks, tc)
+		if err == nil {
+			if resp.Code != 0 {
+				return nil, status.Error(codes.Code(resp.Code), resp.Message)
+			}
+			return &shardlimitv1.CheckResponse{Decisions: resp.Decisions}, nil
+		}
+		switch {
+		case status.Code(err) != codes.Unavailable:
+			return nil, err
+		case !sent || errors.Is(err, errStreamEnded):
+			why = retryNotSent
+		case lost:
+			return nil, err
+		default:
+			why, lost = retryLost, true
+		}
+	}
+	return nil, err
+}
+
+// once sends one message on the open stream (opening one if none is) and
+// waits for its answer; sent says whether it was written to a stream.
+func (s *streamer) once(ctx context.Context, checks []*shardlimitv1.Check, tc map[string]string) (*shardlimitv1.CheckStreamResponse, bool, error) {
+	sess, id, err := s.session(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	answer := make(chan *shardlimitv1.CheckStreamResponse, 1)
+	if !sess.expect(id, answer) {
+		return nil, false, sess.failure()
+	}
+	defer sess.forget(id)
+	if err := sess.send(&shardlimitv1.CheckStreamRequest{Id: id, Checks: checks, TraceContext: tc}); err != nil {
+		// The stream has ended: receive learns why from Recv.
+		return nil, true, sess.failure()
+	}
+	select {
+	case resp := <-answer:
+		return resp, true, nil
+	case <-sess.done:
+		return nil, true, sess.failure()
+	case <-ctx.Done():
+		if s.ctx.Err() != nil {
+			return nil, true, ErrClosed
+		}
+		return nil, true, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// session returns the open stream, opening one to the router pick chooses
+// when none is, and a new message id.
+func (s *streamer) session(ctx context.Context) (*session, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, 0, ErrClosed
+	}
+	s.nextID++
+	id := s.nextID
+	if s.cur != nil {
+		return s.cur, id, nil
+	}
+	i := s.c.pick(int(s.c.next.Add(1) - 1))
+	// The stream lives until Close or until it breaks, not for one check:
+	// its context is the streamer's. Opening it waits for no connection
+	// that is not ready (gRPC's fail fast), bounded by ctx's deadline too.
+	opened := make(chan struct{})
+	sctx, cancel := context.WithCancel(s.ctx)
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-opened:
+		default:
+			cancel()
+		}
+	})
+	stream, err := s.c.stubs[i].CheckStream(sctx)
+	close(opened)
+	stop()
+	if err != nil {
+		cancel()
+		return nil, 0, err
+	}
+	sess := &session{stream: stream, cancel: cancel, pending: map[uint64]chan *shardlimitv1.CheckStreamResponse{}, done: make(chan struct{})}
+	s.cur = sess
+	go s.receive(sess)
+	return sess, id, nil
+}
+
+// drop forgets sess as the open stream, so the next message opens another.
+func (s *streamer) drop(sess *session) {
+	s.mu.Lock()
+	if s.cur == sess {
+		s.cur = nil
+	}
+	s.mu.Unlock()
+	sess.cancel()
+}
+
+// receive hands each answer on sess to the message waiting for it, until
+// the stream ends; then it fails the messages still waiting.
+func (s *streamer) receive(sess *session) {
+	for {
+		resp, err := sess.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errStreamEnded
+			}
+			s.drop(sess)
+			sess.end(err)
+			return
+		}
+		sess.answer(resp)
+	}
+}
+
+// session is one CheckStream and the messages waiting on it.
+type session struct {
+	stream grpc.BidiStreamingClient[shardlimitv1.CheckStreamRequest, shardlimitv1.CheckStreamResponse]
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	pending map[uint64]chan *shardlimitv1.CheckStreamResponse
+	err     error         // why the stream ended; set before done closes
+	done    chan struct{} // closed when the stream ended
+}
+
+func (s *session) send(req *shardlimitv1.CheckStreamRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(req)
+}
+
+// expect registers ch for the answer to id; false when the stream ended.
+func (s *session) expect(id uint64, ch chan *shardlimitv1.CheckStreamResponse) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.pending[id] = ch
+	return true
+}
+
+func (s *session) forget(id uint64) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+}
+
+func (s *session) answer(resp *shardlimitv1.CheckStreamResponse) {
+	s.mu.Lock()
+	ch := s.pending[resp.Id]
+	delete(s.pending, resp.Id)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- resp // buffered 1, and one answer per id
+	}
+}
+
+func (s *session) end(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+		close(s.done)
+	}
+	s.mu.Unlock()
+}
+
+// failure is why the stream ended, as the status a unary call would see
+// when its connection broke: UNAVAILABLE unless the router sent a status.
+func (s *session) failure() error {
+	<-s.done
+	if _, ok := status.FromError(s.err); ok {
+		return s.err
+	}
+	return status.Error(codes.Unavailable, s.err.Error())
+}

@@ -1,0 +1,84 @@
+package codec
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+)
+
+func hits(n int64) *int64 { return &n }
+
+// The messages of the request path, with every field set.
+var messages = []proto.Message{
+	&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{
+		{Service: "shop", Endpoint: "/checkout", User: "alice", Hits: hits(0), ApiKey: "k", Ip: "10.0.0.1"},
+		{Service: "shop", Endpoint: "/search", User: "bob"},
+	}},
+	&shardlimitv1.CheckStreamRequest{Id: 7, Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u", Hits: hits(3)}}},
+	&shardlimitv1.CheckResponse{Decisions: []*shardlimitv1.Decision{{
+		Allowed: true, Limit: 10, Remaining: 9, ResetAfter: durationpb.New(6e9), RetryAfter: durationpb.New(0), Rule: "r",
+		FailurePolicy: true, Delay: durationpb.New(1), SoftAllowanceUsed: true, Shadow: true, ShadowDenied: true, Overload: true,
+		Window: durationpb.New(6e10), NextAfter: durationpb.New(5),
+		Quotas: []*shardlimitv1.Quota{{Rule: "q", Limit: 1, Window: durationpb.New(1e9), RetryAfter: durationpb.New(2)}},
+	}}},
+	&shardlimitv1.CheckStreamResponse{Id: 9, Code: 3, Message: "checks[0].user: too long"},
+	&shardlimitv1.DecideResponse{Decisions: []*shardlimitv1.ShardDecision{{Allowed: true, Limit: 5, Remaining: 4, ResetAfterNs: 7, NotDecided: true}}},
+}
+
+// The codec is gRPC's "proto" codec once the package is linked, and it
+// writes the bytes protobuf writes and reads back what protobuf reads,
+// into messages that held something before (callers reuse answers).
+func TestSameWireAsProtobuf(t *testing.T) {
+	c := encoding.GetCodecV2(protocodec.Name)
+	if _, ok := c.(vtCodec); !ok {
+		t.Fatalf("gRPC's proto codec is %T, want vtCodec", c)
+	}
+	for _, m := range messages {
+		want, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Materialize(), want) {
+			t.Errorf("%T: marshal differs from protobuf's", m)
+		}
+		back := m.ProtoReflect().New().Interface()
+		for range 2 { // the second time into a message that holds the first
+			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(want)}, back); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !proto.Equal(back, m) {
+			t.Errorf("%T: unmarshal gave %v, want %v", m, back, m)
+		}
+	}
+}
+
+// A caller's string that is not UTF-8 is refused as protobuf refuses it
+// (shard/rpc's codec then names the field), not let through.
+func TestInvalidUTF8IsRefusedAsByProtobuf(t *testing.T) {
+	bad := &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u"}}}
+	b, err := proto.Marshal(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte("u"), []byte{0xff}, 1) // the user, one byte as before
+	c := encoding.GetCodecV2(protocodec.Name)
+	got := &shardlimitv1.CheckRequest{}
+	err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got)
+	want := proto.Unmarshal(b, &shardlimitv1.CheckRequest{})
+	if err == nil || want == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("unmarshal: %v; protobuf's: %v; want both to refuse invalid UTF-8", err, want)
+	}
+}
