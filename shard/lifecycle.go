@@ -148,7 +148,9 @@ func (s *Server) join(ctx context.Context) error {
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
 		// whose counters are here now, or nowhere.
-		s.owned.Step(stillFrom(s.Owners(), arrived), partition.Event{Kind: partition.FinalPulled})
+		for _, p := range arrived {
+			s.owned.Step(stillFrom(s.Owners(), []handoff.Pair{p}), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
+		}
 		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})

@@ -48,3 +48,28 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	}
 	return out
 }
+
+// Dropping sorts out parts, which a hand-off's drop step asks this shard
+// (member me, following owner table t; nil: none yet) to forget: it
+// returns those to step through partition.Drop, and recalls the others,
+// which t still gives this shard (the switch did not move them away: a
+// member left meanwhile, and the owner function gave them back), through
+// partition.Recall when they forward, returning the takeovers that bring
+// their counters back from where the final copy took them. A partition t
+// gives this shard is never forgotten.
+func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
+	var mine []uint32
+	for _, p := range parts {
+		if t != nil && int(p) < t.Partitions() {
+			if o, ok := t.Owner(int(p)); ok && o.ID == me {
+				mine = append(mine, p)
+				continue
+			}
+		}
+		drop = append(drop, p)
+	}
+	if len(mine) == 0 {
+		return drop, nil
+	}
+	return drop, s.Recall(mine, "")
+}

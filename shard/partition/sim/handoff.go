@@ -24,7 +24,7 @@ type transfer struct {
 	// sources forget the partitions; fence makes the one copy a fenced one
 	// with no switch (a give-back).
 	strict, drop, fence bool
-	switchOwners        func()
+	switchOwners        func() bool // false: the switch failed (the shard's lease is gone)
 	after               func(notHandedOver []handoff.Pair)
 	// Per pair: the first copy failed; the final copy failed.
 	firstFailed, finalFailed map[int]bool
@@ -111,11 +111,11 @@ func (w *world) copyStep(h *transfer, final bool) {
 				dst.merge(vals)
 				switch {
 				case final && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 				case final:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
 				case h.fence && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID}, 0)
 				}
 				w.send(dst.id, "coordinator", func() { answer(ok) })
 			})
@@ -148,7 +148,11 @@ func (w *world) afterCopy(h *transfer, final bool) {
 		return
 	}
 	w.logf("hand-off %d (%s): switch", h.id, h.kind)
-	h.switchOwners()
+	if !h.switchOwners() {
+		w.end(h, "the switch failed")
+		h.after(w.failedPairs(h, h.finalFailed))
+		return
+	}
 	w.at(settleTicks, func() {
 		if h.stopped() {
 			w.end(h, "its shard stopped")
@@ -187,7 +191,7 @@ func (w *world) dropAll(h *transfer, drops []handoff.Pair) {
 	}
 	w.send("coordinator", src.id, func() {
 		if src.alive(sinc) {
-			src.step(pr.Partitions, partition.Event{Kind: partition.Drop}, 0)
+			src.drop(pr.Partitions)
 		}
 		w.send(src.id, "coordinator", next)
 	})
@@ -224,22 +228,25 @@ func (w *world) enter(s *shard) {
 		w.at(20, func() { w.enter(s) })
 		return
 	}
-	if st, ok := w.members[s.id]; ok && st != member.Joining {
+	if _, ok := w.members[s.id]; ok && w.leases[s.id] != inc {
 		w.at(20, func() { w.enter(s) }) // an earlier incarnation's record, until its lease ends
 		return
 	}
 	if _, ok := w.members[s.id]; !ok {
-		w.members[s.id] = member.Joining
+		w.members[s.id], w.leases[s.id] = member.Joining, inc
 		w.publish()
 	}
 	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
 	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
-	h.switchOwners = func() {
-		var arrived []uint32
+	h.switchOwners = func() bool {
+		if w.own(s) == "" {
+			return false // its lease is gone: the record cannot be written
+		}
 		for i, pr := range h.pairs {
 			if h.finalFailed[i] {
 				continue
 			}
+			var arrived []uint32
 			for _, p := range pr.Partitions {
 				if s.view == nil {
 					arrived = append(arrived, p)
@@ -247,8 +254,8 @@ func (w *world) enter(s *shard) {
 					arrived = append(arrived, p)
 				}
 			}
+			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 		}
-		s.step(arrived, partition.Event{Kind: partition.FinalPulled}, 0)
 		var ownerless []uint32
 		for _, p := range after.PartitionsOf(s.id) {
 			if _, ok := before.Owner(int(p)); !ok {
@@ -258,10 +265,11 @@ func (w *world) enter(s *shard) {
 		s.step(ownerless, partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
+		return true
 	}
 	h.after = func(failed []handoff.Pair) {
-		if !s.alive(inc) {
-			return
+		if !s.alive(inc) || w.own(s) == "" {
+			return // stopped, or its lease was lost: the lost-lease path enters again
 		}
 		if w.members[s.id] != member.Serving {
 			w.at(20, func() { w.enter(s) }) // nothing switched: try again
@@ -292,9 +300,13 @@ func (w *world) drain(s *shard) {
 	inc := s.inc
 	before, after := w.tableWith(s.id, member.Serving), w.tableWith(s.id, member.Draining)
 	h := &transfer{kind: "drain " + s.id, by: s, pairs: handoff.Pairs(before, after), locked: true}
-	h.switchOwners = func() {
+	h.switchOwners = func() bool {
+		if w.own(s) == "" {
+			return false
+		}
 		w.members[s.id] = member.Draining
 		w.publish()
+		return true
 	}
 	h.after = func(failed []handoff.Pair) {
 		if !s.alive(inc) {
@@ -307,8 +319,10 @@ func (w *world) drain(s *shard) {
 		}
 		w.logf("%s: drained; stops", s.id)
 		s.up = false
-		delete(w.members, s.id)
-		w.publish()
+		if w.own(s) != "" {
+			delete(w.members, s.id)
+			w.publish()
+		}
 	}
 	w.begin(h)
 }
@@ -325,9 +339,10 @@ func (w *world) move(p int, to *shard) {
 		return
 	}
 	h := &transfer{kind: "rebalance", pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
-	h.switchOwners = func() {
+	h.switchOwners = func() bool {
 		w.pins = pins
 		w.publish()
+		return true
 	}
 	h.after = func([]handoff.Pair) {}
 	w.begin(h)
@@ -346,11 +361,9 @@ func (w *world) crash(s *shard) {
 	s.up = false
 	inc := s.inc
 	w.at(leaseTicks, func() {
-		if s.inc == inc {
-			if _, ok := w.members[s.id]; ok {
-				delete(w.members, s.id)
-				w.publish()
-			}
+		if _, ok := w.members[s.id]; ok && w.leases[s.id] == inc {
+			delete(w.members, s.id)
+			w.publish()
 		}
 	})
 }

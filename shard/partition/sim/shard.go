@@ -327,6 +327,17 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	}, func() {})
 }
 
+// drop is the source's Drop, as the host's: it forgets the partitions,
+// except those its owner table still gives it (ownership's Dropping),
+// which it takes back from where they were forwarded.
+func (s *shard) drop(parts []uint32) {
+	forget, recalls := s.owned.Dropping(s.id, s.view, parts)
+	for _, tk := range recalls {
+		s.takeOver(tk.From.ID, tk.Partitions)
+	}
+	s.step(forget, partition.Event{Kind: partition.Drop}, 0)
+}
+
 // merge imports counters: the more restrictive (the larger count) wins,
 // and a journaled partition records the change.
 func (s *shard) merge(vals map[uint32]int64) {
@@ -349,7 +360,7 @@ func (s *shard) healLater(inc int) {
 			return
 		}
 		s.healLater(inc)
-		if s.w.members[s.id] != member.Serving || s.view == nil {
+		if s.w.own(s) != member.Serving || s.view == nil {
 			return
 		}
 		stuck := s.owned.Stuck(s.view.PartitionsOf(s.id))

@@ -120,6 +120,7 @@ type world struct {
 	shards []*shard
 	// etcd: the registered members and the published shard map.
 	members map[string]member.State
+	leases  map[string]int // the incarnation whose lease holds each record
 	pins    []string
 	mapVer  int64
 	table   *shardmap.Table
@@ -142,7 +143,7 @@ type world struct {
 }
 
 func newWorld(seed uint64, cfg Config) *world {
-	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), members: map[string]member.State{},
+	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), members: map[string]member.State{}, leases: map[string]int{},
 		pins: make([]string, cfg.Partitions), model: make([]int64, cfg.Partitions), lossyUntil: make([]int64, cfg.Partitions),
 		handoffs: map[uint64]*transfer{}, cut: map[[2]string]bool{}, watched: map[string]int64{}, tables: map[string]*shardmap.Table{}, faults: true}
 	w.res.Seed, w.res.Overlap = seed, cfg.Overlap
@@ -301,7 +302,7 @@ func (w *world) draw() {
 		case !s.up:
 			s.start()
 			w.enter(s)
-		case w.members[s.id] == member.Serving && w.count(member.Serving) > 1:
+		case w.own(s) == member.Serving && w.count(member.Serving) > 1:
 			w.drain(s)
 		}
 	case 2: // a crash
@@ -309,7 +310,7 @@ func (w *world) draw() {
 			w.crash(s)
 		}
 	case 3: // a lost lease: etcd forgets a live shard
-		if s.up && w.members[s.id] == member.Serving && w.count(member.Serving) > 1 {
+		if s.up && w.own(s) == member.Serving && w.count(member.Serving) > 1 {
 			w.loseLease(s)
 		}
 	case 4: // a network partition between two shards, healed later
@@ -343,7 +344,7 @@ func (w *world) heal() { clear(w.cut) }
 func (w *world) pick(st member.State) *shard {
 	var out []*shard
 	for _, s := range w.shards {
-		if s.up && w.members[s.id] == st {
+		if s.up && w.own(s) == st {
 			out = append(out, s)
 		}
 	}
@@ -351,6 +352,16 @@ func (w *world) pick(st member.State) *shard {
 		return nil
 	}
 	return out[w.rng.IntN(len(out))]
+}
+
+// own returns the state of s's record in etcd if its running incarnation
+// registered it, else "" (none, or an earlier incarnation's, until its
+// lease ends).
+func (w *world) own(s *shard) member.State {
+	if w.leases[s.id] != s.inc {
+		return ""
+	}
+	return w.members[s.id]
 }
 
 // count returns how many shards etcd holds in state st.
@@ -502,7 +513,7 @@ func (w *world) unsettled(say bool) string {
 		return "no table"
 	}
 	for _, s := range w.shards {
-		if s.up && w.members[s.id] != member.Serving {
+		if s.up && w.own(s) != member.Serving {
 			if !say {
 				return "no"
 			}
