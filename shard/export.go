@@ -294,7 +294,14 @@ func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardl
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return nil, err
 	}
-	n := s.step(req.Partitions, int(req.PartitionCount), partition.Event{Kind: partition.Drop}, 0).forgotten
+	// One that the owner table still gives this shard (the switch did not
+	// move it: a member left meanwhile) is kept, and taken back from where
+	// its final copy went (ownership.Dropping).
+	forget, recalls := s.owned.Dropping(s.opts.ID, s.Owners(), req.Partitions)
+	for _, tk := range recalls {
+		go s.takeOver(tk)
+	}
+	n := s.step(forget, int(req.PartitionCount), partition.Event{Kind: partition.Drop}, 0).forgotten
 	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
 	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil
 }

@@ -22,6 +22,9 @@ type Set struct {
 	// the shard's lease is unconfirmed past its time (Suspend). Set under
 	// the write lock (so that batches in flight end first); read without.
 	suspended atomic.Bool
+	// known is, by partition, the last owner a table Apply saw named (ID
+	// "": none yet).
+	known []member.Member
 }
 
 // New returns a Set of partitions partitions, all Unowned.

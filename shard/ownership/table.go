@@ -1,6 +1,8 @@
 package ownership
 
 import (
+	"slices"
+
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
@@ -18,35 +20,67 @@ type Takeover struct {
 // Apply steps every partition through partition.OwnerChanged, from owner
 // table prev to next as seen by member me, and returns the takeovers those
 // steps asked for (the effect TakeOver), by previous owner in the order of
-// prev's members. A nil prev (the first table this shard sees) changes
+// prev's members. A partition that prev gives nobody (every lease was
+// lost at once, or the last owner's lease ended while the next was
+// joining) was last owned by the shard that the last table naming an
+// owner named: it may hold counters, even decide it (a shard that
+// restarted at the same address took a give-back), so it is taken over
+// from there. A nil prev (the first table this shard sees) changes
 // nothing: the shard's own join decides what it owns then.
 func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
-	if prev == nil || next == nil {
+	if next == nil {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	byOwner := map[int][]uint32{}
+	if s.known == nil {
+		s.known = make([]member.Member, len(s.parts))
+	}
+	defer func() {
+		for p := range min(len(s.known), next.Partitions()) {
+			if o, ok := next.Owner(p); ok {
+				s.known[p] = o
+			}
+		}
+	}()
+	if prev == nil {
+		return nil
+	}
+	var out []Takeover
+	add := func(from member.Member, p int) {
+		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == from.ID })
+		if i < 0 {
+			i = len(out)
+			out = append(out, Takeover{From: from})
+		}
+		out[i].Partitions = append(out[i].Partitions, uint32(p))
+	}
 	var all partition.Effect
 	n := min(len(s.parts), prev.Partitions(), next.Partitions())
 	for p := range n {
-		was, _ := prev.Owner(p)
+		was, ok := prev.Owner(p)
+		if !ok {
+			was = s.known[p]
+		}
 		is, _ := next.Owner(p)
 		fx := s.step(p, partition.Event{Kind: partition.OwnerChanged, Me: me, Was: was.ID, Is: is.ID})
 		if fx&partition.TakeOver != 0 {
-			i := prev.OwnerIndex(p)
-			byOwner[i] = append(byOwner[i], uint32(p))
+			add(was, p)
 		}
 		all |= fx
 	}
 	s.wake(all)
-	var out []Takeover
-	for i, m := range prev.Members() {
-		if parts := byOwner[i]; len(parts) > 0 {
-			out = append(out, Takeover{From: m, Partitions: parts})
-		}
-	}
+	slices.SortStableFunc(out, func(a, b Takeover) int { return memberIndex(prev, a.From.ID) - memberIndex(prev, b.From.ID) })
 	return out
+}
+
+// memberIndex is id's place among t's members, after them all if absent.
+func memberIndex(t *shardmap.Table, id string) int {
+	ms := t.Members()
+	if i := slices.IndexFunc(ms, func(m member.Member) bool { return m.ID == id }); i >= 0 {
+		return i
+	}
+	return len(ms)
 }
 
 // Dropping sorts out parts, which a hand-off's drop step asks this shard
