@@ -107,3 +107,26 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 	}
 	return drop, s.Recall(mine, "")
 }
+
+// LastOwners returns those of parts whose last named owner (by the tables
+// Apply saw) is a shard other than me, grouped by that owner: who may
+// hold their counters when the table names nobody (every lease was lost
+// at once), for a join to pull them from with a fence.
+func (s *Set) LastOwners(parts []uint32, me string) []Takeover {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Takeover
+	for _, p := range parts {
+		if int(p) >= len(s.known) || s.known[p].ID == "" || s.known[p].ID == me {
+			continue
+		}
+		from := s.known[p]
+		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == from.ID })
+		if i < 0 {
+			i = len(out)
+			out = append(out, Takeover{From: from})
+		}
+		out[i].Partitions = append(out[i].Partitions, p)
+	}
+	return out
+}

@@ -256,13 +256,7 @@ func (w *world) enter(s *shard) {
 			}
 			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 		}
-		var ownerless []uint32
-		for _, p := range after.PartitionsOf(s.id) {
-			if _, ok := before.Owner(int(p)); !ok {
-				ownerless = append(ownerless, p)
-			}
-		}
-		s.step(ownerless, partition.Event{Kind: partition.FencedPulled}, 0)
+		s.step(ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
 		return true
@@ -288,7 +282,17 @@ func (w *world) enter(s *shard) {
 		}
 		s.step(notOwned, partition.Event{Kind: partition.Drop}, 0)
 	}
-	w.begin(h)
+	// Partitions that no member owns are pulled first, with a fence,
+	// from the shards that last owned them (the host's pullLost), under
+	// the lock.
+	w.locked = true
+	s.pullLost(ownerless(before, after, s.id), func(ok bool) {
+		if !ok {
+			w.locked = false // stopped: its session, and the lock, end
+			return
+		}
+		w.begin(h)
+	})
 }
 
 // drain hands every partition of s to its next owner, the switch writing
@@ -398,6 +402,18 @@ func pairsString(pairs []handoff.Pair) string {
 	out := ""
 	for _, p := range pairs {
 		out += fmt.Sprintf("%s→%s%v ", p.From.ID, p.To.ID, p.Partitions)
+	}
+	return out
+}
+
+// ownerless returns the partitions that after gives id and before gives
+// nobody.
+func ownerless(before, after *shardmap.Table, id string) []uint32 {
+	var out []uint32
+	for _, p := range after.PartitionsOf(id) {
+		if _, ok := before.Owner(int(p)); !ok {
+			out = append(out, p)
+		}
 	}
 	return out
 }

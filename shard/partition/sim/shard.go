@@ -327,6 +327,42 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	}, func() {})
 }
 
+// pullLost pulls parts, which no member owns, with a fence from the shards
+// that last owned them by this shard's view (ownership's LastOwners), as
+// the host's join does, and then calls done(true); done(false) if the
+// shard stopped meanwhile. What does not arrive counts from zero.
+func (s *shard) pullLost(parts []uint32, done func(ok bool)) {
+	w, inc := s.w, s.inc
+	from := s.owned.LastOwners(parts, s.id)
+	left := len(from)
+	if left == 0 {
+		done(true)
+		return
+	}
+	ended := false
+	end := func(ok bool) {
+		if !ended {
+			ended = true
+			done(ok)
+		}
+	}
+	for _, tk := range from {
+		w.logf("%s: pulls lost %v from %s", s.id, tk.Partitions, tk.From.ID)
+		s.pull(tk.From.ID, exportReq{parts: tk.Partitions, fence: true}, func(vals map[uint32]int64, ok bool) {
+			s.merge(vals)
+			if !ok {
+				for _, p := range tk.Partitions {
+					w.lose(int(p))
+				}
+			}
+			if left--; left == 0 {
+				end(s.alive(inc))
+			}
+		})
+	}
+	w.at(copyTimeout+1, func() { end(s.alive(inc) && left == 0) })
+}
+
 // drop is the source's Drop, as the host's: it forgets the partitions,
 // except those its owner table still gives it (ownership's Dropping),
 // which it takes back from where they were forwarded.
