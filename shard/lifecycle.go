@@ -71,6 +71,9 @@ func (s *Server) enterOnce(ctx context.Context) error {
 		s.reg, s.record = reg, m
 		s.mu.Unlock()
 		s.handoffMetrics.setState(member.Joining)
+		// Registered: decide what the partitions' states say, from the
+		// tables seen from now on (ownership.Set.Leave, Enter).
+		s.owned.Enter()
 	}
 	if err := s.join(ctx); err != nil {
 		return err
@@ -260,7 +263,9 @@ func (s *Server) supervise() {
 		s.metrics.registered.Set(0)
 		s.handoffMetrics.setState(member.Joining)
 		// Routers moved the partitions, and their new owners take them
-		// over: decide none of them any more.
+		// over: decide none of them any more, nor any that a late table
+		// gives this shard, until registered again.
+		s.owned.Leave()
 		s.fenceAll()
 		s.ackEviction()
 		s.opts.Logger.Warn("membership lease lost: routers moved this shard's partitions; stopped deciding them, giving their counters back, then joining again")

@@ -25,6 +25,9 @@ type Set struct {
 	// known is, by partition, the last owner a table Apply saw named (ID
 	// "": none yet).
 	known []member.Member
+	// out: the shard is not registered (Leave), so the tables it sees
+	// name an earlier registration, not it.
+	out bool
 }
 
 // New returns a Set of partitions partitions, all Unowned.
@@ -150,6 +153,39 @@ func (s *Set) Suspend() bool {
 // It reports whether the set was suspended.
 func (s *Set) Resume() bool {
 	return s.suspended.Swap(false)
+}
+
+// Leave takes the shard out of the cluster until Enter: it decides
+// nothing (Suspend), and the owner tables it sees change no partition
+// (Apply only notes their owners): they name an earlier registration of
+// this shard, whose partitions their takers took over (a lost lease), or
+// another process (one restarted within its predecessor's lease). A shard
+// leaves as it starts and once its lease is lost.
+func (s *Set) Leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out = true
+	s.suspended.Store(true)
+}
+
+// Enter ends Leave once the shard registered: every partition decided
+// meanwhile (a give-back or a fenced copy that followed another
+// registration's table) is fenced, and the shard decides what the states
+// say; its join decides what it owns. It reports whether the set was out.
+func (s *Set) Enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.out {
+		return false
+	}
+	s.out = false
+	for p := range s.parts {
+		if s.parts[p].State == partition.Owned {
+			s.step(p, partition.Event{Kind: partition.FencedExport})
+		}
+	}
+	s.suspended.Store(false)
+	return true
 }
 
 // Suspended reports whether decisions are suspended.

@@ -26,7 +26,8 @@ type Takeover struct {
 // owner named: it may hold counters, even decide it (a shard that
 // restarted at the same address took a give-back), so it is taken over
 // from there. A nil prev (the first table this shard sees) changes
-// nothing: the shard's own join decides what it owns then.
+// nothing, nor does any table while the shard is out (Leave): its own
+// join decides what it owns then.
 func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	if next == nil {
 		return nil
@@ -43,7 +44,7 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 			}
 		}
 	}()
-	if prev == nil {
+	if prev == nil || s.out {
 		return nil
 	}
 	var out []Takeover
@@ -69,7 +70,7 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 		}
 		all |= fx
 	}
-	s.wake(all)
+	s.wake(all | partition.Wake) // a fenced export waits for the table (Behind)
 	slices.SortStableFunc(out, func(a, b Takeover) int { return memberIndex(prev, a.From.ID) - memberIndex(prev, b.From.ID) })
 	return out
 }
@@ -129,4 +130,32 @@ func (s *Set) LastOwners(parts []uint32, me string) []Takeover {
 		out[i].Partitions = append(out[i].Partitions, p)
 	}
 	return out
+}
+
+// Behind reports whether a fenced pull of parts by requester (a taker)
+// finds this shard (member me) behind the table the taker follows: one of
+// parts is neither decided nor on its way here, and the last table this
+// shard saw name an owner named neither this shard nor the taker. The
+// taker's table moved the partition from this shard, so this shard has a
+// table to see yet that gives it here (with a takeover of its own, whose
+// counters the taker needs): fencing it now would let that later step
+// decide it beside the taker. Its export waits until it is not behind
+// (Apply wakes WaitSettled's waiters at every table).
+func (s *Set) Behind(parts []uint32, me, requester string) bool {
+	if requester == "" {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.behind(parts, me, requester)
+}
+
+func (s *Set) behind(parts []uint32, me, requester string) bool {
+	return slices.ContainsFunc(parts, func(p uint32) bool {
+		if int(p) >= len(s.known) || !s.parts[p].Stuck() || s.parts[p].Takers > 0 {
+			return false
+		}
+		k := s.known[p].ID
+		return k != "" && k != me && k != requester
+	})
 }

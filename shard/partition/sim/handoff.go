@@ -234,6 +234,7 @@ func (w *world) enter(s *shard) {
 	}
 	if _, ok := w.members[s.id]; !ok {
 		w.members[s.id], w.leases[s.id] = member.Joining, inc
+		s.owned.Enter() // registered: it decides what its states say
 		w.publish()
 	}
 	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
@@ -390,6 +391,7 @@ func (w *world) loseLease(s *shard) {
 		for p := range all {
 			all[p] = uint32(p)
 		}
+		s.owned.Leave() // until registered again, as the host's supervise
 		s.step(all, partition.Event{Kind: partition.FencedExport}, 0)
 		w.logf("%s: noticed; fenced every partition, gives them back", s.id)
 		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}

@@ -44,6 +44,7 @@ type journal struct {
 func (s *shard) start() {
 	s.up, s.inc = true, s.inc+1
 	s.owned = ownership.New(s.w.cfg.Partitions)
+	s.owned.Leave() // until it registers, as the host's
 	s.count = make([]int64, s.w.cfg.Partitions)
 	s.jour = make([]journal, s.w.cfg.Partitions)
 	s.ver, s.view, s.parked, s.stuck = 0, nil, nil, nil
@@ -297,6 +298,9 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 		}
 		if s.settling(req.parts) {
 			return false
+		}
+		if req.fence && req.forwardTo == "" && s.owned.Behind(req.parts, s.id, req.requester) {
+			return false // a taker ahead of this shard's table: wait for it
 		}
 		var e partition.Event
 		switch {
