@@ -246,6 +246,27 @@ func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
 	}
 }
 
+// WaitExportable waits until a fenced pull of parts by requester can be
+// exported: none of parts is settling (WaitSettled) and this shard is not
+// behind the taker's table (Behind; requester "": not asked), or ctx
+// ends, and reports whether it can.
+func (s *Set) WaitExportable(ctx context.Context, parts []uint32, me, requester string) bool {
+	for {
+		s.mu.RLock()
+		wait := s.settling(parts) || requester != "" && s.behind(parts, me, requester)
+		ch := s.settled
+		s.mu.RUnlock()
+		if !wait {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // Settling reports whether any of parts is settling (partition's
 // Settling): its counters are on their way here.
 func (s *Set) Settling(parts []uint32) bool {

@@ -292,6 +292,10 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 			s.takeOver(tk.From.ID, tk.Partitions)
 		}
 	}
+	behindUntil := s.w.now + behindTicks
+	if req.fence && req.forwardTo == "" {
+		s.w.at(behindTicks, s.changed)
+	}
 	s.park(func() bool {
 		if !s.alive(inc) {
 			return true
@@ -299,8 +303,8 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 		if s.settling(req.parts) {
 			return false
 		}
-		if req.fence && req.forwardTo == "" && s.owned.Behind(req.parts, s.id, req.requester) {
-			return false // a taker ahead of this shard's table: wait for it
+		if req.fence && req.forwardTo == "" && s.w.now < behindUntil && s.owned.Behind(req.parts, s.id, req.requester) {
+			return false // a taker ahead of this shard's table: wait for it, a while
 		}
 		var e partition.Event
 		switch {

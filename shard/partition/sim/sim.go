@@ -79,7 +79,8 @@ const (
 	leaseTicks   = 150
 	noticeTicks  = 30
 	healTicks    = 250
-	checkEvery   = 3 // a router sends a check every checkEvery ticks on average
+	behindTicks  = 50 // a taker's pull waits for this shard's table at most this long (the host's behindWait)
+	checkEvery   = 3  // a router sends a check every checkEvery ticks on average
 	faultPercent = 12
 )
 
