@@ -48,7 +48,9 @@ func (w *world) begin(h *transfer) {
 		w.locked = true
 	}
 	w.handoffs[h.id] = h
-	w.logf("hand-off %d (%s): copy %s", h.id, h.kind, pairsString(h.pairs))
+	if w.cfg.Trace {
+		w.logf("hand-off %d (%s): copy %s", h.id, h.kind, pairsString(h.pairs))
+	}
 	w.copyStep(h, false)
 }
 
@@ -58,7 +60,9 @@ func (w *world) end(h *transfer, why string) {
 	if h.locked {
 		w.locked = false
 	}
-	w.logf("hand-off %d (%s): %s", h.id, h.kind, why)
+	if w.cfg.Trace {
+		w.logf("hand-off %d (%s): %s", h.id, h.kind, why)
+	}
 }
 
 // copyStep copies every pair, the final copy when final, and goes on once
@@ -143,11 +147,15 @@ func (w *world) afterCopy(h *transfer, final bool) {
 		h.after(nil)
 		return
 	case !final:
-		w.logf("hand-off %d (%s): copy again", h.id, h.kind)
+		if w.cfg.Trace {
+			w.logf("hand-off %d (%s): copy again", h.id, h.kind)
+		}
 		w.copyStep(h, true)
 		return
 	}
-	w.logf("hand-off %d (%s): switch", h.id, h.kind)
+	if w.cfg.Trace {
+		w.logf("hand-off %d (%s): switch", h.id, h.kind)
+	}
 	if !h.switchOwners() {
 		w.end(h, "the switch failed")
 		h.after(w.failedPairs(h, h.finalFailed))
@@ -235,6 +243,7 @@ func (w *world) enter(s *shard) {
 	if _, ok := w.members[s.id]; !ok {
 		w.members[s.id], w.leases[s.id] = member.Joining, inc
 		s.owned.Enter() // registered: it decides what its states say
+		w.dirty = true
 		w.publish()
 	}
 	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
@@ -322,8 +331,10 @@ func (w *world) drain(s *shard) {
 				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
 			}
 		}
-		w.logf("%s: drained; stops", s.id)
-		s.up = false
+		if w.cfg.Trace {
+			w.logf("%s: drained; stops", s.id)
+		}
+		s.up, w.dirty = false, true
 		if w.own(s) != "" {
 			delete(w.members, s.id)
 			w.publish()
@@ -357,13 +368,15 @@ func (w *world) move(p int, to *shard) {
 // design, for the partitions it held), and etcd forgets it once its lease
 // ends.
 func (w *world) crash(s *shard) {
-	w.logf("%s: crashes", s.id)
+	if w.cfg.Trace {
+		w.logf("%s: crashes", s.id)
+	}
 	for p := range w.cfg.Partitions {
 		if s.count[p] > 0 {
 			w.lose(int(p))
 		}
 	}
-	s.up = false
+	s.up, w.dirty = false, true
 	inc := s.inc
 	w.at(leaseTicks, func() {
 		if _, ok := w.members[s.id]; ok && w.leases[s.id] == inc {
@@ -378,7 +391,9 @@ func (w *world) crash(s *shard) {
 // every partition, gives their counters back with fenced copies, and
 // enters again, as the host's supervise does.
 func (w *world) loseLease(s *shard) {
-	w.logf("%s: lease lost", s.id)
+	if w.cfg.Trace {
+		w.logf("%s: lease lost", s.id)
+	}
 	before := w.table
 	delete(w.members, s.id)
 	w.publish()
@@ -392,8 +407,11 @@ func (w *world) loseLease(s *shard) {
 			all[p] = uint32(p)
 		}
 		s.owned.Leave() // until registered again, as the host's supervise
+		w.dirty = true
 		s.step(all, partition.Event{Kind: partition.FencedExport}, 0)
-		w.logf("%s: noticed; fenced every partition, gives them back", s.id)
+		if w.cfg.Trace {
+			w.logf("%s: noticed; fenced every partition, gives them back", s.id)
+		}
 		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}
 		h.after = func([]handoff.Pair) { w.enter(s) }
 		w.begin(h)

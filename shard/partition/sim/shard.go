@@ -45,10 +45,13 @@ func (s *shard) start() {
 	s.up, s.inc = true, s.inc+1
 	s.owned = ownership.New(s.w.cfg.Partitions)
 	s.owned.Leave() // until it registers, as the host's
+	s.w.dirty = true
 	s.count = make([]int64, s.w.cfg.Partitions)
 	s.jour = make([]journal, s.w.cfg.Partitions)
 	s.ver, s.view, s.parked, s.stuck = 0, nil, nil, nil
-	s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
+	if s.w.cfg.Trace {
+		s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
+	}
 	if s.w.table != nil {
 		s.follow(s.inc, s.w.mapVer, s.w.table)
 	}
@@ -66,8 +69,9 @@ func (s *shard) decides(p int) bool {
 		return false
 	}
 	s.owned.Begin()
-	defer s.owned.End()
-	return s.owned.Decides(uint32(p))
+	d := s.owned.Decides(uint32(p))
+	s.owned.End()
+	return d
 }
 
 func (s *shard) settling(parts []uint32) bool { return s.owned.Settling(parts) }
@@ -120,6 +124,7 @@ func (s *shard) changed() {
 // changed.
 func (s *shard) step(parts []uint32, e partition.Event, id uint64) (changedOnly []uint32, whole, refused bool) {
 	fx := s.owned.Step(parts, e)
+	s.w.dirty = true
 	if fx.Of(partition.Refuse) != nil {
 		return nil, false, true
 	}
@@ -183,7 +188,9 @@ func (s *shard) decide(p int, forwarded bool, inc int) {
 				s.jour[p].changed = true
 			}
 			w.res.Decided++
-			w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
+			if w.cfg.Trace { // not even the arguments' boxing when not tracing
+				w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
+			}
 			return true
 		}
 		s.owned.Begin()
@@ -207,6 +214,7 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
 	}
 	prev := s.view
 	s.view, s.ver = t, ver
+	s.w.dirty = true
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
 		s.takeOver(tk.From.ID, tk.Partitions)
 	}
@@ -218,7 +226,9 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
 // not answer in time).
 func (s *shard) takeOver(from string, parts []uint32) {
 	w := s.w
-	w.logf("%s: takes over %v from %s", s.id, parts, from)
+	if w.cfg.Trace {
+		w.logf("%s: takes over %v from %s", s.id, parts, from)
+	}
 	inc := s.inc
 	s.pull(from, exportReq{parts: parts, fence: true}, func(vals map[uint32]int64, ok bool) {
 		if !s.alive(inc) {
@@ -233,7 +243,9 @@ func (s *shard) takeOver(from string, parts []uint32) {
 			}
 		}
 		s.step(parts, partition.Event{Kind: partition.TakeoverEnded}, 0)
-		w.logf("%s: took over %v from %s (%s)", s.id, parts, from, map[bool]string{true: "exact", false: "from what arrived"}[ok])
+		if w.cfg.Trace {
+			w.logf("%s: took over %v from %s (%s)", s.id, parts, from, map[bool]string{true: "exact", false: "from what arrived"}[ok])
+		}
 	})
 }
 
@@ -288,6 +300,7 @@ func (s *shard) pull(from string, req exportReq, done func(vals map[uint32]int64
 func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)) {
 	inc := s.inc
 	if req.fence || req.journal {
+		s.w.dirty = true
 		for _, tk := range s.owned.Recall(req.parts, req.requester) {
 			s.takeOver(tk.From.ID, tk.Partitions)
 		}
@@ -355,7 +368,9 @@ func (s *shard) pullLost(parts []uint32, done func(ok bool)) {
 		}
 	}
 	for _, tk := range from {
-		w.logf("%s: pulls lost %v from %s", s.id, tk.Partitions, tk.From.ID)
+		if w.cfg.Trace {
+			w.logf("%s: pulls lost %v from %s", s.id, tk.Partitions, tk.From.ID)
+		}
 		s.pull(tk.From.ID, exportReq{parts: tk.Partitions, fence: true}, func(vals map[uint32]int64, ok bool) {
 			s.merge(vals)
 			if !ok {
@@ -375,6 +390,7 @@ func (s *shard) pullLost(parts []uint32, done func(ok bool)) {
 // except those its owner table still gives it (ownership's Dropping),
 // which it takes back from where they were forwarded.
 func (s *shard) drop(parts []uint32) {
+	s.w.dirty = true
 	forget, recalls := s.owned.Dropping(s.id, s.view, parts)
 	for _, tk := range recalls {
 		s.takeOver(tk.From.ID, tk.Partitions)
@@ -427,7 +443,9 @@ func (s *shard) healLater(inc int) {
 				others = append(others, to.ID)
 			}
 		}
-		s.w.logf("%s: heal: %v stuck", s.id, again)
+		if s.w.cfg.Trace {
+			s.w.logf("%s: heal: %v stuck", s.id, again)
+		}
 		s.takeBack(again, others)
 	})
 }
@@ -435,6 +453,7 @@ func (s *shard) healLater(inc int) {
 // takeBack takes those of parts that are stuck over again from each of
 // from, as the host's takeBack does.
 func (s *shard) takeBack(parts []uint32, from []string) {
+	s.w.dirty = true
 	parts = s.owned.Reclaim(parts, len(from))
 	if len(parts) == 0 {
 		return
