@@ -28,11 +28,15 @@ type Set struct {
 	// out: the shard is not registered (Leave), so the tables it sees
 	// name an earlier registration, not it.
 	out bool
+	// tables counts the tables Apply saw; fencedAt is, by partition, that
+	// count when a final copy last fenced it (Dropping).
+	tables   uint64
+	fencedAt []uint64
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
-	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{})}
+	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), fencedAt: make([]uint64, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -58,6 +62,9 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	for i, p := range parts {
 		if int(p) < len(s.parts) {
 			s.parts[p] = next[i]
+			if e.Kind == partition.FinalExport {
+				s.fencedAt[p] = s.tables
+			}
 		}
 	}
 	s.wake(fx.all)
@@ -306,6 +313,11 @@ func (s *Set) Stuck(parts []uint32) []uint32 {
 func (s *Set) Recall(parts []uint32, requester string) []Takeover {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.recall(parts, requester)
+}
+
+// recall is Recall; the caller holds the write lock.
+func (s *Set) recall(parts []uint32, requester string) []Takeover {
 	var out []Takeover
 	var all partition.Effect
 	for _, p := range parts {

@@ -37,6 +37,7 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	if s.known == nil {
 		s.known = make([]member.Member, len(s.parts))
 	}
+	s.tables++
 	defer func() {
 		for p := range min(len(s.known), next.Partitions()) {
 			if o, ok := next.Owner(p); ok {
@@ -86,27 +87,28 @@ func memberIndex(t *shardmap.Table, id string) int {
 
 // Dropping sorts out parts, which a hand-off's drop step asks this shard
 // (member me, following owner table t; nil: none yet) to forget: it
-// returns those to step through partition.Drop, and recalls the others,
-// which t still gives this shard (the switch did not move them away: a
-// member left meanwhile, and the owner function gave them back), through
-// partition.Recall when they forward, returning the takeovers that bring
-// their counters back from where the final copy took them. A partition t
-// gives this shard is never forgotten.
+// returns those to step through partition.Drop, and recalls the others
+// through partition.Recall, returning the takeovers that bring their
+// counters back from where the final copy took them: those that forward
+// and that t, a table that arrived since their final copy (the switch),
+// still gives this shard (the switch did not move them away: a member
+// left meanwhile, and the owner function gave them back).
 func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
-	var mine []uint32
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var back []uint32
 	for _, p := range parts {
-		if t != nil && int(p) < t.Partitions() {
+		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables {
 			if o, ok := t.Owner(int(p)); ok && o.ID == me {
-				mine = append(mine, p)
-				continue
+				if _, fwd := s.parts[p].Forwards(); fwd {
+					back = append(back, p)
+					continue
+				}
 			}
 		}
 		drop = append(drop, p)
 	}
-	if len(mine) == 0 {
-		return drop, nil
-	}
-	return drop, s.Recall(mine, "")
+	return drop, s.recall(back, "")
 }
 
 // LastOwners returns those of parts whose last named owner (by the tables
