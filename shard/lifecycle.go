@@ -213,8 +213,23 @@ func (s *Server) drain(ctx context.Context) {
 		return
 	}
 	pairs := handoff.Pairs(before, after)
-	rep, err := handoff.Move(ctx, s.handoffOptions(false, false), pairs, func(ctx context.Context) error {
-		return s.setState(ctx, member.Draining)
+	o := s.handoffOptions(false, false)
+	var failed []uint32 // by the pairs' final copies (OnCopied is called one at a time)
+	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
+		if step == handoff.StepCopyAgain && err != nil {
+			failed = append(failed, p.Partitions...)
+		}
+	}
+	rep, err := handoff.Move(ctx, o, pairs, func(ctx context.Context) error {
+		if err := s.setState(ctx, member.Draining); err != nil {
+			return err
+		}
+		// What it could not hand over it decides no more once routers
+		// switch: their next owner counts from what arrived (the sim's
+		// seed 1039: the next owner died, and the one after it decided
+		// from zero beside this shard).
+		s.step(failed, s.opts.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
+		return nil
 	})
 	s.handoffMetrics.observe("drain", rep)
 	owned := before.Count()[me.ID]

@@ -320,6 +320,13 @@ func (w *world) drain(s *shard) {
 		}
 		w.members[s.id] = member.Draining
 		w.publish()
+		// What it could not hand over it decides no more: routers
+		// switched, and the next owner counts from what arrived.
+		for i, pr := range h.pairs {
+			if h.finalFailed[i] {
+				s.step(pr.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
+			}
+		}
 		return true
 	}
 	h.after = func(failed []handoff.Pair) {
