@@ -165,9 +165,12 @@ func (s *Server) join(ctx context.Context) error {
 	// over with a fence from their previous owner now, not when (or if)
 	// the owner table's change shows them moving here. (A join also moves
 	// partitions between other shards; those are their destinations'.)
+	// Only those the table it follows gives it: one that a member's lost
+	// lease moved elsewhere meanwhile is that shard's (the sim's seed
+	// 1194: taken back from a source whose taker decided it).
 	for _, f := range rep.NotHandedOver {
 		if f.To.ID == me.ID {
-			s.takeBack(f.Partitions, []member.Member{f.From})
+			s.takeBack(ownedIn(s.Owners(), me.ID, f.Partitions), []member.Member{f.From})
 		}
 	}
 	dropped := s.dropNotOwned(after)
@@ -432,6 +435,21 @@ func stillFrom(t *shardmap.Table, pairs []handoff.Pair) []uint32 {
 			} else if o, ok := t.Owner(int(part)); ok && o.ID == p.From.ID {
 				out = append(out, part)
 			}
+		}
+	}
+	return out
+}
+
+// ownedIn returns those of parts that t gives member id (all of them when
+// t is nil: no table yet).
+func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
+	if t == nil {
+		return parts
+	}
+	var out []uint32
+	for _, p := range parts {
+		if o, ok := t.Owner(int(p)); ok && o.ID == id {
+			out = append(out, p)
 		}
 	}
 	return out

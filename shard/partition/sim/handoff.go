@@ -280,8 +280,16 @@ func (w *world) enter(s *shard) {
 			return
 		}
 		for _, f := range failed {
-			if f.To.ID == s.id {
-				s.takeBack(f.Partitions, []string{f.From.ID})
+			if f.To.ID == s.id { // those its table gives it, as the host's join
+				var mine []uint32
+				for _, p := range f.Partitions {
+					if s.view == nil {
+						mine = append(mine, p)
+					} else if o, ok := s.view.Owner(int(p)); ok && o.ID == s.id {
+						mine = append(mine, p)
+					}
+				}
+				s.takeBack(mine, []string{f.From.ID})
 			}
 		}
 		var notOwned []uint32
@@ -325,6 +333,9 @@ func (w *world) drain(s *shard) {
 		for i, pr := range h.pairs {
 			if h.finalFailed[i] {
 				s.step(pr.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
+				for _, p := range pr.Partitions {
+					w.lose(int(p)) // not handed over: from what arrived, or zero, by design
+				}
 			}
 		}
 		return true
