@@ -165,45 +165,51 @@ func (s *shard) decide(p int, forwarded bool, inc int) {
 	if !s.alive(inc) {
 		return // refused: the router answers by policy
 	}
-	w := s.w
-	try := func() bool {
-		if forwarded && s.settling([]uint32{uint32(p)}) {
-			return false // the final copy is on its way: wait for it
-		}
-		if s.decides(p) {
-			switch {
-			case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
-				w.model[p] = s.count[p] // a reset by design: count from here
-			case s.count[p] < w.model[p]:
-				w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
-			case s.count[p] > w.model[p]:
-				// Only after a reset: a merge kept a count from before it
-				// (the more restrictive state wins). A hit is never
-				// counted twice: merges keep the larger count, never add.
-				w.model[p] = s.count[p]
-			}
-			s.count[p]++
-			w.model[p]++
-			if s.jour[p].on {
-				s.jour[p].changed = true
-			}
-			w.res.Decided++
-			if w.cfg.Trace { // not even the arguments' boxing when not tracing
-				w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
-			}
-			return true
-		}
-		s.owned.Begin()
-		to, ok := s.owned.ForwardTo(uint32(p))
-		s.owned.End()
-		if ok && !forwarded {
-			t := w.shard(to.ID)
-			tinc := t.inc
-			w.send(s.id, t.id, func() { t.decide(p, true, tinc) })
-		}
-		return true // forwarded, or not decided (the router's policy)
+	if !s.tryDecide(p, forwarded) {
+		s.park(func() bool { return s.tryDecide(p, forwarded) }, func() {})
 	}
-	s.park(try, func() {})
+}
+
+// tryDecide decides, forwards or answers by policy a check of partition
+// p, and reports whether it did (false: a forwarded check whose
+// partition's final copy is on its way waits for it).
+func (s *shard) tryDecide(p int, forwarded bool) bool {
+	w := s.w
+	if forwarded && s.settling([]uint32{uint32(p)}) {
+		return false // the final copy is on its way: wait for it
+	}
+	if s.decides(p) {
+		switch {
+		case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
+			w.model[p] = s.count[p] // a reset by design: count from here
+		case s.count[p] < w.model[p]:
+			w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
+		case s.count[p] > w.model[p]:
+			// Only after a reset: a merge kept a count from before it
+			// (the more restrictive state wins). A hit is never
+			// counted twice: merges keep the larger count, never add.
+			w.model[p] = s.count[p]
+		}
+		s.count[p]++
+		w.model[p]++
+		if s.jour[p].on {
+			s.jour[p].changed = true
+		}
+		w.res.Decided++
+		if w.cfg.Trace { // not even the arguments' boxing when not tracing
+			w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
+		}
+		return true
+	}
+	s.owned.Begin()
+	to, ok := s.owned.ForwardTo(uint32(p))
+	s.owned.End()
+	if ok && !forwarded {
+		t := w.shard(to.ID)
+		tinc := t.inc
+		w.send(s.id, t.id, func() { t.decide(p, true, tinc) })
+	}
+	return true // forwarded, or not decided (the router's policy)
 }
 
 // follow is the owner table arriving from etcd's watch: the host's
