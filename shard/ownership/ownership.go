@@ -329,12 +329,7 @@ func (s *Set) recall(parts []uint32, requester string) []Takeover {
 			continue
 		}
 		all |= s.step(int(p), partition.Event{Kind: partition.Recall})
-		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == to.ID })
-		if i < 0 {
-			i = len(out)
-			out = append(out, Takeover{From: to})
-		}
-		out[i].Partitions = append(out[i].Partitions, p)
+		out = addTakeover(out, to, p)
 	}
 	s.wake(all)
 	return out

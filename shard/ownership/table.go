@@ -17,6 +17,17 @@ type Takeover struct {
 	Partitions []uint32
 }
 
+// addTakeover adds partition p, taken over from from, to out.
+func addTakeover(out []Takeover, from member.Member, p uint32) []Takeover {
+	i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == from.ID })
+	if i < 0 {
+		i = len(out)
+		out = append(out, Takeover{From: from})
+	}
+	out[i].Partitions = append(out[i].Partitions, p)
+	return out
+}
+
 // Apply steps every partition through partition.OwnerChanged, from owner
 // table prev to next as seen by member me, and returns the takeovers those
 // steps asked for (the effect TakeOver), by previous owner in the order of
@@ -49,14 +60,6 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 		return nil
 	}
 	var out []Takeover
-	add := func(from member.Member, p int) {
-		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == from.ID })
-		if i < 0 {
-			i = len(out)
-			out = append(out, Takeover{From: from})
-		}
-		out[i].Partitions = append(out[i].Partitions, uint32(p))
-	}
 	var all partition.Effect
 	n := min(len(s.parts), prev.Partitions(), next.Partitions())
 	for p := range n {
@@ -67,7 +70,7 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 		is, _ := next.Owner(p)
 		fx := s.step(p, partition.Event{Kind: partition.OwnerChanged, Me: me, Was: was.ID, Is: is.ID})
 		if fx&partition.TakeOver != 0 {
-			add(was, p)
+			out = addTakeover(out, was, uint32(p))
 		}
 		all |= fx
 	}
@@ -123,13 +126,7 @@ func (s *Set) LastOwners(parts []uint32, me string) []Takeover {
 		if int(p) >= len(s.known) || s.known[p].ID == "" || s.known[p].ID == me {
 			continue
 		}
-		from := s.known[p]
-		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == from.ID })
-		if i < 0 {
-			i = len(out)
-			out = append(out, Takeover{From: from})
-		}
-		out[i].Partitions = append(out[i].Partitions, p)
+		out = addTakeover(out, s.known[p], p)
 	}
 	return out
 }
