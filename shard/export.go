@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -95,6 +96,14 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 		for _, tk := range s.owned.Recall(req.Partitions, req.RequesterId) {
 			go s.takeOver(tk)
 		}
+	}
+	if req.Fence && req.ForwardToId == "" {
+		// A taker's pull: wait, too, for this shard's table to catch up
+		// with the taker's (ownership.Set.Behind), for a while: within
+		// the taker's silence timeout, however far the tables moved on.
+		ctx, cancel := context.WithTimeout(stream.Context(), behindWait)
+		s.owned.WaitExportable(ctx, req.Partitions, s.opts.ID, req.RequesterId)
+		cancel()
 	}
 	s.owned.WaitSettled(stream.Context(), req.Partitions)
 	var st stepped
@@ -289,12 +298,24 @@ func (s *Store) exportedLog(k string, le *logEntry) Exported {
 	return Exported{Key: []byte(k), Algo: limiter.SlidingLog, Times: le.log.Snapshot(), Fresh: s.epoch + int64(le.fresh)*1e9}
 }
 
+// behindWait bounds how long a taker's pull waits for this shard's table
+// to catch up with the taker's: etcd's watches lag by milliseconds, and
+// the taker gives up on a silent owner after --takeover-timeout (1s).
+const behindWait = 500 * time.Millisecond
+
 // Drop implements the shard API.
 func (s *Server) Drop(_ context.Context, req *shardlimitv1.DropRequest) (*shardlimitv1.DropResponse, error) {
 	if err := checkPartitions(req.Partitions, req.PartitionCount); err != nil {
 		return nil, err
 	}
-	n := s.step(req.Partitions, int(req.PartitionCount), partition.Event{Kind: partition.Drop}, 0).forgotten
+	// One that the owner table still gives this shard (the switch did not
+	// move it: a member left meanwhile) is kept, and taken back from where
+	// its final copy went (ownership.Dropping).
+	forget, recalls := s.owned.Dropping(s.opts.ID, s.Owners(), req.Partitions)
+	for _, tk := range recalls {
+		go s.takeOver(tk)
+	}
+	n := s.step(forget, int(req.PartitionCount), partition.Event{Kind: partition.Drop}, 0).forgotten
 	s.opts.Logger.Debug("hand-off: dropped moved partitions", "partitions", len(req.Partitions), "keys", n)
 	return &shardlimitv1.DropResponse{Dropped: uint64(n)}, nil
 }

@@ -73,6 +73,9 @@ func (s *Server) enterOnce(ctx context.Context) error {
 		s.reg, s.record = reg, m
 		s.mu.Unlock()
 		s.handoffMetrics.setState(member.Joining)
+		// Registered: decide what the partitions' states say, from the
+		// tables seen from now on (ownership.Set.Leave, Enter).
+		s.owned.Enter()
 	}
 	if err := s.join(ctx); err != nil {
 		return err
@@ -150,7 +153,9 @@ func (s *Server) join(ctx context.Context) error {
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
 		// whose counters are here now, or nowhere.
-		s.owned.Step(stillFrom(s.Owners(), arrived), partition.Event{Kind: partition.FinalPulled})
+		for _, p := range arrived {
+			s.owned.Step(stillFrom(s.Owners(), []handoff.Pair{p}), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
+		}
 		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})
@@ -162,9 +167,12 @@ func (s *Server) join(ctx context.Context) error {
 	// over with a fence from their previous owner now, not when (or if)
 	// the owner table's change shows them moving here. (A join also moves
 	// partitions between other shards; those are their destinations'.)
+	// Only those the table it follows gives it: one that a member's lost
+	// lease moved elsewhere meanwhile is that shard's (the sim's seed
+	// 1194: taken back from a source whose taker decided it).
 	for _, f := range rep.NotHandedOver {
 		if f.To.ID == me.ID {
-			s.takeBack(f.Partitions, []member.Member{f.From})
+			s.takeBack(ownedIn(s.Owners(), me.ID, f.Partitions), []member.Member{f.From})
 		}
 	}
 	dropped := s.dropNotOwned(after)
@@ -218,8 +226,23 @@ func (s *Server) drain(ctx context.Context) {
 		return
 	}
 	pairs := handoff.Pairs(before, after)
-	rep, err := handoff.Move(ctx, s.handoffOptions(false, false), pairs, func(ctx context.Context) error {
-		return s.setState(ctx, member.Draining)
+	o := s.handoffOptions(false, false)
+	var failed []uint32 // by the pairs' final copies (OnCopied is called one at a time)
+	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
+		if step == handoff.StepCopyAgain && err != nil {
+			failed = append(failed, p.Partitions...)
+		}
+	}
+	rep, err := handoff.Move(ctx, o, pairs, func(ctx context.Context) error {
+		if err := s.setState(ctx, member.Draining); err != nil {
+			return err
+		}
+		// What it could not hand over it decides no more once routers
+		// switch: their next owner counts from what arrived (the sim's
+		// seed 1039: the next owner died, and the one after it decided
+		// from zero beside this shard).
+		s.step(failed, s.opts.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
+		return nil
 	})
 	s.handoffMetrics.observe("drain", rep)
 	owned := before.Count()[me.ID]
@@ -268,7 +291,9 @@ func (s *Server) supervise() {
 		s.metrics.registered.Set(0)
 		s.handoffMetrics.setState(member.Joining)
 		// Routers moved the partitions, and their new owners take them
-		// over: decide none of them any more.
+		// over: decide none of them any more, nor any that a late table
+		// gives this shard, until registered again.
+		s.owned.Leave()
 		s.fenceAll()
 		s.ackEviction()
 		s.opts.Logger.Warn("membership lease lost: routers moved this shard's partitions; stopped deciding them, giving their counters back, then joining again")
@@ -426,6 +451,21 @@ func stillFrom(t *shardmap.Table, pairs []handoff.Pair) []uint32 {
 			} else if o, ok := t.Owner(int(part)); ok && o.ID == p.From.ID {
 				out = append(out, part)
 			}
+		}
+	}
+	return out
+}
+
+// ownedIn returns those of parts that t gives member id (all of them when
+// t is nil: no table yet).
+func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
+	if t == nil {
+		return parts
+	}
+	var out []uint32
+	for _, p := range parts {
+		if o, ok := t.Owner(int(p)); ok && o.ID == id {
+			out = append(out, p)
 		}
 	}
 	return out

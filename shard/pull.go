@@ -72,9 +72,9 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 	// enough: its source still decides them.
 	switch {
 	case req.Final:
-		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPulled})
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPulled, From: req.SourceId})
 	case req.Fence:
-		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FencedPulled})
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FencedPulled, From: req.SourceId})
 	}
 	return resp, nil
 }

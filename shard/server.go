@@ -111,6 +111,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.metrics = newMetrics(s.registry, s)
 	s.handoffMetrics = newHandoffMetrics(s.registry)
 	s.owned = ownership.New(opts.Partitions)
+	s.owned.Leave() // decides nothing until registered (enterOnce)
 	s.registry.MustRegister(partitionsCollector{s.owned})
 	s.store = NewStore(StoreOptions{MaxBytes: StoreBytes(opts.MaxMemoryBytes), MaxKeys: opts.MaxKeys, Episodes: episodeLog{s.episodes}, Load: s.partitionLoad, Hot: s.hot}, started.UnixNano())
 	if s.auth, err = opts.Authorizer("shard"); err != nil {

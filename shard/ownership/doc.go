@@ -2,8 +2,9 @@
 // package partition (whose documentation names the states, the events and
 // the hand-off's steps), for concurrent use: the decision path reads them
 // once per batch, and the shard host's hand-off handlers and owner-table
-// watch step them (Step, Apply, Reclaim, Recall) and perform the effects that
-// the steps return.
+// watch step them (Step, Apply, Reclaim, Recall, Dropping) and perform the
+// effects that the steps return. It notes the last owner each table named
+// (LastOwners), for partitions a later table gives nobody.
 //
 // # Exact under concurrency
 //
@@ -13,8 +14,11 @@
 // export that follows reads every hit it counted. WaitSettled waits for
 // partitions to leave Pending and Receiving (the effect Wake), for the
 // checks forwarded to a partition still arriving and for an export of a
-// partition still being taken over. Suspend stops every decision while the
-// shard's lease is unconfirmed past its time, keeping the states.
+// partition still being taken over; WaitExportable, for a taker's pull,
+// waits too until this shard's table has caught up with the taker's
+// (Behind). Suspend stops every decision while the shard's lease is
+// unconfirmed past its time, keeping the states; Leave stops them, and
+// the tables' steps, while the shard is not registered (Enter).
 //
 // Who calls it: the shard host (package shard). It must never do I/O, read
 // the clock or decide a check; a nil *Set decides every partition (a

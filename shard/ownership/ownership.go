@@ -22,11 +22,21 @@ type Set struct {
 	// the shard's lease is unconfirmed past its time (Suspend). Set under
 	// the write lock (so that batches in flight end first); read without.
 	suspended atomic.Bool
+	// known is, by partition, the last owner a table Apply saw named (ID
+	// "": none yet).
+	known []member.Member
+	// out: the shard is not registered (Leave), so the tables it sees
+	// name an earlier registration, not it.
+	out bool
+	// tables counts the tables Apply saw; fencedAt is, by partition, that
+	// count when a final copy last fenced it (Dropping).
+	tables   uint64
+	fencedAt []uint64
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
-	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{})}
+	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), fencedAt: make([]uint64, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -52,6 +62,9 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	for i, p := range parts {
 		if int(p) < len(s.parts) {
 			s.parts[p] = next[i]
+			if e.Kind == partition.FinalExport {
+				s.fencedAt[p] = s.tables
+			}
 		}
 	}
 	s.wake(fx.all)
@@ -149,6 +162,39 @@ func (s *Set) Resume() bool {
 	return s.suspended.Swap(false)
 }
 
+// Leave takes the shard out of the cluster until Enter: it decides
+// nothing (Suspend), and the owner tables it sees change no partition
+// (Apply only notes their owners): they name an earlier registration of
+// this shard, whose partitions their takers took over (a lost lease), or
+// another process (one restarted within its predecessor's lease). A shard
+// leaves as it starts and once its lease is lost.
+func (s *Set) Leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out = true
+	s.suspended.Store(true)
+}
+
+// Enter ends Leave once the shard registered: every partition decided
+// meanwhile (a give-back or a fenced copy that followed another
+// registration's table) is fenced, and the shard decides what the states
+// say; its join decides what it owns. It reports whether the set was out.
+func (s *Set) Enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.out {
+		return false
+	}
+	s.out = false
+	for p := range s.parts {
+		if s.parts[p].State == partition.Owned {
+			s.step(p, partition.Event{Kind: partition.FencedExport})
+		}
+	}
+	s.suspended.Store(false)
+	return true
+}
+
 // Suspended reports whether decisions are suspended.
 func (s *Set) Suspended() bool { return s.suspended.Load() }
 
@@ -207,6 +253,27 @@ func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
 	}
 }
 
+// WaitExportable waits until a fenced pull of parts by requester can be
+// exported: none of parts is settling (WaitSettled) and this shard is not
+// behind the taker's table (Behind; requester "": not asked), or ctx
+// ends, and reports whether it can.
+func (s *Set) WaitExportable(ctx context.Context, parts []uint32, me, requester string) bool {
+	for {
+		s.mu.RLock()
+		wait := s.settling(parts) || requester != "" && s.behind(parts, me, requester)
+		ch := s.settled
+		s.mu.RUnlock()
+		if !wait {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // Settling reports whether any of parts is settling (partition's
 // Settling): its counters are on their way here.
 func (s *Set) Settling(parts []uint32) bool {
@@ -246,6 +313,11 @@ func (s *Set) Stuck(parts []uint32) []uint32 {
 func (s *Set) Recall(parts []uint32, requester string) []Takeover {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.recall(parts, requester)
+}
+
+// recall is Recall; the caller holds the write lock.
+func (s *Set) recall(parts []uint32, requester string) []Takeover {
 	var out []Takeover
 	var all partition.Effect
 	for _, p := range parts {
@@ -257,12 +329,7 @@ func (s *Set) Recall(parts []uint32, requester string) []Takeover {
 			continue
 		}
 		all |= s.step(int(p), partition.Event{Kind: partition.Recall})
-		i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == to.ID })
-		if i < 0 {
-			i = len(out)
-			out = append(out, Takeover{From: to})
-		}
-		out[i].Partitions = append(out[i].Partitions, p)
+		out = addTakeover(out, to, p)
 	}
 	s.wake(all)
 	return out

@@ -448,3 +448,55 @@ func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
 		t.Errorf("decided %v after resuming, want all 4 again", got)
 	}
 }
+
+// A shard out of the cluster decides nothing and its tables change
+// nothing; as it enters, what it decided meanwhile is fenced.
+func TestOutOfTheClusterUntilEnter(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Leave()
+	s.Step([]uint32{1}, partition.Event{Kind: partition.FencedPulled, From: "b"})
+	if got := s.Apply("a", table(t, "b"), table(t, "a")); got != nil || len(decided(s)) != 0 {
+		t.Fatalf("out: takeovers %v, decided %v; want nothing", got, decided(s))
+	}
+	if !s.Enter() || s.State(1) != partition.Fenced || len(decided(s)) != 0 {
+		t.Fatalf("entered: partition 1 %v, decided %v; want fenced, nothing decided", s.State(1), decided(s))
+	}
+}
+
+// A partition the previous table gives nobody is taken over from the last
+// owner a table named; a taker's pull finds a shard behind its table
+// until that shard's table names it or the taker.
+func TestNobodyMeansTheLastOwnerAndBehind(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "b"))
+	s.Apply("a", table(t, "b"), table(t))
+	tks := s.Apply("a", table(t), table(t, "a"))
+	if len(tks) != 1 || tks[0].From.ID != "b" || len(tks[0].Partitions) != partitions {
+		t.Fatalf("takeovers %v, want every partition from b, its last owner", tks)
+	}
+	c := ownership.New(partitions)
+	c.Apply("c", nil, table(t, "b"))
+	if !c.Behind([]uint32{0}, "c", "a") {
+		t.Fatal("a taker's pull at a shard whose table names b: not behind, want behind")
+	}
+	if c.Behind([]uint32{0}, "c", "b") || c.Behind([]uint32{0}, "c", "") {
+		t.Fatal("a pull by the named owner, or by nobody named: behind, want not")
+	}
+}
+
+// A drop recalls a forwarding partition that the table, changed since its
+// final copy, still gives this shard; without a table since, it drops.
+func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
+	s := ownership.New(partitions)
+	ab := table(t, "a")
+	s.Apply("a", nil, ab)
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FencedPulled})
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	if drop, back := s.Dropping("a", ab, []uint32{2}); len(drop) != 1 || back != nil {
+		t.Fatalf("no table since the final copy: drop %v, recalls %v; want it dropped", drop, back)
+	}
+	s.Apply("a", ab, ab)
+	if drop, back := s.Dropping("a", ab, []uint32{2}); drop != nil || len(back) != 1 || back[0].From.ID != "b" {
+		t.Fatalf("a table since that leaves it here: drop %v, recalls %v; want it recalled from b", drop, back)
+	}
+}

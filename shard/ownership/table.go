@@ -1,6 +1,8 @@
 package ownership
 
 import (
+	"slices"
+
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
@@ -15,36 +17,144 @@ type Takeover struct {
 	Partitions []uint32
 }
 
+// addTakeover adds partition p, taken over from from, to out.
+func addTakeover(out []Takeover, from member.Member, p uint32) []Takeover {
+	i := slices.IndexFunc(out, func(tk Takeover) bool { return tk.From.ID == from.ID })
+	if i < 0 {
+		i = len(out)
+		out = append(out, Takeover{From: from})
+	}
+	out[i].Partitions = append(out[i].Partitions, p)
+	return out
+}
+
 // Apply steps every partition through partition.OwnerChanged, from owner
 // table prev to next as seen by member me, and returns the takeovers those
 // steps asked for (the effect TakeOver), by previous owner in the order of
-// prev's members. A nil prev (the first table this shard sees) changes
-// nothing: the shard's own join decides what it owns then.
+// prev's members. A partition that prev gives nobody (every lease was
+// lost at once, or the last owner's lease ended while the next was
+// joining) was last owned by the shard that the last table naming an
+// owner named: it may hold counters, even decide it (a shard that
+// restarted at the same address took a give-back), so it is taken over
+// from there. A nil prev (the first table this shard sees) changes
+// nothing, nor does any table while the shard is out (Leave): its own
+// join decides what it owns then.
 func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
-	if prev == nil || next == nil {
+	if next == nil {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	byOwner := map[int][]uint32{}
+	if s.known == nil {
+		s.known = make([]member.Member, len(s.parts))
+	}
+	s.tables++
+	defer func() {
+		for p := range min(len(s.known), next.Partitions()) {
+			if o, ok := next.Owner(p); ok {
+				s.known[p] = o
+			}
+		}
+	}()
+	if prev == nil || s.out {
+		return nil
+	}
+	var out []Takeover
 	var all partition.Effect
 	n := min(len(s.parts), prev.Partitions(), next.Partitions())
 	for p := range n {
-		was, _ := prev.Owner(p)
+		was, ok := prev.Owner(p)
+		if !ok {
+			was = s.known[p]
+		}
 		is, _ := next.Owner(p)
 		fx := s.step(p, partition.Event{Kind: partition.OwnerChanged, Me: me, Was: was.ID, Is: is.ID})
 		if fx&partition.TakeOver != 0 {
-			i := prev.OwnerIndex(p)
-			byOwner[i] = append(byOwner[i], uint32(p))
+			out = addTakeover(out, was, uint32(p))
 		}
 		all |= fx
 	}
-	s.wake(all)
-	var out []Takeover
-	for i, m := range prev.Members() {
-		if parts := byOwner[i]; len(parts) > 0 {
-			out = append(out, Takeover{From: m, Partitions: parts})
+	s.wake(all | partition.Wake) // a fenced export waits for the table (Behind)
+	slices.SortStableFunc(out, func(a, b Takeover) int { return memberIndex(prev, a.From.ID) - memberIndex(prev, b.From.ID) })
+	return out
+}
+
+// memberIndex is id's place among t's members, after them all if absent.
+func memberIndex(t *shardmap.Table, id string) int {
+	ms := t.Members()
+	if i := slices.IndexFunc(ms, func(m member.Member) bool { return m.ID == id }); i >= 0 {
+		return i
+	}
+	return len(ms)
+}
+
+// Dropping sorts out parts, which a hand-off's drop step asks this shard
+// (member me, following owner table t; nil: none yet) to forget: it
+// returns those to step through partition.Drop, and recalls the others
+// through partition.Recall, returning the takeovers that bring their
+// counters back from where the final copy took them: those that forward
+// and that t, a table that arrived since their final copy (the switch),
+// still gives this shard (the switch did not move them away: a member
+// left meanwhile, and the owner function gave them back).
+func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var back []uint32
+	for _, p := range parts {
+		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables {
+			if o, ok := t.Owner(int(p)); ok && o.ID == me {
+				if _, fwd := s.parts[p].Forwards(); fwd {
+					back = append(back, p)
+					continue
+				}
+			}
 		}
+		drop = append(drop, p)
+	}
+	return drop, s.recall(back, "")
+}
+
+// LastOwners returns those of parts whose last named owner (by the tables
+// Apply saw) is a shard other than me, grouped by that owner: who may
+// hold their counters when the table names nobody (every lease was lost
+// at once), for a join to pull them from with a fence.
+func (s *Set) LastOwners(parts []uint32, me string) []Takeover {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Takeover
+	for _, p := range parts {
+		if int(p) >= len(s.known) || s.known[p].ID == "" || s.known[p].ID == me {
+			continue
+		}
+		out = addTakeover(out, s.known[p], p)
 	}
 	return out
+}
+
+// Behind reports whether a fenced pull of parts by requester (a taker)
+// finds this shard (member me) behind the table the taker follows: one of
+// parts is neither decided nor on its way here, and the last table this
+// shard saw name an owner named neither this shard nor the taker. The
+// taker's table moved the partition from this shard, so this shard has a
+// table to see yet that gives it here (with a takeover of its own, whose
+// counters the taker needs): fencing it now would let that later step
+// decide it beside the taker. Its export waits until it is not behind
+// (Apply wakes WaitSettled's waiters at every table).
+func (s *Set) Behind(parts []uint32, me, requester string) bool {
+	if requester == "" {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.behind(parts, me, requester)
+}
+
+func (s *Set) behind(parts []uint32, me, requester string) bool {
+	return slices.ContainsFunc(parts, func(p uint32) bool {
+		if int(p) >= len(s.known) || !s.parts[p].Stuck() || s.parts[p].Takers > 0 {
+			return false
+		}
+		k := s.known[p].ID
+		return k != "" && k != me && k != requester
+	})
 }

@@ -37,20 +37,31 @@
 //  5. drop: the source forgets the partitions (Drop: Unowned), which ends
 //     the forwarding; a draining shard exits instead. A drop forgets only
 //     a partition the source no longer decides: one that came back to it
-//     since is kept.
+//     since is kept; and one that the switch left with the source (a
+//     member left meanwhile, and the owner function gave it back) is
+//     taken back from the destination (Recall: ownership's Dropping).
 //
 // So each moving partition has one decider at every instant: the source
 // until its fence, then the destination, directly or through the source's
 // forward, holding every hit the source counted (the journal names every
 // key decided before the fence). A Strict hand-off whose first copy
-// failed stops before step 2: nothing is fenced, nothing switches.
+// failed stops before step 2: nothing is fenced, nothing switches. A
+// drain, not strict, fences at its switch what its final copies could not
+// hand over (FencedExport): the next owner counts from what arrived. A
+// join takes back a failed pair's partitions (Reclaim) only where the
+// table it follows gives them to it.
 //
 // A partition gained without a hand-off (its owner lost its lease, or the
 // ring moved it between live shards) is taken over: OwnerChanged makes it
 // Pending and asks for a TakeOver, a pull with a fence (FencedExport at the
 // previous owner, which decides it no more before it streams), after which
 // TakeoverEnded makes it Owned, with whatever arrived (nothing, if the
-// owner died). A shard that lost its lease fences every partition
+// owner died). A previous table that named nobody names, for this, the
+// last owner a table named (a shard may hold its counters, even decide
+// it). The previous owner's export waits, a while, until its own table
+// has caught up with the taker's (ownership's Behind): fenced before it
+// saw the table that gave it the partition, it would take the partition
+// over afterwards and decide it beside the taker. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
 // the newer counters where they went). A join gains the partitions no
@@ -91,14 +102,15 @@
 //	Drop             Fenced / Unowned      Unowned                  EndJournal, ForgetCounters
 //	                 decided or settling   unchanged
 //	FinalPullStarts  not Pending           Receiving
-//	FinalPulled      Receiving / Owned     Owned, Pulled
+//	FinalPulled      Receiving / Owned     Owned, Pulled From
 //	FinalPullFailed  Receiving, Held       Owned
 //	                 Receiving             Unowned
-//	FencedPulled     Unowned / Owned /     Owned, Pulled
+//	FencedPulled     Unowned / Owned /     Owned, Pulled From
 //	                 Receiving
-//	                 Pending               Pulled only
+//	                 Pending               Pulled From only
 //	                 Fenced                unchanged
 //	OwnerChanged     moved here, Pulled    Owned
+//	                 from Was (or From "")
 //	                 moved here from nobody Owned
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
@@ -124,7 +136,11 @@
 // decides the partition and the journal holds every key it changed. A
 // shard-wide suspension (the lease guard's, while the lease is
 // unconfirmed) stops every decision whatever the states say; it is not a
-// partition's state.
+// partition's state. So does being out of the cluster (ownership's
+// Leave, Enter): from its start, and from a lost lease, until it
+// registers, a shard decides nothing and steps no OwnerChanged (the
+// tables name an earlier registration); what it decided meanwhile is
+// fenced as it registers.
 //
 // Package partition/sim runs this machine for several shards over a
 // simulated network, seeded, and checks the protocol's invariants at every

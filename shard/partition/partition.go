@@ -34,8 +34,10 @@ type Partition struct {
 	State State
 	// Pulled: a hand-off's final or fenced copy brought its counters here
 	// since the owner table last gave it to this shard, so the next such
-	// change finds them here already.
+	// change finds them here already, if it moves the partition from the
+	// shard they came from (From; "": from any).
 	Pulled bool
+	From   string
 	// Takers counts its takeovers under way (a partition whose owner
 	// changed twice in quick succession waits for both).
 	Takers uint16
@@ -118,6 +120,9 @@ type Event struct {
 	// OwnerChanged: this shard's id, and the partition's owner in the
 	// previous and the next owner table ("" for nobody).
 	Me, Was, Is string
+	// FinalPulled, FencedPulled: the shard the copy came from ("": from
+	// several, or none).
+	From string
 	// Reclaim: how many takeovers will end it (each with TakeoverEnded).
 	Takers int
 }
@@ -185,30 +190,30 @@ func Step(p Partition, e Event) (Partition, Effect) {
 		}
 	case FinalPullStarts:
 		if p.State != Pending {
-			p = Partition{State: Receiving, Pulled: p.Pulled, Takers: p.Takers, Held: p.State == Owned}
+			p = Partition{State: Receiving, Pulled: p.Pulled, From: p.From, Takers: p.Takers, Held: p.State == Owned}
 		}
 	case FinalPulled:
 		switch p.State {
 		case Receiving:
-			p = Partition{State: Owned, Pulled: true, Takers: p.Takers}
+			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
 		case Owned:
-			p.Pulled = true
+			p.Pulled, p.From = true, e.From
 		}
 	case FinalPullFailed:
 		switch {
 		case p.State == Receiving && p.Held:
-			p = Partition{State: Owned, Pulled: p.Pulled, Takers: p.Takers}
+			p = Partition{State: Owned, Pulled: p.Pulled, From: p.From, Takers: p.Takers}
 		case p.State == Receiving:
 			p = Partition{Takers: p.Takers}
 		}
 	case FencedPulled:
 		switch p.State {
 		case Pending:
-			p.Pulled = true // its takeover settles it
+			p.Pulled, p.From = true, e.From // its takeover settles it
 		case Fenced:
 			// Another shard took it from here since: the copy is older.
 		default:
-			p = Partition{State: Owned, Pulled: true, Takers: p.Takers}
+			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
 		}
 	case OwnerChanged:
 		p, fx = ownerChanged(p, e)
@@ -217,12 +222,12 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p.Takers--
 		}
 		if p.State == Pending && p.Takers == 0 {
-			p = Partition{State: Owned, Pulled: p.Pulled}
+			p = Partition{State: Owned, Pulled: p.Pulled, From: p.From}
 		}
 		fx = Wake // a takeover ended, whatever is left Pending
 	case Reclaim:
 		if p.Stuck() {
-			p = Partition{State: Pending, Pulled: p.Pulled, Takers: p.Takers + uint16(e.Takers)}
+			p = Partition{State: Pending, Pulled: p.Pulled, From: p.From, Takers: p.Takers + uint16(e.Takers)}
 		}
 	case Recall:
 		if _, ok := p.Forwards(); ok {
@@ -238,8 +243,10 @@ func Step(p Partition, e Event) (Partition, Effect) {
 
 // ownerChanged is Step's OwnerChanged: for a partition the next table
 // gives this shard and the previous gave another, Owned if a hand-off
-// brought it here (Pulled) or nobody owned it (no counters anywhere), else
-// Pending and taken over from its previous owner. One that stays here
+// brought it here from that shard (Pulled, From) or nobody owned it (no
+// counters anywhere), else Pending and taken over from its previous
+// owner (a copy from a third shard does not stop the previous owner,
+// which may have taken it over meanwhile, from deciding it). One that stays here
 // keeps its state, and so does one that moves away (routers that have not
 // switched are still answered, until a hand-off fences or drops it), but
 // it forgets that it was pulled here.
@@ -253,10 +260,10 @@ func ownerChanged(p Partition, e Event) (Partition, Effect) {
 			return Partition{State: Fenced, Takers: p.Takers}, 0
 		}
 		if e.Was != e.Is {
-			p.Pulled = false // pulled ahead of a switch that did not come: stale
+			p.Pulled, p.From = false, "" // pulled ahead of a switch that did not come: stale
 		}
 	case e.Was == e.Me:
-	case p.Pulled, e.Was == "":
+	case p.Pulled && (p.From == "" || p.From == e.Was), e.Was == "":
 		return Partition{State: Owned, Takers: p.Takers}, 0
 	default:
 		return Partition{State: Pending, Takers: p.Takers + 1}, TakeOver

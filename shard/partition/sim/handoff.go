@@ -24,7 +24,7 @@ type transfer struct {
 	// sources forget the partitions; fence makes the one copy a fenced one
 	// with no switch (a give-back).
 	strict, drop, fence bool
-	switchOwners        func()
+	switchOwners        func() bool // false: the switch failed (the shard's lease is gone)
 	after               func(notHandedOver []handoff.Pair)
 	// Per pair: the first copy failed; the final copy failed.
 	firstFailed, finalFailed map[int]bool
@@ -48,7 +48,9 @@ func (w *world) begin(h *transfer) {
 		w.locked = true
 	}
 	w.handoffs[h.id] = h
-	w.logf("hand-off %d (%s): copy %s", h.id, h.kind, pairsString(h.pairs))
+	if w.cfg.Trace {
+		w.logf("hand-off %d (%s): copy %s", h.id, h.kind, pairsString(h.pairs))
+	}
 	w.copyStep(h, false)
 }
 
@@ -58,7 +60,9 @@ func (w *world) end(h *transfer, why string) {
 	if h.locked {
 		w.locked = false
 	}
-	w.logf("hand-off %d (%s): %s", h.id, h.kind, why)
+	if w.cfg.Trace {
+		w.logf("hand-off %d (%s): %s", h.id, h.kind, why)
+	}
 }
 
 // copyStep copies every pair, the final copy when final, and goes on once
@@ -111,11 +115,11 @@ func (w *world) copyStep(h *transfer, final bool) {
 				dst.merge(vals)
 				switch {
 				case final && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 				case final:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
 				case h.fence && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID}, 0)
 				}
 				w.send(dst.id, "coordinator", func() { answer(ok) })
 			})
@@ -143,12 +147,20 @@ func (w *world) afterCopy(h *transfer, final bool) {
 		h.after(nil)
 		return
 	case !final:
-		w.logf("hand-off %d (%s): copy again", h.id, h.kind)
+		if w.cfg.Trace {
+			w.logf("hand-off %d (%s): copy again", h.id, h.kind)
+		}
 		w.copyStep(h, true)
 		return
 	}
-	w.logf("hand-off %d (%s): switch", h.id, h.kind)
-	h.switchOwners()
+	if w.cfg.Trace {
+		w.logf("hand-off %d (%s): switch", h.id, h.kind)
+	}
+	if !h.switchOwners() {
+		w.end(h, "the switch failed")
+		h.after(w.failedPairs(h, h.finalFailed))
+		return
+	}
 	w.at(settleTicks, func() {
 		if h.stopped() {
 			w.end(h, "its shard stopped")
@@ -187,7 +199,7 @@ func (w *world) dropAll(h *transfer, drops []handoff.Pair) {
 	}
 	w.send("coordinator", src.id, func() {
 		if src.alive(sinc) {
-			src.step(pr.Partitions, partition.Event{Kind: partition.Drop}, 0)
+			src.drop(pr.Partitions)
 		}
 		w.send(src.id, "coordinator", next)
 	})
@@ -224,22 +236,27 @@ func (w *world) enter(s *shard) {
 		w.at(20, func() { w.enter(s) })
 		return
 	}
-	if st, ok := w.members[s.id]; ok && st != member.Joining {
+	if _, ok := w.members[s.id]; ok && w.leases[s.id] != inc {
 		w.at(20, func() { w.enter(s) }) // an earlier incarnation's record, until its lease ends
 		return
 	}
 	if _, ok := w.members[s.id]; !ok {
-		w.members[s.id] = member.Joining
+		w.members[s.id], w.leases[s.id] = member.Joining, inc
+		s.owned.Enter() // registered: it decides what its states say
+		w.dirty = true
 		w.publish()
 	}
 	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
 	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
-	h.switchOwners = func() {
-		var arrived []uint32
+	h.switchOwners = func() bool {
+		if w.own(s) == "" {
+			return false // its lease is gone: the record cannot be written
+		}
 		for i, pr := range h.pairs {
 			if h.finalFailed[i] {
 				continue
 			}
+			var arrived []uint32
 			for _, p := range pr.Partitions {
 				if s.view == nil {
 					arrived = append(arrived, p)
@@ -247,29 +264,32 @@ func (w *world) enter(s *shard) {
 					arrived = append(arrived, p)
 				}
 			}
+			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 		}
-		s.step(arrived, partition.Event{Kind: partition.FinalPulled}, 0)
-		var ownerless []uint32
-		for _, p := range after.PartitionsOf(s.id) {
-			if _, ok := before.Owner(int(p)); !ok {
-				ownerless = append(ownerless, p)
-			}
-		}
-		s.step(ownerless, partition.Event{Kind: partition.FencedPulled}, 0)
+		s.step(ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
+		return true
 	}
 	h.after = func(failed []handoff.Pair) {
-		if !s.alive(inc) {
-			return
+		if !s.alive(inc) || w.own(s) == "" {
+			return // stopped, or its lease was lost: the lost-lease path enters again
 		}
 		if w.members[s.id] != member.Serving {
 			w.at(20, func() { w.enter(s) }) // nothing switched: try again
 			return
 		}
 		for _, f := range failed {
-			if f.To.ID == s.id {
-				s.takeBack(f.Partitions, []string{f.From.ID})
+			if f.To.ID == s.id { // those its table gives it, as the host's join
+				var mine []uint32
+				for _, p := range f.Partitions {
+					if s.view == nil {
+						mine = append(mine, p)
+					} else if o, ok := s.view.Owner(int(p)); ok && o.ID == s.id {
+						mine = append(mine, p)
+					}
+				}
+				s.takeBack(mine, []string{f.From.ID})
 			}
 		}
 		var notOwned []uint32
@@ -280,7 +300,17 @@ func (w *world) enter(s *shard) {
 		}
 		s.step(notOwned, partition.Event{Kind: partition.Drop}, 0)
 	}
-	w.begin(h)
+	// Partitions that no member owns are pulled first, with a fence,
+	// from the shards that last owned them (the host's pullLost), under
+	// the lock.
+	w.locked = true
+	s.pullLost(ownerless(before, after, s.id), func(ok bool) {
+		if !ok {
+			w.locked = false // stopped: its session, and the lock, end
+			return
+		}
+		w.begin(h)
+	})
 }
 
 // drain hands every partition of s to its next owner, the switch writing
@@ -292,9 +322,23 @@ func (w *world) drain(s *shard) {
 	inc := s.inc
 	before, after := w.tableWith(s.id, member.Serving), w.tableWith(s.id, member.Draining)
 	h := &transfer{kind: "drain " + s.id, by: s, pairs: handoff.Pairs(before, after), locked: true}
-	h.switchOwners = func() {
+	h.switchOwners = func() bool {
+		if w.own(s) == "" {
+			return false
+		}
 		w.members[s.id] = member.Draining
 		w.publish()
+		// What it could not hand over it decides no more: routers
+		// switched, and the next owner counts from what arrived.
+		for i, pr := range h.pairs {
+			if h.finalFailed[i] {
+				s.step(pr.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
+				for _, p := range pr.Partitions {
+					w.lose(int(p)) // not handed over: from what arrived, or zero, by design
+				}
+			}
+		}
+		return true
 	}
 	h.after = func(failed []handoff.Pair) {
 		if !s.alive(inc) {
@@ -305,10 +349,14 @@ func (w *world) drain(s *shard) {
 				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
 			}
 		}
-		w.logf("%s: drained; stops", s.id)
-		s.up = false
-		delete(w.members, s.id)
-		w.publish()
+		if w.cfg.Trace {
+			w.logf("%s: drained; stops", s.id)
+		}
+		s.up, w.dirty = false, true
+		if w.own(s) != "" {
+			delete(w.members, s.id)
+			w.publish()
+		}
 	}
 	w.begin(h)
 }
@@ -325,9 +373,10 @@ func (w *world) move(p int, to *shard) {
 		return
 	}
 	h := &transfer{kind: "rebalance", pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
-	h.switchOwners = func() {
+	h.switchOwners = func() bool {
 		w.pins = pins
 		w.publish()
+		return true
 	}
 	h.after = func([]handoff.Pair) {}
 	w.begin(h)
@@ -337,20 +386,20 @@ func (w *world) move(p int, to *shard) {
 // design, for the partitions it held), and etcd forgets it once its lease
 // ends.
 func (w *world) crash(s *shard) {
-	w.logf("%s: crashes", s.id)
+	if w.cfg.Trace {
+		w.logf("%s: crashes", s.id)
+	}
 	for p := range w.cfg.Partitions {
 		if s.count[p] > 0 {
 			w.lose(int(p))
 		}
 	}
-	s.up = false
+	s.up, w.dirty = false, true
 	inc := s.inc
 	w.at(leaseTicks, func() {
-		if s.inc == inc {
-			if _, ok := w.members[s.id]; ok {
-				delete(w.members, s.id)
-				w.publish()
-			}
+		if _, ok := w.members[s.id]; ok && w.leases[s.id] == inc {
+			delete(w.members, s.id)
+			w.publish()
 		}
 	})
 }
@@ -360,7 +409,9 @@ func (w *world) crash(s *shard) {
 // every partition, gives their counters back with fenced copies, and
 // enters again, as the host's supervise does.
 func (w *world) loseLease(s *shard) {
-	w.logf("%s: lease lost", s.id)
+	if w.cfg.Trace {
+		w.logf("%s: lease lost", s.id)
+	}
 	before := w.table
 	delete(w.members, s.id)
 	w.publish()
@@ -373,8 +424,12 @@ func (w *world) loseLease(s *shard) {
 		for p := range all {
 			all[p] = uint32(p)
 		}
+		s.owned.Leave() // until registered again, as the host's supervise
+		w.dirty = true
 		s.step(all, partition.Event{Kind: partition.FencedExport}, 0)
-		w.logf("%s: noticed; fenced every partition, gives them back", s.id)
+		if w.cfg.Trace {
+			w.logf("%s: noticed; fenced every partition, gives them back", s.id)
+		}
 		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}
 		h.after = func([]handoff.Pair) { w.enter(s) }
 		w.begin(h)
@@ -385,6 +440,18 @@ func pairsString(pairs []handoff.Pair) string {
 	out := ""
 	for _, p := range pairs {
 		out += fmt.Sprintf("%s→%s%v ", p.From.ID, p.To.ID, p.Partitions)
+	}
+	return out
+}
+
+// ownerless returns the partitions that after gives id and before gives
+// nobody.
+func ownerless(before, after *shardmap.Table, id string) []uint32 {
+	var out []uint32
+	for _, p := range after.PartitionsOf(id) {
+		if _, ok := before.Owner(int(p)); !ok {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -44,10 +44,14 @@ type journal struct {
 func (s *shard) start() {
 	s.up, s.inc = true, s.inc+1
 	s.owned = ownership.New(s.w.cfg.Partitions)
+	s.owned.Leave() // until it registers, as the host's
+	s.w.dirty = true
 	s.count = make([]int64, s.w.cfg.Partitions)
 	s.jour = make([]journal, s.w.cfg.Partitions)
 	s.ver, s.view, s.parked, s.stuck = 0, nil, nil, nil
-	s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
+	if s.w.cfg.Trace {
+		s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
+	}
 	if s.w.table != nil {
 		s.follow(s.inc, s.w.mapVer, s.w.table)
 	}
@@ -65,8 +69,9 @@ func (s *shard) decides(p int) bool {
 		return false
 	}
 	s.owned.Begin()
-	defer s.owned.End()
-	return s.owned.Decides(uint32(p))
+	d := s.owned.Decides(uint32(p))
+	s.owned.End()
+	return d
 }
 
 func (s *shard) settling(parts []uint32) bool { return s.owned.Settling(parts) }
@@ -119,6 +124,7 @@ func (s *shard) changed() {
 // changed.
 func (s *shard) step(parts []uint32, e partition.Event, id uint64) (changedOnly []uint32, whole, refused bool) {
 	fx := s.owned.Step(parts, e)
+	s.w.dirty = true
 	if fx.Of(partition.Refuse) != nil {
 		return nil, false, true
 	}
@@ -159,43 +165,51 @@ func (s *shard) decide(p int, forwarded bool, inc int) {
 	if !s.alive(inc) {
 		return // refused: the router answers by policy
 	}
-	w := s.w
-	try := func() bool {
-		if forwarded && s.settling([]uint32{uint32(p)}) {
-			return false // the final copy is on its way: wait for it
-		}
-		if s.decides(p) {
-			switch {
-			case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
-				w.model[p] = s.count[p] // a reset by design: count from here
-			case s.count[p] < w.model[p]:
-				w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
-			case s.count[p] > w.model[p]:
-				// Only after a reset: a merge kept a count from before it
-				// (the more restrictive state wins). A hit is never
-				// counted twice: merges keep the larger count, never add.
-				w.model[p] = s.count[p]
-			}
-			s.count[p]++
-			w.model[p]++
-			if s.jour[p].on {
-				s.jour[p].changed = true
-			}
-			w.res.Decided++
-			w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
-			return true
-		}
-		s.owned.Begin()
-		to, ok := s.owned.ForwardTo(uint32(p))
-		s.owned.End()
-		if ok && !forwarded {
-			t := w.shard(to.ID)
-			tinc := t.inc
-			w.send(s.id, t.id, func() { t.decide(p, true, tinc) })
-		}
-		return true // forwarded, or not decided (the router's policy)
+	if !s.tryDecide(p, forwarded) {
+		s.park(func() bool { return s.tryDecide(p, forwarded) }, func() {})
 	}
-	s.park(try, func() {})
+}
+
+// tryDecide decides, forwards or answers by policy a check of partition
+// p, and reports whether it did (false: a forwarded check whose
+// partition's final copy is on its way waits for it).
+func (s *shard) tryDecide(p int, forwarded bool) bool {
+	w := s.w
+	if forwarded && s.settling([]uint32{uint32(p)}) {
+		return false // the final copy is on its way: wait for it
+	}
+	if s.decides(p) {
+		switch {
+		case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
+			w.model[p] = s.count[p] // a reset by design: count from here
+		case s.count[p] < w.model[p]:
+			w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
+		case s.count[p] > w.model[p]:
+			// Only after a reset: a merge kept a count from before it
+			// (the more restrictive state wins). A hit is never
+			// counted twice: merges keep the larger count, never add.
+			w.model[p] = s.count[p]
+		}
+		s.count[p]++
+		w.model[p]++
+		if s.jour[p].on {
+			s.jour[p].changed = true
+		}
+		w.res.Decided++
+		if w.cfg.Trace { // not even the arguments' boxing when not tracing
+			w.logf("%s: decides p%d (hit %d)%s", s.id, p, s.count[p], map[bool]string{true: ", forwarded"}[forwarded])
+		}
+		return true
+	}
+	s.owned.Begin()
+	to, ok := s.owned.ForwardTo(uint32(p))
+	s.owned.End()
+	if ok && !forwarded {
+		t := w.shard(to.ID)
+		tinc := t.inc
+		w.send(s.id, t.id, func() { t.decide(p, true, tinc) })
+	}
+	return true // forwarded, or not decided (the router's policy)
 }
 
 // follow is the owner table arriving from etcd's watch: the host's
@@ -206,6 +220,7 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
 	}
 	prev := s.view
 	s.view, s.ver = t, ver
+	s.w.dirty = true
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
 		s.takeOver(tk.From.ID, tk.Partitions)
 	}
@@ -217,7 +232,9 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
 // not answer in time).
 func (s *shard) takeOver(from string, parts []uint32) {
 	w := s.w
-	w.logf("%s: takes over %v from %s", s.id, parts, from)
+	if w.cfg.Trace {
+		w.logf("%s: takes over %v from %s", s.id, parts, from)
+	}
 	inc := s.inc
 	s.pull(from, exportReq{parts: parts, fence: true}, func(vals map[uint32]int64, ok bool) {
 		if !s.alive(inc) {
@@ -232,7 +249,9 @@ func (s *shard) takeOver(from string, parts []uint32) {
 			}
 		}
 		s.step(parts, partition.Event{Kind: partition.TakeoverEnded}, 0)
-		w.logf("%s: took over %v from %s (%s)", s.id, parts, from, map[bool]string{true: "exact", false: "from what arrived"}[ok])
+		if w.cfg.Trace {
+			w.logf("%s: took over %v from %s (%s)", s.id, parts, from, map[bool]string{true: "exact", false: "from what arrived"}[ok])
+		}
 	})
 }
 
@@ -287,9 +306,14 @@ func (s *shard) pull(from string, req exportReq, done func(vals map[uint32]int64
 func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)) {
 	inc := s.inc
 	if req.fence || req.journal {
+		s.w.dirty = true
 		for _, tk := range s.owned.Recall(req.parts, req.requester) {
 			s.takeOver(tk.From.ID, tk.Partitions)
 		}
+	}
+	behindUntil := s.w.now + behindTicks
+	if req.fence && req.forwardTo == "" {
+		s.w.at(behindTicks, s.changed)
 	}
 	s.park(func() bool {
 		if !s.alive(inc) {
@@ -297,6 +321,9 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 		}
 		if s.settling(req.parts) {
 			return false
+		}
+		if req.fence && req.forwardTo == "" && s.w.now < behindUntil && s.owned.Behind(req.parts, s.id, req.requester) {
+			return false // a taker ahead of this shard's table: wait for it, a while
 		}
 		var e partition.Event
 		switch {
@@ -327,6 +354,56 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	}, func() {})
 }
 
+// pullLost pulls parts, which no member owns, with a fence from the shards
+// that last owned them by this shard's view (ownership's LastOwners), as
+// the host's join does, and then calls done(true); done(false) if the
+// shard stopped meanwhile. What does not arrive counts from zero.
+func (s *shard) pullLost(parts []uint32, done func(ok bool)) {
+	w, inc := s.w, s.inc
+	from := s.owned.LastOwners(parts, s.id)
+	left := len(from)
+	if left == 0 {
+		done(true)
+		return
+	}
+	ended := false
+	end := func(ok bool) {
+		if !ended {
+			ended = true
+			done(ok)
+		}
+	}
+	for _, tk := range from {
+		if w.cfg.Trace {
+			w.logf("%s: pulls lost %v from %s", s.id, tk.Partitions, tk.From.ID)
+		}
+		s.pull(tk.From.ID, exportReq{parts: tk.Partitions, fence: true}, func(vals map[uint32]int64, ok bool) {
+			s.merge(vals)
+			if !ok {
+				for _, p := range tk.Partitions {
+					w.lose(int(p))
+				}
+			}
+			if left--; left == 0 {
+				end(s.alive(inc))
+			}
+		})
+	}
+	w.at(copyTimeout+1, func() { end(s.alive(inc) && left == 0) })
+}
+
+// drop is the source's Drop, as the host's: it forgets the partitions,
+// except those its owner table still gives it (ownership's Dropping),
+// which it takes back from where they were forwarded.
+func (s *shard) drop(parts []uint32) {
+	s.w.dirty = true
+	forget, recalls := s.owned.Dropping(s.id, s.view, parts)
+	for _, tk := range recalls {
+		s.takeOver(tk.From.ID, tk.Partitions)
+	}
+	s.step(forget, partition.Event{Kind: partition.Drop}, 0)
+}
+
 // merge imports counters: the more restrictive (the larger count) wins,
 // and a journaled partition records the change.
 func (s *shard) merge(vals map[uint32]int64) {
@@ -349,7 +426,7 @@ func (s *shard) healLater(inc int) {
 			return
 		}
 		s.healLater(inc)
-		if s.w.members[s.id] != member.Serving || s.view == nil {
+		if s.w.own(s) != member.Serving || s.view == nil {
 			return
 		}
 		stuck := s.owned.Stuck(s.view.PartitionsOf(s.id))
@@ -372,7 +449,9 @@ func (s *shard) healLater(inc int) {
 				others = append(others, to.ID)
 			}
 		}
-		s.w.logf("%s: heal: %v stuck", s.id, again)
+		if s.w.cfg.Trace {
+			s.w.logf("%s: heal: %v stuck", s.id, again)
+		}
 		s.takeBack(again, others)
 	})
 }
@@ -380,6 +459,7 @@ func (s *shard) healLater(inc int) {
 // takeBack takes those of parts that are stuck over again from each of
 // from, as the host's takeBack does.
 func (s *shard) takeBack(parts []uint32, from []string) {
+	s.w.dirty = true
 	parts = s.owned.Reclaim(parts, len(from))
 	if len(parts) == 0 {
 		return

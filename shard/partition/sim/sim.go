@@ -1,12 +1,13 @@
 package sim
 
 import (
-	"cmp"
-	"container/heap"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
@@ -79,7 +80,8 @@ const (
 	leaseTicks   = 150
 	noticeTicks  = 30
 	healTicks    = 250
-	checkEvery   = 3 // a router sends a check every checkEvery ticks on average
+	behindTicks  = 50 // a taker's pull waits for this shard's table at most this long (the host's behindWait)
+	checkEvery   = 3  // a router sends a check every checkEvery ticks on average
 	faultPercent = 12
 )
 
@@ -120,6 +122,7 @@ type world struct {
 	shards []*shard
 	// etcd: the registered members and the published shard map.
 	members map[string]member.State
+	leases  map[string]int // the incarnation whose lease holds each record
 	pins    []string
 	mapVer  int64
 	table   *shardmap.Table
@@ -136,15 +139,19 @@ type world struct {
 	nextID   uint64
 	cut      map[[2]string]bool // links cut both ways, by a network partition
 	watched  map[string]int64   // each watcher's last delivery
-	tables   map[string]*shardmap.Table
-	faults   bool // faults and changes are still drawn
+	faults   bool               // faults and changes are still drawn
+	// dirty: a partition's state at some shard may have changed since
+	// checkDeciders last looked (every step, table, suspension or stop
+	// sets it).
+	dirty    bool
+	deciders []int8 // checkDeciders' count per partition
 	failed   bool
 }
 
 func newWorld(seed uint64, cfg Config) *world {
-	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), members: map[string]member.State{},
+	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), members: map[string]member.State{}, leases: map[string]int{},
 		pins: make([]string, cfg.Partitions), model: make([]int64, cfg.Partitions), lossyUntil: make([]int64, cfg.Partitions),
-		handoffs: map[uint64]*transfer{}, cut: map[[2]string]bool{}, watched: map[string]int64{}, tables: map[string]*shardmap.Table{}, faults: true}
+		handoffs: map[uint64]*transfer{}, cut: map[[2]string]bool{}, watched: map[string]int64{}, faults: true}
 	w.res.Seed, w.res.Overlap = seed, cfg.Overlap
 	for i := range cfg.MaxShards {
 		w.shards = append(w.shards, &shard{w: w, id: fmt.Sprintf("s%d", i)})
@@ -169,25 +176,56 @@ type event struct {
 	do  func()
 }
 
+// events is a binary min-heap of events by (at, seq), typed, so that
+// scheduling one allocates nothing beyond its closure.
 type events []event
 
-func (e events) Len() int { return len(e) }
-func (e events) Less(i, j int) bool {
-	return cmp.Or(cmp.Compare(e[i].at, e[j].at), cmp.Compare(e[i].seq, e[j].seq)) < 0
+func (e events) less(i, j int) bool {
+	return e[i].at < e[j].at || e[i].at == e[j].at && e[i].seq < e[j].seq
 }
-func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
-func (e *events) Push(x any)   { *e = append(*e, x.(event)) }
-func (e *events) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	*e = old[:len(old)-1]
+
+func (e *events) push(x event) {
+	*e = append(*e, x)
+	h := *e
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !h.less(i, up) {
+			break
+		}
+		h[i], h[up] = h[up], h[i]
+		i = up
+	}
+}
+
+func (e *events) pop() event {
+	h := *e
+	x := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = event{}
+	h = h[:n]
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < n && h.less(l, least) {
+			least = l
+		}
+		if r := l + 1; r < n && h.less(r, least) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*e = h
 	return x
 }
 
 // at schedules do after d ticks.
 func (w *world) at(d int64, do func()) {
 	w.seq++
-	heap.Push(&w.queue, event{at: w.now + d, seq: w.seq, do: do})
+	w.queue.push(event{at: w.now + d, seq: w.seq, do: do})
 }
 
 // send delivers do after a random delay unless the network loses it (or
@@ -254,12 +292,14 @@ func (w *world) run() {
 			w.faults = false
 			w.heal()
 			quietUntil = w.now + w.cfg.Quiet
-			w.logf("faults stop")
+			if w.cfg.Trace {
+				w.logf("faults stop")
+			}
 		}
-		if w.queue.Len() == 0 {
+		if len(w.queue) == 0 {
 			break
 		}
-		e := heap.Pop(&w.queue).(event)
+		e := w.queue.pop()
 		w.now = e.at
 		if quietUntil >= 0 && w.now > quietUntil {
 			break
@@ -301,7 +341,7 @@ func (w *world) draw() {
 		case !s.up:
 			s.start()
 			w.enter(s)
-		case w.members[s.id] == member.Serving && w.count(member.Serving) > 1:
+		case w.own(s) == member.Serving && w.count(member.Serving) > 1:
 			w.drain(s)
 		}
 	case 2: // a crash
@@ -309,16 +349,20 @@ func (w *world) draw() {
 			w.crash(s)
 		}
 	case 3: // a lost lease: etcd forgets a live shard
-		if s.up && w.members[s.id] == member.Serving && w.count(member.Serving) > 1 {
+		if s.up && w.own(s) == member.Serving && w.count(member.Serving) > 1 {
 			w.loseLease(s)
 		}
 	case 4: // a network partition between two shards, healed later
 		a, b := w.shards[w.rng.IntN(len(w.shards))], s
 		if w.cfg.Cuts && a != b && !w.cut[link(a.id, b.id)] {
-			w.logf("network: cut %s | %s", a.id, b.id)
+			if w.cfg.Trace {
+				w.logf("network: cut %s | %s", a.id, b.id)
+			}
 			w.cut[link(a.id, b.id)] = true
 			w.at(50+w.rng.Int64N(300), func() {
-				w.logf("network: healed %s | %s", a.id, b.id)
+				if w.cfg.Trace {
+					w.logf("network: healed %s | %s", a.id, b.id)
+				}
 				delete(w.cut, link(a.id, b.id))
 			})
 		}
@@ -343,7 +387,7 @@ func (w *world) heal() { clear(w.cut) }
 func (w *world) pick(st member.State) *shard {
 	var out []*shard
 	for _, s := range w.shards {
-		if s.up && w.members[s.id] == st {
+		if s.up && w.own(s) == st {
 			out = append(out, s)
 		}
 	}
@@ -351,6 +395,16 @@ func (w *world) pick(st member.State) *shard {
 		return nil
 	}
 	return out[w.rng.IntN(len(out))]
+}
+
+// own returns the state of s's record in etcd if its running incarnation
+// registered it, else "" (none, or an earlier incarnation's, until its
+// lease ends).
+func (w *world) own(s *shard) member.State {
+	if w.leases[s.id] != s.inc {
+		return ""
+	}
+	return w.members[s.id]
 }
 
 // count returns how many shards etcd holds in state st.
@@ -371,7 +425,9 @@ func (w *world) publish() {
 	t := w.tableOf(w.members, w.pins)
 	w.table = t
 	w.mapVer++
-	w.logf("etcd: table %d: %s", w.mapVer, owners(t))
+	if w.cfg.Trace {
+		w.logf("etcd: table %d: %s", w.mapVer, owners(t))
+	}
 	for p := range w.cfg.Partitions {
 		if o, ok := t.Owner(p); ok && !w.shard(o.ID).up {
 			w.lose(p) // routed to a crashed shard: from zero, by design
@@ -389,37 +445,40 @@ func (w *world) publish() {
 	}
 }
 
-// tableOf is the owner function over members in their states and the pins
-// (each table built once a run).
+// rings caches the rings built (shardmap.Build), for every run, by
+// partition count and members in their states: Build is deterministic,
+// costly (a consistent-hash ring), and its table never changes once
+// built. Few member sets recur; the pins vary with every move, and
+// Resolve is cheap.
+var rings = struct {
+	sync.Mutex
+	m map[string]*shardmap.Table
+}{m: map[string]*shardmap.Table{}}
+
+// tableOf is the owner function over members in their states and the pins:
+// shardmap.InForce's Build (its ring cached in rings), then Resolve.
 func (w *world) tableOf(members map[string]member.State, pins []string) *shardmap.Table {
-	var ms []member.Member
-	k := strings.Join(pins, ",")
-	for _, id := range slices.Sorted(mapsKeys(members)) {
-		ms = append(ms, member.Member{ID: id, Addr: id, State: members[id]})
+	k := strconv.Itoa(w.cfg.Partitions)
+	for _, id := range slices.Sorted(maps.Keys(members)) {
 		k += ";" + id + string(members[id])
 	}
-	if t, ok := w.tables[k]; ok {
-		return t
-	}
-	cfg := shardmap.DefaultConfig()
-	cfg.Partitions = w.cfg.Partitions
-	m := &shardmap.Map{Version: 1, Partitions: w.cfg.Partitions, Owners: pins}
-	t, err := shardmap.InForce(cfg, ms, m)
-	if err != nil {
-		panic(err)
-	}
-	w.tables[k] = t
-	return t
-}
-
-func mapsKeys(m map[string]member.State) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
+	rings.Lock()
+	ring, ok := rings.m[k]
+	if !ok {
+		var ms []member.Member
+		for _, id := range slices.Sorted(maps.Keys(members)) {
+			ms = append(ms, member.Member{ID: id, Addr: id, State: members[id]})
 		}
+		cfg := shardmap.DefaultConfig()
+		cfg.Partitions = w.cfg.Partitions
+		var err error
+		if ring, err = shardmap.Build(cfg, ms); err != nil {
+			panic(err)
+		}
+		rings.m[k] = ring
 	}
+	rings.Unlock()
+	return shardmap.Resolve(ring, &shardmap.Map{Version: 1, Partitions: w.cfg.Partitions, Owners: pins})
 }
 
 // owners renders a table as the owner of each partition.
@@ -469,17 +528,38 @@ func (w *world) shard(id string) *shard {
 	panic("no shard " + id)
 }
 
-// checkDeciders checks that no partition has two deciders.
+// checkDeciders checks that no partition has two deciders, if any
+// partition's state changed since it last looked (dirty).
 func (w *world) checkDeciders() {
-	for p := range w.cfg.Partitions {
-		var who []string
-		for _, s := range w.shards {
-			if s.decides(p) {
-				who = append(who, s.id)
+	if !w.dirty {
+		return
+	}
+	w.dirty = false
+	if len(w.deciders) != w.cfg.Partitions {
+		w.deciders = make([]int8, w.cfg.Partitions)
+	}
+	clear(w.deciders)
+	for _, s := range w.shards {
+		if !s.up {
+			continue
+		}
+		s.owned.Begin() // once per shard, as a batch of checks does
+		for p := range w.deciders {
+			if s.owned.Decides(uint32(p)) {
+				w.deciders[p]++
 			}
 		}
-		if len(who) > 1 {
-			w.fail("partition %d has %d deciders: %v", p, len(who), who)
+		s.owned.End()
+	}
+	for p, n := range w.deciders {
+		if n > 1 {
+			var who []string
+			for _, s := range w.shards {
+				if s.decides(p) {
+					who = append(who, s.id)
+				}
+			}
+			w.fail("partition %d has %d deciders: %v", p, n, who)
 			return
 		}
 	}
@@ -502,7 +582,7 @@ func (w *world) unsettled(say bool) string {
 		return "no table"
 	}
 	for _, s := range w.shards {
-		if s.up && w.members[s.id] != member.Serving {
+		if s.up && w.own(s) != member.Serving {
 			if !say {
 				return "no"
 			}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,6 +37,40 @@ var regressions = []struct {
 	{3, 667, "an export of a partition whose takeover a fence overtook read it before the takeover's counters arrived (Settling counts takers)"},
 	{3, 1970, "a join took back a failed pair between two other shards (only pairs into the joining shard)"},
 	{1, 122, "an export of a partition that a final copy had fenced, with no switch since, read counters left behind (Recall)"},
+	// Found in overlap mode's triage (issue 25, item 1), each failing at
+	// these steps before its fix.
+	{1122, 267, "a member lost mid-join gave a final-copied partition back to its source, whose drop forgot it (ownership.Set.Dropping recalls it)"},
+	{0, 816, "a final copy from a third shard made a partition Owned at the switch beside the shard that took it over from a dead one (Pulled names its source: From)"},
+	{1106, 138, "a partition the previous table gave nobody was decided from nothing beside a shard still holding it (Apply takes it over from its last named owner)"},
+	{1224, 191, "a process restarted within its predecessor's lease took a partition over and decided it once registered (Leave, Enter)"},
+	{1055, 651, "a lost-lease shard took a partition over from a late table and decided it (Leave until registered again)"},
+	{1195, 226, "a taker's fence reached a shard before the older table that gave it the partition, which then took it over and decided it beside the taker (Behind)"},
+	{1039, 326, "a draining shard went on deciding partitions whose final copy failed beside the shard that took them over from the dead destination (the drain fences them at its switch)"},
+	{1194, 494, "a join took back a failed pair's partition that a lost lease had moved to a third shard, beside it (only what the join's table gives it)"},
+}
+
+// overlapSeeds is how many seeds, from 0, every go test runs with Overlap
+// (raceSeeds' share under the race detector), but for openOverlap.
+const overlapSeeds = 200
+
+// openOverlap are the seeds below overlapSeeds that still break an
+// invariant with Overlap, not triaged yet (issue 25): each a combination
+// of faults in flight (a give-back that lands after its destination was
+// taken over, among them: seed 216 at 1,000 steps). make sim
+// SIM_FLAGS=-sim.overlap lists the others it meets.
+var openOverlap = map[uint64]bool{9: true, 18: true, 41: true, 50: true, 51: true, 74: true, 84: true, 121: true, 127: true, 128: true,
+	141: true, 142: true, 151: true, 157: true, 161: true, 167: true, 177: true, 188: true}
+
+func TestOverlapSeeds(t *testing.T) {
+	n := min(overlapSeeds, raceSeeds)
+	for seed := range uint64(n) {
+		if openOverlap[seed] {
+			continue
+		}
+		if res := Run(seed, Config{Overlap: true}); res.Violation != "" {
+			t.Error(report(res))
+		}
+	}
 }
 
 func TestFixedSeeds(t *testing.T) {
@@ -75,7 +110,7 @@ func TestSim(t *testing.T) {
 	if *simSeeds == 0 && *simTime == 0 {
 		t.Skip("make sim runs it (-sim.seeds or -sim.time)")
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	n, steps, events, failed := 0, 0, 0, 0
 	for seed := *simFrom; ; seed++ {
 		if *simSeeds > 0 && n >= *simSeeds || *simTime > 0 && time.Since(start) >= *simTime {
@@ -91,9 +126,20 @@ func TestSim(t *testing.T) {
 			}
 		}
 	}
-	took := time.Since(start)
-	t.Logf("%d seeds from %d (%d failed), %d steps drawn (%.0f/s), %d events (%.0f/s), %.0f seeds/s, in %v",
-		n, *simFrom, failed, steps, float64(steps)/took.Seconds(), events, float64(events)/took.Seconds(), float64(n)/took.Seconds(), took.Round(time.Millisecond))
+	took, cpu := time.Since(start), cpuTime()-cpu0
+	t.Logf("%d seeds from %d (%d failed), %d steps drawn (%.0f/s), %d events (%.0f/s), %.0f seeds/s, in %v; per CPU second (%v of CPU, the GC's included): %.0f seeds, %.0f steps",
+		n, *simFrom, failed, steps, float64(steps)/took.Seconds(), events, float64(events)/took.Seconds(), float64(n)/took.Seconds(), took.Round(time.Millisecond),
+		cpu.Round(time.Millisecond), float64(n)/cpu.Seconds(), float64(steps)/cpu.Seconds())
+}
+
+// cpuTime is the CPU time the process has used (user and system): on a
+// shared machine, the figure that wall time is not.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // report says what a failing seed broke, how to replay it, and a minimal
