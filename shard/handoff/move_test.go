@@ -22,6 +22,7 @@ type fakeShard struct {
 	log      *[]string
 	id       string
 	failFrom map[string]bool
+	empty    bool // the source holds no key of the partitions
 }
 
 func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...grpc.CallOption) (*shardlimitv1.PullResponse, error) {
@@ -42,6 +43,9 @@ func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...
 	*f.log = append(*f.log, kind+":"+req.SourceId+">"+f.id)
 	if f.failFrom[req.SourceId] {
 		return nil, errors.New("unreachable")
+	}
+	if f.empty {
+		return &shardlimitv1.PullResponse{Chunks: 1}, nil
 	}
 	return &shardlimitv1.PullResponse{Keys: 10, Imported: 10, Chunks: 1}, nil
 }
@@ -102,6 +106,59 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 			}
 			if rep.Switched != tc.wantSwitched || len(rep.NotHandedOver) != tc.wantNotHanded || rep.Partitions != tc.wantPartitions {
 				t.Fatalf("report %+v", rep)
+			}
+		})
+	}
+}
+
+// A hand-off with nothing to hand over (no key streamed) and Detach
+// returns right after the switch and leaves the settle and the drop to
+// Detach's function; one that streamed a key settles and drops itself.
+func TestMoveDetachesTheSettleOnlyWhenNothingMoved(t *testing.T) {
+	ms := members(3)
+	pairs := []Pair{{From: ms[0], To: ms[1], Partitions: []uint32{1, 2}}, {From: ms[2], To: ms[1], Partitions: []uint32{3}}}
+	for _, tc := range []struct {
+		name         string
+		empty        bool
+		wantDetached bool
+		wantLog      string
+	}{
+		{name: "nothing to hand over", empty: true, wantDetached: true,
+			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch"},
+		{name: "keys to hand over",
+			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch | drop:shard-0 drop:shard-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			var mu sync.Mutex
+			shards := map[string]*fakeShard{}
+			for _, m := range ms {
+				shards[m.ID] = &fakeShard{mu: &mu, log: &log, id: m.ID, empty: tc.empty}
+			}
+			step := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
+			var detached func(context.Context)
+			o := Options{
+				Partitions: 8, Settle: 1, Strict: true, Drop: true,
+				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
+				OnStep:  func(Step) { step("|") },
+				Detach:  func(f func(context.Context)) { detached = f },
+			}
+			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { step("switch"); return nil })
+			if err != nil || !rep.Switched {
+				t.Fatalf("err %v, report %+v", err, rep)
+			}
+			if got := phases(log); got != tc.wantLog {
+				t.Fatalf("steps\n%q\nwant\n%q", got, tc.wantLog)
+			}
+			if (detached != nil) != tc.wantDetached {
+				t.Fatalf("detached %v, want %v", detached != nil, tc.wantDetached)
+			}
+			if detached == nil {
+				return
+			}
+			detached(context.Background())
+			if got, want := phases(log), tc.wantLog+" | drop:shard-0 drop:shard-2"; got != want {
+				t.Fatalf("after the detached settle, steps\n%q\nwant\n%q", got, want)
 			}
 		})
 	}
