@@ -89,7 +89,7 @@ answers made by a rule's failure policy are counted as such ("failure policy").`
 	tf.registerClient(f, "routers")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile over the whole run to this file (go tool pprof)")
-	cmd.AddCommand(benchTableCmd(), benchNoopCmd())
+	cmd.AddCommand(benchTableCmd(), benchFleetCmd(), benchNoopCmd())
 	return cmd
 }
 
