@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/deploy"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 // FleetOptions configure Fleet.
@@ -30,7 +32,8 @@ type FleetOptions struct {
 	Routers int
 	// Changes is how many membership changes are timed on the last
 	// cluster, alternately a shard leaving (SIGTERM: it drains) and the
-	// same shard joining again; default 20.
+	// same shard joining again; 0: none (the command's flag defaults to
+	// 20).
 	Changes int
 	// Steady is how long etcd's steady state is measured; default 10s.
 	Steady time.Duration
@@ -52,9 +55,6 @@ func (o *FleetOptions) fill() error {
 	}
 	if o.Routers == 0 {
 		o.Routers = 8
-	}
-	if o.Changes == 0 {
-		o.Changes = 20
 	}
 	if o.Steady == 0 {
 		o.Steady = 10 * time.Second
@@ -227,10 +227,17 @@ func measureFleet(ctx context.Context, o FleetOptions, c *cluster.Cluster, out i
 // metric series each exports (those with a shard label on a router being
 // what a dashboard multiplies by routers × shards).
 func operatorView(bin string, c *cluster.Cluster, out io.Writer) error {
+	// ctl's client config: the first router, as the operator.
+	op := c.Security.PKI.Operator
+	config := filepath.Join(c.Dir, "fleet-client.yaml")
+	cfg := creds.ClientConfig{Router: c.Routers[0].Addr, TLSCA: op.CA, TLSCert: op.Cert, TLSKey: op.Key, TLSServerName: creds.LocalServerName}
+	if err := cfg.Write(config); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "\nThe operator's view at %d shards and %d routers (load %s):\n\n| what | figure |\n| --- | --- |\n", len(c.Shards), len(c.Routers), loadavg())
-	for _, args := range [][]string{{"ctl", "members"}, {"ctl", "top"}} {
+	for _, args := range [][]string{{"ctl", "members"}, {"ctl", "top", "--once"}} {
 		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), "SHARDLIMIT_CONFIG="+c.Security.Config)
+		cmd.Env = append(os.Environ(), "SHARDLIMIT_CONFIG="+config)
 		start := time.Now()
 		b, err := cmd.CombinedOutput()
 		if err != nil {
