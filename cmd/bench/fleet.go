@@ -43,12 +43,8 @@ type FleetOptions struct {
 }
 
 func (o *FleetOptions) fill() error {
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		o.Binary = exe
+	if err := orExecutable(&o.Binary); err != nil {
+		return err
 	}
 	if len(o.Sizes) == 0 {
 		o.Sizes = []int{8, 16, 32, 64}
