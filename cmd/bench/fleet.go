@@ -37,6 +37,9 @@ type FleetOptions struct {
 	Changes int
 	// Steady is how long etcd's steady state is measured; default 10s.
 	Steady time.Duration
+	// Rolling ends with a rolling restart of every shard of the last
+	// cluster under a load of users consuming a budget; default false.
+	Rolling bool
 	// Command is printed as the command that produced the figures;
 	// default os.Args.
 	Command string
@@ -92,6 +95,11 @@ func Fleet(ctx context.Context, o FleetOptions, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
+	budget, err := rollingRules()
+	if err != nil {
+		return err
+	}
+	sample = append(sample, budget...)
 	fmt.Fprintf(out, "## A fleet on one machine\n\n`%s` on %s\n\n", o.Command, machine())
 	fmt.Fprintf(out, "| shards | routers | start → every shard serving, every router routing to all | load before → after |\n| ---: | ---: | ---: | --- |\n")
 	var last *cluster.Cluster
@@ -118,7 +126,13 @@ func Fleet(ctx context.Context, o FleetOptions, out, progress io.Writer) error {
 		}
 		last = c
 	}
-	return measureFleet(ctx, o, last, out, say)
+	if err := measureFleet(ctx, o, last, out, say); err != nil {
+		return err
+	}
+	if !o.Rolling {
+		return nil
+	}
+	return rolling(ctx, last, out, say)
 }
 
 // measureFleet measures etcd at steady state and the membership changes

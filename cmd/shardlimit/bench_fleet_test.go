@@ -6,16 +6,17 @@ import (
 )
 
 // bench fleet at its smallest: two clusters (2 and 3 shards, 2 routers),
-// etcd at steady state, the operator's view and two changes, each table
-// printed; and a size out of bounds named with its bound.
+// etcd at steady state, the operator's view, two changes and a rolling
+// restart, each table printed; and a size out of bounds named with its
+// bound.
 func TestBenchFleetSmall(t *testing.T) {
 	bin := buildBinary(t)
-	r := run(t, bin, "", nil, "bench", "fleet", "--sizes", "2,3", "--routers", "2", "--changes", "2", "--steady", "1s")
+	r := run(t, bin, "", nil, "bench", "fleet", "--sizes", "2,3", "--routers", "2", "--changes", "2", "--steady", "1s", "--rolling")
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"| 2 | 2 | ", "| 3 | 2 | ", "| etcd unary requests/s |", "| `ctl members` | ", "| `ctl top --once` | ",
-		"| shard resident memory", "| leave | 1 | ", "| join | 1 | "} {
+		"| shard resident memory", "| leave | 1 | ", "| join | 1 | ", "Rolling restart of all 3 shards"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("no %q in\n%s", want, r.stdout)
 		}
