@@ -22,11 +22,11 @@
 // copy failed). Both copies of a pair name the hand-off (handoff_id), so
 // that the final copy reads only the journal its own first copy started.
 // The switch is the caller's function; Settle is how long Move waits
-// after it; Drop has the sources forget the partitions. With Detach, a
-// hand-off that has nothing to hand over (both copies streamed no key:
-// a join at a cold start) returns right after the switch and leaves the
-// settle and the drop to the caller, who runs them after releasing the
-// lock; the sources forward until the drop, as they would within Move.
+// after it; Drop has the sources forget the partitions. With
+// SkipEmptySettle, a hand-off that has nothing to hand over (both copies
+// streamed no key: a join at a cold start) drops at once after the switch:
+// a router that has not switched yet is answered by policy for those
+// partitions, instead of forwarded, until it does.
 //
 // Options.OnStep is told as each step starts, and Options.OnCopied as each
 // pair's copy ends, so that a caller (the rebalance job) records progress.
@@ -57,10 +57,7 @@
 // One hand-off runs at a time in a cluster: Lock takes an etcd lock at
 // <prefix>handoff/lock that the job's runs, drains and joins all hold while
 // they move counters, so that each computes its pairs from members and a
-// map that nobody else changes meanwhile (a detached settle and drop may
-// still run when the next one starts: a drop forgets only a partition
-// its source no longer decides, and a forwarded check is never forwarded
-// again, so neither needs the lock). A takeover takes no lock: nobody
+// map that nobody else changes meanwhile. A takeover takes no lock: nobody
 // plans it, and the fence, not the lock, keeps its copy exact. Options.Fence
 // makes every copy a fenced one with no switch to follow: a shard giving
 // back the counters of the partitions it lost with its lease.

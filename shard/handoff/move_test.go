@@ -111,22 +111,19 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 	}
 }
 
-// A hand-off with nothing to hand over (no key streamed) and Detach
-// returns right after the switch and leaves the settle and the drop to
-// Detach's function; one that streamed a key settles and drops itself.
-func TestMoveDetachesTheSettleOnlyWhenNothingMoved(t *testing.T) {
+// With SkipEmptySettle, a hand-off with nothing to hand over (no key
+// streamed) drops right after the switch, with no settle step; one that
+// streamed a key settles first.
+func TestMoveSkipsTheSettleOnlyWhenNothingMoved(t *testing.T) {
 	ms := members(3)
 	pairs := []Pair{{From: ms[0], To: ms[1], Partitions: []uint32{1, 2}}, {From: ms[2], To: ms[1], Partitions: []uint32{3}}}
 	for _, tc := range []struct {
-		name         string
-		empty        bool
-		wantDetached bool
-		wantLog      string
+		name      string
+		empty     bool
+		wantSteps string
 	}{
-		{name: "nothing to hand over", empty: true, wantDetached: true,
-			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch"},
-		{name: "keys to hand over",
-			wantLog: "journal:shard-0>shard-1 journal:shard-2>shard-1 | final:shard-0>shard-1 final:shard-2>shard-1 | switch | drop:shard-0 drop:shard-2"},
+		{name: "nothing to hand over", empty: true, wantSteps: "copy copy again switch drop"},
+		{name: "keys to hand over", wantSteps: "copy copy again switch settle drop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log []string
@@ -135,30 +132,21 @@ func TestMoveDetachesTheSettleOnlyWhenNothingMoved(t *testing.T) {
 			for _, m := range ms {
 				shards[m.ID] = &fakeShard{mu: &mu, log: &log, id: m.ID, empty: tc.empty}
 			}
-			step := func(s string) { mu.Lock(); log = append(log, s); mu.Unlock() }
-			var detached func(context.Context)
+			var steps []string
 			o := Options{
-				Partitions: 8, Settle: 1, Strict: true, Drop: true,
+				Partitions: 8, Settle: 1, Strict: true, Drop: true, SkipEmptySettle: true,
 				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
-				OnStep:  func(Step) { step("|") },
-				Detach:  func(f func(context.Context)) { detached = f },
+				OnStep:  func(s Step) { steps = append(steps, string(s)) },
 			}
-			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { step("switch"); return nil })
+			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { return nil })
 			if err != nil || !rep.Switched {
 				t.Fatalf("err %v, report %+v", err, rep)
 			}
-			if got := phases(log); got != tc.wantLog {
-				t.Fatalf("steps\n%q\nwant\n%q", got, tc.wantLog)
+			if got := strings.Join(steps, " "); got != tc.wantSteps {
+				t.Fatalf("steps %q, want %q", got, tc.wantSteps)
 			}
-			if (detached != nil) != tc.wantDetached {
-				t.Fatalf("detached %v, want %v", detached != nil, tc.wantDetached)
-			}
-			if detached == nil {
-				return
-			}
-			detached(context.Background())
-			if got, want := phases(log), tc.wantLog+" | drop:shard-0 drop:shard-2"; got != want {
-				t.Fatalf("after the detached settle, steps\n%q\nwant\n%q", got, want)
+			if got, want := phases(log), "drop:shard-0 drop:shard-2 final:shard-0>shard-1 final:shard-2>shard-1 journal:shard-0>shard-1 journal:shard-2>shard-1"; got != want { // sorted
+				t.Fatalf("calls\n%q\nwant\n%q", got, want)
 			}
 		})
 	}
