@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -323,17 +324,25 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 
 // notReady returns nil when every one of procs is ready, else one error
 // that counts, by kind, those that are and names the first that is not
-// with why (64 shards' reasons, one a line, are read by nobody).
+// with why (64 shards' reasons, one a line, are read by nobody). It asks
+// them all at once: one after the other, a loaded machine's slow answers
+// (each bounded by httpClient's timeout) add up past the ready timeout.
 func notReady(procs []*Proc, ready func(*Proc) error) error {
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = ready(p) })
+	}
+	wg.Wait()
 	var kinds []string
 	total, ok := map[string]int{}, map[string]int{}
 	var first error
-	for _, p := range procs {
+	for i, p := range procs {
 		if total[p.Sub] == 0 {
 			kinds = append(kinds, p.Sub)
 		}
 		total[p.Sub]++
-		if err := ready(p); err != nil {
+		if err := errs[i]; err != nil {
 			first = cmp.Or(first, fmt.Errorf("%s: %w", p.Name, err))
 			continue
 		}
