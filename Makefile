@@ -129,6 +129,10 @@ fuzz: ## Explore every fuzz target for FUZZTIME each (default 2m; not part of ma
 bench: build ## Run the benchmark table against dev clusters (shardlimit bench table; a few minutes; not part of test).
 	$(BIN)/shardlimit bench table
 
+.PHONY: bench-fleet
+bench-fleet: build ## Measure a fleet on this machine: 8/16/32/64 shards and 8 routers started, etcd at steady state, 20 membership changes (shardlimit bench fleet; about 10 minutes; not part of test).
+	$(BIN)/shardlimit bench fleet
+
 .PHONY: faults
 faults: ## Run the full fault suite against real processes (a few minutes; make test runs its short form; FAULTS_FLAGS=-faults.deadline=200ms on a busy machine).
 	$(GO) test -count=1 -timeout 20m -v -run TestFaults ./cmd/faults -faults.full $(FAULTS_FLAGS)

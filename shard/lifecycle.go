@@ -142,6 +142,11 @@ func (s *Server) join(ctx context.Context) error {
 	// them, fenced; pull them first.
 	lostKeys := s.pullLost(ownerless(before, after, me.ID), me.ID)
 	o := s.handoffOptions(true, true)
+	// A join with nothing to hand over (the partitions gained held no
+	// counter at their owners, as at a cold start) does not wait the
+	// settle out under the lock, so the next shard joins at once (issue
+	// 27: 64 shards, one at a time, each 1.5s).
+	o.SkipEmptySettle = true
 	var arrived []handoff.Pair // by the pairs' final copies (OnCopied is called one at a time)
 	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
 		if step == handoff.StepCopyAgain && err == nil {

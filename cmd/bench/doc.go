@@ -11,7 +11,13 @@
 // `shardlimit bench table` (Table) starts the clusters of `shardlimit dev`
 // through its launcher (cmd/internal/cluster: the values of their
 // addresses, pids and credentials, never dev's text) and runs the whole
-// table against them.
+// table against them. `shardlimit bench fleet` (Fleet) starts growing
+// clusters through the same launcher, with etcd as a process of its own,
+// and measures the control plane instead of the request path: the start
+// until every router routes to every shard, etcd at steady state and per
+// membership change (its /metrics and /proc), the operator's view, and
+// with FleetOptions.Rolling a rolling restart under a load of users
+// consuming a budget (rolling.go), checked to the hit.
 //
 // Run is called by cmd/shardlimit and by tests. A closed loop keeps
 // Options.Concurrency requests in flight; an open loop (Options.Rate)

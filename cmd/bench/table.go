@@ -31,12 +31,8 @@ type TableOptions struct {
 }
 
 func (o *TableOptions) fill() error {
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		o.Binary = exe
+	if err := orExecutable(&o.Binary); err != nil {
+		return err
 	}
 	if o.Duration == 0 {
 		o.Duration = 10 * time.Second
@@ -379,6 +375,16 @@ func writeScalingTable(out io.Writer, rows []*tableRow) {
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "2 routers: a dev cluster with two routers, on one etcd, with the router certificate; the bench spreads its connections over both, round robin. Router µs/check is both routers' CPU.")
+}
+
+// orExecutable sets an empty *bin to this process's own executable.
+func orExecutable(bin *string) error {
+	if *bin != "" {
+		return nil
+	}
+	exe, err := os.Executable()
+	*bin = exe
+	return err
 }
 
 // machine describes this machine: cores, CPU model, Go version, kernel.

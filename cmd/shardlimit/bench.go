@@ -92,7 +92,7 @@ coalescing CheckStream (Options.Stream). On every API, answers made by a rule's 
 	tf.registerClient(f, "routers")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write this process's CPU profile over the whole run to this file (go tool pprof)")
-	cmd.AddCommand(benchTableCmd(), benchNoopCmd())
+	cmd.AddCommand(benchTableCmd(), benchFleetCmd(), benchNoopCmd())
 	return cmd
 }
 

@@ -40,6 +40,10 @@ type devOptions struct {
 	trace             *traceFlags   // the components' --otlp-* and --trace-sample-ratio
 }
 
+// maxDevShards is the most shards dev starts: 64 become ready on a 2-core
+// machine (BENCHMARKS.md, "A fleet on one machine").
+const maxDevShards = 64
+
 func devCmd() *cobra.Command {
 	// The components' local presets, as flags of their processes.
 	ro, so, bo := router.LocalOptions(), shard.DefaultOptions(), rebalance.DefaultOptions()
@@ -79,8 +83,8 @@ drains to the shards still serving, and the last one, with nowhere to hand over,
 its counters.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.shards < 1 || o.shards > 32 {
-				return usageErrorf("shards: %d not in 1..32", o.shards)
+			if o.shards < 1 || o.shards > maxDevShards {
+				return usageErrorf("shards: %d not in 1..%d", o.shards, maxDevShards)
 			}
 			if o.restarts < 0 || o.restarts > 100 {
 				return usageErrorf("restarts: %d not in 0..100", o.restarts)
@@ -101,7 +105,7 @@ its counters.`,
 	f.StringVar(&o.httpListen, "http-listen", o.httpListen, "address of the router's HTTP/JSON API (port 0: a free one; \"\" turns it off)")
 	f.StringVar(&o.metricsListen, "metrics-listen", o.metricsListen, "HTTP address of the router's /metrics; shards and the rebalance instance use the next ports (port 0: a free one for each)")
 	f.IntVar(&o.restarts, "restarts", o.restarts, "times in a row dev restarts a component process that exits, 0..100 (0: never)")
-	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes")
+	f.IntVar(&o.shards, "shards", o.shards, "number of shard processes, 1..64 (dev waits 30s plus 1s per shard for them to serve)")
 	f.StringVar(&o.rulesFile, "rules", o.rulesFile, "YAML rules file stored in etcd at start (default: the built-in sample rules)")
 	f.StringVar(&o.dataDir, "data-dir", o.dataDir, "directory for etcd data and the generated credentials (default: a temporary one, removed on exit)")
 	f.StringVar(&o.prefix, "prefix", o.prefix, "etcd key prefix")

@@ -164,7 +164,7 @@ func TestEnvErrorsOfTheBinary(t *testing.T) {
 	}{
 		{"SHARDLIMIT_MAX_CONNECTIONS=lots", []string{"router", "--etcd", "127.0.0.1:1", "--insecure"},
 			`shardlimit: invalid value "lots" for SHARDLIMIT_MAX_CONNECTIONS (environment; --max-connections): `},
-		{"SHARDLIMIT_SHARDS=40", []string{"dev"}, `shardlimit: shards: 40 not in 1..32 (SHARDLIMIT_SHARDS="40", from the environment)`},
+		{"SHARDLIMIT_SHARDS=80", []string{"dev"}, `shardlimit: shards: 80 not in 1..64 (SHARDLIMIT_SHARDS="80", from the environment)`},
 		{"SHARDLIMIT_LOG_LEVEL=loud", []string{"shard", "--id", "s", "--etcd", "127.0.0.1:1", "--insecure"},
 			`(SHARDLIMIT_LOG_LEVEL="loud", from the environment)`},
 		{"SHARDLIMIT_INTERVAL=often", []string{"rebalance", "--etcd", "127.0.0.1:1", "--insecure"},

@@ -22,7 +22,11 @@
 // copy failed). Both copies of a pair name the hand-off (handoff_id), so
 // that the final copy reads only the journal its own first copy started.
 // The switch is the caller's function; Settle is how long Move waits
-// after it; Drop has the sources forget the partitions.
+// after it; Drop has the sources forget the partitions. With
+// SkipEmptySettle, a hand-off that has nothing to hand over (both copies
+// streamed no key: a join at a cold start) drops at once after the switch:
+// a router that has not switched yet is answered by policy for those
+// partitions, instead of forwarded, until it does.
 //
 // Options.OnStep is told as each step starts, and Options.OnCopied as each
 // pair's copy ends, so that a caller (the rebalance job) records progress.

@@ -61,6 +61,18 @@ type Options struct {
 	// OnDropped, when set, is told as each pair's source dropped the
 	// partitions or failed to (a failure only costs memory); default none.
 	OnDropped func(Pair, error)
+	// SkipEmptySettle has a hand-off with nothing to hand over (both
+	// copies streamed no key, and every pair's final copy succeeded: the
+	// sources counted nobody in the partitions up to their fence, as at a
+	// cold start) drop at once after the switch instead of settling first,
+	// so that a caller holding the hand-off lock (a join) holds it for no
+	// wait. Exactness is unchanged: the partitions were fenced before the
+	// switch, and a check that a router which has not switched yet sends
+	// to a source after the drop is not decided there (the router answers
+	// it by policy, flagged) rather than forwarded. The drop stays under
+	// the caller's lock, so no later hand-off can find it pending. Default
+	// false: Move settles first.
+	SkipEmptySettle bool
 }
 
 // Step names a step of Move, as Options.OnStep is told of it.
@@ -187,20 +199,32 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 	if len(pairs) == 0 {
 		return rep, nil // nothing moves: no router needs to settle
 	}
-	o.step(StepSettle)
-	o.Logger.Debug("hand-off: switched owners; settling before the sources drop", "settle", o.Settle, "drop", o.Drop)
-	select {
-	case <-time.After(o.Settle):
-	case <-ctx.Done():
+	if o.SkipEmptySettle && rep.Keys == 0 && len(rep.NotHandedOver) == 0 {
+		o.Settle = 0 // nothing counted to forward for
 	}
-	if o.Drop {
-		o.step(StepDrop)
-		drop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
-	}
+	settleAndDrop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
 	if err := failedErr(rep.NotHandedOver); err != nil {
 		return rep, fmt.Errorf("after switching: %w", err)
 	}
 	return rep, nil
+}
+
+// settleAndDrop waits Settle (none: no settle step) for every router to
+// follow the switch, then, with Drop, has the sources of pairs forget
+// their partitions.
+func settleAndDrop(ctx context.Context, o *Options, pairs []Pair) {
+	if o.Settle > 0 {
+		o.step(StepSettle)
+		o.Logger.Debug("hand-off: switched owners; settling before the sources drop", "settle", o.Settle, "drop", o.Drop)
+		select {
+		case <-time.After(o.Settle):
+		case <-ctx.Done():
+		}
+	}
+	if o.Drop {
+		o.step(StepDrop)
+		drop(ctx, o, pairs)
+	}
 }
 
 // handedOver returns the pairs not among failed.

@@ -22,6 +22,7 @@ type fakeShard struct {
 	log      *[]string
 	id       string
 	failFrom map[string]bool
+	empty    bool // the source holds no key of the partitions
 }
 
 func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...grpc.CallOption) (*shardlimitv1.PullResponse, error) {
@@ -42,6 +43,9 @@ func (f *fakeShard) Pull(_ context.Context, req *shardlimitv1.PullRequest, _ ...
 	*f.log = append(*f.log, kind+":"+req.SourceId+">"+f.id)
 	if f.failFrom[req.SourceId] {
 		return nil, errors.New("unreachable")
+	}
+	if f.empty {
+		return &shardlimitv1.PullResponse{Chunks: 1}, nil
 	}
 	return &shardlimitv1.PullResponse{Keys: 10, Imported: 10, Chunks: 1}, nil
 }
@@ -102,6 +106,47 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 			}
 			if rep.Switched != tc.wantSwitched || len(rep.NotHandedOver) != tc.wantNotHanded || rep.Partitions != tc.wantPartitions {
 				t.Fatalf("report %+v", rep)
+			}
+		})
+	}
+}
+
+// With SkipEmptySettle, a hand-off with nothing to hand over (no key
+// streamed) drops right after the switch, with no settle step; one that
+// streamed a key settles first.
+func TestMoveSkipsTheSettleOnlyWhenNothingMoved(t *testing.T) {
+	ms := members(3)
+	pairs := []Pair{{From: ms[0], To: ms[1], Partitions: []uint32{1, 2}}, {From: ms[2], To: ms[1], Partitions: []uint32{3}}}
+	for _, tc := range []struct {
+		name      string
+		empty     bool
+		wantSteps string
+	}{
+		{name: "nothing to hand over", empty: true, wantSteps: "copy copy again switch drop"},
+		{name: "keys to hand over", wantSteps: "copy copy again switch settle drop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log []string
+			var mu sync.Mutex
+			shards := map[string]*fakeShard{}
+			for _, m := range ms {
+				shards[m.ID] = &fakeShard{mu: &mu, log: &log, id: m.ID, empty: tc.empty}
+			}
+			var steps []string
+			o := Options{
+				Partitions: 8, Settle: 1, Strict: true, Drop: true, SkipEmptySettle: true,
+				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
+				OnStep:  func(s Step) { steps = append(steps, string(s)) },
+			}
+			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { return nil })
+			if err != nil || !rep.Switched {
+				t.Fatalf("err %v, report %+v", err, rep)
+			}
+			if got := strings.Join(steps, " "); got != tc.wantSteps {
+				t.Fatalf("steps %q, want %q", got, tc.wantSteps)
+			}
+			if got, want := phases(log), "drop:shard-0 drop:shard-2 final:shard-0>shard-1 final:shard-2>shard-1 journal:shard-0>shard-1 journal:shard-2>shard-1"; got != want { // sorted
+				t.Fatalf("calls\n%q\nwant\n%q", got, want)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -70,7 +70,8 @@ type Options struct {
 	// StopGrace is what Stop gives each process between SIGTERM and
 	// SIGKILL (a shard drains meanwhile); 0: SIGKILL at once.
 	StopGrace time.Duration
-	// ReadyTimeout bounds the wait for the cluster to serve; 0: 30s.
+	// ReadyTimeout bounds the wait for the cluster to serve; 0: 30s plus
+	// 1s per shard (shards join one at a time, under the hand-off lock).
 	ReadyTimeout time.Duration
 }
 
@@ -124,7 +125,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	o.Prefix = cmp.Or(o.Prefix, "/shardlimit/")
 	o.Shards, o.Routers = cmp.Or(o.Shards, 3), cmp.Or(o.Routers, 1)
 	o.LogFormat, o.LogLevel = cmp.Or(o.LogFormat, "text"), cmp.Or(o.LogLevel, "info")
-	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, 30*time.Second)
+	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, 30*time.Second+time.Duration(o.Shards)*time.Second)
 	c := &Cluster{Dir: o.Dir, Prefix: o.Prefix, o: o}
 	defer func() {
 		if err != nil {
@@ -318,13 +319,43 @@ func (c *Cluster) Ready(p *Proc) error {
 // waitReady waits until every component is Ready.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	procs := c.Components()
-	return c.until(ctx, func() error {
-		var errs []error
-		for _, p := range procs {
-			errs = append(errs, c.Ready(p))
+	return c.until(ctx, func() error { return notReady(procs, c.Ready) }, procs)
+}
+
+// notReady returns nil when every one of procs is ready, else one error
+// that counts, by kind, those that are and names the first that is not
+// with why (64 shards' reasons, one a line, are read by nobody). It asks
+// them all at once: one after the other, a loaded machine's slow answers
+// (each bounded by httpClient's timeout) add up past the ready timeout.
+func notReady(procs []*Proc, ready func(*Proc) error) error {
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = ready(p) })
+	}
+	wg.Wait()
+	var kinds []string
+	total, ok := map[string]int{}, map[string]int{}
+	var first error
+	for i, p := range procs {
+		if total[p.Sub] == 0 {
+			kinds = append(kinds, p.Sub)
 		}
-		return errors.Join(errs...)
-	}, procs)
+		total[p.Sub]++
+		if err := errs[i]; err != nil {
+			first = cmp.Or(first, fmt.Errorf("%s: %w", p.Name, err))
+			continue
+		}
+		ok[p.Sub]++
+	}
+	if first == nil {
+		return nil
+	}
+	counts := make([]string, len(kinds))
+	for i, k := range kinds {
+		counts[i] = fmt.Sprintf("%d of %d %s ready", ok[k], total[k], k)
+	}
+	return fmt.Errorf("%s; first not ready: %w", strings.Join(counts, ", "), first)
 }
 
 // until calls ready every 50ms until it returns nil, one of procs exits,
