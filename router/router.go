@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,12 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	if r.etcd, err = opts.Dial(); err != nil {
 		return nil, err
 	}
+	// The cluster's partition count, before anything is routed by it.
+	if r.opts.Ring.Partitions, err = mapstore.Partitions(ctx, r.etcd, opts.Layout(), opts.Ring.Partitions, routerName(), r.log); err != nil {
+		_ = r.etcd.Close()
+		return nil, err
+	}
+	opts = r.opts
 	watchCtx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = watchCtx, cancel
 	membersRead, rulesRead, mapRead := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -326,4 +333,11 @@ func ruleParams(rule *rules.Rule) *shardlimitv1.RuleParams {
 		SoftPercent: lr.SoftPercent, ElasticPercent: lr.ElasticPercent,
 		ElasticLoadPercent: lr.ElasticLoadPercent, Shadow: lr.Shadow,
 	}
+}
+
+// routerName names a router in the shard map record it may create: its
+// host name (a pod's name).
+func routerName() string {
+	host, _ := os.Hostname()
+	return "router " + host
 }
