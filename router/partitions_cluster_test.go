@@ -42,7 +42,7 @@ func TestPartitionCountFromTheRecord(t *testing.T) {
 	defer cli.Close()
 	layout := etcd.Layout(c.Prefix)
 	m, _, err := mapstore.Load(ctx, cli, layout)
-	if err != nil || m == nil || m.Partitions != 64 || m.Version != 0 || m.WrittenBy != "shard shard-0" {
+	if err != nil || m == nil || m.Partitions != 64 || m.Version != 0 || !strings.HasPrefix(m.WrittenBy, "shard shard-0 on ") {
 		t.Fatalf("the record: %+v, %v", m, err)
 	}
 	before, err := cli.Get(ctx, layout.ShardMap())

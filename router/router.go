@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,7 +93,7 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 		return nil, err
 	}
 	// The cluster's partition count, before anything is routed by it.
-	if r.opts.Ring.Partitions, err = mapstore.Partitions(ctx, r.etcd, opts.Layout(), opts.Ring.Partitions, routerName(), r.log); err != nil {
+	if r.opts.Ring.Partitions, err = mapstore.Partitions(ctx, r.etcd, opts.Layout(), opts.Ring.Partitions, "router", r.log); err != nil {
 		_ = r.etcd.Close()
 		return nil, err
 	}
@@ -333,11 +332,4 @@ func ruleParams(rule *rules.Rule) *shardlimitv1.RuleParams {
 		SoftPercent: lr.SoftPercent, ElasticPercent: lr.ElasticPercent,
 		ElasticLoadPercent: lr.ElasticLoadPercent, Shadow: lr.Shadow,
 	}
-}
-
-// routerName names a router in the shard map record it may create: its
-// host name (a pod's name).
-func routerName() string {
-	host, _ := os.Hostname()
-	return "router " + host
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -29,7 +30,8 @@ const maxPartitions = 1 << 16
 // only if there is still none: version 0, pinning nothing (the ring alone
 // decides, as with no map; the first map published is version 1), for want
 // partitions, or
-// shardmap.DefaultPartitions when want is 0, written by by. When another
+// shardmap.DefaultPartitions when want is 0, written by by on this host
+// (a pod's name). When another
 // component created it first, that record's count is the cluster's.
 //
 // want 0 takes the stored count. Any other want must equal it: otherwise
@@ -83,7 +85,8 @@ func partitionsOnce(ctx context.Context, cli *clientv3.Client, layout etcd.Layou
 		if n == 0 {
 			n = shardmap.DefaultPartitions
 		}
-		first := &shardmap.Map{Partitions: n, Owners: make([]string, n), WrittenBy: by,
+		host, _ := os.Hostname()
+		first := &shardmap.Map{Partitions: n, Owners: make([]string, n), WrittenBy: by + " on " + host,
 			Reason: fmt.Sprintf("partition count %d, fixed by the cluster's first component", n)}
 		switch err := create(ctx, cli, layout, first); {
 		case err == nil:
