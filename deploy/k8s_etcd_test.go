@@ -114,7 +114,7 @@ func checkEtcdClients(t *testing.T, r *rendered, ws []workload) {
 	for key, writers := range map[string][]string{
 		l.Member("shard-0"): {etcd.Shard, etcd.Rebalance}, l.Rule("s", "r"): {etcd.Router}, l.Grant("id"): {etcd.Router},
 		l.UnreachableReport("shard-0", "1"): {etcd.Router}, l.Eviction("shard-0"): {etcd.Rebalance}, l.EvictionAck("shard-0"): {etcd.Shard},
-		l.ShardMap(): {etcd.Rebalance}, l.ShardMapVersion(1): {etcd.Rebalance}, l.Run(1): {etcd.Rebalance},
+		l.ShardMap(): {etcd.Router, etcd.Shard, etcd.Rebalance}, l.ShardMapVersion(1): {etcd.Rebalance}, l.Run(1): {etcd.Rebalance},
 		l.ElectionCandidates() + "1": {etcd.Rebalance}, l.HandoffLock() + "/1": {etcd.Shard, etcd.Rebalance},
 	} {
 		var got []string

@@ -431,7 +431,9 @@ func flagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
-// Routers, shards and the rebalance job agree on the partition count.
+// Routers, shards and the rebalance job agree on the partition count:
+// whichever starts first on an empty etcd fixes it in the shard map
+// record, and the others refuse to start with another.
 func checkPartitions(t *testing.T, ws []workload) {
 	values := map[string][]string{}
 	for _, c := range shardlimitContainers(ws) {
@@ -441,7 +443,7 @@ func checkPartitions(t *testing.T, ws []workload) {
 		if v, ok := flagValue(c.args, "partitions"); ok {
 			values[v] = append(values[v], c.where)
 		} else {
-			t.Errorf("%s: no --partitions; set it on every component so they cannot drift apart", c.where)
+			t.Errorf("%s: no --partitions; set it on every component, so that whichever starts first fixes the count the others are given", c.where)
 		}
 	}
 	if len(values) > 1 {

@@ -19,6 +19,7 @@ import (
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
 	"github.com/shardlimit/shardlimit/shard/auth/grantstore"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/tracing"
 )
@@ -77,6 +78,12 @@ func Start(ctx context.Context, opts Options) (*Job, error) {
 	}
 	j.opts.Grants = opts.Grants // with the grants file's
 	if j.etcd, err = opts.Dial(); err != nil {
+		return nil, err
+	}
+	// The cluster's partition count, which every map this job publishes
+	// keeps.
+	if j.opts.Ring.Partitions, err = mapstore.Partitions(ctx, j.etcd, j.layout(), opts.Ring.Partitions, "rebalance "+opts.ID, j.log); err != nil {
+		_ = j.etcd.Close()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -54,14 +54,20 @@ type Options struct {
 	// routers reported it unreachable, is kept from joining again (package
 	// eviction); default 30s, 1s..1h; negative: never evict.
 	EvictHold time.Duration
-	// Ring shapes the partition → shard assignment; default
-	// shardmap.DefaultConfig(). Must be equal to the routers'.
+	// Ring shapes the partition → shard assignment; each zero field is
+	// shardmap.DefaultConfig()'s, except Partitions: zero (the default)
+	// takes the count stored in the cluster's shard map record, which the
+	// first component to start creates (with shardmap.DefaultPartitions
+	// unless it was given a count); a count given must equal the stored
+	// one, or Start fails (mapstore.Partitions). Every map this job
+	// publishes keeps the stored count. The other fields must be equal to
+	// the routers'.
 	Ring shardmap.Config
 }
 
 // DefaultOptions returns the defaults, without the required Etcd.
 func DefaultOptions() Options {
-	p := planner.DefaultOptions()
+	p, ring := planner.DefaultOptions(), shardmap.DefaultConfig()
 	return Options{
 		Config:        component.DefaultConfig(),
 		Listen:        "127.0.0.1:0",
@@ -73,7 +79,7 @@ func DefaultOptions() Options {
 		Settle:        1500 * time.Millisecond,
 		ProgressEvery: 250 * time.Millisecond,
 		EvictHold:     30 * time.Second,
-		Ring:          shardmap.DefaultConfig(),
+		Ring:          shardmap.Config{ReplicationFactor: ring.ReplicationFactor, Load: ring.Load},
 	}
 }
 
@@ -104,7 +110,8 @@ func (o *Options) fill() {
 	o.Settle = cmp.Or(o.Settle, d.Settle)
 	o.ProgressEvery = cmp.Or(o.ProgressEvery, d.ProgressEvery)
 	o.EvictHold = cmp.Or(o.EvictHold, d.EvictHold)
-	o.Ring = cmp.Or(o.Ring, d.Ring)
+	o.Ring.ReplicationFactor = cmp.Or(o.Ring.ReplicationFactor, d.Ring.ReplicationFactor)
+	o.Ring.Load = cmp.Or(o.Ring.Load, d.Ring.Load)
 }
 
 func (o *Options) validate() error {
@@ -136,5 +143,8 @@ func (o *Options) validate() error {
 	if err := (planner.Options{Threshold: o.Threshold, MaxMoves: o.MaxMoves}).Validate(); err != nil {
 		return err
 	}
-	return o.Ring.Validate()
+	// The count is checked against the stored one in Start; the rest here.
+	ring := o.Ring
+	ring.Partitions = cmp.Or(ring.Partitions, shardmap.DefaultPartitions)
+	return ring.Validate()
 }

@@ -211,10 +211,16 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 	}
 	defer s.close()
 	next := &shardmap.Map{Partitions: j.opts.Ring.Partitions, WrittenBy: j.opts.ID}
-	if s.m != nil && s.m.Partitions == next.Partitions {
-		next.Owners = slices.Clone(s.m.Owners)
-	} else {
+	switch {
+	case s.m == nil:
 		next.Owners = make([]string, next.Partitions)
+	case s.m.Partitions != next.Partitions:
+		// The stored count is never overwritten: it was read at Start,
+		// and only a record written around this job differs.
+		return "", fmt.Errorf("%w: the shard map record (version %d) now holds %d partitions, this instance started with %d; restart it to follow the record",
+			mapstore.ErrPartitions, s.m.Version, s.m.Partitions, next.Partitions)
+	default:
+		next.Owners = slices.Clone(s.m.Owners)
 	}
 	var moves []shardmap.Move
 	var detail string

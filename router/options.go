@@ -116,8 +116,13 @@ type Options struct {
 	// (see package overlimit); default 100000 (7.2 MB when full); negative
 	// turns the cache off.
 	OverLimitCache int
-	// Ring shapes the partition → shard assignment; default
-	// shardmap.DefaultConfig(). Must be equal on every router.
+	// Ring shapes the partition → shard assignment; each zero field is
+	// shardmap.DefaultConfig()'s, except Partitions: zero (the default)
+	// takes the count stored in the cluster's shard map record, which the
+	// first component to start creates (with shardmap.DefaultPartitions
+	// unless it was given a count); a count given must equal the stored
+	// one, or Start fails (mapstore.Partitions). The other fields must be
+	// equal on every router.
 	Ring shardmap.Config
 }
 
@@ -143,7 +148,7 @@ func DefaultOptions() Options {
 		BreakerCooldown:    time.Second,
 		UnreachableAfter:   time.Second,
 		OverLimitCache:     100_000,
-		Ring:               shardmap.DefaultConfig(),
+		Ring:               ring(),
 		RuleBounds:         rules.DefaultBounds(),
 	}
 }
@@ -170,6 +175,14 @@ func TestOptions() Options {
 	return o
 }
 
+// ring returns shardmap.DefaultConfig() without its partition count, which
+// comes from the shard map record.
+func ring() shardmap.Config {
+	c := shardmap.DefaultConfig()
+	c.Partitions = 0
+	return c
+}
+
 // maxOverLimitCache bounds Options.OverLimitCache: 720 MB when full.
 const maxOverLimitCache = 10_000_000
 
@@ -190,7 +203,8 @@ func (o *Options) fill() {
 	o.UnreachableAfter = cmp.Or(o.UnreachableAfter, d.UnreachableAfter)
 	o.LivenessTimeout = cmp.Or(o.LivenessTimeout, max(defaultLivenessTimeout, o.Deadline))
 	o.OverLimitCache = cmp.Or(o.OverLimitCache, d.OverLimitCache)
-	o.Ring = cmp.Or(o.Ring, d.Ring)
+	o.Ring.ReplicationFactor = cmp.Or(o.Ring.ReplicationFactor, d.Ring.ReplicationFactor)
+	o.Ring.Load = cmp.Or(o.Ring.Load, d.Ring.Load)
 	o.RuleBounds.Fill()
 }
 
@@ -233,5 +247,8 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	return o.Ring.Validate()
+	// The count is checked against the stored one in Start; the rest here.
+	ring := o.Ring
+	ring.Partitions = cmp.Or(ring.Partitions, shardmap.DefaultPartitions)
+	return ring.Validate()
 }

@@ -96,6 +96,12 @@ func Start(ctx context.Context, opts Options) (*Router, error) {
 	if r.etcd, err = opts.Dial(); err != nil {
 		return nil, err
 	}
+	// The cluster's partition count, before anything is routed by it.
+	if r.opts.Ring.Partitions, err = mapstore.Partitions(ctx, r.etcd, opts.Layout(), opts.Ring.Partitions, "router", r.log); err != nil {
+		_ = r.etcd.Close()
+		return nil, err
+	}
+	opts = r.opts
 	watchCtx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.cancel = watchCtx, cancel
 	membersRead, rulesRead, mapRead := make(chan struct{}), make(chan struct{}), make(chan struct{})

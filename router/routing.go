@@ -65,7 +65,7 @@ func (r *Router) setMap(m *shardmap.Map) {
 	}
 	r.shardMap = m
 	r.rebuild()
-	if m != nil {
+	if m != nil && m.Version > 0 { // version 0 records the partition count only
 		r.metrics.mapVersion.Set(float64(m.Version))
 		r.metrics.mapWritten.Store(m.WrittenAt.UnixNano())
 		r.log.Info("shard map in force", "version", m.Version, "pinned", m.Pinned(), "reason", m.Reason)

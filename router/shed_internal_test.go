@@ -127,6 +127,7 @@ func shedRouter(t *testing.T, o Options, client shardlimitv1.ShardClient) (*Rout
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
+	o.Ring.Partitions = shardmap.DefaultPartitions // what Start reads from the shard map record
 	rs, err := rules.Parse("shed.yaml", []byte(`
 rules:
   - {service: s, endpoint: /open, limit: 10, period: 1h}

@@ -79,8 +79,13 @@ type Options struct {
 	// shard's load, which elastic rules grow under, is its decision rate
 	// over Capacity. Default 500000.
 	Capacity int
-	// Partitions is the partition count the routers use, for the load per
-	// partition that the rebalance job reads; default 1024.
+	// Partitions is the cluster's partition count (the load per partition
+	// that the rebalance job reads, the partitions handed over). Zero (the
+	// default) takes the count stored in the cluster's shard map record,
+	// which the first component to start creates (with
+	// shardmap.DefaultPartitions unless it was given a count); a count
+	// given must equal the stored one, or Start fails
+	// (mapstore.Partitions).
 	Partitions int
 	// TopKeys is how many of the hottest keys Stats reports by default;
 	// default 20.
@@ -146,7 +151,6 @@ func DefaultOptions() Options {
 		TakeoverTimeout: time.Second,
 		SweepInterval:   10 * time.Second,
 		Capacity:        500_000,
-		Partitions:      1024,
 		TopKeys:         20,
 		TopKeysPeriod:   time.Minute,
 		TopKeysSample:   8,
@@ -178,7 +182,6 @@ func (o *Options) fill() {
 	o.TakeoverTimeout = cmp.Or(o.TakeoverTimeout, d.TakeoverTimeout)
 	o.SweepInterval = cmp.Or(o.SweepInterval, d.SweepInterval)
 	o.Capacity = cmp.Or(o.Capacity, d.Capacity)
-	o.Partitions = cmp.Or(o.Partitions, d.Partitions)
 	o.TopKeys = cmp.Or(o.TopKeys, d.TopKeys)
 	o.TopKeysPeriod = cmp.Or(o.TopKeysPeriod, d.TopKeysPeriod)
 	o.TopKeysSample = cmp.Or(o.TopKeysSample, d.TopKeysSample)
@@ -204,8 +207,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("max keys: %d is under the minimum of %d (one per stripe); 0 means unbounded", o.MaxKeys, stripes)
 	case o.SweepInterval < 10*time.Millisecond || o.SweepInterval > time.Hour:
 		return fmt.Errorf("sweep interval: %v not in 10ms..1h", o.SweepInterval)
-	case o.Partitions < 1 || o.Partitions > 1<<16:
-		return fmt.Errorf("partitions: %d not in 1..%d", o.Partitions, 1<<16)
+	case o.Partitions < 0 || o.Partitions > 1<<16:
+		return fmt.Errorf("partitions: %d not in 1..%d (0: the count stored in etcd)", o.Partitions, 1<<16)
 	case o.TopKeys < 1 || o.TopKeys > maxTopKeys:
 		return fmt.Errorf("top keys: %d not in 1..%d", o.TopKeys, maxTopKeys)
 	case o.TopKeysPeriod < time.Second:

@@ -23,6 +23,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/hotkeys"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/load"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
 	"github.com/shardlimit/shardlimit/shard/ownership"
@@ -101,6 +102,14 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			s.undoStart()
 		}
 	}()
+	if s.etcd, err = opts.Dial(); err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	// The cluster's partition count, before anything is sized by it.
+	if opts.Partitions, err = mapstore.Partitions(ctx, s.etcd, opts.Layout(), opts.Partitions, "shard "+opts.ID, opts.Logger); err != nil {
+		return nil, err
+	}
+	s.opts.Partitions = opts.Partitions
 	if s.episodes, err = episodes.New(episodes.Options{Capacity: opts.Episodes}); err != nil {
 		return nil, fmt.Errorf("episodes: %w", err)
 	}
@@ -124,9 +133,6 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	shardlimitv1.RegisterShardServer(s.srv, s)
 	s.srv.Serve()
 
-	if s.etcd, err = opts.Dial(); err != nil {
-		return nil, fmt.Errorf("etcd: %w", err)
-	}
 	// Know who may call before routers can find the shard.
 	if err := grantstore.Follow(ctx, s.ctx, s.etcd, opts.Layout(), opts.Logger, s.auth, opts.Grants); err != nil {
 		return nil, err

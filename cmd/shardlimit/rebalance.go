@@ -34,7 +34,7 @@ func rebalanceCmd() *cobra.Command {
 	f.DurationVar(&o.EvictHold, "evict-hold", o.EvictHold, "how long a shard that routers reported unreachable, evicted by the leader (its lease revoked, its partitions taken over by live shards), is kept from joining again, 1s..1h (negative: never evict)")
 	f.DurationVar(&o.Settle, "settle", o.Settle, "wait after publishing a map before the final copy of moved counters")
 	f.DurationVar(&o.ProgressEvery, "progress-every", o.ProgressEvery, "least time between two writes of a running run's record to etcd (what ctl rebalance apply --wait shows)")
-	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal to the routers'")
+	registerPartitions(f, &o.Ring.Partitions)
 	sf.register(f, "")
 	return cmd
 }

@@ -48,7 +48,7 @@ func routerCmd() *cobra.Command {
 	f.DurationVar(&o.UnreachableAfter, "unreachable-after", o.UnreachableAfter, "how long a shard's circuit stays open, with its connection down, before this router reports the shard unreachable in etcd (while it reaches another shard); the rebalance leader evicts a reported shard and live shards take its partitions over; a shard that keeps its connection but answers nothing is reported after 10 times as long (negative: never report)")
 	f.IntVar(&o.OverLimitCache, "over-limit-cache", o.OverLimitCache, "entries of the over-limit cache (72 bytes each): users over a limit are denied with their shard's answer until their retry time without calling it, and stay denied while it is down; negative turns it off")
 	f.BoolVar(&o.EnvoyHeaders, "envoy-headers", o.EnvoyHeaders, "add RateLimit-Policy, RateLimit and Retry-After headers to Envoy rate limit answers")
-	f.IntVar(&o.Ring.Partitions, "partitions", o.Ring.Partitions, "number of partitions; must be equal on every router")
+	registerPartitions(f, &o.Ring.Partitions)
 	sf.register(f, "")
 	return cmd
 }

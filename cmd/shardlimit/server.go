@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shardlimit/shardlimit/shard/component"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // serverFlags are the flags that the three servers (router, shard and
@@ -53,6 +55,14 @@ func (s *serverFlags) register(f *pflag.FlagSet, ready string) {
 	s.tls.register(f, true)
 	s.secure.register(f)
 	s.trace.register(f)
+}
+
+// registerPartitions adds --partitions, which each server maps onto its
+// own Options field (router and rebalance Ring.Partitions, shard
+// Partitions) with the same meaning: the count the shard map record in
+// etcd must hold, or creates the record with (mapstore.Partitions).
+func registerPartitions(f *pflag.FlagSet, partitions *int) {
+	f.IntVar(partitions, "partitions", *partitions, fmt.Sprintf("partition count of the cluster, fixed once in etcd's shard map record: the first router, shard or rebalance instance to start on an empty --prefix writes it there (%d when unset), and every component takes it from there; one given another count refuses to start, naming both (default: the stored count)", shardmap.DefaultPartitions))
 }
 
 // runServer runs a server until ctx ends. It completes the Config from the

@@ -73,7 +73,7 @@ partitions count from zero at their next owners.`,
 	f.DurationVar(&o.TakeoverTimeout, "takeover-timeout", o.TakeoverTimeout, "bound on the silence of a shard this one takes partitions over from, when it left without a hand-off (lease expired or revoked): their checks are answered by policy until its counters are here, waited for while each chunk comes within this bound. A stalled shard's partitions count from zero here past it; a crashed one's at once")
 	f.IntVar(&o.MaxKeys, "max-keys", o.MaxKeys, "extra bound on the keys held, evicting as --max-memory does (0: unbounded; --max-memory is the bound that matters)")
 	f.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often idle keys that are fresh again are dropped")
-	f.IntVar(&o.Partitions, "partitions", o.Partitions, "partition count; must equal the routers' --partitions (per-partition load and hand-offs use it)")
+	registerPartitions(f, &o.Partitions)
 	f.IntVar(&o.TopKeys, "top-keys", o.TopKeys, "hottest keys reported by default")
 	f.DurationVar(&o.TopKeysPeriod, "top-keys-period", o.TopKeysPeriod, "hot-key counts cover one to two of these periods")
 	f.IntVar(&o.TopKeysSample, "top-keys-sample", o.TopKeysSample, "past --top-keys-exact decisions a period, observe one in this many for the hot keys (1: every decision)")

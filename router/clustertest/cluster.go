@@ -138,6 +138,18 @@ func (c *Cluster) ShardOptions(id string) shard.Options {
 	return o
 }
 
+// RouterOptions returns the options the cluster gives a new router.
+func (c *Cluster) RouterOptions() router.Options {
+	o := router.TestOptions()
+	o.Rules = c.opts.Rules
+	// Token callers hold no certificate: the router verifies one if given.
+	o.Config = c.config(func(p *creds.Local) creds.Files { return p.Router }, tls.VerifyClientCertIfGiven)
+	if c.opts.Router != nil {
+		c.opts.Router(&o)
+	}
+	return o
+}
+
 // config returns what every component of the cluster shares: its etcd
 // and prefix, the quiet logger, and unless Insecure the TLS of the
 // component's files in the PKI (a server verifying clients with
@@ -225,13 +237,7 @@ func (c *Cluster) Member(id string) (member.Member, bool) {
 // StartRouter starts one more router.
 func (c *Cluster) StartRouter() *router.Router {
 	c.tb.Helper()
-	o := router.TestOptions()
-	o.Rules = c.opts.Rules
-	// Token callers hold no certificate: the router verifies one if given.
-	o.Config = c.config(func(p *creds.Local) creds.Files { return p.Router }, tls.VerifyClientCertIfGiven)
-	if c.opts.Router != nil {
-		c.opts.Router(&o)
-	}
+	o := c.RouterOptions()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	r, err := router.Start(ctx, o)
@@ -309,9 +315,17 @@ func (c *Cluster) WaitMembers(n int) {
 }
 
 // Partition returns the partition of the counter of (service, rule, user),
-// where user is the counter's name under the rule.
+// where user is the counter's name under the rule, by the partition count
+// of the cluster's shard map record.
 func (c *Cluster) Partition(service, rule, user string) int {
-	return key.Partition(key.Hash(service, rule, user), shardmap.DefaultConfig().Partitions)
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	m, _, err := mapstore.Load(ctx, c.etcdClient(), etcd.Layout(c.Prefix))
+	if err != nil || m == nil {
+		c.tb.Fatalf("read the shard map record (the partition count): %v", err)
+	}
+	return key.Partition(key.Hash(service, rule, user), m.Partitions)
 }
 
 // Owners returns the partition table in force, computed from etcd
@@ -330,7 +344,11 @@ func (c *Cluster) Owners() *shardmap.Table {
 	if err != nil {
 		c.tb.Fatalf("read the shard map: %v", err)
 	}
-	t, err := shardmap.InForce(shardmap.DefaultConfig(), members, m)
+	cfg := shardmap.DefaultConfig()
+	if m != nil {
+		cfg.Partitions = m.Partitions // the cluster's count
+	}
+	t, err := shardmap.InForce(cfg, members, m)
 	if err != nil {
 		c.tb.Fatal(err)
 	}

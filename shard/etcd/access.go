@@ -58,15 +58,21 @@ func (l Layout) Reads() Range { return Range{Key: l.dir(), Prefix: true} }
 //     that routers cannot reach (etcd lets only a user who may write every
 //     key of a lease revoke it);
 //   - a router the rules and grants an operator changes through its Admin
-//     API, and its reports of shards it cannot reach (unreachable/).
+//     API, and its reports of shards it cannot reach (unreachable/);
+//   - a router and a shard also the shard map's one key (not its history):
+//     whichever component starts first on an empty prefix creates the
+//     record that fixes the cluster's partition count (mapstore.Partitions,
+//     a create-if-absent transaction; etcd's roles cannot say "create
+//     only", and a router's grants and a shard's member records already
+//     reach as far).
 //
 // It panics on another component: the list is fixed.
 func (l Layout) Writes(component string) []Range {
 	switch component {
 	case Router:
-		return []Range{{l.Rules(), true}, {l.Grants(), true}, {l.Unreachable(), true}}
+		return []Range{{l.Rules(), true}, {l.Grants(), true}, {l.Unreachable(), true}, {l.ShardMap(), false}}
 	case Shard:
-		return []Range{{l.Members(), true}, {l.HandoffLock() + "/", true}, {l.EvictionAcks(), true}}
+		return []Range{{l.Members(), true}, {l.HandoffLock() + "/", true}, {l.EvictionAcks(), true}, {l.ShardMap(), false}}
 	case Rebalance:
 		return []Range{{l.ShardMap(), false}, {l.ShardMapHistory(), true}, {l.ElectionCandidates(), true}, {l.Runs(), true}, {l.HandoffLock() + "/", true},
 			{l.Evictions(), true}, {l.Members(), true}}

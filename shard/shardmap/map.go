@@ -13,6 +13,9 @@ import (
 // map, or an empty one, the ring alone decides.
 type Map struct {
 	// Version grows by one with every publication; the first map is 1.
+	// Version 0 is the record that fixes the cluster's partition count
+	// before any map is published (package mapstore's Partitions): it
+	// pins nothing, so the ring decides alone, as with no map.
 	Version int64 `json:"version"`
 	// Partitions is the partition count the map was written for; a map for
 	// another count is ignored.
@@ -38,8 +41,10 @@ type Move struct {
 // Validate checks a map's shape against the partition count in use.
 func (m *Map) Validate(partitions int) error {
 	switch {
-	case m.Version < 1:
-		return fmt.Errorf("shard map version: %d is under 1", m.Version)
+	case m.Version < 0:
+		return fmt.Errorf("shard map version: %d is under 0", m.Version)
+	case m.Version == 0 && m.Pinned() > 0:
+		return fmt.Errorf("shard map version: 0 (the partition count's record) pins %d partitions; only a published version (1 on) pins", m.Pinned())
 	case m.Partitions != partitions:
 		return fmt.Errorf("shard map partitions: %d, but %d are in use", m.Partitions, partitions)
 	case len(m.Owners) != m.Partitions:

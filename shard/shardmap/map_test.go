@@ -1,6 +1,7 @@
 package shardmap
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -61,5 +62,28 @@ func TestOnlyServingMembersOwnPartitions(t *testing.T) {
 	}
 	if n := len(got.Members()); n != 2 {
 		t.Fatalf("table holds %d members, want the 2 serving ones", n)
+	}
+}
+
+// Validate takes a published map (version 1 on) and the record of the
+// partition count (version 0, no pins), and names what does not fit.
+func TestValidate(t *testing.T) {
+	pinned := make([]string, 4)
+	pinned[2] = "shard-1"
+	for _, tc := range []struct {
+		m    Map
+		want string
+	}{
+		{Map{Version: 0, Partitions: 4, Owners: make([]string, 4)}, ""},
+		{Map{Version: 3, Partitions: 4, Owners: pinned}, ""},
+		{Map{Version: 0, Partitions: 4, Owners: pinned}, "version: 0 (the partition count's record) pins 1"},
+		{Map{Version: -1, Partitions: 4, Owners: make([]string, 4)}, "version: -1"},
+		{Map{Version: 1, Partitions: 8, Owners: make([]string, 8)}, "partitions: 8, but 4 are in use"},
+		{Map{Version: 1, Partitions: 4, Owners: make([]string, 3)}, "owners: 3 entries"},
+	} {
+		err := tc.m.Validate(4)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.m, err, tc.want)
+		}
 	}
 }

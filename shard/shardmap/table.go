@@ -14,7 +14,9 @@ import (
 // Config shapes the ring. Every router and the rebalance job must use the
 // same values, or they disagree on owners.
 type Config struct {
-	// Partitions is the number of partitions; default 1024.
+	// Partitions is the number of partitions; default DefaultPartitions.
+	// A cluster's count is fixed once, in its shard map record (package
+	// mapstore's Partitions): components take it from there.
 	Partitions int
 	// ReplicationFactor is the number of points per member on the ring;
 	// default 40.
@@ -23,9 +25,13 @@ type Config struct {
 	Load float64
 }
 
+// DefaultPartitions is the partition count of a new cluster whose first
+// component was given none.
+const DefaultPartitions = 1024
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Partitions: 1024, ReplicationFactor: 40, Load: 1.25}
+	return Config{Partitions: DefaultPartitions, ReplicationFactor: 40, Load: 1.25}
 }
 
 // Validate names the first field out of bounds.
