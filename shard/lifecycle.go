@@ -158,8 +158,12 @@ func (s *Server) join(ctx context.Context) error {
 		// copies arrived (again: a watch that saw this shard's own record
 		// go, after a lost lease, forgot it) and those that had no owner,
 		// whose counters are here now, or nowhere.
+		// A copy of one that the table moved to a third shard meanwhile
+		// (the source lost its lease, and another took it over) is stale:
+		// only those the table still gives the source.
+		t := s.Owners()
 		for _, p := range arrived {
-			s.owned.Step(stillFrom(s.Owners(), []handoff.Pair{p}), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
+			s.owned.Step(ownedIn(t, p.From.ID, p.Partitions), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
 		}
 		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
@@ -407,33 +411,23 @@ func withMember(members []member.Member, id string, rec *member.Member) []member
 }
 
 // pullLost pulls parts, which no member owns, with a fence from the
-// shards that last owned them by this shard's view (not itself, whose
-// store holds its own), at once, and returns how many keys arrived. What
-// does not arrive counts from zero, as from a shard that died.
+// shards that last owned them by the tables this shard applied
+// (ownership.Set.LastOwners; not itself, whose store holds its own), at
+// once, and returns how many keys arrived. What does not arrive counts
+// from zero, as from a shard that died.
 func (s *Server) pullLost(parts []uint32, me string) int {
-	byOwner := map[string][]uint32{}
-	owners := map[string]member.Member{}
-	s.view.mu.Lock()
-	for _, p := range parts {
-		if int(p) < len(s.view.known) {
-			if k := s.view.known[p]; k.ID != "" && k.ID != me {
-				byOwner[k.ID], owners[k.ID] = append(byOwner[k.ID], p), k
-			}
-		}
-	}
-	s.view.mu.Unlock()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	keys := 0
-	for id, ps := range byOwner {
+	for _, tk := range s.owned.LastOwners(parts, me) {
 		wg.Go(func() {
-			c, result, err := s.pullFenced(owners[id], ps)
+			c, result, err := s.pullFenced(tk.From, tk.Partitions)
 			log := s.opts.Logger.Info
 			if err != nil {
 				log = s.opts.Logger.Warn
 			}
-			log("join: pulled partitions that no member owns from the shard that last owned them", "from", id,
-				"partitions", len(ps), "keys", c.Keys, "result", result, "err", err)
+			log("join: pulled partitions that no member owns from the shard that last owned them", "from", tk.From.ID,
+				"partitions", len(tk.Partitions), "keys", c.Keys, "result", result, "err", err)
 			mu.Lock()
 			keys += int(c.Keys)
 			mu.Unlock()
@@ -443,26 +437,8 @@ func (s *Server) pullLost(parts []uint32, me string) int {
 	return keys
 }
 
-// stillFrom returns the partitions of pairs that t (the owner table this
-// shard follows; nil: none yet) still gives to their pair's source: a copy
-// of one that t moved to a third shard meanwhile (the source lost its
-// lease, and another took it over) is stale.
-func stillFrom(t *shardmap.Table, pairs []handoff.Pair) []uint32 {
-	var out []uint32
-	for _, p := range pairs {
-		for _, part := range p.Partitions {
-			if t == nil {
-				out = append(out, part)
-			} else if o, ok := t.Owner(int(part)); ok && o.ID == p.From.ID {
-				out = append(out, part)
-			}
-		}
-	}
-	return out
-}
-
-// ownedIn returns those of parts that t gives member id (all of them when
-// t is nil: no table yet).
+// ownedIn returns those of parts that t (the owner table this shard
+// follows) gives member id; all of them when t is nil (none yet).
 func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
 	if t == nil {
 		return parts

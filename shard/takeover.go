@@ -55,10 +55,6 @@ type view struct {
 	table      *shardmap.Table // nil until both were read
 	first      chan struct{}   // closed once both were read
 	closeFirst sync.Once
-	// known is, by partition, the last owner a table named (ID "": none
-	// yet): who may hold its counters when a table names nobody (every
-	// lease was lost at once).
-	known []member.Member
 	// stuck are the partitions heal found stuck under table at its last
 	// look.
 	stuck      []uint32
@@ -109,14 +105,6 @@ func (s *Server) updateView() {
 		go s.takeOver(tk)
 	}
 	v.table = t
-	if v.known == nil {
-		v.known = make([]member.Member, t.Partitions())
-	}
-	for p := range min(len(v.known), t.Partitions()) {
-		if o, ok := t.Owner(p); ok {
-			v.known[p] = o
-		}
-	}
 	v.closeFirst.Do(func() { close(v.first) })
 }
 
@@ -309,8 +297,7 @@ func (s *Server) confirmOwned(parts []uint32) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := t.PartitionsOf(s.opts.ID)
-	return slices.DeleteFunc(slices.Clone(parts), func(p uint32) bool { return !slices.Contains(own, p) }), nil
+	return ownedIn(t, s.opts.ID, parts), nil
 }
 
 // takeBack makes those of parts that are neither decided nor being taken
