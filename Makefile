@@ -141,7 +141,9 @@ faults: ## Run the full fault suite against real processes (a few minutes; make 
 # schedules against a cluster in network namespaces, every answer checked.
 # ROBUSTNESS_TIME is the total length of the schedules, shared by the seeds;
 # ROBUSTNESS_SEEDS is a comma-separated list, or random (one seed drawn
-# and printed). make test runs its short form (fixed seeds and the
+# and printed); ROBUSTNESS_FLAGS=-robustness.apart=5s runs one fault at a
+# time, 5 s after the previous heal, to measure each fault type's recovery
+# alone. make test runs its short form (fixed seeds and the
 # regression tests, about 4 minutes). A seed that finds a bug gets a target of its own below.
 ROBUSTNESS_TIME ?= 10m
 ROBUSTNESS_SEEDS ?= random

@@ -38,19 +38,24 @@ type executor struct {
 	etcd  *clientv3.Client // the test's own client, to see the hand-off lock
 	rules []*rule
 	rmu   sync.Mutex // guards rules' limits and the rules file
+	// apart, when set, runs one step at a time, each this long after the
+	// previous one healed (-robustness.apart).
+	apart time.Duration
 
-	mu   sync.Mutex
-	cond *sync.Cond
-	busy map[string]bool
-	live int
-	done []applied
+	mu     sync.Mutex
+	cond   *sync.Cond
+	busy   map[string]bool
+	live   int
+	done   []applied
+	healed time.Time // the last heal
 }
 
 const maxInForce = 2
 
 // run runs steps, each After the previous one started (later when the
-// components it touches are still faulted), and returns when every one
-// has healed.
+// components it touches are still faulted; apart, also no sooner than
+// e.apart after the previous one healed), and returns when every one has
+// healed.
 func (e *executor) run(steps []Step) []applied {
 	e.cond = sync.NewCond(&e.mu)
 	e.busy = map[string]bool{}
@@ -61,8 +66,13 @@ func (e *executor) run(steps []Step) []applied {
 		time.Sleep(time.Until(next)) // the schedule's gap, not a wait for a condition
 		locks := e.locks(s)
 		e.mu.Lock()
-		for e.live >= maxInForce || e.anyBusy(locks) {
+		for e.live >= maxInForce || e.anyBusy(locks) || e.apart > 0 && e.live > 0 {
 			e.cond.Wait()
+		}
+		if e.apart > 0 && !e.healed.IsZero() {
+			e.mu.Unlock()
+			time.Sleep(time.Until(e.healed.Add(e.apart))) // the gap after a heal, not a wait for a condition
+			e.mu.Lock()
 		}
 		e.live++
 		for _, l := range locks {
@@ -78,6 +88,7 @@ func (e *executor) run(steps []Step) []applied {
 			e.t.Logf("%s: %s%s (%v in force)%s", a.from.Format("15:04:05.000"), s.Name(), length, a.to.Sub(a.from).Round(time.Millisecond), a.note)
 			e.mu.Lock()
 			e.done = append(e.done, a)
+			e.healed = a.to
 			e.live--
 			for _, l := range locks {
 				delete(e.busy, l)

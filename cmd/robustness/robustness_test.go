@@ -27,6 +27,7 @@ var (
 	reportDir = flag.String("robustness.reports", "", "directory for the checker's reports of violations (default: the system's temporary directory)")
 	keepLogs  = flag.Bool("robustness.keep", false, "keep the processes' logs of every run, not only of a failed one")
 	binFlag   = flag.String("robustness.bin", "", "run this shardlimit binary instead of building ./cmd/shardlimit")
+	apartFlag = flag.Duration("robustness.apart", 0, "one fault at a time: start each step this long after the previous one healed, so that the report's LAST POLICY AFTER HEAL measures each fault type's recovery alone (default 0: faults overlap)")
 )
 
 // The short form, which `make test` runs: fixed seeds, each with the
@@ -178,8 +179,12 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	for _, r := range rs {
 		ruleNames = append(ruleNames, r.name)
 	}
-	steps := Schedule(seed, length, Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames})
-	ex := &executor{t: t, c: c, etcd: l.etcd, rules: rs}
+	top := Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames}
+	steps := Schedule(seed, length, top)
+	if *apartFlag > 0 {
+		steps = ScheduleApart(seed, length, top, *apartFlag)
+	}
+	ex := &executor{t: t, c: c, etcd: l.etcd, rules: rs, apart: *apartFlag}
 	done := ex.run(steps)
 	healed := time.Now()
 	for _, a := range done {

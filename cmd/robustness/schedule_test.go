@@ -98,3 +98,24 @@ func TestAimsLeaveTheStepsAsTheyWere(t *testing.T) {
 		t.Fatalf("seed 8's first 8 s: %+v", steps)
 	}
 }
+
+// Apart, each step starts the gap after the previous one's heal, and the
+// seed's steps are Schedule's own, in order, but for their starts.
+func TestScheduleApartHasOneFaultAtATime(t *testing.T) {
+	gap := 5 * time.Second
+	apart := ScheduleApart(7, 10*time.Minute, testTopology, gap)
+	dense := Schedule(7, 10*time.Minute, testTopology)
+	if len(apart) < 10 || len(apart) >= len(dense) {
+		t.Fatalf("%d steps apart, %d dense", len(apart), len(dense))
+	}
+	for i, s := range apart {
+		d := dense[i]
+		d.After = s.After
+		if !reflect.DeepEqual(s, d) {
+			t.Fatalf("step %d: %+v apart, %+v dense", i, s, dense[i])
+		}
+		if i > 0 && s.After < apart[i-1].For+gap {
+			t.Errorf("step %d (%s) starts %v after the previous one, which lasts %v", i, s.Name(), s.After, apart[i-1].For)
+		}
+	}
+}
