@@ -194,6 +194,10 @@ robustness-etcd-pause: net-tools ## Rerun the regression of etcd paused past the
 robustness-takeback: net-tools ## Rerun the regression of a shard cut off from etcd during a join (found by seed 50: a join forgot counters taken over meanwhile; the cut shard took its takers' partitions back).
 	$(GO) test -count=1 -timeout 10m -v -run TestShardCutFromEtcdMidJoinLosesNothing ./cmd/robustness
 
+.PHONY: robustness-limit-lowered
+robustness-limit-lowered: net-tools ## Rerun seed 31337 one fault at a time (it found a bucket whose lowered limit freed a hit at once; fixed, and held by shard/limiter's TestALowerLimitKeepsTheBacklog; about 15 minutes).
+	$(MAKE) robustness-seed-31337 ROBUSTNESS_TIME=8m ROBUSTNESS_FLAGS=-robustness.apart=5s
+
 .PHONY: robustness-drain-lost-lease
 robustness-drain-lost-lease: ## Rerun the regression of a drain after a lost lease (found by seeds 31337 and 777: the takers' partitions were left undecided for 5-10 s).
 	$(GO) test -count=1 -timeout 10m -v -run TestADrainAfterALostLeaseLeavesTheTakersDeciding ./router/clustertest

@@ -60,7 +60,8 @@ type Decision struct {
 const Never = int64(1<<63 - 1)
 
 // Decide applies hits at time now to the key whose state is s, updating s
-// only when the hits are allowed. It is DecideLoad at load 1: an elastic
+// when the hits are allowed, or when a bucket's backlog is carried over to
+// a changed limit (loadBacklog). It is DecideLoad at load 1: an elastic
 // rule does not grow.
 //
 // hits == 0 reads without consuming: the decision is allowed and reports

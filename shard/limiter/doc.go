@@ -18,7 +18,10 @@
 // a fresh key. The bucket algorithms keep one time in it as a mixed number:
 // A is its whole ns, the low 32 bits of B its remainder, and the high 32
 // bits of B the limit the remainder is counted in, so that a change of
-// limit converts it (rounding up) instead of misreading it.
+// limit converts it instead of misreading it: the backlog past now keeps
+// its hits, each one interval of the new limit long (rounded up), and is
+// stored in the new limit at the first decision after the change. Read as
+// time, a lowered limit would free part of the backlog at once.
 //
 //   - token_bucket: the time is the theoretical arrival time, when the
 //     bucket of Capacity tokens, refilled at Limit per Period, is full again.

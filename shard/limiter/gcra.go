@@ -20,7 +20,7 @@ func gcra(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	t := mulDiv(1, r.Period, den)            // emission interval T
 	tau := mulDiv(capacity-1, r.Period, den) // tolerance τ
 	nowM := mixed{now, 0}
-	tat := loadTime(s, den).max(nowM)
+	tat := loadBacklog(s, now, r).max(nowM)
 	latest := nowM.add(tau, den) // the latest TAT that conforms at now
 	*d = Decision{Limit: r.Limit}
 	switch {

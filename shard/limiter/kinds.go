@@ -81,7 +81,7 @@ func overBase(s *State, now int64, eff, base *Rule) bool {
 	switch eff.Algorithm {
 	case TokenBucket, GCRA, LeakyBucket:
 		den := eff.Limit
-		debt := loadTime(s, den).sub(mixed{now, 0}, den)
+		debt := loadBacklog(s, now, eff).sub(mixed{now, 0}, den)
 		return mulDiv(base.Capacity(), eff.Period, den).less(debt)
 	case FixedWindow:
 		return s.B > base.Limit

@@ -22,7 +22,7 @@ func leakyBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	if r.MaxDelay != 0 {
 		maxWait = mixed{r.MaxDelay, 0}
 	}
-	empty := loadTime(s, den).max(nowM) // when a request arriving now is served
+	empty := loadBacklog(s, now, r).max(nowM) // when a request arriving now is served
 	full := nowM.add(drain, den)
 	wait := empty.sub(nowM, den)
 	*d = Decision{Limit: r.Limit, Delay: wait.ceil()}

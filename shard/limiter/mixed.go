@@ -117,8 +117,8 @@ func mulDivCeil(a, b, c int64) int64 {
 // of B the denominator (the effective limit) that f is counted in. Keeping
 // the denominator makes a change of limit between two decisions (an
 // operator edits the rule, an elastic limit moves with load) safe: the
-// remainder is converted, rounding the time up, so a change of limit never
-// admits a hit early.
+// backlog is carried over in hits (loadBacklog) and the remainder rounded
+// up, so a change of limit never admits a hit early.
 const low32 = 1<<32 - 1
 
 // hi32 returns the high 32 bits of x as a non-negative number.
@@ -138,6 +138,46 @@ func loadTime(s *State, den int64) mixed {
 		}
 	}
 	return mixed{s.A + 1, 0}
+}
+
+// loadBacklog reads the time kept in s as of now for the bucket rule r
+// (its effective limit), keeping the hits it holds. A time after now is a
+// backlog: of hits for a leaky bucket, of tokens owed for a token bucket
+// or a GCRA, each one Period/limit long in the limit it was stored with.
+// After a change of limit (an operator edits the rule, an elastic limit
+// moves with load) the backlog keeps its hits, each now Period/r.Limit
+// long, rounded up. Read as time instead, the backlog of a lower limit
+// would shrink in hits and free them at once: a hit let in that neither
+// limit allows, and one more each time an elastic limit falls. Kept in
+// hits, the hits allowed over any interval stay within the largest
+// capacity plus what the largest limit refills over it. A backlog longer
+// than any rule's is cut to that (maxAhead, which CheckState allows):
+// only a limit cut far below its soft and elastic range gets there.
+//
+// A converted time is stored back in s, in r.Limit, so that the backlog
+// drains from then on in the limit it was read with, and every later read
+// under the same limit (a retry after RetryAfter) sees the same time.
+func loadBacklog(s *State, now int64, r *Rule) mixed {
+	den, d := r.Limit, hi32(s.B)
+	t := loadTime(s, den)
+	nowM := mixed{now, 0}
+	if d == 0 || d == den || !nowM.less(t) {
+		return t
+	}
+	// The backlog is (t − now)·d/den ns: its hits counted in units of
+	// 1/den ns. The remainder is below d for any state stored here.
+	whole, f := s.A-now, min(s.B&low32, d-1)
+	hi, lo := bits.Mul64(uint64(whole), uint64(d))
+	lo, c := bits.Add64(lo, uint64(f), 0)
+	hi += c
+	t = mixed{now + maxAhead, 0}
+	if hi < uint64(den) {
+		if q, rem := bits.Div64(hi, lo, uint64(den)); q < uint64(maxAhead) {
+			t = mixed{now + int64(q), int64(rem)}
+		}
+	}
+	storeTime(s, t, den)
+	return t
 }
 
 // storeTime keeps t, whose remainder is in units of 1/den ns, in s.

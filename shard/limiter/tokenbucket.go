@@ -11,7 +11,7 @@ func tokenBucket(d *Decision, s *State, now int64, r *Rule, hits int64) {
 	den := r.Limit
 	capacity := r.Capacity()
 	nowM := mixed{now, 0}
-	tat := loadTime(s, den).max(nowM)
+	tat := loadBacklog(s, now, r).max(nowM)
 	horizon := nowM.add(mulDiv(capacity, r.Period, den), den) // now + Capacity·T
 	*d = Decision{Limit: r.Limit}
 	switch {
