@@ -150,7 +150,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		}),
 		unreachable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_router_unreachable_shards",
-			Help: "Shards this router reports to etcd as unreachable (circuit open for --unreachable-after while it reaches another shard); the rebalance leader evicts a reported shard.",
+			Help: "Shards this router reports to etcd as unreachable (circuit open for --unreachable-after while it reaches another shard and etcd); the rebalance leader evicts a reported shard.",
 		}),
 	}
 	m.refunds = prometheus.NewCounter(prometheus.CounterOpts{

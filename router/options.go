@@ -100,7 +100,8 @@ type Options struct {
 	BreakerCooldown time.Duration
 	// UnreachableAfter is how long a shard's circuit stays open, with its
 	// connection down, before the router reports the shard unreachable in
-	// etcd, while it reaches another shard; the rebalance leader evicts a
+	// etcd, while it reaches another shard and etcd (counted from when it
+	// last reached etcd again); the rebalance leader evicts a
 	// reported shard, and live shards take its partitions over (package
 	// eviction). A shard that keeps its connection but answers nothing
 	// (stopped, stuck) is reported after ten times as long: a stall

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/shardlimit/shardlimit/shard/etcd"
@@ -28,7 +29,8 @@ const silentFactor = 10
 // in etcd (package eviction), until the router stops: a shard whose
 // circuit is open and whose connection is down has been so for
 // UnreachableAfter (silentFactor times that when its connection stays up)
-// is reported while the router still reaches another shard, and the
+// is reported while the router still reaches another shard and etcd
+// (counted from when it last reached etcd again), and the
 // report is withdrawn when the circuit closes or the shard leaves. The
 // rebalance leader evicts a reported shard, so that its partitions are
 // decided exactly by shards the routers reach, within the lease TTL,
@@ -40,13 +42,18 @@ func (r *Router) reportUnreachable() {
 	tick := time.NewTicker(min(after/4, 250*time.Millisecond))
 	defer tick.Stop()
 	seen := map[*peer]*downSince{}
+	var reach etcdReach
+	reach.back = time.Now()
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		want := r.unreachable(seen, time.Now())
+		if len(seen) > 0 {
+			reach.probe(r.ctx, r.etcd.Get, etcd.Layout(r.opts.Prefix).Unreachable(), time.Now)
+		}
+		want := unreachable(r.routing.Load(), seen, time.Now(), reach.since(), r.opts.UnreachableAfter, r.Addr())
 		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
 		if err := rep.Set(ctx, want); err != nil && r.ctx.Err() == nil {
 			r.log.Warn("cannot write this router's unreachable-shard reports to etcd; retrying", "err", err)
@@ -56,16 +63,56 @@ func (r *Router) reportUnreachable() {
 	}
 }
 
+// etcdReach is whether the router reaches etcd, asked while some shard's
+// circuit is open: a router that cannot is likely on the wrong side of a
+// split, and the shards it cannot reach then are no evidence against them.
+type etcdReach struct {
+	down bool
+	back time.Time // when etcd answered after the last time it did not
+}
+
+// etcdProbe bounds the question, within the report loop's tick.
+const etcdProbe = 500 * time.Millisecond
+
+// probe asks etcd for one key (count only) and records the answer.
+func (e *etcdReach) probe(ctx context.Context, get func(context.Context, string, ...clientv3.OpOption) (*clientv3.GetResponse, error), key string, now func() time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, etcdProbe)
+	defer cancel()
+	_, err := get(ctx, key, clientv3.WithCountOnly())
+	switch {
+	case err != nil:
+		e.down = true
+	case e.down:
+		e.down, e.back = false, now()
+	}
+}
+
+// since is the time from which the router has reached etcd without a
+// failed probe; zero while it does not.
+func (e *etcdReach) since() time.Time {
+	if e.down {
+		return time.Time{}
+	}
+	return e.back
+}
+
 // downSince is when a peer's circuit was first seen open, and its
 // connection down while it was (zero: up).
 type downSince struct{ open, disconnected time.Time }
 
-// unreachable returns the reports the router makes at now, by shard id,
-// while another peer's circuit is closed: the peers whose circuits have
-// been open, with their connections down, for UnreachableAfter, or open
-// for silentFactor times that. seen keeps what earlier looks saw.
-func (r *Router) unreachable(seen map[*peer]*downSince, now time.Time) map[string]eviction.Report {
-	rt := r.routing.Load()
+// unreachable returns the reports that a router at addr, routing by rt,
+// makes at now, by shard id,
+// while another peer's circuit is closed and the router reaches etcd
+// (etcdSince, zero while it does not): the peers whose circuits have been
+// open, with their connections down, for UnreachableAfter, or open for
+// silentFactor times that, counted from no earlier than etcdSince. A
+// router split off with a shard from etcd and the other shards sees them
+// unreachable for as long as the split lasts; counted from the heal, its
+// connections are made again before the report is due, instead of the
+// report going out with the first write to etcd and evicting a healthy
+// shard (the robustness suite, seed 777 one fault at a time). seen keeps
+// what earlier looks saw.
+func unreachable(rt *routing, seen map[*peer]*downSince, now, etcdSince time.Time, after time.Duration, addr string) map[string]eviction.Report {
 	if rt == nil {
 		return nil
 	}
@@ -93,16 +140,26 @@ func (r *Router) unreachable(seen map[*peer]*downSince, now time.Time) map[strin
 		}
 	}
 	want := map[string]eviction.Report{}
-	after := r.opts.UnreachableAfter
 	for p, d := range seen {
 		if !current[p] {
 			delete(seen, p) // the shard left, or moved
 			continue
 		}
-		cut := !d.disconnected.IsZero() && now.Sub(d.disconnected) >= after
-		if reached > 0 && (cut || now.Sub(d.open) >= silentFactor*after) {
-			want[p.member.ID] = eviction.Report{Shard: p.member.ID, Addr: p.member.Addr, Router: r.Addr(), Since: d.open, Reaches: reached}
+		if etcdSince.IsZero() {
+			continue
+		}
+		cut := !d.disconnected.IsZero() && now.Sub(later(d.disconnected, etcdSince)) >= after
+		if reached > 0 && (cut || now.Sub(later(d.open, etcdSince)) >= silentFactor*after) {
+			want[p.member.ID] = eviction.Report{Shard: p.member.ID, Addr: p.member.Addr, Router: addr, Since: d.open, Reaches: reached}
 		}
 	}
 	return want
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -15,7 +15,10 @@
 //     that with the connection up (a stuck process; a stalled one loses
 //     its lease sooner), while it still reaches another shard (so that a
 //     router cut off from everything, whose own network is at fault,
-//     reports nothing), writes unreachable/<shard>/<router> under its own
+//     reports nothing) and etcd (the time counts from when it last reached
+//     etcd again, so that a router split off with one shard, whose
+//     connections to the others are still being made again at the heal,
+//     does not evict one of them with its first write), writes unreachable/<shard>/<router> under its own
 //     lease. It deletes
 //     the report when the circuit closes or the shard leaves; a router that
 //     dies takes its reports with its lease.
