@@ -180,4 +180,12 @@ func TestAPolicyAnswerAfterAHealIsTheLastHealedCausesOwn(t *testing.T) {
 	if got := healedCause(op{Op: checker.Op{Send: sec(41), Outcome: checker.Policy}, owner: "shard-1"}, []applied{cut}, owner); got != -1 {
 		t.Errorf("31 s after the heal: cause %d, want none", got)
 	}
+	// Sent just before shard-1 was killed, answered after: the kill's
+	// (in force), not the cut healed 5 s before (seed 777 one fault at a
+	// time put such answers 5.001 s after the cut's heal).
+	killed := applied{step: Step{Kind: Signal, Signal: "sigkill", Targets: []string{"shard-1"}}, from: sec(15), to: sec(25)}
+	late := op{Op: checker.Op{Send: sec(15).Add(-time.Millisecond), Recv: sec(15).Add(time.Millisecond), Outcome: checker.Policy}, owner: "shard-1"}
+	if got := healedCause(late, []applied{cut, killed}, owner); got != -1 {
+		t.Errorf("an answer in flight when the user's shard was killed: cause %d, want none (the kill, in force)", got)
+	}
 }

@@ -141,8 +141,9 @@ func anyones(s Step) bool {
 
 // healedCause returns the index of the fault whose aftermath policy answer
 // o falls in, or -1. Its candidates are the faults that may have caused
-// it (mayCause), in force when it was sent or healed less than afterHeal
-// before; a fault on o's shard, or one that may cause anyone's (anyones),
+// it (mayCause), in force when it was sent, started while it was in
+// flight (a shard killed after the check left the client is answered for
+// by policy as its call fails), or healed less than afterHeal before; a fault on o's shard, or one that may cause anyone's (anyones),
 // explains it before one that touched no shard in particular (a router
 // or the rebalance job signalled, a rule change), which is then no
 // candidate, unless it signalled the router o went through (pointed). While a candidate is in force, o is no heal's (-1);
@@ -153,7 +154,7 @@ func healedCause(o op, as []applied, owner ownerAt) int {
 	var cands []int
 	strong := false
 	for i, a := range as {
-		if o.Send.Before(a.from) || !o.Send.Before(a.to.Add(afterHeal)) || !mayCause(o, a, owner) {
+		if inFlight(o).Before(a.from) || !o.Send.Before(a.to.Add(afterHeal)) || !mayCause(o, a, owner) {
 			continue
 		}
 		cands = append(cands, i)
@@ -173,6 +174,15 @@ func healedCause(o op, as []applied, owner ownerAt) int {
 		}
 	}
 	return best
+}
+
+// inFlight is the last instant o was in flight: its answer's arrival, or
+// its send when it has none recorded.
+func inFlight(o op) time.Time {
+	if o.Recv.IsZero() {
+		return o.Send
+	}
+	return o.Recv
 }
 
 // pointed reports whether s points at o: it touched shards or may cause
