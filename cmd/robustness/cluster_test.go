@@ -15,6 +15,7 @@ import (
 	proc "github.com/shardlimit/shardlimit/cmd/internal/cluster"
 	"github.com/shardlimit/shardlimit/cmd/robustness/netns"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // Ports, the same on every host: each host has an address of its own.
@@ -241,6 +242,24 @@ func (c *cluster) waitRouters(t testing.TB, metric string, want float64) {
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// allDecided reports, as an error until it holds, whether the shards
+// decide every partition between them (shardlimit_shard_partitions, state
+// owned), as the record in etcd counts them.
+func (c *cluster) allDecided() error {
+	owned := 0.0
+	for _, s := range c.shards {
+		v, _, err := proc.MetricWith(s.Metrics, "shardlimit_shard_partitions", `state="owned"`)
+		if err != nil {
+			return err
+		}
+		owned += v
+	}
+	if want := float64(shardmap.DefaultPartitions); owned != want {
+		return fmt.Errorf("the shards decide %v partitions, want %v", owned, want)
+	}
+	return nil
 }
 
 // ctl runs `shardlimit ctl` against router-1 (from the test's own
