@@ -360,22 +360,15 @@ var processStart = time.Now()
 // and the routers' member list changes.
 func readEtcd(c *cluster.Cluster) (etcdSample, error) {
 	s := etcdSample{at: time.Since(processStart)}
-	for _, m := range []struct {
-		name, label string
-		v           *float64
-	}{
-		{"grpc_server_handled_total", "", &s.requests},
-		{"grpc_server_msg_received_total", `grpc_method="LeaseKeepAlive"`, &s.keepAlives},
-		{"etcd_debugging_mvcc_events_total", "", &s.events},
-		{"etcd_debugging_mvcc_watcher_total", "", &s.watchers},
-		{"etcd_debugging_mvcc_keys_total", "", &s.keys},
-	} {
-		v, _, err := cluster.MetricWith(c.Etcd, m.name, m.label)
-		if err != nil {
-			return s, fmt.Errorf("etcd's metrics: %w", err)
-		}
-		*m.v = v
+	page, err := cluster.FetchMetrics(c.Etcd)
+	if err != nil {
+		return s, fmt.Errorf("etcd's metrics: %w", err)
 	}
+	s.requests, _ = page.Sum("grpc_server_handled_total")
+	s.keepAlives, _ = page.Sum("grpc_server_msg_received_total", "grpc_method", "LeaseKeepAlive")
+	s.events, _ = page.Sum("etcd_debugging_mvcc_events_total")
+	s.watchers, _ = page.Sum("etcd_debugging_mvcc_watcher_total")
+	s.keys, _ = page.Sum("etcd_debugging_mvcc_keys_total")
 	for _, r := range c.Routers {
 		v, _, err := cluster.Metric(r.Metrics, "shardlimit_router_member_changes_total")
 		if err != nil {
@@ -383,7 +376,6 @@ func readEtcd(c *cluster.Cluster) (etcdSample, error) {
 		}
 		s.routerChanges += v
 	}
-	var err error
 	s.cpu, err = procCPU(c.EtcdProc.Pid())
 	return s, err
 }
