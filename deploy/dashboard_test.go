@@ -3,9 +3,11 @@ package deploy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -181,4 +183,82 @@ func TestDashboardPercentsAreShares(t *testing.T) {
 		}
 	}
 	walk(readDashboard(t).Panels)
+}
+
+// No panel draws a line per shard: at 64 shards a panel with 64 (or 64 ×
+// reasons) lines is output no one can read (issue 27). A target that
+// names a shard in its legend ({{instance}} of a shard's metric, {{shard}}
+// of a router's) must take the k highest or lowest (topk, bottomk), so
+// that what a panel draws is the same at 64 shards as at 128; lines per
+// router (8 in the fleet measured) stay, and a panel draws at most
+// maxPanelLines.
+func TestDashboardReadableAtFleetSize(t *testing.T) {
+	const routers, maxPanelLines = 8, 40
+	var walk func([]dashboardPanel)
+	walk = func(ps []dashboardPanel) {
+		for _, p := range ps {
+			at64, at128 := 0, 0
+			for _, tg := range p.Targets {
+				a, err := seriesAt(tg.Expr, tg.LegendFormat, 64, routers)
+				if err != nil {
+					t.Errorf("panel %d %q %s: %v", p.ID, p.Title, tg.RefID, err)
+					continue
+				}
+				b, _ := seriesAt(tg.Expr, tg.LegendFormat, 128, routers)
+				if a != b {
+					t.Errorf("panel %d %q %s: a line per shard (%d at 64 shards, %d at 128): take the topk, or aggregate: %s",
+						p.ID, p.Title, tg.RefID, a, b, tg.Expr)
+				}
+				at64, at128 = at64+a, at128+b
+			}
+			if p.Type != "table" && at64 > maxPanelLines {
+				t.Errorf("panel %d %q: up to %d lines at 64 shards and %d routers, over %d", p.ID, p.Title, at64, routers, maxPanelLines)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(readDashboard(t).Panels)
+}
+
+// seriesAt bounds the series a target draws in a fleet of shards shards
+// and routers routers: k for a topk or bottomk; else one per process when
+// its legend names the instance (shards for a shard's metric, routers for
+// a router's, every process for one all export), one per shard when it
+// names the shard; else one. Labels of a bounded set (reason, kind,
+// result) count as one: the bound is on what grows with the fleet.
+func seriesAt(expr, legend string, shards, routers int) (int, error) {
+	e := strings.TrimSpace(expr)
+	for _, f := range []string{"topk(", "bottomk("} {
+		if rest, ok := strings.CutPrefix(e, f); ok {
+			k, _, ok := strings.Cut(rest, ",")
+			n, err := strconv.Atoi(strings.TrimSpace(k))
+			if !ok || err != nil {
+				return 0, fmt.Errorf("%s without a number k: %s", f, expr)
+			}
+			return n, nil
+		}
+	}
+	if strings.Contains(legend, "{{shard}}") {
+		return shards, nil
+	}
+	if !strings.Contains(legend, "{{instance}}") {
+		return 1, nil
+	}
+	names, err := metricNames(expr)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, kind := range []struct {
+		prefix string
+		procs  int
+	}{{"shardlimit_shard_", shards}, {"shardlimit_router_", routers}, {"shardlimit_rebalance_", 2}} {
+		if slices.ContainsFunc(names, func(name string) bool { return strings.HasPrefix(name, kind.prefix) }) {
+			n += kind.procs
+		}
+	}
+	if slices.ContainsFunc(names, func(name string) bool { return !strings.HasPrefix(name, "shardlimit_") }) {
+		n = shards + routers + 2 // process_, go_: every component exports them
+	}
+	return max(n, 1), nil
 }

@@ -17,7 +17,10 @@
 // until every router routes to every shard, etcd at steady state and per
 // membership change (its /metrics and /proc), the operator's view, and
 // with FleetOptions.Rolling a rolling restart under a load of users
-// consuming a budget (rolling.go), checked to the hit.
+// consuming a budget (rolling.go), checked to the hit, with the routers'
+// counters that say why checks were answered by policy; with
+// FleetOptions.Users, distinct users checked once each and the shards'
+// memory per shard and per key (fleetusers.go).
 //
 // Run is called by cmd/shardlimit and by tests. A closed loop keeps
 // Options.Concurrency requests in flight; an open loop (Options.Rate)

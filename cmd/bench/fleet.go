@@ -39,7 +39,17 @@ type FleetOptions struct {
 	Steady time.Duration
 	// Rolling ends with a rolling restart of every shard of the last
 	// cluster under a load of users consuming a budget; default false.
+	// Its routers log at debug, which sums, once a second per shard, the
+	// checks answered without the shard's decision by outcome.
 	Rolling bool
+	// Users, when not 0, is how many distinct users are checked once each
+	// through the last cluster at the end, and the shards' memory per
+	// shard and per key read before and after (its shards serve pprof,
+	// to collect garbage before each read); default 0: none.
+	Users int
+	// Dir keeps the last cluster's logs and data; "": a temporary
+	// directory, removed at the end.
+	Dir string
 	// Command is printed as the command that produced the figures;
 	// default os.Args.
 	Command string
@@ -71,6 +81,8 @@ func (o *FleetOptions) fill() error {
 		return fmt.Errorf("routers: %d not in 1..16", o.Routers)
 	case o.Changes < 0 || o.Changes > 200:
 		return fmt.Errorf("changes: %d not in 0..200", o.Changes)
+	case o.Users < 0 || o.Users > 100_000_000:
+		return fmt.Errorf("users: %d not in 0..100000000", o.Users)
 	case o.Steady < time.Second:
 		return fmt.Errorf("steady: %v is under the minimum of 1s", o.Steady)
 	}
@@ -95,7 +107,7 @@ func Fleet(ctx context.Context, o FleetOptions, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	budget, err := rollingRules()
+	budget, err := fleetRules()
 	if err != nil {
 		return err
 	}
@@ -112,8 +124,12 @@ func Fleet(ctx context.Context, o FleetOptions, out, progress io.Writer) error {
 		say("fleet: starting %d shards and %d routers", n, o.Routers)
 		before := loadavg()
 		start := time.Now()
-		c, err := cluster.Start(ctx, cluster.Options{Binary: o.Binary, Shards: n, Routers: o.Routers, Rules: sample, EtcdProcess: true,
-			ReadyTimeout: 30*time.Second + time.Duration(n)*3*time.Second})
+		co := cluster.Options{Binary: o.Binary, Shards: n, Routers: o.Routers, Rules: sample, EtcdProcess: true,
+			ReadyTimeout: 30*time.Second + time.Duration(n)*3*time.Second, Flags: o.flags}
+		if i == len(o.Sizes)-1 {
+			co.Dir = o.Dir
+		}
+		c, err := cluster.Start(ctx, co)
 		if err != nil {
 			return fmt.Errorf("a cluster of %d shards: %w", n, err)
 		}
@@ -129,10 +145,27 @@ func Fleet(ctx context.Context, o FleetOptions, out, progress io.Writer) error {
 	if err := measureFleet(ctx, o, last, out, say); err != nil {
 		return err
 	}
-	if !o.Rolling {
-		return nil
+	if o.Rolling {
+		if err := rolling(ctx, last, out, say); err != nil {
+			return err
+		}
 	}
-	return rolling(ctx, last, out, say)
+	if o.Users > 0 {
+		return usersLoad(ctx, last, o.Users, out, say)
+	}
+	return nil
+}
+
+// flags are a component's own flags: shards serve pprof when the users
+// load reads their memory; routers log at debug in a rolling restart.
+func (o *FleetOptions) flags(p *cluster.Proc) []string {
+	switch {
+	case p.Sub == "shard" && o.Users > 0:
+		return []string{"--pprof"}
+	case p.Sub == "router" && o.Rolling:
+		return []string{"--log-level", "debug"}
+	}
+	return nil
 }
 
 // measureFleet measures etcd at steady state and the membership changes
@@ -360,22 +393,15 @@ var processStart = time.Now()
 // and the routers' member list changes.
 func readEtcd(c *cluster.Cluster) (etcdSample, error) {
 	s := etcdSample{at: time.Since(processStart)}
-	for _, m := range []struct {
-		name, label string
-		v           *float64
-	}{
-		{"grpc_server_handled_total", "", &s.requests},
-		{"grpc_server_msg_received_total", `grpc_method="LeaseKeepAlive"`, &s.keepAlives},
-		{"etcd_debugging_mvcc_events_total", "", &s.events},
-		{"etcd_debugging_mvcc_watcher_total", "", &s.watchers},
-		{"etcd_debugging_mvcc_keys_total", "", &s.keys},
-	} {
-		v, _, err := cluster.MetricWith(c.Etcd, m.name, m.label)
-		if err != nil {
-			return s, fmt.Errorf("etcd's metrics: %w", err)
-		}
-		*m.v = v
+	page, err := cluster.FetchMetrics(c.Etcd)
+	if err != nil {
+		return s, fmt.Errorf("etcd's metrics: %w", err)
 	}
+	s.requests, _ = page.Sum("grpc_server_handled_total")
+	s.keepAlives, _ = page.Sum("grpc_server_msg_received_total", "grpc_method", "LeaseKeepAlive")
+	s.events, _ = page.Sum("etcd_debugging_mvcc_events_total")
+	s.watchers, _ = page.Sum("etcd_debugging_mvcc_watcher_total")
+	s.keys, _ = page.Sum("etcd_debugging_mvcc_keys_total")
 	for _, r := range c.Routers {
 		v, _, err := cluster.Metric(r.Metrics, "shardlimit_router_member_changes_total")
 		if err != nil {
@@ -383,7 +409,6 @@ func readEtcd(c *cluster.Cluster) (etcdSample, error) {
 		}
 		s.routerChanges += v
 	}
-	var err error
 	s.cpu, err = procCPU(c.EtcdProc.Pid())
 	return s, err
 }

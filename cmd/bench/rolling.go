@@ -24,10 +24,11 @@ const (
 	rollingUsers                    = 100
 )
 
-// rollingRules are the rule of the rolling restart's load.
-func rollingRules() ([]rules.Rule, error) {
-	return rules.Parse("fleet.yaml", fmt.Appendf(nil, "rules:\n  - {service: %s, endpoint: %s, algorithm: fixed_window, limit: %d, period: 366d}\n",
-		rollingService, rollingEndpoint, rollingBudget))
+// fleetRules are the rules of the rolling restart's load and of the users
+// load.
+func fleetRules() ([]rules.Rule, error) {
+	return rules.Parse("fleet.yaml", fmt.Appendf(nil, "rules:\n  - {service: %s, endpoint: %s, algorithm: fixed_window, limit: %d, period: 366d}\n  - {service: %s, endpoint: %s, algorithm: fixed_window, limit: 10, period: 1h}\n",
+		rollingService, rollingEndpoint, rollingBudget, usersService, usersEndpoint))
 }
 
 // rollingLoad checks every user once a round, through every router, until
@@ -92,6 +93,10 @@ func rolling(ctx context.Context, c *cluster.Cluster, out io.Writer, say func(st
 	l := &rollingLoad{cl: cl, stop: make(chan struct{})}
 	n := len(c.Shards)
 	before := loadavg()
+	why0, err := readWhy(c)
+	if err != nil {
+		return err
+	}
 	l.wg.Add(2)
 	go l.run()
 	go l.run()
@@ -120,6 +125,10 @@ func rolling(ctx context.Context, c *cluster.Cluster, out io.Writer, say func(st
 	took := time.Since(start)
 	close(l.stop)
 	l.wg.Wait()
+	why1, err := readWhy(c)
+	if err != nil {
+		return err
+	}
 	say("fleet: rolling restart of %d shards took %v; reading the budgets", n, took.Round(time.Second))
 	ds, err := readBudgets(ctx, cl, l.batch(0))
 	if err != nil {
@@ -139,7 +148,44 @@ func rolling(ctx context.Context, c *cluster.Cluster, out io.Writer, say func(st
 	fmt.Fprintf(out, "| total | per shard p50 / max | checks | allowed beyond the budget | hits counted without an allowed-by-decision answer | policy answers | client timeouts | errors |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	fmt.Fprintf(out, "| %v | %v / %v | %d | %d | %d | %d | %d | %d |\n", took.Round(time.Second), median(each).Round(time.Millisecond), slices.Max(each).Round(time.Millisecond),
 		l.checks, beyond, lost, l.policy, l.failMode, l.errs)
+	fmt.Fprintf(out, "\nWhy, by the routers' counters over the restart (all %d routers summed; the unit is the counter's own):\n\n| counter | growth |\n| --- | ---: |\n", len(c.Routers))
+	for i, w := range whyCounters {
+		fmt.Fprintf(out, "| %s | %.0f |\n", w.what, why1[i]-why0[i])
+	}
 	return nil
+}
+
+// whyCounters are the routers' counters that say why a check was answered
+// by policy, with what each counts.
+var whyCounters = []struct {
+	what, name string
+	labels     []string
+}{
+	{"checks answered by policy (decisions, failed_open)", "shardlimit_router_decisions_total", []string{"service", rollingService, "endpoint", rollingEndpoint, "result", "failed_open"}},
+	{"checks shed as overload", "shardlimit_router_decisions_total", []string{"service", rollingService, "endpoint", rollingEndpoint, "result", "overload"}},
+	{"calls past the deadline (shard errors, deadline)", "shardlimit_router_shard_errors_total", []string{"reason", "deadline"}},
+	{"calls failed (shard errors, error)", "shardlimit_router_shard_errors_total", []string{"reason", "error"}},
+	{"requests' shares refused by an open circuit or no connection (circuit_open)", "shardlimit_router_shard_errors_total", []string{"reason", "circuit_open"}},
+	{"requests' shares given up behind a failing shard's calls (queued)", "shardlimit_router_shard_errors_total", []string{"reason", "queued"}},
+	{"checks a shard answered without deciding (not_decided)", "shardlimit_router_shard_errors_total", []string{"reason", "not_decided"}},
+	{"circuit openings", "shardlimit_router_circuit_openings_total", nil},
+	{"member list changes", "shardlimit_router_member_changes_total", nil},
+}
+
+// readWhy sums whyCounters over c's routers.
+func readWhy(c *cluster.Cluster) ([]float64, error) {
+	out := make([]float64, len(whyCounters))
+	for _, r := range c.Routers {
+		page, err := cluster.FetchMetrics(r.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		for i, w := range whyCounters {
+			v, _ := page.Sum(w.name, w.labels...)
+			out[i] += v
+		}
+	}
+	return out, nil
 }
 
 // readBudgets reads every user's remaining budget (0 hits), again while

@@ -52,7 +52,9 @@ type Options struct {
 	Addrs map[string]Addrs
 	// Flags returns a component's own flags (its lease, deadline,
 	// tracing...) beside those Start gives every one: its id, addresses,
-	// etcd, prefix, security and log flags. nil: none.
+	// etcd, prefix, security and log flags; they come after the log
+	// flags, so that a component's own --log-level overrides LogLevel.
+	// nil: none.
 	Flags func(p *Proc) []string
 	// Security is what the processes authenticate with; nil: a PKI of
 	// its own in Dir/credentials.
@@ -177,7 +179,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		default:
 			c.Rebalance = p
 		}
-		if err := p.Start(o.Binary, append(c.Security.Flags(p.Sub), "--log-format", o.LogFormat, "--log-level", o.LogLevel)...); err != nil {
+		if err := p.Start(o.Binary, c.Security.Flags(p.Sub)...); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +262,8 @@ func (c *Cluster) newProc(name string, a Addrs) *Proc {
 	default:
 		p.Sub = "router"
 	}
-	p.Args = append(p.Args, "--listen", a.Listen, "--metrics-listen", a.Metrics, "--etcd", c.Etcd, "--prefix", c.Prefix)
+	p.Args = append(p.Args, "--listen", a.Listen, "--metrics-listen", a.Metrics, "--etcd", c.Etcd, "--prefix", c.Prefix,
+		"--log-format", c.o.LogFormat, "--log-level", c.o.LogLevel)
 	if c.o.Flags != nil {
 		p.Args = append(p.Args, c.o.Flags(p)...)
 	}
