@@ -157,17 +157,25 @@ type answer struct {
 // decisionOf is the public answer for a shard's decision under rule: the
 // shard's figures and the rule's quota policy (name and window).
 func decisionOf(sd *shardlimitv1.ShardDecision, rule *rules.Rule) *shardlimitv1.Decision {
+	d := newDecision(rule, sd.ResetAfterNs, sd.RetryAfterNs, sd.DelayNs, sd.NextAfterNs)
+	d.Allowed, d.Limit, d.Remaining = sd.Allowed, sd.Limit, sd.Remaining
+	d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied = sd.SoftAllowanceUsed, sd.Shadow, sd.ShadowDenied
+	return d
+}
+
+// newDecision returns a Decision under rule (its name and window) with
+// the given durations in ns, allocated with them in one block.
+func newDecision(rule *rules.Rule, reset, retry, delay, next int64) *shardlimitv1.Decision {
 	a := &answer{}
-	setDuration(&a.reset, sd.ResetAfterNs)
-	setDuration(&a.retry, sd.RetryAfterNs)
-	setDuration(&a.delay, sd.DelayNs)
+	setDuration(&a.reset, reset)
+	setDuration(&a.retry, retry)
+	setDuration(&a.delay, delay)
 	setDuration(&a.window, int64(rule.Period))
-	setDuration(&a.next, sd.NextAfterNs)
+	setDuration(&a.next, next)
 	d := &a.d
-	d.Allowed, d.Limit, d.Remaining, d.Rule = sd.Allowed, sd.Limit, sd.Remaining, rule.Name
+	d.Rule = rule.Name
 	d.ResetAfter, d.RetryAfter, d.Delay = &a.reset, &a.retry, &a.delay
 	d.Window, d.NextAfter = &a.window, &a.next
-	d.SoftAllowanceUsed, d.Shadow, d.ShadowDenied = sd.SoftAllowanceUsed, sd.Shadow, sd.ShadowDenied
 	return d
 }
 

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/overlimit"
 	"github.com/shardlimit/shardlimit/router/request"
@@ -113,14 +111,9 @@ func (o *overLimit) answer(c *rules.Resolved, now int64) *shardlimitv1.Decision 
 	}
 	retry, reset, delay := d.At(now)
 	next := d.NextAfter(now, c.Hits)
-	return &shardlimitv1.Decision{
-		Limit: d.Limit, Remaining: d.Remaining, Rule: c.Rule.Name,
-		RetryAfter: durationpb.New(time.Duration(retry)),
-		ResetAfter: durationpb.New(time.Duration(reset)),
-		Delay:      durationpb.New(time.Duration(delay)),
-		Window:     durationpb.New(time.Duration(c.Rule.Period)),
-		NextAfter:  durationpb.New(time.Duration(next)),
-	}
+	a := newDecision(c.Rule, reset, retry, delay, next)
+	a.Limit, a.Remaining = d.Limit, d.Remaining
+	return a
 }
 
 // record holds d, the shard's answer to check c sent after now, when it is

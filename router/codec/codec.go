@@ -88,6 +88,12 @@ func unmarshalVT(data mem.BufferSlice, v any) bool {
 		unmarshal, ok = m.UnmarshalVT, func() bool { return utf8.ValidString(m.Message) && decisionsUTF8(m.Decisions) }
 	case *shardlimitv1.DecideResponse: // no strings
 		unmarshal, ok = m.UnmarshalVT, func() bool { return true }
+	case *shardlimitv1.DecideRequest:
+		unmarshal, ok = m.UnmarshalVT, func() bool { return decideUTF8(m) }
+	case *shardlimitv1.DecideStreamRequest:
+		unmarshal, ok = m.UnmarshalVT, func() bool { return decideUTF8(m.Request) }
+	case *shardlimitv1.DecideStreamResponse:
+		unmarshal, ok = m.UnmarshalVT, func() bool { return utf8.ValidString(m.Error) }
 	default:
 		return false
 	}
@@ -115,6 +121,25 @@ func checksUTF8(cs []*shardlimitv1.Check) bool {
 		}
 	}
 	return true
+}
+
+// decideUTF8 reports whether every string of a shard's batch is UTF-8
+// (nil is a batch with none).
+func decideUTF8(r *shardlimitv1.DecideRequest) bool {
+	if r == nil {
+		return true
+	}
+	for _, p := range r.Rules {
+		if !utf8.ValidString(p.Name) {
+			return false
+		}
+	}
+	for _, c := range r.Checks {
+		if !utf8.ValidString(c.Service) || !utf8.ValidString(c.Endpoint) || !utf8.ValidString(c.User) {
+			return false
+		}
+	}
+	return mapUTF8(r.TraceContext)
 }
 
 func decisionsUTF8(ds []*shardlimitv1.Decision) bool {

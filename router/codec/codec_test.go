@@ -31,6 +31,20 @@ var messages = []proto.Message{
 	}}},
 	&shardlimitv1.CheckStreamResponse{Id: 9, Code: 3, Message: "checks[0].user: too long"},
 	&shardlimitv1.DecideResponse{Decisions: []*shardlimitv1.ShardDecision{{Allowed: true, Limit: 5, Remaining: 4, ResetAfterNs: 7, NotDecided: true}}},
+	decide,
+	&shardlimitv1.DecideStreamRequest{Batch: 3, Request: decide},
+	&shardlimitv1.DecideStreamResponse{Batch: 4, Error: "checks[0].hits: negative",
+		Response: &shardlimitv1.DecideResponse{Decisions: []*shardlimitv1.ShardDecision{{Limit: 1, NextAfterNs: 2}}}},
+}
+
+// decide is a shard's batch with every field set.
+var decide = &shardlimitv1.DecideRequest{
+	Rules: []*shardlimitv1.RuleParams{{Name: "r", Algorithm: shardlimitv1.Algorithm_ALGORITHM_GCRA, Limit: 10, PeriodNs: 1e9,
+		Burst: 2, MaxDelayNs: 3, SoftPercent: 4, ElasticPercent: 5, ElasticLoadPercent: 6, Shadow: true}},
+	Checks: []*shardlimitv1.ShardCheck{{Service: "shop", Endpoint: "/e", User: "alice", Hits: 2, Rule: 0,
+		Partition: 7, Refund: true, Hash: 1 << 60}},
+	TraceContext: map[string]string{"traceparent": "00-1"},
+	Forwarded:    true,
 }
 
 // The codec is gRPC's "proto" codec once the package is linked, and it
@@ -68,17 +82,21 @@ func TestSameWireAsProtobuf(t *testing.T) {
 // A caller's string that is not UTF-8 is refused as protobuf refuses it
 // (shard/rpc's codec then names the field), not let through.
 func TestInvalidUTF8IsRefusedAsByProtobuf(t *testing.T) {
-	bad := &shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u"}}}
-	b, err := proto.Marshal(bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = bytes.Replace(b, []byte("u"), []byte{0xff}, 1) // the user, one byte as before
-	c := encoding.GetCodecV2(protocodec.Name)
-	got := &shardlimitv1.CheckRequest{}
-	err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got)
-	want := proto.Unmarshal(b, &shardlimitv1.CheckRequest{})
-	if err == nil || want == nil || !strings.Contains(err.Error(), "UTF-8") {
-		t.Fatalf("unmarshal: %v; protobuf's: %v; want both to refuse invalid UTF-8", err, want)
+	for _, bad := range []proto.Message{
+		&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u"}}},
+		&shardlimitv1.DecideStreamRequest{Batch: 1, Request: &shardlimitv1.DecideRequest{
+			Checks: []*shardlimitv1.ShardCheck{{Service: "s", Endpoint: "/e", User: "u"}}}},
+	} {
+		b, err := proto.Marshal(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = bytes.Replace(b, []byte("u"), []byte{0xff}, 1) // the user, one byte as before
+		c := encoding.GetCodecV2(protocodec.Name)
+		err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, bad.ProtoReflect().New().Interface())
+		want := proto.Unmarshal(b, bad.ProtoReflect().New().Interface())
+		if err == nil || want == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Fatalf("%T: unmarshal: %v; protobuf's: %v; want both to refuse invalid UTF-8", bad, err, want)
+		}
 	}
 }

@@ -58,8 +58,10 @@
 // to ExactUpTo a period) every count is exact within Error, which is 0
 // while the summaries hold every key; sampling, whose purpose is CPU at
 // high volume, never shows at low volume. Counting the exact phase costs
-// an atomic add on a counter shared by the cores, up to ExactUpTo times a
-// period; after the switch Observe only reads a flag next to it.
+// a read of a counter shared by the cores per call, and an atomic add to
+// it per Batch (at Done, or at the call that reaches ExactUpTo, the
+// batch's last observed exactly); after the switch Observe only reads a
+// flag next to it.
 //
 // Sampled calls keep the bounds above for the sampled stream, and add a
 // random error: a key of weight w in sampled calls is estimated by

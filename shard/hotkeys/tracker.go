@@ -175,6 +175,10 @@ type Batch struct {
 	t   *Tracker
 	st  *stripe // locked; nil until the first call sampled
 	rng uint64  // xorshift state for sampling, seeded at the first call
+	// exact is the weight this batch observed call by call and has not
+	// yet added to Tracker.exact: added once, at Done or at the switch
+	// to sampling, instead of an atomic add on a shared line per call.
+	exact uint64
 }
 
 // Batch starts a batch of observations.
@@ -198,8 +202,10 @@ func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
 			return
 		}
 		n *= t.sample
-	} else if t.sample > 1 && t.exact.Add(n) >= t.exactUpTo {
-		t.sampling.Store(true) // this call is still observed exactly
+	} else if t.sample > 1 {
+		if b.exact += n; t.exact.Load()+b.exact >= t.exactUpTo {
+			b.addExact() // this call is still observed exactly
+		}
 	}
 	if b.st == nil {
 		b.st = t.affinity.Get().(*stripe)
@@ -213,8 +219,20 @@ func (b *Batch) Observe(k Key, service, rule, user string, n uint64) {
 	}
 }
 
+// addExact adds the batch's exact weight to the period's, and switches
+// the period to sampling when that reaches ExactUpTo.
+func (b *Batch) addExact() {
+	if b.t.exact.Add(b.exact) >= b.t.exactUpTo {
+		b.t.sampling.Store(true)
+	}
+	b.exact = 0
+}
+
 // Done ends the batch, releasing its stripe.
 func (b *Batch) Done() {
+	if b.exact > 0 {
+		b.addExact()
+	}
 	if b.st != nil {
 		b.st.mu.Unlock()
 		b.t.affinity.Put(b.st)
