@@ -45,9 +45,6 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.known == nil {
-		s.known = make([]member.Member, len(s.parts))
-	}
 	s.tables++
 	defer func() {
 		for p := range min(len(s.known), next.Partitions()) {
