@@ -87,3 +87,25 @@ func TestConfigValidateNamesField(t *testing.T) {
 		t.Fatalf("got %v, want an error naming load", err)
 	}
 }
+
+// Ownerless is what the next table gives a member that the previous one
+// gave nobody: all of it after a table with no member, none otherwise.
+func TestOwnerless(t *testing.T) {
+	cfg := Config{Partitions: 16, ReplicationFactor: 20, Load: 1.25}
+	none, err := Build(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := members(2)
+	both, err := Build(cfg, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ms[0].ID
+	if got, want := len(Ownerless(none, both, id)), len(both.PartitionsOf(id)); got != want || want == 0 {
+		t.Fatalf("after no member: %d ownerless, want all %d of %s's", got, want, id)
+	}
+	if got := Ownerless(both, both, id); got != nil {
+		t.Fatalf("after a table naming owners: %v ownerless, want none", got)
+	}
+}

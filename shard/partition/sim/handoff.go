@@ -266,7 +266,7 @@ func (w *world) enter(s *shard) {
 			}
 			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 		}
-		s.step(ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
+		s.step(shardmap.Ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
 		return true
@@ -304,7 +304,7 @@ func (w *world) enter(s *shard) {
 	// from the shards that last owned them (the host's pullLost), under
 	// the lock.
 	w.locked = true
-	s.pullLost(ownerless(before, after, s.id), func(ok bool) {
+	s.pullLost(shardmap.Ownerless(before, after, s.id), func(ok bool) {
 		if !ok {
 			w.locked = false // stopped: its session, and the lock, end
 			return
@@ -440,18 +440,6 @@ func pairsString(pairs []handoff.Pair) string {
 	out := ""
 	for _, p := range pairs {
 		out += fmt.Sprintf("%s→%s%v ", p.From.ID, p.To.ID, p.Partitions)
-	}
-	return out
-}
-
-// ownerless returns the partitions that after gives id and before gives
-// nobody.
-func ownerless(before, after *shardmap.Table, id string) []uint32 {
-	var out []uint32
-	for _, p := range after.PartitionsOf(id) {
-		if _, ok := before.Owner(int(p)); !ok {
-			out = append(out, p)
-		}
 	}
 	return out
 }
