@@ -445,7 +445,7 @@ func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
 	}
 	var out []uint32
 	for _, p := range parts {
-		if o, ok := t.Owner(int(p)); ok && o.ID == id {
+		if t.Owns(int(p), id) {
 			out = append(out, p)
 		}
 	}
@@ -462,13 +462,9 @@ func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
 func (s *Server) dropNotOwned(t *shardmap.Table) int {
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
-	owns := func(t *shardmap.Table, p int) bool {
-		o, ok := t.Owner(p)
-		return ok && o.ID == s.opts.ID
-	}
 	var parts []uint32
 	for p := range t.Partitions() {
-		if !owns(t, p) && (s.view.table == nil || !owns(s.view.table, p)) {
+		if !t.Owns(p, s.opts.ID) && (s.view.table == nil || !s.view.table.Owns(p, s.opts.ID)) {
 			parts = append(parts, uint32(p))
 		}
 	}

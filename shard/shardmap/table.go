@@ -156,3 +156,9 @@ func Ownerless(before, after *Table, id string) []uint32 {
 	}
 	return out
 }
+
+// Owns reports whether the table gives partition p to member id.
+func (t *Table) Owns(p int, id string) bool {
+	o, ok := t.Owner(p)
+	return ok && o.ID == id
+}

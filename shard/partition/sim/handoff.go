@@ -260,7 +260,7 @@ func (w *world) enter(s *shard) {
 			for _, p := range pr.Partitions {
 				if s.view == nil {
 					arrived = append(arrived, p)
-				} else if o, ok := s.view.Owner(int(p)); ok && o.ID == pr.From.ID {
+				} else if s.view.Owns(int(p), pr.From.ID) {
 					arrived = append(arrived, p)
 				}
 			}
@@ -285,7 +285,7 @@ func (w *world) enter(s *shard) {
 				for _, p := range f.Partitions {
 					if s.view == nil {
 						mine = append(mine, p)
-					} else if o, ok := s.view.Owner(int(p)); ok && o.ID == s.id {
+					} else if s.view.Owns(int(p), s.id) {
 						mine = append(mine, p)
 					}
 				}
