@@ -140,7 +140,7 @@ func (s *Server) join(ctx context.Context) error {
 	// Their counters are not nowhere when every lease was lost at once
 	// (etcd paused past the TTL): the shards that last owned them hold
 	// them, fenced; pull them first.
-	lostKeys := s.pullLost(ownerless(before, after, me.ID), me.ID)
+	lostKeys := s.pullLost(shardmap.Ownerless(before, after, me.ID), me.ID)
 	o := s.handoffOptions(true, true)
 	// A join with nothing to hand over (the partitions gained held no
 	// counter at their owners, as at a cold start) does not wait the
@@ -165,7 +165,7 @@ func (s *Server) join(ctx context.Context) error {
 		for _, p := range arrived {
 			s.owned.Step(ownedIn(t, p.From.ID, p.Partitions), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
 		}
-		s.owned.Step(ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
+		s.owned.Step(shardmap.Ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -462,19 +462,7 @@ func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
 	}
 	var out []uint32
 	for _, p := range parts {
-		if o, ok := t.Owner(int(p)); ok && o.ID == id {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// ownerless returns the partitions that after gives id and before gives
-// nobody.
-func ownerless(before, after *shardmap.Table, id string) []uint32 {
-	var out []uint32
-	for _, p := range after.PartitionsOf(id) {
-		if _, ok := before.Owner(int(p)); !ok {
+		if t.Owns(int(p), id) {
 			out = append(out, p)
 		}
 	}
@@ -491,13 +479,9 @@ func ownerless(before, after *shardmap.Table, id string) []uint32 {
 func (s *Server) dropNotOwned(t *shardmap.Table) int {
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()
-	owns := func(t *shardmap.Table, p int) bool {
-		o, ok := t.Owner(p)
-		return ok && o.ID == s.opts.ID
-	}
 	var parts []uint32
 	for p := range t.Partitions() {
-		if !owns(t, p) && (s.view.table == nil || !owns(s.view.table, p)) {
+		if !t.Owns(p, s.opts.ID) && (s.view.table == nil || !s.view.table.Owns(p, s.opts.ID)) {
 			parts = append(parts, uint32(p))
 		}
 	}

@@ -36,7 +36,8 @@ type Set struct {
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
-	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), fencedAt: make([]uint64, partitions)}
+	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), known: make([]member.Member, partitions),
+		fencedAt: make([]uint64, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -237,20 +238,7 @@ func (s *Set) ForwardTargets(parts []uint32) []member.Member {
 // Settling: Pending, Receiving, or a takeover under way), or ctx ends, and
 // reports whether none is.
 func (s *Set) WaitSettled(ctx context.Context, parts []uint32) bool {
-	for {
-		s.mu.RLock()
-		settling := s.settling(parts)
-		ch := s.settled
-		s.mu.RUnlock()
-		if !settling {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
+	return s.WaitExportable(ctx, parts, "", "")
 }
 
 // WaitExportable waits until a fenced pull of parts by requester can be

@@ -45,9 +45,6 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.known == nil {
-		s.known = make([]member.Member, len(s.parts))
-	}
 	s.tables++
 	defer func() {
 		for p := range min(len(s.known), next.Partitions()) {
@@ -102,11 +99,9 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 	var back []uint32
 	for _, p := range parts {
 		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables {
-			if o, ok := t.Owner(int(p)); ok && o.ID == me {
-				if _, fwd := s.parts[p].Forwards(); fwd {
-					back = append(back, p)
-					continue
-				}
+			if _, fwd := s.parts[p].Forwards(); fwd && t.Owns(int(p), me) {
+				back = append(back, p)
+				continue
 			}
 		}
 		drop = append(drop, p)

@@ -143,3 +143,22 @@ func Build(cfg Config, members []member.Member) (*Table, error) {
 	}
 	return t, nil
 }
+
+// Ownerless returns the partitions that after gives member id and before
+// gives nobody (every lease was lost at once): a join gains them from the
+// shards that last owned them.
+func Ownerless(before, after *Table, id string) []uint32 {
+	var out []uint32
+	for _, p := range after.PartitionsOf(id) {
+		if _, ok := before.Owner(int(p)); !ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Owns reports whether the table gives partition p to member id.
+func (t *Table) Owns(p int, id string) bool {
+	o, ok := t.Owner(p)
+	return ok && o.ID == id
+}

@@ -87,3 +87,37 @@ func TestConfigValidateNamesField(t *testing.T) {
 		t.Fatalf("got %v, want an error naming load", err)
 	}
 }
+
+// build is the table of ms over 16 partitions.
+func build(t *testing.T, ms []member.Member) *Table {
+	t.Helper()
+	tb, err := Build(Config{Partitions: 16, ReplicationFactor: 20, Load: 1.25}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// Ownerless is what the next table gives a member that the previous one
+// gave nobody: all of it after a table with no member, none otherwise.
+func TestOwnerless(t *testing.T) {
+	ms := members(2)
+	none, both := build(t, nil), build(t, ms)
+	id := ms[0].ID
+	if got, want := len(Ownerless(none, both, id)), len(both.PartitionsOf(id)); got != want || want == 0 {
+		t.Fatalf("after no member: %d ownerless, want all %d of %s's", got, want, id)
+	}
+	if got := Ownerless(both, both, id); got != nil {
+		t.Fatalf("after a table naming owners: %v ownerless, want none", got)
+	}
+}
+
+func TestOwns(t *testing.T) {
+	tb, none := build(t, members(2)), build(t, nil)
+	for p := range 16 {
+		o, _ := tb.Owner(p)
+		if !tb.Owns(p, o.ID) || tb.Owns(p, "other") || none.Owns(p, o.ID) {
+			t.Fatalf("partition %d: Owns disagrees with Owner (%s)", p, o.ID)
+		}
+	}
+}

@@ -260,13 +260,13 @@ func (w *world) enter(s *shard) {
 			for _, p := range pr.Partitions {
 				if s.view == nil {
 					arrived = append(arrived, p)
-				} else if o, ok := s.view.Owner(int(p)); ok && o.ID == pr.From.ID {
+				} else if s.view.Owns(int(p), pr.From.ID) {
 					arrived = append(arrived, p)
 				}
 			}
 			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 		}
-		s.step(ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
+		s.step(shardmap.Ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
 		return true
@@ -285,7 +285,7 @@ func (w *world) enter(s *shard) {
 				for _, p := range f.Partitions {
 					if s.view == nil {
 						mine = append(mine, p)
-					} else if o, ok := s.view.Owner(int(p)); ok && o.ID == s.id {
+					} else if s.view.Owns(int(p), s.id) {
 						mine = append(mine, p)
 					}
 				}
@@ -304,7 +304,7 @@ func (w *world) enter(s *shard) {
 	// from the shards that last owned them (the host's pullLost), under
 	// the lock.
 	w.locked = true
-	s.pullLost(ownerless(before, after, s.id), func(ok bool) {
+	s.pullLost(shardmap.Ownerless(before, after, s.id), func(ok bool) {
 		if !ok {
 			w.locked = false // stopped: its session, and the lock, end
 			return
@@ -440,18 +440,6 @@ func pairsString(pairs []handoff.Pair) string {
 	out := ""
 	for _, p := range pairs {
 		out += fmt.Sprintf("%s→%s%v ", p.From.ID, p.To.ID, p.Partitions)
-	}
-	return out
-}
-
-// ownerless returns the partitions that after gives id and before gives
-// nobody.
-func ownerless(before, after *shardmap.Table, id string) []uint32 {
-	var out []uint32
-	for _, p := range after.PartitionsOf(id) {
-		if _, ok := before.Owner(int(p)); !ok {
-			out = append(out, p)
-		}
 	}
 	return out
 }
