@@ -140,7 +140,8 @@ func (s *Server) join(ctx context.Context) error {
 	// Their counters are not nowhere when every lease was lost at once
 	// (etcd paused past the TTL): the shards that last owned them hold
 	// them, fenced; pull them first.
-	lostKeys := s.pullLost(shardmap.Ownerless(before, after, me.ID), me.ID)
+	lost := shardmap.Ownerless(before, after, me.ID)
+	lostKeys := s.pullLost(lost, me.ID)
 	o := s.handoffOptions(true, true)
 	// A join with nothing to hand over (the partitions gained held no
 	// counter at their owners, as at a cold start) does not wait the
@@ -165,7 +166,7 @@ func (s *Server) join(ctx context.Context) error {
 		for _, p := range arrived {
 			s.owned.Step(ownedIn(t, p.From.ID, p.Partitions), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
 		}
-		s.owned.Step(shardmap.Ownerless(before, after, me.ID), partition.Event{Kind: partition.FencedPulled})
+		s.owned.Step(lost, partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)
 	})
 	s.handoffMetrics.observe("join", rep)
@@ -194,7 +195,7 @@ func (s *Server) join(ctx context.Context) error {
 	// undecided for 10.7 s). Those already decided here are left alone.
 	// By the join's own table, read under the hand-off lock: the watch may
 	// not show this shard's record yet.
-	if back := s.takeBack(ownerless(before, after, me.ID), withMember(members, me.ID, nil)); len(back) > 0 {
+	if back := s.takeBack(lost, withMember(members, me.ID, nil)); len(back) > 0 {
 		s.opts.Logger.Info(joinTookBack, "partitions", len(back), "from_shards", len(members)-1)
 	}
 	dropped := s.dropNotOwned(after)
