@@ -275,3 +275,55 @@ func TestStreamFallsBackToUnary(t *testing.T) {
 		t.Fatalf("%d unary calls, want 3", n)
 	}
 }
+
+// A check with invalid UTF-8 is refused by the client, before any RPC:
+// over a stream it would cost the message it shares with others.
+func TestCheckInvalidUTF8(t *testing.T) {
+	cl := newClient(t, Options{Routers: []string{deadAddr(t)}, Timeout: clusterTimeout, Stream: true})
+	for _, chk := range []Check{
+		{Service: "shop", Endpoint: "/checkout", User: "\xff", Hits: 1},
+		{Service: "shop", Endpoint: "/\xc3", User: "u", Hits: 1},
+		{Service: "shop", Endpoint: "/checkout", APIKey: "k\x80", Hits: 1},
+	} {
+		if _, err := cl.CheckOne(context.Background(), chk); !errors.Is(err, ErrInvalidCheck) || !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Errorf("%+v: %v, want ErrInvalidCheck naming invalid UTF-8", chk, err)
+		}
+	}
+}
+
+// With BatchWindow, a check of a service outside the caller's grant
+// (PERMISSION_DENIED, which rejects the whole batch) gets its error
+// without failing the checks it shared the batch with.
+func TestBatchSplitsOnPermissionDenied(t *testing.T) {
+	rs := parseRules(t, `
+rules:
+  - {service: shop, endpoint: /checkout, limit: 1000, period: 1h}
+  - {service: other, endpoint: /e, limit: 10, period: 1h}
+`)
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: rs,
+		Grants: []auth.Grant{{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}}}})
+	caOnly, err := creds.ClientTLS(creds.Files{CA: c.PKI.Router.CA}, creds.LocalServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rpcs rpcCounter
+	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, TLS: caOnly, Token: creds.StaticToken(c.Token("token:shop")),
+		Timeout: clusterTimeout, BatchWindow: clusterTimeout / 2, MaxBatch: 3, DialOptions: withOpts(rpcs.option())})
+	var wg sync.WaitGroup
+	for u := range 2 {
+		wg.Go(func() {
+			if d, err := cl.Check(context.Background(), "shop", "/checkout", fmt.Sprint("u", u), 1); err != nil || !d.Allowed || d.FromFailureMode {
+				t.Errorf("user %d: %+v, %v; want decided", u, d, err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if _, err := cl.Check(context.Background(), "other", "/e", "x", 1); err == nil || !strings.Contains(err.Error(), "PermissionDenied") {
+			t.Errorf("a service outside the grant: %v, want PermissionDenied", err)
+		}
+	})
+	wg.Wait()
+	if n := rpcs.rpcs.Load(); n != 4 {
+		t.Errorf("%d RPCs, want 4: the batch of 3, then each check alone", n)
+	}
+}
