@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -325,5 +326,70 @@ rules:
 	wg.Wait()
 	if n := rpcs.rpcs.Load(); n != 4 {
 		t.Errorf("%d RPCs, want 4: the batch of 3, then each check alone", n)
+	}
+}
+
+// unimplementedMessages answers every CheckStream message UNIMPLEMENTED,
+// the stream itself being served.
+type unimplementedMessages struct{ oldRouter }
+
+func (u *unimplementedMessages) CheckStream(s grpc.BidiStreamingServer[shardlimitv1.CheckStreamRequest, shardlimitv1.CheckStreamResponse]) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&shardlimitv1.CheckStreamResponse{Id: req.Id, Code: int32(codes.Unimplemented), Message: "no"}); err != nil {
+			return err
+		}
+	}
+}
+
+// The unary fallback is for a router that refuses the stream itself: a
+// message answered UNIMPLEMENTED does not turn it on; and once on, the
+// stream is tried again after unaryFor.
+func TestStreamUnaryFallbackOnlyForTheStream(t *testing.T) {
+	pki := newPKI(t)
+	serve := func(srv shardlimitv1.RateLimiterServer) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
+		shardlimitv1.RegisterRateLimiterServer(s, srv)
+		go func() { _ = s.Serve(lis) }()
+		t.Cleanup(s.Stop)
+		return lis.Addr().String()
+	}
+	u := &unimplementedMessages{}
+	cl := newClient(t, Options{Routers: []string{serve(u)}, TLS: pki.client, Timeout: clusterTimeout, Stream: true})
+	for i := range 3 {
+		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || !d.FromFailureMode {
+			t.Fatalf("check %d: %+v, %v; want the failure mode's answer", i, d, err)
+		}
+	}
+	if n := u.calls.Load(); n != 0 {
+		t.Fatalf("%d unary calls after messages answered UNIMPLEMENTED, want 0", n)
+	}
+
+	old := &oldRouter{}
+	var streamed streamCounter
+	cl = newClient(t, Options{Routers: []string{serve(old)}, TLS: pki.client, Timeout: clusterTimeout, Stream: true,
+		DialOptions: withOpts(streamed.option())})
+	check := func() {
+		t.Helper()
+		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || d.Rule != "old" {
+			t.Fatalf("%+v, %v; want the old router's answer", d, err)
+		}
+	}
+	check()
+	check()
+	if n := streamed.streams.Load(); n != 1 {
+		t.Fatalf("%d streams tried, want 1 until unaryFor has passed", n)
+	}
+	cl.stream.unaryUntil.Store(time.Now().UnixNano()) // unaryFor has passed
+	check()
+	if n, calls := streamed.streams.Load(), old.calls.Load(); n != 2 || calls != 3 {
+		t.Fatalf("%d streams tried, %d unary calls; want the stream tried again, then unary", n, calls)
 	}
 }
