@@ -149,11 +149,15 @@ func TestCheckStreamEndsBeforeConnectionAge(t *testing.T) {
 func TestCheckStreamSendFailureEndsStream(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: testRules(t),
 		Router: func(o *router.Options) { o.Limits.MaxSendMsgSize = 1 << 10 }})
-	s := openStream(t, c.Client(0))
-	if err := s.Send(&shardlimitv1.CheckStreamRequest{Id: 1, Checks: shopChecks(100, "u")}); err != nil {
+	// The stream's deadline only guards against a hang: without the fix
+	// the router never answers, and the stream would wait for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := c.Client(0).CheckStream(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(&shardlimitv1.CheckStreamRequest{Id: 2, Checks: shopChecks(1, "v")}); err != nil {
+	if err := s.Send(&shardlimitv1.CheckStreamRequest{Id: 1, Checks: shopChecks(100, "u")}); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := s.Recv(); status.Code(err) != codes.ResourceExhausted {
