@@ -393,3 +393,29 @@ func TestStreamUnaryFallbackOnlyForTheStream(t *testing.T) {
 		t.Fatalf("%d streams tried, %d unary calls; want the stream tried again, then unary", n, calls)
 	}
 }
+
+// A router that answers nothing on a stream is dropped at a message's
+// deadline: the next check opens a new stream rather than queueing
+// behind the wedged one.
+func TestStreamWedgedRouterDropped(t *testing.T) {
+	h := startHangingRouter(t)
+	var streamed streamCounter
+	cl := newClient(t, Options{Routers: []string{h.addr}, TLS: h.tls, Timeout: 50 * time.Millisecond, Stream: true,
+		DialOptions: withOpts(streamed.option())})
+	for i := range 2 {
+		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || !d.FromFailureMode {
+			t.Fatalf("check %d: %+v, %v; want the failure mode's answer", i, d, err)
+		}
+		poll.Until(t, 10*time.Second, func() error {
+			cl.stream.mu.Lock()
+			defer cl.stream.mu.Unlock()
+			if cl.stream.cur != nil {
+				return errors.New("the wedged stream is still the open one")
+			}
+			return nil
+		})
+	}
+	if n := streamed.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want one per check: the wedged one dropped at the deadline", n)
+	}
+}
