@@ -103,9 +103,8 @@ func (b *batcher) close() {
 }
 
 // send decides the checks of ws in one RPC. When the router rejects the
-// batch as a whole for one bad check (INVALID_ARGUMENT or NOT_FOUND, which
-// count nothing), each check is sent again on its own, so that one caller's
-// bad check does not fail the others.
+// batch as a whole for one check (rejectedWhole), each check is sent again
+// on its own, so that one caller's bad check does not fail the others.
 func (b *batcher) send(ws []*waiter, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -114,7 +113,7 @@ func (b *batcher) send(ws []*waiter, deadline time.Time) {
 		checks[i] = w.check
 	}
 	resp, err := b.c.call(ctx, &shardlimitv1.CheckRequest{Checks: checks})
-	if code := status.Code(err); len(ws) > 1 && (code == codes.InvalidArgument || code == codes.NotFound) {
+	if len(ws) > 1 && rejectedWhole(status.Code(err)) {
 		eachAlone(ws, func(w *waiter) ([]Decision, error) {
 			return b.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
 		})
@@ -122,6 +121,15 @@ func (b *batcher) send(ws []*waiter, deadline time.Time) {
 	}
 	ds, err := b.c.outcome(context.Background(), len(ws), resp, err)
 	deliver(ws, ds, err)
+}
+
+// rejectedWhole reports whether a router answering a batch with code
+// rejected it whole for what one of its checks names, counting nothing:
+// INVALID_ARGUMENT, NOT_FOUND (a service without rules) or
+// PERMISSION_DENIED (a service outside the caller's grant). Its checks
+// are then each sent again alone.
+func rejectedWhole(code codes.Code) bool {
+	return code == codes.InvalidArgument || code == codes.NotFound || code == codes.PermissionDenied
 }
 
 // eachAlone decides each check of ws on its own, all at once, and

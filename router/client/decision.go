@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"time"
+	"unicode/utf8"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router/ratelimitheader"
@@ -145,6 +146,15 @@ func (c *Check) validate(i int) error {
 		return fmt.Errorf("%w: checks[%d].endpoint: required", ErrInvalidCheck, i)
 	case c.Hits < 0:
 		return fmt.Errorf("%w: checks[%d].hits: %d is negative", ErrInvalidCheck, i, c.Hits)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"service", c.Service}, {"endpoint", c.Endpoint}, {"user", c.User}, {"api_key", c.APIKey}, {"ip", c.IP},
+	} {
+		if !utf8.ValidString(f.v) {
+			// A router refuses it too, but over a stream it would cost
+			// the message it shares with other callers' checks.
+			return fmt.Errorf("%w: checks[%d].%s: invalid UTF-8", ErrInvalidCheck, i, f.name)
+		}
 	}
 	if c.IP != "" {
 		if _, err := netip.ParseAddr(c.IP); err != nil {

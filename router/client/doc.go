@@ -40,7 +40,11 @@
 // early), never toward allowing past a limit. A deadline, and every status
 // a router sent (UNAVAILABLE included), are never retried. Retries go to
 // the next router, after an exponential backoff with full jitter, and only
-// while the call's deadline leaves time for them.
+// while the call's deadline leaves time for them. Over a stream
+// (Options.Stream) the same holds for each message, and one more case is
+// sent again as never sent: a message left unanswered when the router
+// ended the stream with OK (it stops, or the stream reached its age),
+// which the router promises it never decided.
 //
 // Metrics, when Options.Registerer is set: shardlimit_client_decisions_total
 // {result: allowed, denied, failure_mode},

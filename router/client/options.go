@@ -70,14 +70,15 @@ type Options struct {
 	BatchWindow time.Duration
 	// Stream sends the checks of Check and CheckOne calls over the routers'
 	// CheckStream instead of one unary Check each: a check goes out at
-	// once when no message is in flight (no added wait when idle), and the
-	// checks of calls made while messages are in flight (two at most) leave
+	// once when fewer than two messages are in flight (no added wait when
+	// idle), and the checks of calls made while two are in flight leave
 	// together in the next message, up to MaxBatch. Decisions, errors,
 	// failure mode, retries, metrics and tracing are as for unary calls.
 	// Default false. Not with BatchWindow. CheckBatch stays unary.
 	Stream bool
-	// MaxBatch is the most checks coalesced into one RPC: a batch that
-	// reaches it is sent at once; default 100. Keep it at or under the
+	// MaxBatch is the most checks coalesced into one RPC, or into one
+	// message of a stream (Stream): a batch that reaches it is sent at
+	// once; default 100. Keep it at or under the
 	// routers' max checks per request (1000 by default).
 	MaxBatch int
 	// MaxAttempts bounds the attempts of one call, the first included;

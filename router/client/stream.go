@@ -33,7 +33,10 @@ import (
 // router; when the router ended the stream cleanly (it stops), it promises
 // that every message it left unanswered was never decided, so those are
 // sent again as not sent. A router older than CheckStream answers it
-// UNIMPLEMENTED: the client then sends its batches as unary Checks.
+// UNIMPLEMENTED: the client then sends its batches as unary Checks, and
+// tries the stream again a minute later. A message whose deadline passes
+// with nothing answered on the stream since it left drops the stream (the
+// router is wedged): the next message opens another.
 
 // traceContext is the W3C trace context of ctx's span, for the message
 // that carries its check; nil when ctx's span is not sampled.
@@ -60,9 +63,11 @@ type streamer struct {
 	ctx    context.Context // ends on Close: the streams' context
 	cancel context.CancelFunc
 
-	// unary is set once a router answered CheckStream UNIMPLEMENTED (a
-	// router older than it): batches go as unary Checks from then on.
-	unary atomic.Bool
+	// unaryUntil (Unix ns) is set when a router refused the stream
+	// itself UNIMPLEMENTED (a router older than CheckStream): batches go
+	// as unary Checks until then, a minute later, when the stream is
+	// tried again.
+	unaryUntil atomic.Int64
 
 	mu     sync.Mutex
 	cur    *session // nil: none open
@@ -90,17 +95,38 @@ func (s *streamer) close() {
 	s.cancel()
 }
 
-// send decides ws in one message. When the router rejects the message as
-// a whole for one check (INVALID_ARGUMENT, NOT_FOUND or PERMISSION_DENIED,
-// which count nothing), each check is sent again alone, so that one
-// caller's bad check does not fail the others.
+// unaryFor is how long batches go as unary Checks after a router refused
+// the stream UNIMPLEMENTED, before the stream is tried again.
+const unaryFor = time.Minute
+
+// send decides ws in one message. A check whose caller's deadline has
+// passed is answered by the failure mode and left out; the message is
+// bounded by the latest deadline of the others, so one caller's short
+// deadline does not fail another's check (each caller still returns at
+// its own). When the router rejects the message as a whole for one check
+// (rejectedWhole), each check is sent again alone, so that one caller's
+// bad check does not fail the others.
 func (s *streamer) send(ws []*waiter) {
+	now := time.Now()
+	live := make([]*waiter, 0, len(ws))
+	for _, w := range ws {
+		if w.deadline.After(now) {
+			live = append(live, w)
+			continue
+		}
+		ds, err := s.c.outcome(context.Background(), 1, nil, status.Error(codes.DeadlineExceeded, "the check's deadline passed before it was sent"))
+		deliver([]*waiter{w}, ds, err)
+	}
+	ws = live
+	if len(ws) == 0 {
+		return
+	}
 	deadline := ws[0].deadline
 	checks := make([]*shardlimitv1.Check, len(ws))
 	var tc map[string]string
 	for i, w := range ws {
 		checks[i] = w.check
-		if w.deadline.Before(deadline) {
+		if w.deadline.After(deadline) {
 			deadline = w.deadline
 		}
 		if tc == nil {
@@ -111,38 +137,41 @@ func (s *streamer) send(ws []*waiter) {
 	defer cancel()
 	var resp *shardlimitv1.CheckResponse
 	var err error
-	if !s.unary.Load() {
-		resp, err = s.roundTrip(ctx, checks, tc)
+	unary := time.Now().UnixNano() < s.unaryUntil.Load()
+	stream := false // the stream itself failed, not one message
+	if !unary {
+		resp, stream, err = s.roundTrip(ctx, checks, tc)
 	}
 	// One check alone, over the stream or, against a router older than
 	// CheckStream, as a unary Check.
 	decide := func(w *waiter) ([]Decision, error) {
-		resp, err := s.roundTrip(ctx, []*shardlimitv1.Check{w.check}, w.trace)
+		resp, _, err := s.roundTrip(ctx, []*shardlimitv1.Check{w.check}, w.trace)
 		return s.c.outcome(context.Background(), 1, resp, err)
 	}
-	if s.unary.Load() || status.Code(err) == codes.Unimplemented {
+	if unary || (stream && status.Code(err) == codes.Unimplemented) {
 		// A router older than CheckStream: the batch goes as one unary
-		// Check, and so does every later one.
-		s.unary.Store(true)
+		// Check, and so do those of the next minute.
+		if !unary {
+			s.unaryUntil.Store(time.Now().Add(unaryFor).UnixNano())
+		}
 		resp, err = s.c.call(ctx, &shardlimitv1.CheckRequest{Checks: checks})
 		decide = func(w *waiter) ([]Decision, error) {
 			return s.c.decide(context.Background(), ctx, []*shardlimitv1.Check{w.check})
 		}
 	}
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied:
-		if len(ws) > 1 {
-			eachAlone(ws, decide)
-			return
-		}
+	if len(ws) > 1 && rejectedWhole(status.Code(err)) {
+		eachAlone(ws, decide)
+		return
 	}
 	ds, err := s.c.outcome(context.Background(), len(ws), resp, err)
 	deliver(ws, ds, err)
 }
 
 // roundTrip sends checks in one message and waits for its answer, sending
-// it again while retryable allows and the deadline leaves time.
-func (s *streamer) roundTrip(ctx context.Context, checks []*shardlimitv1.Check, tc map[string]string) (*shardlimitv1.CheckResponse, error) {
+// it again while retryable allows and the deadline leaves time. stream
+// says that err is the stream's (it could not be opened or it ended), not
+// the router's answer to the message.
+func (s *streamer) roundTrip(ctx context.Context, checks []*shardlimitv1.Check, tc map[string]string) (_ *shardlimitv1.CheckResponse, stream bool, _ error) {
 	var err error
 	why, lost := "", false
 	for attempt := range s.c.opts.MaxAttempts {
@@ -161,27 +190,30 @@ func (s *streamer) roundTrip(ctx context.Context, checks []*shardlimitv1.Check, 
 		resp, sent, err = s.once(ctx, checks, tc)
 		if err == nil {
 			if resp.Code != 0 {
-				return nil, status.Error(codes.Code(resp.Code), resp.Message)
+				return nil, false, status.Error(codes.Code(resp.Code), resp.Message)
 			}
-			return &shardlimitv1.CheckResponse{Decisions: resp.Decisions}, nil
+			return &shardlimitv1.CheckResponse{Decisions: resp.Decisions}, false, nil
 		}
 		switch {
 		case status.Code(err) != codes.Unavailable:
-			return nil, err
+			return nil, true, err
 		case !sent || errors.Is(err, errStreamEnded):
 			why = retryNotSent
 		case lost:
-			return nil, err
+			return nil, true, err
 		default:
 			why, lost = retryLost, true
 		}
 	}
-	return nil, err
+	return nil, true, err
 }
 
 // once sends one message on the open stream (opening one if none is) and
 // waits for its answer; sent says whether it was written to a stream.
 func (s *streamer) once(ctx context.Context, checks []*shardlimitv1.Check, tc map[string]string) (*shardlimitv1.CheckStreamResponse, bool, error) {
+	if err := ctx.Err(); err != nil { // nothing sent, nothing counted
+		return nil, false, status.FromContextError(err).Err()
+	}
 	sess, id, err := s.session(ctx)
 	if err != nil {
 		return nil, false, err
@@ -191,18 +223,42 @@ func (s *streamer) once(ctx context.Context, checks []*shardlimitv1.Check, tc ma
 		return nil, false, sess.failure()
 	}
 	defer sess.forget(id)
-	if err := sess.send(&shardlimitv1.CheckStreamRequest{Id: id, Checks: checks, TraceContext: tc}); err != nil {
+	// A router that reads nothing holds Send in flow control: the
+	// deadline drops the session, which ends the Send.
+	answers := sess.answers.Load()
+	stop := context.AfterFunc(ctx, func() { s.drop(sess) })
+	err = sess.send(&shardlimitv1.CheckStreamRequest{Id: id, Checks: checks, TraceContext: tc})
+	stop()
+	if err != nil {
 		// The stream has ended: receive learns why from Recv.
 		return nil, true, sess.failure()
 	}
+	// An answer that arrived is used even when the stream ended or the
+	// deadline passed just after: taking it for lost would send the
+	// message again, and count it twice.
 	select {
 	case resp := <-answer:
 		return resp, true, nil
 	case <-sess.done:
+		select {
+		case resp := <-answer:
+			return resp, true, nil
+		default:
+		}
 		return nil, true, sess.failure()
 	case <-ctx.Done():
+		select {
+		case resp := <-answer:
+			return resp, true, nil
+		default:
+		}
 		if s.ctx.Err() != nil {
 			return nil, true, ErrClosed
+		}
+		if sess.answers.Load() == answers {
+			// Nothing answered on the stream since this message left:
+			// the router is wedged; the next message opens another.
+			s.drop(sess)
 		}
 		return nil, true, status.FromContextError(ctx.Err()).Err()
 	}
@@ -279,6 +335,9 @@ type session struct {
 	stream grpc.BidiStreamingClient[shardlimitv1.CheckStreamRequest, shardlimitv1.CheckStreamResponse]
 	cancel context.CancelFunc
 	sendMu sync.Mutex
+	// answers counts the answers received, to tell a router that answers
+	// nothing from one that is only slow for one message.
+	answers atomic.Uint64
 
 	mu      sync.Mutex
 	pending map[uint64]chan *shardlimitv1.CheckStreamResponse
@@ -310,6 +369,7 @@ func (s *session) forget(id uint64) {
 }
 
 func (s *session) answer(resp *shardlimitv1.CheckStreamResponse) {
+	s.answers.Add(1)
 	s.mu.Lock()
 	ch := s.pending[resp.Id]
 	delete(s.pending, resp.Id)

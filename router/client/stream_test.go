@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -273,5 +274,148 @@ func TestStreamFallsBackToUnary(t *testing.T) {
 	}
 	if n := old.calls.Load(); n != 3 {
 		t.Fatalf("%d unary calls, want 3", n)
+	}
+}
+
+// A check with invalid UTF-8 is refused by the client, before any RPC:
+// over a stream it would cost the message it shares with others.
+func TestCheckInvalidUTF8(t *testing.T) {
+	cl := newClient(t, Options{Routers: []string{deadAddr(t)}, Timeout: clusterTimeout, Stream: true})
+	for _, chk := range []Check{
+		{Service: "shop", Endpoint: "/checkout", User: "\xff", Hits: 1},
+		{Service: "shop", Endpoint: "/\xc3", User: "u", Hits: 1},
+		{Service: "shop", Endpoint: "/checkout", APIKey: "k\x80", Hits: 1},
+	} {
+		if _, err := cl.CheckOne(context.Background(), chk); !errors.Is(err, ErrInvalidCheck) || !strings.Contains(err.Error(), "invalid UTF-8") {
+			t.Errorf("%+v: %v, want ErrInvalidCheck naming invalid UTF-8", chk, err)
+		}
+	}
+}
+
+// With BatchWindow, a check of a service outside the caller's grant
+// (PERMISSION_DENIED, which rejects the whole batch) gets its error
+// without failing the checks it shared the batch with.
+func TestBatchSplitsOnPermissionDenied(t *testing.T) {
+	rs := parseRules(t, `
+rules:
+  - {service: shop, endpoint: /checkout, limit: 1000, period: 1h}
+  - {service: other, endpoint: /e, limit: 10, period: 1h}
+`)
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: rs,
+		Grants: []auth.Grant{{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}}}})
+	caOnly, err := creds.ClientTLS(creds.Files{CA: c.PKI.Router.CA}, creds.LocalServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rpcs rpcCounter
+	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, TLS: caOnly, Token: creds.StaticToken(c.Token("token:shop")),
+		Timeout: clusterTimeout, BatchWindow: clusterTimeout / 2, MaxBatch: 3, DialOptions: withOpts(rpcs.option())})
+	var wg sync.WaitGroup
+	for u := range 2 {
+		wg.Go(func() {
+			if d, err := cl.Check(context.Background(), "shop", "/checkout", fmt.Sprint("u", u), 1); err != nil || !d.Allowed || d.FromFailureMode {
+				t.Errorf("user %d: %+v, %v; want decided", u, d, err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if _, err := cl.Check(context.Background(), "other", "/e", "x", 1); err == nil || !strings.Contains(err.Error(), "PermissionDenied") {
+			t.Errorf("a service outside the grant: %v, want PermissionDenied", err)
+		}
+	})
+	wg.Wait()
+	if n := rpcs.rpcs.Load(); n != 4 {
+		t.Errorf("%d RPCs, want 4: the batch of 3, then each check alone", n)
+	}
+}
+
+// unimplementedMessages answers every CheckStream message UNIMPLEMENTED,
+// the stream itself being served.
+type unimplementedMessages struct{ oldRouter }
+
+func (u *unimplementedMessages) CheckStream(s grpc.BidiStreamingServer[shardlimitv1.CheckStreamRequest, shardlimitv1.CheckStreamResponse]) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&shardlimitv1.CheckStreamResponse{Id: req.Id, Code: int32(codes.Unimplemented), Message: "no"}); err != nil {
+			return err
+		}
+	}
+}
+
+// The unary fallback is for a router that refuses the stream itself: a
+// message answered UNIMPLEMENTED does not turn it on; and once on, the
+// stream is tried again after unaryFor.
+func TestStreamUnaryFallbackOnlyForTheStream(t *testing.T) {
+	pki := newPKI(t)
+	serve := func(srv shardlimitv1.RateLimiterServer) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
+		shardlimitv1.RegisterRateLimiterServer(s, srv)
+		go func() { _ = s.Serve(lis) }()
+		t.Cleanup(s.Stop)
+		return lis.Addr().String()
+	}
+	u := &unimplementedMessages{}
+	cl := newClient(t, Options{Routers: []string{serve(u)}, TLS: pki.client, Timeout: clusterTimeout, Stream: true})
+	for i := range 3 {
+		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || !d.FromFailureMode {
+			t.Fatalf("check %d: %+v, %v; want the failure mode's answer", i, d, err)
+		}
+	}
+	if n := u.calls.Load(); n != 0 {
+		t.Fatalf("%d unary calls after messages answered UNIMPLEMENTED, want 0", n)
+	}
+
+	old := &oldRouter{}
+	var streamed streamCounter
+	cl = newClient(t, Options{Routers: []string{serve(old)}, TLS: pki.client, Timeout: clusterTimeout, Stream: true,
+		DialOptions: withOpts(streamed.option())})
+	check := func() {
+		t.Helper()
+		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || d.Rule != "old" {
+			t.Fatalf("%+v, %v; want the old router's answer", d, err)
+		}
+	}
+	check()
+	check()
+	if n := streamed.streams.Load(); n != 1 {
+		t.Fatalf("%d streams tried, want 1 until unaryFor has passed", n)
+	}
+	cl.stream.unaryUntil.Store(time.Now().UnixNano()) // unaryFor has passed
+	check()
+	if n, calls := streamed.streams.Load(), old.calls.Load(); n != 2 || calls != 3 {
+		t.Fatalf("%d streams tried, %d unary calls; want the stream tried again, then unary", n, calls)
+	}
+}
+
+// A router that answers nothing on a stream is dropped at a message's
+// deadline: the next check opens a new stream rather than queueing
+// behind the wedged one.
+func TestStreamWedgedRouterDropped(t *testing.T) {
+	h := startHangingRouter(t)
+	var streamed streamCounter
+	cl := newClient(t, Options{Routers: []string{h.addr}, TLS: h.tls, Timeout: 50 * time.Millisecond, Stream: true,
+		DialOptions: withOpts(streamed.option())})
+	for i := range 2 {
+		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || !d.FromFailureMode {
+			t.Fatalf("check %d: %+v, %v; want the failure mode's answer", i, d, err)
+		}
+		poll.Until(t, 10*time.Second, func() error {
+			cl.stream.mu.Lock()
+			defer cl.stream.mu.Unlock()
+			if cl.stream.cur != nil {
+				return errors.New("the wedged stream is still the open one")
+			}
+			return nil
+		})
+	}
+	if n := streamed.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want one per check: the wedged one dropped at the deadline", n)
 	}
 }

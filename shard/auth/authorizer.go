@@ -84,7 +84,8 @@ func New(o Options) (*Authorizer, error) {
 }
 
 // SetGrants puts a new set of grants in force for the calls that start
-// from now on; invalid is how many stored grants were left out as
+// from now on, and for the next message of a stream whose handler asks
+// Caller.Current; invalid is how many stored grants were left out as
 // invalid, for the metric.
 func (a *Authorizer) SetGrants(s *Set, invalid int) {
 	a.grants.Store(s)
@@ -117,7 +118,7 @@ func (a *Authorizer) ConnAuthenticated(ctx context.Context) bool {
 	if a.insecure != nil {
 		return true
 	}
-	id, _, _ := a.identify(ctx)
+	id, _, _, _ := a.identify(ctx, a.grants.Load())
 	return id != nil
 }
 
@@ -194,12 +195,13 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 		// cannot hold one open.
 		return c, nil
 	}
-	id, reason, err := a.identify(ctx)
+	set := a.grants.Load()
+	id, reason, expires, err := a.identify(ctx, set)
 	if err != nil {
 		return nil, a.refuse(c, reason, codes.Unauthenticated, err.Error())
 	}
 	connauth.Authenticated(ctx) // a known caller: its connection may stay
-	c.Identity = id
+	c.Identity, c.set, c.expires = id, set, expires
 	switch {
 	case !known:
 		return nil, a.refuse(c, ReasonMethod, codes.PermissionDenied, "this method is not open to any caller")
@@ -209,23 +211,23 @@ func (a *Authorizer) authorize(ctx context.Context, fullMethod string) (*Caller,
 	return c, nil
 }
 
-// identify returns the caller's identity: the bearer token's, when the
+// identify returns the caller's identity in set: the bearer token's, when the
 // call carries one (it must then be known and unexpired, whatever the
 // certificate), else the verified client certificate's, by its SAN URIs
 // among URI grants first and its DNS names among DNS grants next
-// (Set.Certificate).
-func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
-	set := a.grants.Load()
+// (Set.Certificate). expires is when a token's identity stops holding
+// (zero: never, or a certificate).
+func (a *Authorizer) identify(ctx context.Context, set *Set) (id *Identity, reason string, expires time.Time, err error) {
 	if vals := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vals) > 0 {
 		token, ok := bearer(vals[0])
 		if !ok || len(vals) > 1 {
-			return nil, ReasonUnknownCredentials, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
+			return nil, ReasonUnknownCredentials, time.Time{}, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
 		}
 		id, err := set.Token(token, a.opts.Now())
 		if err != nil {
-			return nil, ReasonUnknownCredentials, err
+			return nil, ReasonUnknownCredentials, time.Time{}, err
 		}
-		return id, "", nil
+		return id, "", set.byHash[HashToken(token)].expires, nil
 	}
 	p, ok := peer.FromContext(ctx)
 	var chains [][]*x509.Certificate
@@ -235,13 +237,13 @@ func (a *Authorizer) identify(ctx context.Context) (*Identity, string, error) {
 		}
 	}
 	if len(chains) == 0 || len(chains[0]) == 0 {
-		return nil, ReasonNoCredentials, fmt.Errorf("no credentials: present a client certificate or an \"authorization: Bearer <token>\" header")
+		return nil, ReasonNoCredentials, time.Time{}, fmt.Errorf("no credentials: present a client certificate or an \"authorization: Bearer <token>\" header")
 	}
 	leaf := chains[0][0]
 	if id := set.Certificate(leaf.URIs, leaf.DNSNames); id != nil {
-		return id, "", nil
+		return id, "", time.Time{}, nil
 	}
-	return nil, ReasonUnknownCredentials, fmt.Errorf("no grant names this client certificate")
+	return nil, ReasonUnknownCredentials, time.Time{}, fmt.Errorf("no grant names this client certificate")
 }
 
 // bearer returns the token of an "authorization: Bearer <token>" value.
@@ -275,6 +277,34 @@ type Caller struct {
 	method string
 	peer   net.Addr
 	known  bool
+	// set is the grant set Identity was found in, and expires when its
+	// token stops holding (zero: never); nil when the caller was not
+	// identified (insecure, a method open to anyone, in process).
+	set     *Set
+	expires time.Time
+}
+
+// Current returns the caller as the grants in force identify it now, for
+// a stream whose messages each act on the caller's grant: c itself while
+// the grant set it was identified against is still in force and its token
+// has not expired, else c identified again against the grants in force
+// and the method table, from ctx, the stream's context. A caller no longer
+// allowed gets its refusal, counted and logged as at the call's start.
+func (c *Caller) Current(ctx context.Context) (*Caller, error) {
+	if c == nil || c.set == nil || c.a == nil {
+		return c, nil
+	}
+	if c.a.grants.Load() == c.set && (c.expires.IsZero() || c.a.opts.Now().Before(c.expires)) {
+		return c, nil
+	}
+	return c.a.authorize(ctx, c.method)
+}
+
+// WithCaller returns ctx carrying c as its caller, as the interceptor
+// puts it: for a stream handler that identified its caller again
+// (Current).
+func WithCaller(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
 }
 
 // FromContext returns the caller of the call ctx belongs to, or nil when
