@@ -158,10 +158,18 @@ func loadTime(s *State, den int64) mixed {
 // drains from then on in the limit it was read with, and every later read
 // under the same limit (a retry after RetryAfter) sees the same time.
 func loadBacklog(s *State, now int64, r *Rule) mixed {
+	if d := hi32(s.B); d == 0 || d == r.Limit {
+		return loadTime(s, r.Limit) // the limit it was stored in: the decision path
+	}
+	return carryBacklog(s, now, r)
+}
+
+// carryBacklog is loadBacklog for a time stored in another limit.
+func carryBacklog(s *State, now int64, r *Rule) mixed {
 	den, d := r.Limit, hi32(s.B)
 	t := loadTime(s, den)
 	nowM := mixed{now, 0}
-	if d == 0 || d == den || !nowM.less(t) {
+	if !nowM.less(t) {
 		return t
 	}
 	// The backlog is (t − now)·d/den ns: its hits counted in units of
