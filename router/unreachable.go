@@ -37,13 +37,13 @@ const silentFactor = 10
 // instead of by policy for as long as the cut lasts.
 func (r *Router) reportUnreachable() {
 	after := r.opts.UnreachableAfter
-	rep := eviction.NewReporter(r.etcd, etcd.Layout(r.opts.Prefix), reportLeaseTTL, r.log)
+	layout := etcd.Layout(r.opts.Prefix)
+	rep := eviction.NewReporter(r.etcd, layout, reportLeaseTTL, r.log)
 	defer rep.Close()
 	tick := time.NewTicker(min(after/4, 250*time.Millisecond))
 	defer tick.Stop()
 	seen := map[*peer]*downSince{}
-	var reach etcdReach
-	reach.back = time.Now()
+	reach := etcdReach{back: time.Now()}
 	for {
 		select {
 		case <-r.ctx.Done():
@@ -51,9 +51,9 @@ func (r *Router) reportUnreachable() {
 		case <-tick.C:
 		}
 		if len(seen) > 0 {
-			reach.probe(r.ctx, r.etcd.Get, etcd.Layout(r.opts.Prefix).Unreachable(), time.Now)
+			reach.probe(r.ctx, r.etcd.Get, layout.Unreachable(), time.Now)
 		}
-		want := unreachable(r.routing.Load(), seen, time.Now(), reach.since(), r.opts.UnreachableAfter, r.Addr())
+		want := unreachable(r.routing.Load(), seen, time.Now(), reach.since(), after, r.Addr())
 		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Second)
 		if err := rep.Set(ctx, want); err != nil && r.ctx.Err() == nil {
 			r.log.Warn("cannot write this router's unreachable-shard reports to etcd; retrying", "err", err)

@@ -193,10 +193,11 @@ func (s *Server) join(ctx context.Context) error {
 	// (robustness seed 555 one fault at a time: etcd stopped past the
 	// lease, and the first shard to join again left 298 partitions
 	// undecided for 10.7 s). Those already decided here are left alone.
-	// By the join's own table, read under the hand-off lock: the watch may
-	// not show this shard's record yet.
-	if back := s.takeBack(lost, withMember(members, me.ID, nil)); len(back) > 0 {
-		s.opts.Logger.Info(joinTookBack, "partitions", len(back), "from_shards", len(members)-1)
+	// They are the join's own table's, read under the hand-off lock: the
+	// watch may not show this shard's record yet.
+	others := withMember(members, me.ID, nil)
+	if back := s.takeBack(lost, others); len(back) > 0 {
+		s.opts.Logger.Info(joinTookBack, "partitions", len(back), "from_shards", len(others))
 	}
 	dropped := s.dropNotOwned(after)
 	log := s.opts.Logger.Info

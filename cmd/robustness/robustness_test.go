@@ -179,11 +179,7 @@ func runSeed(t *testing.T, seed uint64, length time.Duration) {
 	for _, r := range rs {
 		ruleNames = append(ruleNames, r.name)
 	}
-	top := Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames}
-	steps := Schedule(seed, length, top)
-	if *apartFlag > 0 {
-		steps = ScheduleApart(seed, length, top, *apartFlag)
-	}
+	steps := Schedule(seed, length, Topology{Shards: shardNames, Routers: routerNames, Rules: ruleNames}, *apartFlag)
 	ex := &executor{t: t, c: c, etcd: l.etcd, rules: rs, apart: *apartFlag}
 	done := ex.run(steps)
 	healed := time.Now()

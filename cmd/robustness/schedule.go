@@ -163,21 +163,15 @@ var weights = [kinds]int{CutRoutersShard: 2, CutShardEtcd: 2, CutRouterEtcd: 1, 
 // force at once. Half the SIGKILLs and SIGSTOPs of a shard are aimed at a
 // drain, as its giver or a taker. The aims are drawn from a stream of
 // their own, so that they left every seed's other draws as they were.
-func Schedule(seed uint64, length time.Duration, top Topology) []Step {
-	return schedule(seed, length, top, 0)
-}
-
-// ScheduleApart is Schedule with one fault at a time: each step starts gap
-// after the previous one's heal (its After is at least the previous For
-// plus gap), so that every policy answer after a heal has that heal alone
-// to explain it, and the time from each heal to the last one measures the
-// recovery of its fault type. The seed draws the same kinds, targets and
-// lengths as Schedule's, in the same order; fewer fit in the length.
-func ScheduleApart(seed uint64, length time.Duration, top Topology, gap time.Duration) []Step {
-	return schedule(seed, length, top, gap)
-}
-
-func schedule(seed uint64, length time.Duration, top Topology, gap time.Duration) []Step {
+//
+// With gap > 0 (-robustness.apart) the faults run one at a time: each
+// step starts gap after the previous one's heal (its After is at least
+// the previous For plus gap; the executor also waits for the heal
+// itself), so that every policy answer after a heal has that heal alone
+// to explain it, and the time from each heal to the last one measures
+// the recovery of its fault type. The seed draws the same kinds, targets
+// and lengths either way, in the same order; fewer fit in the length.
+func Schedule(seed uint64, length time.Duration, top Topology, gap time.Duration) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed0ff5))
 	aims := rand.New(rand.NewPCG(seed, 0xa1a1a1a1))
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }

@@ -11,11 +11,11 @@ var testTopology = Topology{Shards: []string{"shard-1", "shard-2", "shard-3"}, R
 
 // The same seed gives the same schedule; another seed another one.
 func TestScheduleIsTheSeeds(t *testing.T) {
-	a := Schedule(7, 10*time.Minute, testTopology)
-	if b := Schedule(7, 10*time.Minute, testTopology); !reflect.DeepEqual(a, b) {
+	a := Schedule(7, 10*time.Minute, testTopology, 0)
+	if b := Schedule(7, 10*time.Minute, testTopology, 0); !reflect.DeepEqual(a, b) {
 		t.Fatal("seed 7 gave two schedules")
 	}
-	if c := Schedule(8, 10*time.Minute, testTopology); reflect.DeepEqual(a, c) {
+	if c := Schedule(8, 10*time.Minute, testTopology, 0); reflect.DeepEqual(a, c) {
 		t.Fatal("seeds 7 and 8 gave the same schedule")
 	}
 }
@@ -25,7 +25,7 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 // documented gaps and lengths, and name real components.
 func TestScheduleCoversEveryFault(t *testing.T) {
 	length := 30 * time.Minute
-	steps := Schedule(1, length, testTopology)
+	steps := Schedule(1, length, testTopology, 0)
 	seen, signals, targets, aims := map[Kind]bool{}, map[string]bool{}, map[string]bool{}, map[Aim]int{}
 	for k := range int(kinds) {
 		seen[Kind(k)] = false
@@ -93,7 +93,7 @@ func TestScheduleCoversEveryFault(t *testing.T) {
 // aims existed, but for the aims (seed 8, make robustness-split's, is
 // still its split twice).
 func TestAimsLeaveTheStepsAsTheyWere(t *testing.T) {
-	steps := Schedule(8, 8*time.Second, testTopology)
+	steps := Schedule(8, 8*time.Second, testTopology, 0)
 	if len(steps) != 2 || steps[0].Name() != "split [shard-2 router-2] | rest" || steps[0].After != 1415*time.Millisecond || steps[1].For != 13730*time.Millisecond {
 		t.Fatalf("seed 8's first 8 s: %+v", steps)
 	}
@@ -103,8 +103,8 @@ func TestAimsLeaveTheStepsAsTheyWere(t *testing.T) {
 // seed's steps are Schedule's own, in order, but for their starts.
 func TestScheduleApartHasOneFaultAtATime(t *testing.T) {
 	gap := 5 * time.Second
-	apart := ScheduleApart(7, 10*time.Minute, testTopology, gap)
-	dense := Schedule(7, 10*time.Minute, testTopology)
+	apart := Schedule(7, 10*time.Minute, testTopology, gap)
+	dense := Schedule(7, 10*time.Minute, testTopology, 0)
 	if len(apart) < 10 || len(apart) >= len(dense) {
 		t.Fatalf("%d steps apart, %d dense", len(apart), len(dense))
 	}

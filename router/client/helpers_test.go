@@ -12,7 +12,10 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/router/rules"
+	"github.com/shardlimit/shardlimit/shard/auth"
+	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
@@ -135,3 +138,17 @@ func (h *hangingRouter) Check(ctx context.Context, _ *shardlimitv1.CheckRequest)
 }
 
 func withOpts(o ...grpc.DialOption) []grpc.DialOption { return o }
+
+// shopCluster starts a cluster of shards with rs and a grant of service
+// shop to "token:shop", and returns it with the TLS that trusts its
+// routers and that token: the callers of the stream and batch tests.
+func shopCluster(t *testing.T, shards int, rs []rules.Rule) (*clustertest.Cluster, *tls.Config, creds.TokenFunc) {
+	t.Helper()
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: shards, Rules: rs,
+		Grants: []auth.Grant{{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}}}})
+	caOnly, err := creds.ClientTLS(creds.Files{CA: c.PKI.Router.CA}, creds.LocalServerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, caOnly, creds.StaticToken(c.Token("token:shop"))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,18 +109,20 @@ const unaryFor = time.Minute
 // bad check does not fail the others.
 func (s *streamer) send(ws []*waiter) {
 	now := time.Now()
-	live := make([]*waiter, 0, len(ws))
-	for _, w := range ws {
-		if w.deadline.After(now) {
-			live = append(live, w)
-			continue
+	if slices.ContainsFunc(ws, func(w *waiter) bool { return !w.deadline.After(now) }) {
+		var live, expired []*waiter
+		for _, w := range ws {
+			if w.deadline.After(now) {
+				live = append(live, w)
+			} else {
+				expired = append(expired, w)
+			}
 		}
-		ds, err := s.c.outcome(context.Background(), 1, nil, status.Error(codes.DeadlineExceeded, "the check's deadline passed before it was sent"))
-		deliver([]*waiter{w}, ds, err)
-	}
-	ws = live
-	if len(ws) == 0 {
-		return
+		ds, err := s.c.outcome(context.Background(), len(expired), nil, status.Error(codes.DeadlineExceeded, "the check's deadline passed before it was sent"))
+		deliver(expired, ds, err)
+		if ws = live; len(ws) == 0 {
+			return
+		}
 	}
 	deadline := ws[0].deadline
 	checks := make([]*shardlimitv1.Check, len(ws))
@@ -236,21 +239,25 @@ func (s *streamer) once(ctx context.Context, checks []*shardlimitv1.Check, tc ma
 	// An answer that arrived is used even when the stream ended or the
 	// deadline passed just after: taking it for lost would send the
 	// message again, and count it twice.
+	arrived := func() (*shardlimitv1.CheckStreamResponse, bool) {
+		select {
+		case resp := <-answer:
+			return resp, true
+		default:
+			return nil, false
+		}
+	}
 	select {
 	case resp := <-answer:
 		return resp, true, nil
 	case <-sess.done:
-		select {
-		case resp := <-answer:
+		if resp, ok := arrived(); ok {
 			return resp, true, nil
-		default:
 		}
 		return nil, true, sess.failure()
 	case <-ctx.Done():
-		select {
-		case resp := <-answer:
+		if resp, ok := arrived(); ok {
 			return resp, true, nil
-		default:
 		}
 		if s.ctx.Err() != nil {
 			return nil, true, ErrClosed

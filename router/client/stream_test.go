@@ -19,7 +19,6 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
-	"github.com/shardlimit/shardlimit/shard/auth"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
 )
@@ -64,13 +63,7 @@ rules:
   - {service: shop, endpoint: /checkout, name: checkout-ip, key: [ip], limit: 1000, period: 1h}
   - {service: other, endpoint: /e, limit: 10, period: 1h}
 `)
-	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: rs,
-		Grants: []auth.Grant{{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}}}})
-	caOnly, err := creds.ClientTLS(creds.Files{CA: c.PKI.Router.CA}, creds.LocalServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := creds.StaticToken(c.Token("token:shop"))
+	c, caOnly, token := shopCluster(t, 2, rs)
 	var unaryRPCs rpcCounter
 	var streamed streamCounter
 	reg := prometheus.NewRegistry()
@@ -301,14 +294,9 @@ rules:
   - {service: shop, endpoint: /checkout, limit: 1000, period: 1h}
   - {service: other, endpoint: /e, limit: 10, period: 1h}
 `)
-	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: rs,
-		Grants: []auth.Grant{{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}}}})
-	caOnly, err := creds.ClientTLS(creds.Files{CA: c.PKI.Router.CA}, creds.LocalServerName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, caOnly, token := shopCluster(t, 1, rs)
 	var rpcs rpcCounter
-	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, TLS: caOnly, Token: creds.StaticToken(c.Token("token:shop")),
+	cl := newClient(t, Options{Routers: []string{c.Routers[0].Addr()}, TLS: caOnly, Token: token,
 		Timeout: clusterTimeout, BatchWindow: clusterTimeout / 2, MaxBatch: 3, DialOptions: withOpts(rpcs.option())})
 	var wg sync.WaitGroup
 	for u := range 2 {

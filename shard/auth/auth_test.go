@@ -86,10 +86,10 @@ func TestTokensAreStoredAsHashesOnly(t *testing.T) {
 		t.Fatalf("stored form %s holds the token (%v)", b, err)
 	}
 	s := NewSet([]Grant{g})
-	if id, err := s.Token(token, time.Now()); err != nil || id.ID != "token:envoy" {
+	if id, _, err := s.Token(token, time.Now()); err != nil || id.ID != "token:envoy" {
 		t.Fatalf("token lookup: %v %v", id, err)
 	}
-	if id, err := s.Token(token+"x", time.Now()); id != nil || !errors.Is(err, ErrTokenUnknown) {
+	if id, _, err := s.Token(token+"x", time.Now()); id != nil || !errors.Is(err, ErrTokenUnknown) {
 		t.Fatalf("a wrong token matched: %v %v", id, err)
 	}
 }

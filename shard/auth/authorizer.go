@@ -223,11 +223,11 @@ func (a *Authorizer) identify(ctx context.Context, set *Set) (id *Identity, reas
 		if !ok || len(vals) > 1 {
 			return nil, ReasonUnknownCredentials, time.Time{}, fmt.Errorf("the authorization metadata must be one \"Bearer <token>\"")
 		}
-		id, err := set.Token(token, a.opts.Now())
+		id, expires, err := set.Token(token, a.opts.Now())
 		if err != nil {
 			return nil, ReasonUnknownCredentials, time.Time{}, err
 		}
-		return id, "", set.byHash[HashToken(token)].expires, nil
+		return id, "", expires, nil
 	}
 	p, ok := peer.FromContext(ctx)
 	var chains [][]*x509.Certificate

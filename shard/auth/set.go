@@ -129,19 +129,20 @@ var ErrTokenExpired = errors.New("the bearer token has expired")
 // ErrTokenUnknown is returned by Token for a token no grant holds.
 var ErrTokenUnknown = errors.New("the bearer token is not recognised")
 
-// Token returns the identity that token authenticates at now, or
-// ErrTokenUnknown, or ErrTokenExpired. The token is hashed and the hash
+// Token returns the identity that token authenticates at now and when
+// the token expires (zero: never), or ErrTokenUnknown, or
+// ErrTokenExpired. The token is hashed and the hash
 // looked up: a lookup's timing can only tell a caller about the hash of
 // its own guess, never about a stored token; the final comparison is
 // constant time all the same.
-func (s *Set) Token(token string, now time.Time) (*Identity, error) {
+func (s *Set) Token(token string, now time.Time) (*Identity, time.Time, error) {
 	h := HashToken(token)
 	e, ok := s.byHash[h]
 	if !ok || subtle.ConstantTimeCompare(e.hash[:], h[:]) != 1 {
-		return nil, ErrTokenUnknown
+		return nil, time.Time{}, ErrTokenUnknown
 	}
 	if !e.expires.IsZero() && !now.Before(e.expires) {
-		return nil, ErrTokenExpired
+		return nil, time.Time{}, ErrTokenExpired
 	}
-	return e.id, nil
+	return e.id, e.expires, nil
 }

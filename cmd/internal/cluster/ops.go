@@ -1,14 +1,17 @@
 package cluster
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // httpClient bounds every call to an ops server.
@@ -83,88 +86,54 @@ func FetchMetrics(hostPort string) (Page, error) {
 	return page, nil
 }
 
-// ParseMetrics parses a page in Prometheus's text exposition format:
-// comments and blank lines are skipped; a sample's timestamp, if any, is
-// ignored.
+// ParseMetrics parses a page in Prometheus's text exposition format
+// (prometheus/common's expfmt): one Sample per line, a histogram's or a
+// summary's as their _bucket, _sum and _count (or quantile) lines.
 func ParseMetrics(b []byte) (Page, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
 	var page Page
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s, err := parseSample(line)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", line, err)
-		}
-		page = append(page, s)
-	}
-	return page, sc.Err()
-}
-
-// parseSample parses one sample line: name{k="v",...} value [timestamp].
-func parseSample(line string) (Sample, error) {
-	var s Sample
-	i := strings.IndexAny(line, "{ ")
-	if i < 0 {
-		return s, fmt.Errorf("no value")
-	}
-	s.Name, line = line[:i], line[i:]
-	if line[0] == '{' {
-		line = line[1:]
-		for {
-			line = strings.TrimLeft(line, ", ")
-			if strings.HasPrefix(line, "}") {
-				line = line[1:]
-				break
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
 			}
-			k, rest, ok := strings.Cut(line, "=")
-			if !ok || !strings.HasPrefix(rest, `"`) {
-				return s, fmt.Errorf("a label without a quoted value")
+			add := func(name string, v float64, extra ...string) {
+				ls := maps.Clone(labels)
+				for i := 0; i+1 < len(extra); i += 2 {
+					ls[extra[i]] = extra[i+1]
+				}
+				page = append(page, Sample{Name: name, Labels: ls, Value: v})
 			}
-			v, n, err := unquoteLabel(rest)
-			if err != nil {
-				return s, err
+			switch {
+			case m.Histogram != nil:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					add(name+"_bucket", float64(b.GetCumulativeCount()), "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add(name+"_sum", h.GetSampleSum())
+				add(name+"_count", float64(h.GetSampleCount()))
+			case m.Summary != nil:
+				q := m.GetSummary()
+				for _, x := range q.GetQuantile() {
+					add(name, x.GetValue(), "quantile", strconv.FormatFloat(x.GetQuantile(), 'g', -1, 64))
+				}
+				add(name+"_sum", q.GetSampleSum())
+				add(name+"_count", float64(q.GetSampleCount()))
+			case m.Counter != nil:
+				add(name, m.GetCounter().GetValue())
+			case m.Gauge != nil:
+				add(name, m.GetGauge().GetValue())
+			default:
+				add(name, m.GetUntyped().GetValue())
 			}
-			if s.Labels == nil {
-				s.Labels = map[string]string{}
-			}
-			s.Labels[strings.TrimSpace(k)], line = v, rest[n:]
 		}
 	}
-	fields := strings.Fields(line)
-	if len(fields) == 0 {
-		return s, fmt.Errorf("no value")
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	s.Value = v
-	return s, err
-}
-
-// unquoteLabel reads the quoted label value at the start of s (escapes
-// \\, \" and \n) and returns it and the bytes it took.
-func unquoteLabel(s string) (string, int, error) {
-	var b strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			return b.String(), i + 1, nil
-		case '\\':
-			if i++; i == len(s) {
-				break
-			}
-			if s[i] == 'n' {
-				b.WriteByte('\n')
-			} else {
-				b.WriteByte(s[i])
-			}
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", 0, fmt.Errorf("an unterminated label value")
+	return page, nil
 }
 
 // Sum returns the sum of the samples of the metric called name whose
