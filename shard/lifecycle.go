@@ -195,8 +195,14 @@ func (s *Server) join(ctx context.Context) error {
 	// undecided for 10.7 s). Those already decided here are left alone.
 	// They are the join's own table's, read under the hand-off lock: the
 	// watch may not show this shard's record yet.
+	var own []uint32 // lost, last owned here by the tables applied (none at a cold start)
+	for _, tk := range s.owned.LastOwners(lost, "") {
+		if tk.From.ID == me.ID {
+			own = tk.Partitions
+		}
+	}
 	others := withMember(members, me.ID, nil)
-	if back := s.takeBack(lost, others); len(back) > 0 {
+	if back := s.takeBack(own, others); len(back) > 0 {
 		s.opts.Logger.Info(joinTookBack, "partitions", len(back), "from_shards", len(others))
 	}
 	dropped := s.dropNotOwned(after)
