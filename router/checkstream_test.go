@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,206 @@ func TestCheckStreamManyThenStop(t *testing.T) {
 	c.Routers[0].Stop(ctx)
 	if _, err := s.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the stop: %v, want the stream ended with OK", err)
+	}
+}
+
+// A token that expires while its stream is open refuses the stream's next
+// message UNAUTHENTICATED, and the stream ends with it: the expiry is
+// judged for each message, not only when the stream opened.
+func TestCheckStreamTokenExpires(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: testRules(t),
+		Grants: []auth.Grant{{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}}}})
+	token, stored, err := auth.NewToken(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(5 * time.Second)
+	stored.Expires = expires
+	c.Grant(auth.Grant{ID: "token:shop", Role: auth.RoleService, Services: []string{"shop"}, Tokens: []auth.Token{stored}})
+	cl := shardlimitv1.NewRateLimiterClient(c.WithToken(c.Routers[0].Addr(), token))
+	// Once the router knows the token, a stream opened with it decides.
+	var s checkStream
+	poll.Until(t, time.Until(expires), func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		var err error
+		if s, err = cl.CheckStream(ctx); err != nil {
+			return err
+		}
+		resp, err := roundTrip(t, s, &shardlimitv1.CheckStreamRequest{Id: 1, Checks: shopChecks(1, "u")})
+		if err != nil || resp.Code != 0 {
+			return fmt.Errorf("%v, %v", resp, err)
+		}
+		return nil
+	})
+	id := uint64(1)
+	poll.Until(t, time.Until(expires)+10*time.Second, func() error {
+		id++
+		resp, err := roundTrip(t, s, &shardlimitv1.CheckStreamRequest{Id: id, Checks: shopChecks(1, "u")})
+		if err != nil {
+			t.Fatalf("message %d: %v, want an answer", id, err)
+		}
+		if codes.Code(resp.Code) != codes.Unauthenticated {
+			return fmt.Errorf("message %d answered %v at %v before the expiry", id, resp, time.Until(expires))
+		}
+		return nil
+	})
+	if time.Now().Before(expires) {
+		t.Fatalf("refused %v before the token expired", time.Until(expires))
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("after the refusal: %v, want the stream ended with Unauthenticated", err)
+	}
+}
+
+// fakeStream is a CheckStream's server side for a handler called in
+// process: RecvMsg hands out the messages of next, and Send waits for
+// sendGate (or the stream's end, as gRPC's flow control would).
+type fakeStream struct {
+	grpc.ServerStream
+	ctx      context.Context
+	next     func(n int) *shardlimitv1.CheckStreamRequest // the n-th message (from 1); nil: the caller closed its side
+	sendGate chan struct{}
+
+	mu       sync.Mutex
+	recvd    int // messages handed out
+	sent     int // answers sent
+	sending  int // Sends waiting at the gate
+	maxAhead int // the most messages handed out and unanswered
+}
+
+func (f *fakeStream) Context() context.Context { return f.ctx }
+
+func (f *fakeStream) RecvMsg(m any) error {
+	f.mu.Lock()
+	n := f.recvd + 1
+	f.mu.Unlock()
+	req := f.next(n)
+	if req == nil {
+		return io.EOF
+	}
+	b, err := req.MarshalVT()
+	if err != nil {
+		return err
+	}
+	m.(proto.Message).ProtoReflect().SetUnknown(b)
+	f.mu.Lock()
+	f.recvd = n
+	f.maxAhead = max(f.maxAhead, f.recvd-f.sent)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeStream) Recv() (*shardlimitv1.CheckStreamRequest, error) {
+	var raw emptypb.Empty
+	if err := f.RecvMsg(&raw); err != nil {
+		return nil, err
+	}
+	m := &shardlimitv1.CheckStreamRequest{}
+	return m, m.UnmarshalVT(raw.ProtoReflect().GetUnknown())
+}
+
+func (f *fakeStream) Send(*shardlimitv1.CheckStreamResponse) error {
+	f.mu.Lock()
+	f.sending++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.sending--
+		f.mu.Unlock()
+	}()
+	select {
+	case <-f.sendGate:
+	case <-f.ctx.Done():
+		return status.FromContextError(f.ctx.Err()).Err()
+	}
+	f.mu.Lock()
+	f.sent++
+	f.mu.Unlock()
+	return nil
+}
+
+// state returns the messages handed out and the Sends waiting.
+func (f *fakeStream) state() (recvd, sending int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recvd, f.sending
+}
+
+// startFakeStream runs router r's CheckStream handler on a fakeStream of
+// an operator's messages (one check each, of user u): a caller that sends
+// messages of them and closes its side (0: never), each Send held until
+// gate closes. The handler's result arrives on the returned channel.
+func startFakeStream(t *testing.T, r *router.Router, gate chan struct{}, messages int) (*fakeStream, context.CancelFunc, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(auth.NewContext(context.Background(), &auth.Identity{ID: "test:operator", Role: auth.RoleOperator}))
+	t.Cleanup(cancel)
+	f := &fakeStream{ctx: ctx, sendGate: gate,
+		next: func(n int) *shardlimitv1.CheckStreamRequest {
+			if messages > 0 && n > messages {
+				return nil
+			}
+			return &shardlimitv1.CheckStreamRequest{Id: uint64(n), Checks: shopChecks(1, "u")}
+		}}
+	done := make(chan error, 1)
+	go func() { done <- r.CheckStream(f) }()
+	return f, cancel, done
+}
+
+// A caller that reads no answers holds the router's Sends (flow control):
+// the handler reads no more than its bound of messages in flight
+// (streamInFlight, 8, decided and waiting to be answered) and 2 more, and
+// once the answers flow it reads on, never more than that ahead.
+func TestCheckStreamInFlightBound(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: testRules(t)})
+	const bound, messages = 8 + 2, 60
+	gate := make(chan struct{})
+	f, _, done := startFakeStream(t, c.Routers[0], gate, messages)
+	poll.Until(t, 30*time.Second, func() error {
+		if recvd, sending := f.state(); recvd < bound || sending == 0 {
+			return fmt.Errorf("%d messages read, %d answers waiting to be sent", recvd, sending)
+		}
+		return nil
+	})
+	close(gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the handler ended with %v, want OK once the caller closed its side", err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("the handler did not end")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.recvd != messages || f.sent != messages || f.maxAhead != bound {
+		t.Fatalf("%d messages read, %d answered, at most %d read and unanswered; want %d, %d, %d",
+			f.recvd, f.sent, f.maxAhead, messages, messages, bound)
+	}
+}
+
+// A handler whose Sends are blocked (a caller that reads nothing) ends
+// when the caller goes away: nothing stays blocked in Send nor waits for
+// a slot, and the handler returns the stream's end.
+func TestCheckStreamBlockedSendEndsHandler(t *testing.T) {
+	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 1, Rules: testRules(t)})
+	f, cancel, done := startFakeStream(t, c.Routers[0], make(chan struct{}), 0) // the gate never opens
+	poll.Until(t, 30*time.Second, func() error {
+		if recvd, sending := f.state(); recvd < 8+2 || sending == 0 {
+			return fmt.Errorf("%d messages read, %d answers waiting to be sent", recvd, sending)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Canceled {
+			t.Fatalf("the handler ended with %v, want CANCELED", err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("the handler did not end with its Sends blocked")
+	}
+	if _, sending := f.state(); sending != 0 {
+		t.Fatalf("%d Sends still blocked after the handler returned", sending)
 	}
 }
