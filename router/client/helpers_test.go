@@ -118,17 +118,25 @@ func newPKI(t *testing.T) testPKI {
 
 func startHangingRouter(t *testing.T) *hangingRouter {
 	t.Helper()
+	h := &hangingRouter{}
+	h.addr, h.tls = serveRouter(t, h)
+	return h
+}
+
+// serveRouter serves srv as a router over TLS, stopped with the test, and
+// returns its address and the TLS config that its clients use.
+func serveRouter(t *testing.T, srv shardlimitv1.RateLimiterServer) (string, *tls.Config) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pki := newPKI(t)
-	h := &hangingRouter{addr: lis.Addr().String(), tls: pki.client}
 	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
-	shardlimitv1.RegisterRateLimiterServer(s, h)
+	shardlimitv1.RegisterRateLimiterServer(s, srv)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	return h
+	return lis.Addr().String(), pki.client
 }
 
 func (h *hangingRouter) Check(ctx context.Context, _ *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {

@@ -74,6 +74,12 @@ type streamer struct {
 	cur    *session // nil: none open
 	nextID uint64
 	closed bool
+
+	// sentHook, when set (by tests only, before the first check), runs
+	// after each message is written to its stream and before its answer
+	// is waited for, so that a test can hold the wait until the stream
+	// has ended.
+	sentHook func(*session)
 }
 
 func newStreamer(c *Client) *streamer {
@@ -235,6 +241,9 @@ func (s *streamer) once(ctx context.Context, checks []*shardlimitv1.Check, tc ma
 	if err != nil {
 		// The stream has ended: receive learns why from Recv.
 		return nil, true, sess.failure()
+	}
+	if s.sentHook != nil {
+		s.sentHook(sess)
 	}
 	// An answer that arrived is used even when the stream ended or the
 	// deadline passed just after: taking it for lost would send the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
@@ -248,17 +248,9 @@ func (o *oldRouter) Check(_ context.Context, req *shardlimitv1.CheckRequest) (*s
 // Against a router older than CheckStream, which answers it
 // UNIMPLEMENTED, a stream client decides over unary Check instead.
 func TestStreamFallsBackToUnary(t *testing.T) {
-	pki := newPKI(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := &oldRouter{}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
-	shardlimitv1.RegisterRateLimiterServer(srv, old)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	cl := newClient(t, Options{Routers: []string{lis.Addr().String()}, TLS: pki.client, Timeout: clusterTimeout, Stream: true})
+	addr, tlsCfg := serveRouter(t, old)
+	cl := newClient(t, Options{Routers: []string{addr}, TLS: tlsCfg, Timeout: clusterTimeout, Stream: true})
 	for i := range 3 {
 		d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1)
 		if err != nil || !d.Allowed || d.FromFailureMode || d.Rule != "old" {
@@ -337,20 +329,9 @@ func (u *unimplementedMessages) CheckStream(s grpc.BidiStreamingServer[shardlimi
 // message answered UNIMPLEMENTED does not turn it on; and once on, the
 // stream is tried again after unaryFor.
 func TestStreamUnaryFallbackOnlyForTheStream(t *testing.T) {
-	pki := newPKI(t)
-	serve := func(srv shardlimitv1.RateLimiterServer) string {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
-		shardlimitv1.RegisterRateLimiterServer(s, srv)
-		go func() { _ = s.Serve(lis) }()
-		t.Cleanup(s.Stop)
-		return lis.Addr().String()
-	}
 	u := &unimplementedMessages{}
-	cl := newClient(t, Options{Routers: []string{serve(u)}, TLS: pki.client, Timeout: clusterTimeout, Stream: true})
+	addr, tlsCfg := serveRouter(t, u)
+	cl := newClient(t, Options{Routers: []string{addr}, TLS: tlsCfg, Timeout: clusterTimeout, Stream: true})
 	for i := range 3 {
 		if d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1); err != nil || !d.FromFailureMode {
 			t.Fatalf("check %d: %+v, %v; want the failure mode's answer", i, d, err)
@@ -362,7 +343,8 @@ func TestStreamUnaryFallbackOnlyForTheStream(t *testing.T) {
 
 	old := &oldRouter{}
 	var streamed streamCounter
-	cl = newClient(t, Options{Routers: []string{serve(old)}, TLS: pki.client, Timeout: clusterTimeout, Stream: true,
+	addr, tlsCfg = serveRouter(t, old)
+	cl = newClient(t, Options{Routers: []string{addr}, TLS: tlsCfg, Timeout: clusterTimeout, Stream: true,
 		DialOptions: withOpts(streamed.option())})
 	check := func() {
 		t.Helper()
@@ -405,5 +387,94 @@ func TestStreamWedgedRouterDropped(t *testing.T) {
 	}
 	if n := streamed.streams.Load(); n != 2 {
 		t.Fatalf("%d streams opened, want one per check: the wedged one dropped at the deadline", n)
+	}
+}
+
+// answeringRouter's CheckStream answers each message, allowing its checks
+// by rule "answered", and records the users it was sent; with
+// endAfterAnswer it ends the stream UNAVAILABLE after each answer, so
+// that the answer and the stream's end reach the client together.
+type answeringRouter struct {
+	shardlimitv1.UnimplementedRateLimiterServer
+	endAfterAnswer bool
+
+	mu       sync.Mutex
+	messages int
+	users    []string
+}
+
+func (a *answeringRouter) CheckStream(s grpc.BidiStreamingServer[shardlimitv1.CheckStreamRequest, shardlimitv1.CheckStreamResponse]) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		ds := make([]*shardlimitv1.Decision, len(req.Checks))
+		a.mu.Lock()
+		a.messages++
+		for i, c := range req.Checks {
+			a.users = append(a.users, c.User)
+			ds[i] = &shardlimitv1.Decision{Allowed: true, Rule: "answered"}
+		}
+		a.mu.Unlock()
+		if err := s.Send(&shardlimitv1.CheckStreamResponse{Id: req.Id, Decisions: ds}); err != nil {
+			return err
+		}
+		if a.endAfterAnswer {
+			return status.Error(codes.Unavailable, "the router went away after answering")
+		}
+	}
+}
+
+// sent returns the messages and the users the router was sent.
+func (a *answeringRouter) sent() (int, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.messages, slices.Clone(a.users)
+}
+
+// An answer that arrives as its stream breaks is the check's decision:
+// the message is not taken for lost and sent again, which would count its
+// hits twice. The test hook holds each wait until the stream has ended,
+// so that the answer and the end are both there when the client looks;
+// a client that picked either at random sends about half of them twice.
+func TestStreamAnswerAsStreamBreaksCountsOnce(t *testing.T) {
+	a := &answeringRouter{endAfterAnswer: true}
+	addr, tlsCfg := serveRouter(t, a)
+	cl := newClient(t, Options{Routers: []string{addr}, TLS: tlsCfg, Timeout: clusterTimeout, Stream: true})
+	cl.stream.sentHook = func(s *session) { <-s.done }
+	const checks = 64
+	for i := range checks {
+		d, err := cl.Check(context.Background(), "shop", "/checkout", "u", 1)
+		if err != nil || d.FromFailureMode || d.Rule != "answered" {
+			t.Fatalf("check %d: %+v, %v; want the router's answer", i, d, err)
+		}
+	}
+	if n, _ := a.sent(); n != checks {
+		t.Fatalf("%d messages for %d checks: answered messages were sent again", n, checks)
+	}
+}
+
+// A check whose deadline passed while it waited for a message is
+// answered by the failure mode and left out of the message: the router
+// never counts a hit whose caller has stopped waiting.
+func TestStreamExpiredCheckNotSent(t *testing.T) {
+	a := &answeringRouter{}
+	addr, tlsCfg := serveRouter(t, a)
+	cl := newClient(t, Options{Routers: []string{addr}, TLS: tlsCfg, Timeout: clusterTimeout, Stream: true, FailureMode: FailClosed})
+	waiterOf := func(user string, deadline time.Time) *waiter {
+		chk := Check{Service: "shop", Endpoint: "/checkout", User: user, Hits: 1}
+		return &waiter{check: chk.proto(), deadline: deadline, done: make(chan result, 1)}
+	}
+	expired, live := waiterOf("late", time.Now()), waiterOf("live", time.Now().Add(clusterTimeout))
+	cl.stream.send([]*waiter{expired, live})
+	if r := <-expired.done; r.err != nil || !r.decision.FromFailureMode || r.decision.Allowed {
+		t.Errorf("the expired check: %+v, %v; want the failure mode's denial", r.decision, r.err)
+	}
+	if r := <-live.done; r.err != nil || r.decision.FromFailureMode || r.decision.Rule != "answered" {
+		t.Errorf("the live check: %+v, %v; want the router's answer", r.decision, r.err)
+	}
+	if n, users := a.sent(); n != 1 || !slices.Equal(users, []string{"live"}) {
+		t.Errorf("the router was sent %d messages of users %q; want one of the live check only", n, users)
 	}
 }
