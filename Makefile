@@ -15,7 +15,7 @@ GRPCURL_VERSION := v1.9.4
 # gateways and OpenAPI document; the same version as the runtime in go.mod.
 GRPC_GATEWAY_VERSION := v2.29.0
 # protoc-gen-go-vtproto: planetscale/vtprotobuf's fast marshal/unmarshal
-# (router/codec); the same version as the module in go.mod.
+# (shard/rpc/vtcodec); the same version as the module in go.mod.
 VTPROTO_VERSION := v0.6.1-0.20240319094008-0393e58bdf10
 
 # Packages whose tests share memory across goroutines run under -race;

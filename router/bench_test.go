@@ -11,9 +11,9 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/router"
 	"github.com/shardlimit/shardlimit/router/clustertest"
-	"github.com/shardlimit/shardlimit/router/codec"
 	"github.com/shardlimit/shardlimit/router/rules"
 	"github.com/shardlimit/shardlimit/shard"
+	"github.com/shardlimit/shardlimit/shard/rpc/vtcodec"
 	"github.com/shardlimit/shardlimit/shard/tracing"
 	"github.com/shardlimit/shardlimit/shard/tracing/tracingtest"
 )
@@ -95,7 +95,7 @@ func BenchmarkCheck(b *testing.B) {
 
 // BenchmarkCheckCodec: the check path of BenchmarkCheck (tracing off)
 // with gRPC's proto codec as protobuf's reflection and as vtprotobuf's
-// generated code (router/codec, the default), in one run, with 1 and 100
+// generated code (shard/rpc/vtcodec, the default), in one run, with 1 and 100
 // checks per request: allocs/op and cpu-ns/op (per request) count the
 // bench's client, the router and the shard, all in this process.
 func BenchmarkCheckCodec(b *testing.B) {
@@ -106,8 +106,8 @@ func BenchmarkCheckCodec(b *testing.B) {
 				name = fmt.Sprintf("checks=%d/codec=vtproto", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				codec.Register(vt)
-				defer codec.Register(true)
+				vtcodec.UseGenerated(vt)
+				defer vtcodec.UseGenerated(true)
 				benchChecks(b, nil, n)
 			})
 		}

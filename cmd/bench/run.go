@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
+	"github.com/shardlimit/shardlimit/shard/rpc/vtcodec"
 )
 
 // Phase names.
@@ -97,7 +97,7 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 				conns = append(conns, httpEndpoint(addr, o.TLS, o.workers()))
 				continue
 			}
-			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), vtcodec.DialOption())
 			if err != nil {
 				return nil, fmt.Errorf("%s: dial %s: %w", name, addr, err)
 			}

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
-	_ "github.com/shardlimit/shardlimit/router/codec" // gRPC's proto codec with vtprotobuf's generated code
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/rpc/redial"
+	"github.com/shardlimit/shardlimit/shard/rpc/vtcodec"
 )
 
 // Client asks routers for decisions. It is safe for concurrent use.
@@ -60,8 +60,11 @@ func New(opts Options) (*Client, error) {
 	// within about a second, and a connection a cut network left silent
 	// is closed after 5 s (see package redial). The dialer turns gRPC's
 	// proxy support off: a dialer in opts.DialOptions replaces it.
+	// The connections encode with vtprotobuf's code (package vtcodec), set
+	// on them alone: gRPC's codec stays as it was for the rest of the
+	// program.
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithStatsHandler(streamHandler{}),
-		grpc.WithConnectParams(redial.ConnectParams), redial.DialerWith(redial.ClientUnackedTimeout)}
+		grpc.WithConnectParams(redial.ConnectParams), redial.DialerWith(redial.ClientUnackedTimeout), vtcodec.DialOption()}
 	if opts.Token != nil {
 		dial = append(dial, grpc.WithPerRPCCredentials(creds.PerRPC(opts.Token)))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/encoding"
+	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
@@ -432,4 +435,19 @@ func waitReady(t *testing.T, cl *Client) {
 		}
 		return nil
 	})
+}
+
+// Importing the client (and the router packages its tests import) leaves
+// gRPC's registered proto codec as gRPC made it: the client's connections
+// use vtprotobuf's code on their own (vtcodec.DialOption), not every
+// connection of the program that imports it.
+func TestImportKeepsGRPCCodec(t *testing.T) {
+	c := encoding.GetCodecV2(protocodec.Name)
+	typ := reflect.TypeOf(c)
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if p := typ.PkgPath(); p != "google.golang.org/grpc/encoding/proto" {
+		t.Fatalf("gRPC's proto codec is %T (from %s), want gRPC's own", c, p)
+	}
 }

@@ -12,12 +12,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/shardlimit/shardlimit/shard/rpc/vtcodec"
 )
 
 // Invalid UTF-8 in a request's string field is the caller's mistake:
@@ -34,10 +35,11 @@ import (
 // markerField is the field number of the mark: the largest there is.
 const markerField = protowire.MaxValidNumber
 
-// codec is gRPC's proto codec, except for requests with invalid UTF-8.
+// codec is package vtcodec's proto codec, except for requests with
+// invalid UTF-8.
 type codec struct{ encoding.CodecV2 }
 
-func newCodec() codec { return codec{encoding.GetCodecV2(protocodec.Name)} }
+func newCodec() codec { return codec{vtcodec.Codec()} }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.CodecV2.Unmarshal(data, v)

@@ -24,7 +24,9 @@
 // (see package auth's review of what it reaches). Every server answers invalid UTF-8 in a request's
 // strings InvalidArgument naming the field (codec.go), for every service
 // registered through Server.RegisterService — the generated Register
-// functions take the Server itself, never its GRPC field.
+// functions take the Server itself, never its GRPC field. Servers and
+// DialOptions' connections encode the request path's messages with
+// package vtcodec's generated code, forced on them, not registered.
 //
 // It registers no service of its own besides health and reflection, and
 // must never import a component package.

@@ -1,4 +1,4 @@
-package codec
+package vtcodec
 
 import (
 	"bytes"
@@ -47,14 +47,14 @@ var decide = &shardlimitv1.DecideRequest{
 	Forwarded:    true,
 }
 
-// The codec is gRPC's "proto" codec once the package is linked, and it
-// writes the bytes protobuf writes and reads back what protobuf reads,
-// into messages that held something before (callers reuse answers).
+// The codec writes the bytes protobuf writes and reads back what
+// protobuf reads, into messages that held something before (callers
+// reuse answers); linking it leaves gRPC's registered proto codec alone.
 func TestSameWireAsProtobuf(t *testing.T) {
-	c := encoding.GetCodecV2(protocodec.Name)
-	if _, ok := c.(vtCodec); !ok {
-		t.Fatalf("gRPC's proto codec is %T, want vtCodec", c)
+	if _, ok := encoding.GetCodecV2(protocodec.Name).(vtCodec); ok {
+		t.Fatal("the package registered its codec as gRPC's proto codec, for every connection of the process")
 	}
+	c := Codec()
 	for _, m := range messages {
 		want, err := proto.Marshal(m)
 		if err != nil {
@@ -92,11 +92,31 @@ func TestInvalidUTF8IsRefusedAsByProtobuf(t *testing.T) {
 			t.Fatal(err)
 		}
 		b = bytes.Replace(b, []byte("u"), []byte{0xff}, 1) // the user, one byte as before
-		c := encoding.GetCodecV2(protocodec.Name)
-		err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, bad.ProtoReflect().New().Interface())
+		err = Codec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, bad.ProtoReflect().New().Interface())
 		want := proto.Unmarshal(b, bad.ProtoReflect().New().Interface())
 		if err == nil || want == nil || !strings.Contains(err.Error(), "UTF-8") {
 			t.Fatalf("%T: unmarshal: %v; protobuf's: %v; want both to refuse invalid UTF-8", bad, err, want)
+		}
+	}
+}
+
+// A message of the request path with a string that is not UTF-8 is not
+// sent: marshal refuses it as protobuf does, whichever string it is.
+func TestMarshalRefusesInvalidUTF8(t *testing.T) {
+	for _, bad := range []proto.Message{
+		&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "\xff"}}},
+		&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u", Ip: "\xc3"}}},
+		&shardlimitv1.CheckStreamRequest{Id: 1, Checks: []*shardlimitv1.Check{{Service: "s\x80", Endpoint: "/e", User: "u"}}},
+		&shardlimitv1.CheckStreamRequest{Id: 1, TraceContext: map[string]string{"traceparent": "\xff"}},
+		&shardlimitv1.CheckResponse{Decisions: []*shardlimitv1.Decision{{Rule: "\xff"}}},
+		&shardlimitv1.CheckStreamResponse{Id: 1, Message: "\xff"},
+		&shardlimitv1.DecideRequest{Checks: []*shardlimitv1.ShardCheck{{Service: "s", Endpoint: "/e", User: "\xff"}}},
+		&shardlimitv1.DecideStreamRequest{Request: &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{{Name: "\xff"}}}},
+		&shardlimitv1.DecideStreamResponse{Error: "\xff"},
+	} {
+		_, err := Codec().Marshal(bad)
+		if _, want := proto.Marshal(bad); err == nil || want == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%T %v: marshal: %v; protobuf's: %v; want both to refuse invalid UTF-8", bad, bad, err, want)
 		}
 	}
 }
