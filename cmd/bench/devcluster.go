@@ -21,25 +21,38 @@ import (
 // ports of 127.0.0.1, secure, with dev's sample rules.
 type devCluster struct {
 	*cluster.Cluster
-	tls *tls.Config // the operator's: the bench may check every service
+	tls *tls.Config // the operator's: the bench may check every service; nil in plain text
 	// serverTLS serves the baseline as the routers serve: their
-	// certificate, verifying callers by the cluster's CA.
+	// certificate, verifying callers by the cluster's CA; nil in plain
+	// text.
 	serverTLS *tls.Config
 }
 
 // startDev starts a cluster of shards shards and routers routers, as dev
-// runs it, and returns once every router routes to every shard.
-func startDev(ctx context.Context, bin string, shards, routers int) (*devCluster, error) {
+// runs it (in plain text with o.PlainText, the routers' --deadline
+// o.RouterDeadline when set), and returns once every router routes to
+// every shard.
+func startDev(ctx context.Context, o *TableOptions, shards, routers int) (*devCluster, error) {
 	sample, err := rules.Parse("sample-rules.yaml", deploy.SampleRules)
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Binary: bin, Shards: shards, Routers: routers, Rules: sample,
-		StopGrace: 10 * time.Second, ReadyTimeout: 60 * time.Second})
+	flags := func(p *cluster.Proc) []string {
+		if p.Sub == "router" && o.RouterDeadline > 0 {
+			return []string{"--deadline", o.RouterDeadline.String()}
+		}
+		return nil
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Binary: o.Binary, Shards: shards, Routers: routers, Rules: sample,
+		StopGrace: 10 * time.Second, ReadyTimeout: 60 * time.Second, PlainText: o.PlainText, Flags: flags})
 	if err != nil {
 		return nil, fmt.Errorf("a cluster of %d shards: %w", shards, err)
 	}
-	d := &devCluster{Cluster: c, tls: c.Security.OperatorTLS()}
+	d := &devCluster{Cluster: c}
+	if o.PlainText {
+		return d, nil // the bench and its baseline speak plain text too
+	}
+	d.tls = c.Security.OperatorTLS()
 	if d.serverTLS, err = creds.ServerTLS(c.Security.PKI.Router, tls.RequireAndVerifyClientCert); err != nil {
 		c.Stop()
 		return nil, err

@@ -28,6 +28,13 @@ type TableOptions struct {
 	// Command is printed as the command that produced the table; default
 	// os.Args.
 	Command string
+	// PlainText runs the clusters, the bench and its baseline in plain
+	// text, without authentication (the components' --insecure); default
+	// false: mutual TLS on every hop, as in production.
+	PlainText bool
+	// RouterDeadline is the routers' --deadline; default 0: the router's
+	// own (20ms).
+	RouterDeadline time.Duration
 }
 
 func (o *TableOptions) fill() error {
@@ -75,6 +82,10 @@ type tableRow struct {
 	// phase.
 	routerCPU, shardCPU time.Duration
 	met                 string
+	// why is what the routers' counters say of the target's policy
+	// answers (policywhy.go), and load the machine's load average at
+	// the target's start and end.
+	why, load string
 }
 
 func (r *tableRow) base() *Phase   { return &r.report.Phases[0] }
@@ -93,8 +104,16 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 	fmt.Fprintf(out, "- command: `%s`\n", o.Command)
 	fmt.Fprintf(out, "- machine: %s\n", machine())
 	fmt.Fprintf(out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`'s, from its launcher: etcd embedded in the bench, a router and shards as processes, secure: mutual TLS on every hop, and the baseline serves the same TLS with the router's certificate); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
-		o.Duration, o.Warmup, o.Users)
+	security := "secure: mutual TLS on every hop, and the baseline serves the same TLS with the router's certificate"
+	if o.PlainText {
+		security = "in plain text without authentication (--insecure) on every hop, and so is the baseline"
+	}
+	deadline := "the router's default deadline"
+	if o.RouterDeadline > 0 {
+		deadline = fmt.Sprintf("the routers' --deadline %v", o.RouterDeadline)
+	}
+	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`'s, from its launcher: etcd embedded in the bench, a router and shards as processes, %s; %s); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
+		o.Duration, o.Warmup, security, deadline, o.Users)
 
 	base := DefaultOptions()
 	base.Duration, base.Warmup, base.Users, base.Concurrency, base.Baseline = o.Duration, o.Warmup, o.Users, o.Concurrency, true
@@ -107,7 +126,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 		}
 	}
 	// The main table, on one cluster.
-	err := withDev(ctx, o.Binary, o.Shards, 1, say, func(c *devCluster) error {
+	err := withDev(ctx, &o, o.Shards, 1, say, func(c *devCluster) error {
 		one := base
 		r, err := runRow(ctx, c, "public API, 1 check/request", "≥ 75% of baseline req/s (60% first milestone), p99 ≤ 3 ms, 0 policy", one, progress)
 		if err != nil {
@@ -168,7 +187,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 			scaling = append(scaling, &r)
 			continue
 		}
-		err := withDev(ctx, o.Binary, n, 1, say, func(c *devCluster) error {
+		err := withDev(ctx, &o, n, 1, say, func(c *devCluster) error {
 			r, err := runRow(ctx, c, "public API, 1 check/request", "", base, progress)
 			if err == nil {
 				scaling = append(scaling, r)
@@ -180,7 +199,7 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 		}
 	}
 	// And 2 routers over the main table's shard count, loaded round robin.
-	err = withDev(ctx, o.Binary, o.Shards, 2, say, func(c *devCluster) error {
+	err = withDev(ctx, &o, o.Shards, 2, say, func(c *devCluster) error {
 		r, err := runRow(ctx, c, "public API, 1 check/request, 2 routers", "", base, progress)
 		if err == nil {
 			scaling = append(scaling, r)
@@ -196,9 +215,9 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 
 // withDev runs f against a fresh dev cluster of n shards and routers
 // routers.
-func withDev(ctx context.Context, bin string, n, routers int, say func(string, ...any), f func(*devCluster) error) error {
+func withDev(ctx context.Context, o *TableOptions, n, routers int, say func(string, ...any), f func(*devCluster) error) error {
 	say("starting a dev cluster: %d shard(s), %d router(s)", n, routers)
-	c, err := startDev(ctx, bin, n, routers)
+	c, err := startDev(ctx, o, n, routers)
 	if err != nil {
 		return err
 	}
@@ -213,11 +232,26 @@ func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, pr
 	o.Routers, o.TLS, o.BaselineTLS = c.RouterAddrs(), c.tls, c.serverTLS
 	row.routers = len(o.Routers)
 	routerPids, shardPids := c.componentPids()
+	var routerMetrics []string
+	for _, p := range c.Routers {
+		routerMetrics = append(routerMetrics, p.Metrics)
+	}
 	var mu sync.Mutex
 	var cpuErr error
+	var counters routerCounters
+	var load float64
 	read := func(sign time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
+		now, err := readRouterCounters(routerMetrics)
+		if err != nil {
+			cpuErr = err
+		}
+		if sign < 0 {
+			counters, load = now, loadAverage()
+		} else {
+			row.why, row.load = why(counters, now), loadSpan(load, loadAverage())
+		}
 		for _, pid := range routerPids {
 			t, err := procCPU(pid)
 			if err != nil {
@@ -254,7 +288,7 @@ func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, pr
 		return nil, fmt.Errorf("%s: interrupted", name)
 	}
 	if cpuErr != nil {
-		return nil, fmt.Errorf("%s: CPU of the cluster: %w", name, cpuErr)
+		return nil, fmt.Errorf("%s: CPU and counters of the cluster: %w", name, cpuErr)
 	}
 	row.report = rep
 	return row, nil
@@ -346,35 +380,35 @@ func perCheck(d time.Duration, checks uint64) string {
 
 func writeMainTable(out io.Writer, rows []*tableRow, shards int) {
 	fmt.Fprintf(out, "## 1 router, %d shards\n\n", shards)
-	fmt.Fprintln(out, "| run | baseline req/s | baseline p99 | req/s | % of baseline | checks/s (baseline) | p50 | p99 | p99.9 | allowed | denied | policy | errors | router µs/check | shards µs/check | bench µs/req | target | verdict |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| run | baseline req/s | baseline p99 | req/s | % of baseline | checks/s (baseline) | p50 | p99 | p99.9 | allowed | denied | policy | policy: routers' counters | load | errors | router µs/check | shards µs/check | bench µs/req | target | verdict |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		b, t := r.base(), r.target()
 		policy := group(float64(policyOf(t)))
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %.1f%% | %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s |\n",
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %.1f%% | %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s |\n",
 			r.name, group(b.RequestsPerS), ms(b.LatencyUs.P99), group(t.RequestsPerS), 100*r.report.Ratio.RequestsPerS,
 			group(t.ChecksPerS), group(b.ChecksPerS), ms(t.LatencyUs.P50), ms(t.LatencyUs.P99), ms(t.LatencyUs.P999),
-			group(float64(t.Allowed)), group(float64(t.Denied)), policy, group(float64(t.Errors)),
+			group(float64(t.Allowed)), group(float64(t.Denied)), policy, r.why, r.load, group(float64(t.Errors)),
 			perCheck(r.routerCPU, t.Checks), perCheck(r.shardCPU, t.Checks), t.BenchCPU.UsPerRequest, r.goal, r.met)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "Baseline: the same load against an in-process no-op server with the same message shapes, in the same run; its bench CPU includes that server. Router and shards µs/check: their utime+stime from /proc/<pid>/stat over the measured phase, divided by the checks answered. Policy: checks answered by a rule's failure policy (the public API's failure_policy flag; Envoy's dynamic metadata shardlimit.failure_policy; the Go client's failure-mode answers too). Go client rows: router/client's CheckOne from every worker on one Client (bench --api client, client-stream); their baseline is the same client against the no-op server, which answers CheckStream too.")
+	fmt.Fprintln(out, "Baseline: the same load against an in-process no-op server with the same message shapes, in the same run; its bench CPU includes that server. Router and shards µs/check: their utime+stime from /proc/<pid>/stat over the measured phase, divided by the checks answered. Policy: checks answered by a rule's failure policy (the public API's failure_policy flag; Envoy's dynamic metadata shardlimit.failure_policy; the Go client's failure-mode answers too). Policy, routers' counters: what grew on the routers over the measured phase: shard calls failed at the deadline (deadline: the shard's stream answered nothing for the deadline and its grace; calls, each failing every check in flight on the stream) or by error, checks refused by an open circuit (circuit_open) or given up in the queue behind a failing shard (queued) or not decided during a take-over (not_decided), liveness checks after a failed call (alive: the shard answered, its circuit stayed closed; silent), and the router's decisions by policy (failed_open, failed_closed) or shed (overload); –: none. Load: the 1-minute load average at the measured phase's start and end; a shard or router that gets no CPU for the deadline on a machine loaded by other work is judged slow, by design. Go client rows: router/client's CheckOne from every worker on one Client (bench --api client, client-stream); their baseline is the same client against the no-op server, which answers CheckStream too.")
 	fmt.Fprintln(out)
 }
 
 func writeScalingTable(out io.Writer, rows []*tableRow) {
 	fmt.Fprintln(out, "## Scaling: public API, 1 check/request, closed loop")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| routers | shards | baseline req/s | req/s | % of baseline | p99 | policy | errors | router µs/check | shards µs/check |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| routers | shards | baseline req/s | req/s | % of baseline | p99 | policy | policy: routers' counters | load | errors | router µs/check | shards µs/check |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		b, t := r.base(), r.target()
-		fmt.Fprintf(out, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(out, "| %d | %d | %s | %s | %.1f%% | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.routers, r.shards, group(b.RequestsPerS), group(t.RequestsPerS), 100*r.report.Ratio.RequestsPerS, ms(t.LatencyUs.P99),
-			group(float64(policyOf(t))), group(float64(t.Errors)), perCheck(r.routerCPU, t.Checks), perCheck(r.shardCPU, t.Checks))
+			group(float64(policyOf(t))), r.why, r.load, group(float64(t.Errors)), perCheck(r.routerCPU, t.Checks), perCheck(r.shardCPU, t.Checks))
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "2 routers: a dev cluster with two routers, on one etcd, with the router certificate; the bench spreads its connections over both, round robin. Router µs/check is both routers' CPU.")
+	fmt.Fprintln(out, "2 routers: a dev cluster with two routers, on one etcd (with the router certificate unless in plain text); the bench spreads its connections over both, round robin. Router µs/check is both routers' CPU.")
 }
 
 // orExecutable sets an empty *bin to this process's own executable.

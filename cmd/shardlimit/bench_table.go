@@ -21,7 +21,10 @@ reads the router's and the shards' CPU from /proc over the measured phase, then 
 cluster. Rows: 1 router and 2 shards with 1 check per request, the same through Envoy's API,
 100 checks per request, an open loop at half the first row's rate, and the Go client calling
 CheckOne for one check from every worker over unary Check and over CheckStream; then 1 router
-with 1, 2 and 4 shards. The table is Markdown on stdout; progress goes to stderr on a terminal.`,
+with 1, 2 and 4 shards. Each row gives the load average over its measured phase and, when
+checks were answered by policy, why, from the routers' counters (shard calls failed at the
+deadline, open circuits, shed load). The table is Markdown on stdout; progress goes to stderr
+on a terminal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lessGC()
@@ -37,6 +40,8 @@ with 1, 2 and 4 shards. The table is Markdown on stdout; progress goes to stderr
 	f.IntVar(&o.Concurrency, "concurrency", 50, "requests in flight (closed loop)")
 	f.IntVar(&o.ManyChecks, "many-checks", 100, "checks per request of the batched row")
 	f.StringVar(&o.Binary, "binary", "", "shardlimit binary that the cluster's processes run (default: this one)")
+	f.BoolVar(&o.PlainText, "plain-text", false, "run the clusters, the bench and its baseline in plain text without authentication (the components' --insecure), to measure what TLS costs (default: mutual TLS on every hop)")
+	f.DurationVar(&o.RouterDeadline, "router-deadline", 0, "the routers' --deadline (default: the router's own, 20ms); the table names it, and counts policy answers by the routers' reasons either way")
 	return cmd
 }
 

@@ -56,6 +56,10 @@ type Options struct {
 	// flags, so that a component's own --log-level overrides LogLevel.
 	// nil: none.
 	Flags func(p *Proc) []string
+	// PlainText runs the shards, the routers and the rebalance job with
+	// --insecure: gRPC in plain text and no authentication, to measure
+	// what TLS costs; etcd is secured as Security says all the same.
+	PlainText bool
 	// Security is what the processes authenticate with; nil: a PKI of
 	// its own in Dir/credentials.
 	Security *Security
@@ -179,7 +183,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		default:
 			c.Rebalance = p
 		}
-		if err := p.Start(o.Binary, c.Security.Flags(p.Sub)...); err != nil {
+		flags := c.Security.Flags(p.Sub)
+		if o.PlainText {
+			flags = c.Security.PlainTextFlags(p.Sub)
+		}
+		if err := p.Start(o.Binary, flags...); err != nil {
 			return nil, err
 		}
 	}

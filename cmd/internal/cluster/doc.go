@@ -15,7 +15,8 @@
 // and so builds its cluster from the parts: Proc (one process, started
 // again on the same command line, its output appended to one log;
 // Command runs it inside a host), Security (the one local PKI and grants
-// file, and the flags that say how a component authenticates), Kit (the
+// file, and the flags that say how a component authenticates, or, for
+// Options.PlainText, that it does not: --insecure), Kit (the
 // binary built once per test binary), Fetch and Metric (a component's
 // ops server), and Summary (a suite's lines for its TestMain).
 //

@@ -72,12 +72,24 @@ func (s Security) Flags(sub string) []string {
 	if sub == "ctl" {
 		return out
 	}
-	out = append(out, "--grants-file", s.GrantsFile)
-	if s.Etcd != nil {
-		e := map[string]creds.Files{"shard": s.Etcd.Shard, "router": s.Etcd.Router, "rebalance": s.Etcd.Rebalance}[sub]
-		out = append(out, "--etcd-cert", e.Cert, "--etcd-key", e.Key, "--etcd-ca", e.CA)
+	return append(append(out, "--grants-file", s.GrantsFile), s.etcdFlags(sub)...)
+}
+
+// PlainTextFlags returns the flags of a component ("shard", "router" or
+// "rebalance") that serves and calls the others in plain text, without
+// authentication (--insecure), over the same etcd as Flags'.
+func (s Security) PlainTextFlags(sub string) []string {
+	return append([]string{"--insecure"}, s.etcdFlags(sub)...)
+}
+
+// etcdFlags returns a component's etcd client certificate flags, none
+// when etcd speaks plain text.
+func (s Security) etcdFlags(sub string) []string {
+	if s.Etcd == nil {
+		return nil
 	}
-	return out
+	e := map[string]creds.Files{"shard": s.Etcd.Shard, "router": s.Etcd.Router, "rebalance": s.Etcd.Rebalance}[sub]
+	return []string{"--etcd-cert", e.Cert, "--etcd-key", e.Key, "--etcd-ca", e.CA}
 }
 
 // addService gives the demo service a token, its hash stored in etcd as
