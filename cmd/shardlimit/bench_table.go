@@ -1,12 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardlimit/shardlimit/cmd/bench"
+	"github.com/shardlimit/shardlimit/shard/creds"
 )
 
 func benchTableCmd() *cobra.Command {
@@ -47,12 +49,28 @@ on a terminal.`,
 
 func benchNoopCmd() *cobra.Command {
 	var listen string
+	var files creds.Files
 	cmd := &cobra.Command{
 		Use:   "noop",
 		Short: "Serve the baseline's no-op server (both APIs) as a process of its own, until interrupted.",
-		Args:  cobra.NoArgs,
+		Long: `Serve the baseline's no-op server (both APIs, and CheckStream) as a process of its own, until
+interrupted: its CPU, read from /proc, is a no-op server's cost per request. Plain text unless
+--tls-cert and --tls-key are given; with --tls-ca too it requires a client certificate of that
+CA (mutual TLS, as a router serves).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := bench.StartBaseline(listen, nil)
+			var tlsCfg *tls.Config
+			if files.Cert != "" || files.Key != "" {
+				auth := tls.NoClientCert
+				if files.CA != "" {
+					auth = tls.RequireAndVerifyClientCert
+				}
+				var err error
+				if tlsCfg, err = creds.ServerTLS(files, auth); err != nil {
+					return err
+				}
+			}
+			s, err := bench.StartBaseline(listen, tlsCfg)
 			if err != nil {
 				return err
 			}
@@ -63,5 +81,8 @@ func benchNoopCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8090", "gRPC listen address")
+	cmd.Flags().StringVar(&files.Cert, "tls-cert", "", "PEM server certificate (with --tls-key: serve TLS)")
+	cmd.Flags().StringVar(&files.Key, "tls-key", "", "PEM key of --tls-cert")
+	cmd.Flags().StringVar(&files.CA, "tls-ca", "", "PEM CA that callers' client certificates must chain to (mutual TLS)")
 	return cmd
 }
