@@ -1,66 +1,66 @@
 package bench
 
 import (
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/shardlimit/shardlimit/cmd/internal/cluster"
 )
 
-// Why a table row had failure-policy answers, from the routers' own
-// counters over the row's measured phase, and how loaded the machine was
-// meanwhile: on a machine shared with other work, a shard (or the router)
-// that gets no CPU for the routers' deadline is judged slow, by design,
-// and its checks answered by policy.
+// Why checks were answered by policy, from the routers' own counters
+// over a run (the table's rows, the rolling restart): on a machine shared
+// with other work, a shard (or the router) that gets no CPU for the
+// routers' deadline is judged slow, by design, and its checks answered
+// by policy; the counters say so, and tell it from shed load or a dead
+// shard.
 
-// routerCounters are the counters of the routers that say why checks
-// were answered by policy, by "metric:label" (routerCounterNames).
-type routerCounters map[string]float64
-
-// routerCounterNames are the counters read, as they are printed: the
-// shard errors by reason (deadline and error count calls, the others
-// checks), the liveness checks after a failed call (alive: the shard
-// answered, so its circuit stayed closed), and the router's decisions
-// by policy (failed_open, failed_closed) or shed (overload).
-var routerCounterNames = []struct{ key, metric, label, value string }{
-	{"deadline", "shardlimit_router_shard_errors_total", "reason", "deadline"},
-	{"error", "shardlimit_router_shard_errors_total", "reason", "error"},
-	{"circuit_open", "shardlimit_router_shard_errors_total", "reason", "circuit_open"},
-	{"queued", "shardlimit_router_shard_errors_total", "reason", "queued"},
-	{"not_decided", "shardlimit_router_shard_errors_total", "reason", "not_decided"},
-	{"alive", "shardlimit_router_liveness_checks_total", "result", "alive"},
-	{"silent", "shardlimit_router_liveness_checks_total", "result", "silent"},
-	{"failed_open", "shardlimit_router_decisions_total", "result", "failed_open"},
-	{"failed_closed", "shardlimit_router_decisions_total", "result", "failed_closed"},
-	{"overload", "shardlimit_router_decisions_total", "result", "overload"},
+// whyCounter is one of the routers' counters, summed over the samples
+// with labels, and what it counts.
+type whyCounter struct {
+	what, name string
+	labels     []string
 }
 
-// readRouterCounters sums routerCounterNames over the routers' metrics
-// pages at addrs.
-func readRouterCounters(addrs []string) (routerCounters, error) {
-	out := routerCounters{}
-	for _, addr := range addrs {
-		page, err := cluster.FetchMetrics(addr)
+// readWhy sums counters over c's routers.
+func readWhy(c *cluster.Cluster, counters []whyCounter) ([]float64, error) {
+	out := make([]float64, len(counters))
+	for _, r := range c.Routers {
+		page, err := cluster.FetchMetrics(r.Metrics)
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range routerCounterNames {
-			v, _ := page.Sum(c.metric, c.label, c.value)
-			out[c.key] += v
+		for i, w := range counters {
+			v, _ := page.Sum(w.name, w.labels...)
+			out[i] += v
 		}
 	}
 	return out, nil
 }
 
-// why prints the counters that grew from before to after, in
-// routerCounterNames' order; "–" when none did.
-func why(before, after routerCounters) string {
+// tableWhy are the counters a table row gives, as it prints them: the
+// shard errors by reason (deadline and error count calls, the others
+// checks), the liveness checks after a failed call (alive: the shard
+// answered, so its circuit stayed closed), and the router's decisions by
+// policy (failed_open, failed_closed) or shed (overload).
+var tableWhy = []whyCounter{
+	{"deadline", "shardlimit_router_shard_errors_total", []string{"reason", "deadline"}},
+	{"error", "shardlimit_router_shard_errors_total", []string{"reason", "error"}},
+	{"circuit_open", "shardlimit_router_shard_errors_total", []string{"reason", "circuit_open"}},
+	{"queued", "shardlimit_router_shard_errors_total", []string{"reason", "queued"}},
+	{"not_decided", "shardlimit_router_shard_errors_total", []string{"reason", "not_decided"}},
+	{"alive", "shardlimit_router_liveness_checks_total", []string{"result", "alive"}},
+	{"silent", "shardlimit_router_liveness_checks_total", []string{"result", "silent"}},
+	{"failed_open", "shardlimit_router_decisions_total", []string{"result", "failed_open"}},
+	{"failed_closed", "shardlimit_router_decisions_total", []string{"result", "failed_closed"}},
+	{"overload", "shardlimit_router_decisions_total", []string{"result", "overload"}},
+}
+
+// whyGrew prints the counters of tableWhy that grew from before to
+// after, in order; "–" when none did.
+func whyGrew(before, after []float64) string {
 	var parts []string
-	for _, c := range routerCounterNames {
-		if d := after[c.key] - before[c.key]; d > 0 {
-			parts = append(parts, c.key+" "+group(d))
+	for i, c := range tableWhy {
+		if d := after[i] - before[i]; d > 0 {
+			parts = append(parts, c.what+" "+group(d))
 		}
 	}
 	if len(parts) == 0 {
@@ -68,21 +68,3 @@ func why(before, after routerCounters) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// loadAverage is the machine's 1-minute load average (/proc/loadavg), 0
-// when it cannot be read.
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
-}
-
-// loadSpan prints the load average at a phase's start and end.
-func loadSpan(from, to float64) string { return fmt.Sprintf("%.1f → %.1f", from, to) }

@@ -5,10 +5,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/shardlimit/shardlimit/cmd/internal/cluster"
 )
 
 // The routers' counters are read from their metrics pages, summed over
-// routers and shards, and a row gives the ones that grew, in order.
+// routers and shards, and a table row gives the ones that grew, in order.
 func TestPolicyWhy(t *testing.T) {
 	pages := []string{`
 shardlimit_router_shard_errors_total{reason="deadline",shard="shard-1"} 3
@@ -20,21 +22,22 @@ shardlimit_router_decisions_total{algorithm="gcra",endpoint="*",result="allowed"
 shardlimit_router_shard_errors_total{reason="circuit_open",shard="shard-1"} 7
 shardlimit_router_decisions_total{algorithm="gcra",endpoint="*",result="failed_open",rule="r",service="shop"} 7
 `}
-	var addrs []string
+	c := &cluster.Cluster{}
 	for _, p := range pages {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(p)) }))
 		t.Cleanup(srv.Close)
-		addrs = append(addrs, strings.TrimPrefix(srv.URL, "http://"))
+		c.Routers = append(c.Routers, &cluster.Proc{Metrics: strings.TrimPrefix(srv.URL, "http://")})
 	}
-	after, err := readRouterCounters(addrs)
+	after, err := readWhy(c, tableWhy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := routerCounters{"deadline": 1, "alive": 4}
-	if got, want := why(before, after), "deadline 3, circuit_open 7, failed_open 1,507"; got != want {
-		t.Errorf("why = %q; want %q", got, want)
+	before := make([]float64, len(tableWhy))
+	before[0], before[5] = 1, 4 // deadline, alive
+	if got, want := whyGrew(before, after), "deadline 3, circuit_open 7, failed_open 1,507"; got != want {
+		t.Errorf("whyGrew = %q; want %q", got, want)
 	}
-	if got := why(after, after); got != "–" {
-		t.Errorf("nothing grew: why = %q; want –", got)
+	if got := whyGrew(after, after); got != "–" {
+		t.Errorf("nothing grew: whyGrew = %q; want –", got)
 	}
 }

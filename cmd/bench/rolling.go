@@ -93,7 +93,7 @@ func rolling(ctx context.Context, c *cluster.Cluster, out io.Writer, say func(st
 	l := &rollingLoad{cl: cl, stop: make(chan struct{})}
 	n := len(c.Shards)
 	before := loadavg()
-	why0, err := readWhy(c)
+	why0, err := readWhy(c, rollingWhy)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func rolling(ctx context.Context, c *cluster.Cluster, out io.Writer, say func(st
 	took := time.Since(start)
 	close(l.stop)
 	l.wg.Wait()
-	why1, err := readWhy(c)
+	why1, err := readWhy(c, rollingWhy)
 	if err != nil {
 		return err
 	}
@@ -149,18 +149,15 @@ func rolling(ctx context.Context, c *cluster.Cluster, out io.Writer, say func(st
 	fmt.Fprintf(out, "| %v | %v / %v | %d | %d | %d | %d | %d | %d |\n", took.Round(time.Second), median(each).Round(time.Millisecond), slices.Max(each).Round(time.Millisecond),
 		l.checks, beyond, lost, l.policy, l.failMode, l.errs)
 	fmt.Fprintf(out, "\nWhy, by the routers' counters over the restart (all %d routers summed; the unit is the counter's own):\n\n| counter | growth |\n| --- | ---: |\n", len(c.Routers))
-	for i, w := range whyCounters {
+	for i, w := range rollingWhy {
 		fmt.Fprintf(out, "| %s | %.0f |\n", w.what, why1[i]-why0[i])
 	}
 	return nil
 }
 
-// whyCounters are the routers' counters that say why a check was answered
-// by policy, with what each counts.
-var whyCounters = []struct {
-	what, name string
-	labels     []string
-}{
+// rollingWhy are the routers' counters that say why a check of the
+// rolling restart's load was answered by policy, with what each counts.
+var rollingWhy = []whyCounter{
 	{"checks answered by policy (decisions, failed_open)", "shardlimit_router_decisions_total", []string{"service", rollingService, "endpoint", rollingEndpoint, "result", "failed_open"}},
 	{"checks shed as overload", "shardlimit_router_decisions_total", []string{"service", rollingService, "endpoint", rollingEndpoint, "result", "overload"}},
 	{"calls past the deadline (shard errors, deadline)", "shardlimit_router_shard_errors_total", []string{"reason", "deadline"}},
@@ -170,22 +167,6 @@ var whyCounters = []struct {
 	{"checks a shard answered without deciding (not_decided)", "shardlimit_router_shard_errors_total", []string{"reason", "not_decided"}},
 	{"circuit openings", "shardlimit_router_circuit_openings_total", nil},
 	{"member list changes", "shardlimit_router_member_changes_total", nil},
-}
-
-// readWhy sums whyCounters over c's routers.
-func readWhy(c *cluster.Cluster) ([]float64, error) {
-	out := make([]float64, len(whyCounters))
-	for _, r := range c.Routers {
-		page, err := cluster.FetchMetrics(r.Metrics)
-		if err != nil {
-			return nil, err
-		}
-		for i, w := range whyCounters {
-			v, _ := page.Sum(w.name, w.labels...)
-			out[i] += v
-		}
-	}
-	return out, nil
 }
 
 // readBudgets reads every user's remaining budget (0 hits), again while

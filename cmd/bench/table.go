@@ -232,25 +232,23 @@ func runRow(ctx context.Context, c *devCluster, name, goal string, o Options, pr
 	o.Routers, o.TLS, o.BaselineTLS = c.RouterAddrs(), c.tls, c.serverTLS
 	row.routers = len(o.Routers)
 	routerPids, shardPids := c.componentPids()
-	var routerMetrics []string
-	for _, p := range c.Routers {
-		routerMetrics = append(routerMetrics, p.Metrics)
-	}
 	var mu sync.Mutex
 	var cpuErr error
-	var counters routerCounters
-	var load float64
+	var counters []float64
+	var load string
 	read := func(sign time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
-		now, err := readRouterCounters(routerMetrics)
+		now, err := readWhy(c.Cluster, tableWhy)
 		if err != nil {
 			cpuErr = err
 		}
-		if sign < 0 {
-			counters, load = now, loadAverage()
-		} else {
-			row.why, row.load = why(counters, now), loadSpan(load, loadAverage())
+		switch {
+		case err != nil:
+		case sign < 0:
+			counters, load = now, loadavg()
+		default:
+			row.why, row.load = whyGrew(counters, now), load+" → "+loadavg()
 		}
 		for _, pid := range routerPids {
 			t, err := procCPU(pid)
