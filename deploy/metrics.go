@@ -79,11 +79,12 @@ var Metrics = []string{
 	"shardlimit_shard_grants_last_sync_timestamp_seconds",
 	"shardlimit_shard_certificate_expiry_timestamp_seconds",
 	"shardlimit_shard_etcd_insecure",
-	"shardlimit_shard_state",                // {state}: joining, serving, draining
-	"shardlimit_shard_handoff_keys_total",   // {direction}: in, out
-	"shardlimit_shard_handoff_last_seconds", // {kind}: join, drain, give_back, takeover
-	"shardlimit_shard_takeovers_total",      // {result}: exact, unreachable, timeout
-	"shardlimit_shard_partitions",           // {state}: owned, pending, fenced, unowned, receiving
+	"shardlimit_shard_state",                   // {state}: joining, serving, draining
+	"shardlimit_shard_handoff_keys_total",      // {direction}: in, out
+	"shardlimit_shard_handoff_last_seconds",    // {kind}: join, drain, give_back, takeover
+	"shardlimit_shard_takeovers_total",         // {result}: exact, unreachable, timeout
+	"shardlimit_shard_healed_partitions_total", // stuck, taken back: a protocol gap
+	"shardlimit_shard_partitions",              // {state}: owned, pending, fenced, unowned, receiving
 	"shardlimit_shard_not_decided_total",
 	"shardlimit_shard_forwarded_checks_total", // {result}: decided, not_decided, error
 	"shardlimit_shard_hot_keys_decisions",     // decisions the hot-key counts cover

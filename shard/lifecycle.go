@@ -565,6 +565,7 @@ type handoffMetrics struct {
 	keys      [2]prometheus.Counter
 	duration  *prometheus.GaugeVec
 	takeovers *prometheus.CounterVec
+	healed    prometheus.Counter
 }
 
 func newHandoffMetrics(reg *prometheus.Registry) *handoffMetrics {
@@ -587,12 +588,16 @@ func newHandoffMetrics(reg *prometheus.Registry) *handoffMetrics {
 	for _, r := range takeoverResults {
 		takeovers.WithLabelValues(r)
 	}
-	m := &handoffMetrics{state: map[member.State]prometheus.Gauge{}, duration: duration, takeovers: takeovers}
+	healed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shardlimit_shard_healed_partitions_total",
+		Help: "Partitions that the owner table gave this shard, found neither decided nor being taken over at two looks half a second apart (or, forwarded by a hand-off whose switch did not come, for 5s), and taken back from every other shard. Any increase is a hand-off that left partitions stuck: a protocol gap worth a bug report with the shards' logs.",
+	})
+	m := &handoffMetrics{state: map[member.State]prometheus.Gauge{}, duration: duration, takeovers: takeovers, healed: healed}
 	for _, st := range []member.State{member.Joining, member.Serving, member.Draining} {
 		m.state[st] = state.WithLabelValues(string(st))
 	}
 	m.keys[directionIn], m.keys[directionOut] = keys.WithLabelValues("in"), keys.WithLabelValues("out")
-	reg.MustRegister(state, keys, duration, takeovers)
+	reg.MustRegister(state, keys, duration, takeovers, healed)
 	return m
 }
 

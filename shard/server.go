@@ -67,6 +67,10 @@ type Server struct {
 	// owner table it follows (takeover.go).
 	owned *ownership.Set
 	view  view
+	// healDeclined: heal's last look found partitions stuck that etcd
+	// could not confirm are this shard's (it logged so once). Only the
+	// background loop reads and writes it.
+	healDeclined bool
 	// journal records the keys that change in partitions a planned
 	// hand-off is moving, between its first copy and its final one.
 	journal journal

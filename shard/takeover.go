@@ -55,9 +55,9 @@ type view struct {
 	table      *shardmap.Table // nil until both were read
 	first      chan struct{}   // closed once both were read
 	closeFirst sync.Once
-	// stuck are the partitions heal found stuck under table at its last
-	// look.
-	stuck      []uint32
+	// stuckSince are the partitions heal found stuck under stuckTable,
+	// each with the look that first found it so.
+	stuckSince map[uint32]time.Time
 	stuckTable *shardmap.Table
 }
 
@@ -211,36 +211,72 @@ func (s *Server) outwaitEvicted(from member.Member, start time.Time) {
 	}
 }
 
-// healEvery is how often heal looks for stuck partitions.
-const healEvery = 5 * time.Second
+// healEvery is how often heal looks for stuck partitions. One found stuck
+// at two looks in a row under the same table is taken back: from half a
+// second to a second after it became stuck, so that whatever left it so,
+// decisions resume within about a second of a fault's heal (issue 24).
+const healEvery = 500 * time.Millisecond
+
+// healForwardedAfter is how long heal leaves a stuck partition that a
+// planned hand-off fenced here, forwarding its checks to the next owner,
+// while that owner is still the member it forwarded to: the hand-off's
+// switch may be on its way (an etcd write on a loaded machine), and the
+// next owner decides the forwarded checks meanwhile. One whose next owner
+// is no member any more (a joiner that lost its lease mid-join, before its
+// switch) is taken back at once: its checks go nowhere.
+const healForwardedAfter = 5 * time.Second
+
+// healConfirmTimeout bounds heal's read of the owner table from etcd.
+const healConfirmTimeout = time.Second
 
 // heal takes over again the partitions that the owner table gives this
 // shard but that it neither decides nor takes over (ownership.Set.Stuck)
-// at two looks in a row under the same table: a view that flapped faster
-// than this shard's watch saw (a taker fenced a partition that came back
-// here unseen) would otherwise leave them answered by policy for good.
-// Not knowing who holds their counters, it pulls them with a fence from
-// every other serving member, and from the shards they were forwarded to
-// (a planned hand-off fenced them here, and its switch never came).
+// at two looks in a row under the same table (healEvery,
+// healForwardedAfter): a view that flapped faster than this shard's watch
+// saw (a taker fenced a partition that came back here unseen), or a
+// hand-off whose switch never came, would otherwise leave them answered
+// by policy for good. Not knowing who holds their counters, it pulls them
+// with a fence from every other serving member, and from the shards they
+// were forwarded to.
 //
 // It takes back only what etcd confirms now (confirmOwned): a shard cut
 // off from etcd still sees itself a member after its lease is lost, and
 // the partitions its takers decide look stuck to it; pulling them back
 // would fence them at the takers, where routers send their checks.
 func (s *Server) heal() {
-	again, others := s.stuckTwice()
+	now := time.Now()
+	again, since, others := s.stuckTwice(now)
 	if len(again) == 0 {
 		return
 	}
-	mine, err := s.confirmOwned(again)
+	mine, members, err := s.confirmOwned(again)
 	if err != nil {
-		s.opts.Logger.Warn(healUnconfirmed, "partitions", len(again), "err", err)
+		if !s.healDeclined { // once until etcd answers again: it looks every half second
+			s.opts.Logger.Warn(healUnconfirmed, "partitions", len(again), "err", err)
+		}
+		s.healDeclined = true
 		return
 	}
+	s.healDeclined = false
+	mine = healable(mine, since, now, s.owned.ForwardTo, members)
 	if parts := s.takeBack(mine, others); len(parts) > 0 {
+		s.handoffMetrics.healed.Add(float64(len(parts)))
 		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
 			"partitions", len(parts), "shards", len(others))
 	}
+}
+
+// healable returns those of parts, stuck since since[p] and confirmed
+// this shard's, that heal takes back now: all but those a hand-off
+// fenced here, forwarding to a next owner (forwardTo) that is still one
+// of members, stuck for less than healForwardedAfter. It keeps parts'
+// order, in place.
+func healable(parts []uint32, since map[uint32]time.Time, now time.Time, forwardTo func(uint32) (member.Member, bool), members []member.Member) []uint32 {
+	return slices.DeleteFunc(parts, func(p uint32) bool {
+		to, ok := forwardTo(p)
+		return ok && now.Sub(since[p]) < healForwardedAfter &&
+			slices.ContainsFunc(members, func(m member.Member) bool { return m.ID == to.ID && m.Addr == to.Addr })
+	})
 }
 
 // healUnconfirmed is what heal logs when etcd does not confirm the table
@@ -248,24 +284,35 @@ func (s *Server) heal() {
 const healUnconfirmed = "partitions look stuck here, but etcd does not confirm that this shard owns them: not taking them back"
 
 // stuckTwice returns the partitions found stuck at this look and the last
-// one under the same table, and the shards to take them back from.
-func (s *Server) stuckTwice() (again []uint32, others []member.Member) {
+// one under the same table, the look that first found each of them so,
+// and the shards to take them back from.
+func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]time.Time, others []member.Member) {
 	if !s.ready.Load() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	v := &s.view
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.table == nil {
-		return nil, nil
+		return nil, nil, nil
+	}
+	if v.stuckTable != v.table {
+		v.stuckSince, v.stuckTable = nil, v.table
 	}
 	stuck := s.owned.Stuck(v.table.PartitionsOf(s.opts.ID))
-	if v.stuckTable == v.table {
-		again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(v.stuck, p) })
+	since = make(map[uint32]time.Time, len(stuck))
+	for _, p := range stuck {
+		first, seen := v.stuckSince[p]
+		if !seen {
+			first = now
+		} else {
+			again = append(again, p)
+		}
+		since[p] = first
 	}
-	v.stuck, v.stuckTable = stuck, v.table
+	v.stuckSince = since
 	if len(again) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, m := range v.table.Members() {
 		if m.ID != s.opts.ID {
@@ -280,24 +327,25 @@ func (s *Server) stuckTwice() (again []uint32, others []member.Member) {
 			others = append(others, to)
 		}
 	}
-	return again, others
+	return again, since, others
 }
 
 // confirmOwned returns those of parts that the owner table built from
-// etcd's members and shard map, read now, gives this shard; an error
-// when etcd does not answer within healEvery/5.
-func (s *Server) confirmOwned(parts []uint32) ([]uint32, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, healEvery/5)
+// etcd's members and shard map, read now, gives this shard, and the
+// members read; an error when etcd does not answer within
+// healConfirmTimeout.
+func (s *Server) confirmOwned(parts []uint32) ([]uint32, []member.Member, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, healConfirmTimeout)
 	defer cancel()
 	members, m, err := s.readCluster(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t, err := s.owners(members, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ownedIn(t, s.opts.ID, parts), nil
+	return ownedIn(t, s.opts.ID, parts), members, nil
 }
 
 // takeBack makes those of parts that are neither decided nor being taken

@@ -488,4 +488,11 @@ func TestADrainAfterALostLeaseLeavesTheTakersDeciding(t *testing.T) {
 	if err := decided(); err != nil {
 		t.Errorf("after the drain of a shard whose lease was lost: %v", err)
 	}
+	// Heal, which looks every half second, would have covered the gap
+	// soon after: it must not have had to.
+	for _, s := range takers {
+		if n := metrictest.Value(t, s.Registry(), "shardlimit_shard_healed_partitions_total", nil); n != 0 {
+			t.Errorf("%s took %v partitions back by heal after the drain", s.ID(), n)
+		}
+	}
 }

@@ -209,8 +209,9 @@ func TestHealTakesBackWhatWasForwarded(t *testing.T) {
 			t.Fatalf("a forwarded check: %v, want allowed by b", d)
 		}
 	}
-	// After two looks at the same table (5 s apart), a takes the
-	// partitions over from b, which holds u0's 7 hits.
+	// After 5 s at the same table (healForwardedAfter: b is still a
+	// member, and its switch may come), a takes the partitions over from
+	// b, which holds u0's 7 hits.
 	poll.Until(t, 30*time.Second, func() error {
 		if n := metrictest.Value(t, sa.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "owned"}); n != partitions {
 			return fmt.Errorf("a owns %v partitions", n)
