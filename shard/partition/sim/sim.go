@@ -429,8 +429,11 @@ func (w *world) publish() {
 		w.logf("etcd: table %d: %s", w.mapVer, owners(t))
 	}
 	for p := range w.cfg.Partitions {
-		if o, ok := t.Owner(p); ok && !w.shard(o.ID).up {
-			w.lose(p) // routed to a crashed shard: from zero, by design
+		if o, ok := t.Owner(p); ok && !w.shard(o.ID).alive(w.leases[o.ID]) {
+			// Routed to a crashed shard (its record outlives it until its
+			// lease ends, even once a new process runs at its address,
+			// unregistered): from zero, by design.
+			w.lose(p)
 		}
 	}
 	ver := w.mapVer
