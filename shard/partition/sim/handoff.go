@@ -247,6 +247,13 @@ func (w *world) enter(s *shard) {
 		w.publish()
 	}
 	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
+	lost := shardmap.Ownerless(before, after, s.id)
+	var others []string // the members as the join read them, but s
+	for _, id := range slices.Sorted(maps.Keys(w.members)) {
+		if id != s.id {
+			others = append(others, id)
+		}
+	}
 	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
 	h.switchOwners = func() bool {
 		if w.own(s) == "" {
@@ -266,7 +273,7 @@ func (w *world) enter(s *shard) {
 			}
 			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
 		}
-		s.step(shardmap.Ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
+		s.step(lost, partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
 		return true
@@ -292,9 +299,21 @@ func (w *world) enter(s *shard) {
 				s.takeBack(mine, []string{f.From.ID})
 			}
 		}
+		// The partitions no member owned that it had last owned itself
+		// (fenced at its lost lease): taken back from every other member,
+		// as the host's join does.
+		var own []uint32
+		for _, tk := range s.owned.LastOwners(lost, "") {
+			if tk.From.ID == s.id {
+				own = tk.Partitions
+			}
+		}
+		s.takeBack(own, others)
+		// It forgets what neither the join's table nor the one it follows
+		// now gives it (the host's dropNotOwned).
 		var notOwned []uint32
 		for p := range after.Partitions() {
-			if o, ok := after.Owner(p); !ok || o.ID != s.id {
+			if !after.Owns(p, s.id) && (s.view == nil || !s.view.Owns(p, s.id)) {
 				notOwned = append(notOwned, uint32(p))
 			}
 		}
@@ -304,7 +323,7 @@ func (w *world) enter(s *shard) {
 	// from the shards that last owned them (the host's pullLost), under
 	// the lock.
 	w.locked = true
-	s.pullLost(shardmap.Ownerless(before, after, s.id), func(ok bool) {
+	s.pullLost(lost, func(ok bool) {
 		if !ok {
 			w.locked = false // stopped: its session, and the lock, end
 			return

@@ -435,6 +435,9 @@ func (s *shard) healLater(inc int) {
 			again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(s.stuck, p) })
 		}
 		s.stuck, s.stuckVer = stuck, s.ver
+		// Only those the table in etcd now gives it (the host's
+		// confirmOwned).
+		again = slices.DeleteFunc(again, func(p uint32) bool { return !s.w.table.Owns(int(p), s.id) })
 		if len(again) == 0 {
 			return
 		}

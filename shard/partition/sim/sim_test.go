@@ -49,6 +49,7 @@ var regressions = []struct {
 	{1194, 494, "a join took back a failed pair's partition that a lost lease had moved to a third shard, beside it (only what the join's table gives it)"},
 	// Sim modelling (issue 25, overlap triage, second round).
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
+	{1244, 1891, "heal took back a partition that only its shard's late view still gave it, beside its owner (heal confirms with etcd's table, as the host's confirmOwned)"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
