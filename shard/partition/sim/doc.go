@@ -44,9 +44,11 @@
 // invariant in 4 to 9 of every 100 seeds, each a combination of faults in
 // flight not triaged yet (openOverlap in the tests lists those below 200;
 // go test -run TestSim ./shard/partition/sim -sim.seeds 300 -sim.overlap
-// lists more). Network partitions between shards (Config.Cuts) are not
-// run by default either: what keeps them exact in the host is its lease
-// guard and the eviction's wait, which this model does not run yet.
+// lists more). A shard whose lease is lost runs the host's lease guard
+// until it notices: unless every peer whose record it saw answers, it
+// stops deciding. Network partitions between shards (Config.Cuts) are not
+// run by default: what keeps them exact in the host is that guard's timing
+// and the eviction's wait, which this model does not run yet.
 //
 // Speed: trace lines are formatted only when tracing (a failing seed's
 // report runs it again with Trace), the decider check runs only after a

@@ -432,10 +432,13 @@ func (w *world) loseLease(s *shard) {
 		w.logf("%s: lease lost", s.id)
 	}
 	before := w.table
+	inc := s.inc
+	noticed := false
+	s.guardLease(inc, &noticed)
 	delete(w.members, s.id)
 	w.publish()
-	inc := s.inc
 	w.at(noticeTicks, func() {
+		noticed = true
 		if !s.alive(inc) {
 			return
 		}
@@ -453,6 +456,36 @@ func (w *world) loseLease(s *shard) {
 		h.after = func([]handoff.Pair) { w.enter(s) }
 		w.begin(h)
 	})
+}
+
+// guardLease is the host's lease guard while s's lease is lost, unseen
+// yet (until *noticed): the guard acts before etcd ends the lease, and
+// from then on, every few ticks, asks every peer whose record s saw; unless
+// every one answers (a process runs at its address, not cut off), s stops
+// deciding (Suspend) for good: whoever takes its partitions over may not
+// reach it to fence it first (a shard that joins where no record is left).
+func (s *shard) guardLease(inc int, noticed *bool) {
+	if *noticed || !s.alive(inc) {
+		return
+	}
+	all := false
+	for _, id := range s.records {
+		if id == s.id {
+			continue
+		}
+		all = true
+		if p := s.w.shard(id); !p.up || s.w.cut[link(s.id, id)] {
+			all = false
+			break
+		}
+	}
+	if !all && s.owned.Suspend() {
+		s.w.dirty = true
+		if s.w.cfg.Trace {
+			s.w.logf("%s: lease guard: a peer does not answer; stops deciding", s.id)
+		}
+	}
+	s.w.at(guardTicks, func() { s.guardLease(inc, noticed) })
 }
 
 func pairsString(pairs []handoff.Pair) string {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -24,6 +25,9 @@ type shard struct {
 	jour  []journal
 	ver   int64
 	view  *shardmap.Table
+	// records are the member records in etcd as of view: the peers its
+	// lease guard asks.
+	records []string
 	// parked are checks and exports waiting for partitions to settle
 	// (ownership.WaitSettled); each is tried again on every change.
 	parked []func() bool
@@ -48,12 +52,12 @@ func (s *shard) start() {
 	s.w.dirty = true
 	s.count = make([]int64, s.w.cfg.Partitions)
 	s.jour = make([]journal, s.w.cfg.Partitions)
-	s.ver, s.view, s.parked, s.stuck = 0, nil, nil, nil
+	s.ver, s.view, s.records, s.parked, s.stuck = 0, nil, nil, nil, nil
 	if s.w.cfg.Trace {
 		s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
 	}
 	if s.w.table != nil {
-		s.follow(s.inc, s.w.mapVer, s.w.table)
+		s.follow(s.inc, s.w.mapVer, s.w.table, slices.Sorted(maps.Keys(s.w.members)))
 	}
 	s.healLater(s.inc)
 }
@@ -212,14 +216,14 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 	return true // forwarded, or not decided (the router's policy)
 }
 
-// follow is the owner table arriving from etcd's watch: the host's
-// updateView.
-func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
+// follow is the owner table, built from the member records records,
+// arriving from etcd's watch: the host's updateView.
+func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) {
 	if !s.alive(inc) || ver <= s.ver {
 		return
 	}
 	prev := s.view
-	s.view, s.ver = t, ver
+	s.view, s.ver, s.records = t, ver, records
 	s.w.dirty = true
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
 		s.takeOver(tk.From.ID, tk.Partitions)

@@ -81,6 +81,7 @@ const (
 	noticeTicks  = 30
 	healTicks    = 250
 	behindTicks  = 50 // a taker's pull waits for this shard's table at most this long (the host's behindWait)
+	guardTicks   = 5  // the lease guard asks the peers this often (the host's askEvery)
 	checkEvery   = 3  // a router sends a check every checkEvery ticks on average
 	faultPercent = 12
 )
@@ -437,10 +438,11 @@ func (w *world) publish() {
 		}
 	}
 	ver := w.mapVer
+	records := slices.Sorted(maps.Keys(w.members))
 	for _, s := range w.shards {
 		if s.up {
 			inc := s.inc
-			w.watch(s.id, func() { s.follow(inc, ver, t) })
+			w.watch(s.id, func() { s.follow(inc, ver, t, records) })
 		}
 	}
 	for _, r := range w.routers {

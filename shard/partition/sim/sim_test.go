@@ -50,6 +50,7 @@ var regressions = []struct {
 	// Sim modelling (issue 25, overlap triage, second round).
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
 	{1244, 1891, "heal took back a partition that only its shard's late view still gave it, beside its owner (heal confirms with etcd's table, as the host's confirmOwned)"},
+	{2313, 154, "a shard whose lease was lost, unseen yet, went on deciding while a shard joined where no record was left and decided from nothing (the lease guard stops a shard whose peers do not all answer)"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
@@ -61,8 +62,7 @@ const overlapSeeds = 200
 // of faults in flight (a give-back that lands after its destination was
 // taken over, among them: seed 216 at 1,000 steps). make sim
 // SIM_FLAGS=-sim.overlap lists the others it meets.
-var openOverlap = map[uint64]bool{9: true, 18: true, 50: true, 51: true, 84: true, 121: true, 127: true, 128: true,
-	141: true, 142: true, 151: true, 157: true, 177: true, 188: true}
+var openOverlap = map[uint64]bool{18: true, 84: true, 121: true, 128: true, 141: true, 142: true, 151: true, 157: true}
 
 func TestOverlapSeeds(t *testing.T) {
 	n := min(overlapSeeds, raceSeeds)
