@@ -22,10 +22,12 @@
 //     shard) at two shards at once;
 //   - no hit lost: a shard that decides a check holds every hit decided
 //     so far for its partition, except within a window after a fault that
-//     resets counters by design (a crash, a takeover from a shard that
-//     does not answer, a drain that could not hand over). A merge never
-//     adds counts, so no hit is counted twice; a count above the model
-//     (a merge that kept a count from before a reset) is taken as the new
+//     resets counters by design (a crash, of the partition's owner or of a
+//     shard holding its counters, a takeover from a shard that does not
+//     answer, a drain that could not hand over), and at the first decision
+//     after a crash that took hits no running shard held. A merge never
+//     adds counts, so no hit is counted twice; a count above the model (a
+//     merge that kept a count from before a reset) is taken as the new
 //     model;
 //   - liveness: once the faults stop, within Config.Quiet ticks every
 //     running shard serves, every router follows the last table, and

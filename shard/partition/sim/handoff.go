@@ -409,8 +409,17 @@ func (w *world) crash(s *shard) {
 		w.logf("%s: crashes", s.id)
 	}
 	for p := range w.cfg.Partitions {
-		if s.count[p] > 0 {
-			w.lose(int(p))
+		if s.count[p] > 0 || w.table != nil && w.table.Owns(p, s.id) {
+			w.lose(int(p)) // its partitions too: their counters may be on their way to it
+		}
+		held := int64(0) // the most any other running process holds
+		for _, o := range w.shards {
+			if o != s && o.up {
+				held = max(held, o.count[p])
+			}
+		}
+		if s.count[p] > held {
+			w.gone[p] = true
 		}
 	}
 	s.up, w.dirty = false, true

@@ -184,7 +184,7 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 	}
 	if s.decides(p) {
 		switch {
-		case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
+		case s.count[p] < w.model[p] && (w.now <= w.lossyUntil[p] || w.gone[p]):
 			w.model[p] = s.count[p] // a reset by design: count from here
 		case s.count[p] < w.model[p]:
 			w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
@@ -196,6 +196,7 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 		}
 		s.count[p]++
 		w.model[p]++
+		w.gone[p] = false
 		if s.jour[p].on {
 			s.jour[p].changed = true
 		}

@@ -131,9 +131,12 @@ type world struct {
 	// model is, per partition, every hit decided so far: what its decider
 	// must hold. lossyUntil is until when a partition's decider may hold
 	// less: a fault that resets counters by design (a crash, a takeover
-	// from a shard that does not answer) lost some (lose).
+	// from a shard that does not answer) lost some (lose). gone: a crash
+	// took hits that no running process held, so the partition's next
+	// decider, however late, counts from what is left.
 	model      []int64
 	lossyUntil []int64
+	gone       []bool
 	// locked: a planned hand-off holds the cluster's lock.
 	locked   bool
 	handoffs map[uint64]*transfer
@@ -152,6 +155,7 @@ type world struct {
 func newWorld(seed uint64, cfg Config) *world {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), members: map[string]member.State{}, leases: map[string]int{},
 		pins: make([]string, cfg.Partitions), model: make([]int64, cfg.Partitions), lossyUntil: make([]int64, cfg.Partitions),
+		gone:     make([]bool, cfg.Partitions),
 		handoffs: map[uint64]*transfer{}, cut: map[[2]string]bool{}, watched: map[string]int64{}, faults: true}
 	w.res.Seed, w.res.Overlap = seed, cfg.Overlap
 	for i := range cfg.MaxShards {
