@@ -75,7 +75,10 @@
 // from there (Recall, then TakeoverEnded), unless the destination is the
 // one asking; and a destination that sees the owner table move such a
 // partition from the source to a third shard stops deciding it
-// (OwnerChanged: Fenced).
+// (OwnerChanged: Fenced). So does any shard still deciding a partition
+// that the table moves between two others (a final copy from it failed
+// and the switch went ahead, to a shard that died): the next owner takes
+// it over from the previous one, and no fence would come.
 //
 // # States
 //
@@ -114,7 +117,7 @@
 //	                 moved here from nobody Owned
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
-//	                 Owned and Pulled
+//	                 Owned
 //	                 otherwise             unchanged (moved: not Pulled)
 //	TakeoverEnded    Pending, last taker   Owned                    Wake
 //	Reclaim          Fenced / Unowned      Pending, Takers+n

@@ -249,14 +249,19 @@ func Step(p Partition, e Event) (Partition, Effect) {
 // which may have taken it over meanwhile, from deciding it). One that stays here
 // keeps its state, and so does one that moves away (routers that have not
 // switched are still answered, until a hand-off fences or drops it), but
-// it forgets that it was pulled here.
+// it forgets that it was pulled here; one still decided here that moves
+// between two other shards is fenced: the next takes it over from the
+// previous, not from here.
 func ownerChanged(p Partition, e Event) (Partition, Effect) {
 	switch {
 	case e.Is != e.Me:
-		if e.Was != e.Is && e.Was != e.Me && p.Pulled && p.State == Owned {
-			// Decided here since a final copy arrived ahead of a switch
-			// that went elsewhere: its source lost it, and another shard
-			// takes it over from there. Stop deciding it.
+		if e.Was != e.Is && e.Was != e.Me && p.State == Owned {
+			// Decided here while the table gave it to another shard (a
+			// final copy arrived ahead of a switch that went elsewhere,
+			// or one from here failed and the switch went ahead), which
+			// now passes it to a third: that one takes it over from the
+			// other, and no fence comes here (the other died, or its own
+			// takeover from here has not come). Stop deciding it.
 			return Partition{State: Fenced, Takers: p.Takers}, 0
 		}
 		if e.Was != e.Is {

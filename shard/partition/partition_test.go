@@ -54,6 +54,7 @@ func TestStep(t *testing.T) {
 		{"moved away: still decided", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "b"}, Partition{State: Owned}, 0},
 		{"moved elsewhere: pulled is stale", Partition{State: Unowned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{}, 0},
 		{"moved elsewhere: decided since a final copy, fenced", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Fenced}, 0},
+		{"moved elsewhere: decided though not pulled (no fence comes), fenced", Partition{State: Owned}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Fenced}, 0},
 		{"unchanged elsewhere", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "b"}, Partition{State: Owned, Pulled: true}, 0},
 		{"takeover ended", Partition{State: Pending, Takers: 1}, Event{Kind: TakeoverEnded}, Partition{State: Owned}, Wake},
 		{"takeover ended, another under way", Partition{State: Pending, Takers: 2}, Event{Kind: TakeoverEnded}, Partition{State: Pending, Takers: 1}, Wake},
