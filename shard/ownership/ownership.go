@@ -45,7 +45,9 @@ func New(partitions int) *Set {
 // partition that e stopped deciding. It returns the effects of each
 // partition's step, which the caller performs (all but Wake, which Step
 // performs itself). If any partition's step refuses the event, none
-// changes, and the effects say which refused.
+// changes, and the effects say which refused. For FinalPulled it fills
+// each partition's Event.Is with the last owner the tables it applied
+// named.
 func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,6 +55,9 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	next := make([]partition.Partition, len(parts))
 	for i, p := range parts {
 		if int(p) < len(s.parts) {
+			if e.Kind == partition.FinalPulled {
+				e.Is = s.known[p].ID
+			}
 			next[i], fx.each[i] = partition.Step(s.parts[p], e)
 			fx.all |= fx.each[i]
 		}

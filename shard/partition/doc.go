@@ -22,12 +22,14 @@
 //     again; the source fences them (FinalExport: Fenced, it decides them
 //     no more, and forwards their checks to the destination) and streams
 //     only the keys its journal recorded. Once merged, the destination
-//     decides them (FinalPulled: Owned); a copy that failed leaves them to
-//     a takeover (FinalPullFailed: Unowned), or decided as they were if
-//     they were decided here when it began (Held: a takeover brought them
-//     here first, and the source refused). A source that no longer
-//     decides a partition (another shard took it over meanwhile) refuses
-//     the final copy (Refuse).
+//     decides them (FinalPulled: Owned), unless the owner table moved them
+//     from the source to a third shard meanwhile (the source lost its
+//     lease: that shard takes them over from it; Fenced); a copy that
+//     failed leaves them to a takeover (FinalPullFailed: Unowned), or
+//     decided as they were if they were decided here when it began (Held:
+//     a takeover brought them here first, and the source refused). A
+//     source that no longer decides a partition (another shard took it
+//     over meanwhile) refuses the final copy (Refuse).
 //  3. switch: the caller's step after which routers send the partitions to
 //     the destination (the job publishes a map; a draining shard writes
 //     its member record as draining, a joining one as serving). Each shard
@@ -75,10 +77,11 @@
 // from there (Recall, then TakeoverEnded), unless the destination is the
 // one asking; and a destination that sees the owner table move such a
 // partition from the source to a third shard stops deciding it
-// (OwnerChanged: Fenced). So does any shard still deciding a partition
-// that the table moves between two others (a final copy from it failed
-// and the switch went ahead, to a shard that died): the next owner takes
-// it over from the previous one, and no fence would come.
+// (OwnerChanged: Fenced). So does any shard still deciding a partition,
+// or taking it over, that the table moves between two others (a final
+// copy from it failed and the switch went ahead, to a shard that died):
+// the next owner takes it over from the previous one, and no fence would
+// come.
 //
 // # States
 //
@@ -105,7 +108,10 @@
 //	Drop             Fenced / Unowned      Unowned                  EndJournal, ForgetCounters
 //	                 decided or settling   unchanged
 //	FinalPullStarts  not Pending           Receiving
-//	FinalPulled      Receiving / Owned     Owned, Pulled From
+//	FinalPulled      Receiving, the table  Fenced
+//	                 moved it From the
+//	                 source to a third (Is)
+//	                 Receiving / Owned     Owned, Pulled From
 //	FinalPullFailed  Receiving, Held       Owned
 //	                 Receiving             Unowned
 //	FencedPulled     Unowned / Owned /     Owned, Pulled From
@@ -117,7 +123,7 @@
 //	                 moved here from nobody Owned
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
-//	                 Owned
+//	                 Owned / Pending
 //	                 otherwise             unchanged (moved: not Pulled)
 //	TakeoverEnded    Pending, last taker   Owned                    Wake
 //	Reclaim          Fenced / Unowned      Pending, Takers+n

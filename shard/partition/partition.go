@@ -118,7 +118,9 @@ type Event struct {
 	// whole partition, not only its journal.
 	Whole bool
 	// OwnerChanged: this shard's id, and the partition's owner in the
-	// previous and the next owner table ("" for nobody).
+	// previous and the next owner table ("" for nobody). FinalPulled: this
+	// shard's id, and the owner that the last table naming one named
+	// (package ownership's Step fills Is).
 	Me, Was, Is string
 	// FinalPulled, FencedPulled: the shard the copy came from ("": from
 	// several, or none).
@@ -193,10 +195,15 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{State: Receiving, Pulled: p.Pulled, From: p.From, Takers: p.Takers, Held: p.State == Owned}
 		}
 	case FinalPulled:
-		switch p.State {
-		case Receiving:
+		switch {
+		case p.State == Receiving && e.Me != "" && e.Is != "" && e.Is != e.From && e.Is != e.Me:
+			// The owner table moved it from its source to a third shard
+			// while the copy ran (the source lost its lease): that shard
+			// takes it over from there. Do not decide it beside it.
+			p = Partition{State: Fenced, Takers: p.Takers}
+		case p.State == Receiving:
 			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
-		case Owned:
+		case p.State == Owned:
 			p.Pulled, p.From = true, e.From
 		}
 	case FinalPullFailed:
@@ -255,13 +262,15 @@ func Step(p Partition, e Event) (Partition, Effect) {
 func ownerChanged(p Partition, e Event) (Partition, Effect) {
 	switch {
 	case e.Is != e.Me:
-		if e.Was != e.Is && e.Was != e.Me && p.State == Owned {
-			// Decided here while the table gave it to another shard (a
-			// final copy arrived ahead of a switch that went elsewhere,
-			// or one from here failed and the switch went ahead), which
-			// now passes it to a third: that one takes it over from the
-			// other, and no fence comes here (the other died, or its own
-			// takeover from here has not come). Stop deciding it.
+		if e.Was != e.Is && e.Was != e.Me && (p.State == Owned || p.State == Pending) {
+			// Decided here (or to be, once its takeover ends) while the
+			// table gave it to another shard (a final copy arrived ahead
+			// of a switch that went elsewhere, or one from here failed
+			// and the switch went ahead, or a takeover outlived the table
+			// that asked for it), which now passes it to a third: that
+			// one takes it over from the other, and no fence comes here
+			// (the other died, or its own takeover from here has not
+			// come). Stop deciding it; a takeover under way still ends.
 			return Partition{State: Fenced, Takers: p.Takers}, 0
 		}
 		if e.Was != e.Is {

@@ -115,7 +115,7 @@ func (w *world) copyStep(h *transfer, final bool) {
 				dst.merge(vals)
 				switch {
 				case final && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID, Me: dst.id}, 0)
 				case final:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
 				case h.fence && ok:
@@ -271,7 +271,7 @@ func (w *world) enter(s *shard) {
 					arrived = append(arrived, p)
 				}
 			}
-			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
+			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID, Me: s.id}, 0)
 		}
 		s.step(lost, partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving

@@ -48,6 +48,8 @@ var regressions = []struct {
 	{1039, 326, "a draining shard went on deciding partitions whose final copy failed beside the shard that took them over from the dead destination (the drain fences them at its switch)"},
 	{1194, 494, "a join took back a failed pair's partition that a lost lease had moved to a third shard, beside it (only what the join's table gives it)"},
 	{2192, 351, "a shard that took a partition over went on deciding it after the table moved it to a shard that died and then on to a third, which took it over from the dead one (OwnerChanged fences an Owned partition moved between two others, pulled or not)"},
+	{1999, 191, "a joiner's final copy arrived after its source lost its lease and the table moved the partition to a third shard, which took it over from the source: the joiner decided it beside it (FinalPulled fences it: ownership names the table's owner, Event.Is)"},
+	{1857, 1870, "a takeover that outlived the table asking for it (the table moved the partition on between two other shards, the next taking it over from a dead one) ended Owned beside that shard (OwnerChanged fences a Pending partition moved between others; its takeover still ends)"},
 	// Sim modelling (issue 25, overlap triage, second round).
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
 	{1244, 1891, "heal took back a partition that only its shard's late view still gave it, beside its owner (heal confirms with etcd's table, as the host's confirmOwned)"},
