@@ -524,3 +524,30 @@ func movedFromBToC(t *testing.T, ab, ac *shardmap.Table) int {
 	t.Fatal("no partition moves from b to c")
 	return -1
 }
+
+// Out of the cluster (a process restarted within its predecessor's
+// lease), a table that names this shard names the predecessor, whose
+// counters died with it: the last owner named before it stays the one a
+// join pulls from (LastOwners). Registered, a table naming it is noted.
+func TestLastOwnersWhileOutSkipsThisShard(t *testing.T) {
+	s := ownership.New(partitions)
+	ab, a := table(t, "a", "b"), table(t, "a")
+	p := -1
+	for q := range partitions {
+		if ab.Owns(q, "b") {
+			p = q
+			break
+		}
+	}
+	s.Leave()
+	s.Apply("a", nil, ab)
+	s.Apply("a", ab, a) // b's lease lost: p goes to a's earlier record
+	if tks := s.LastOwners([]uint32{uint32(p)}, "a"); len(tks) != 1 || tks[0].From.ID != "b" {
+		t.Fatalf("out: last owners %v, want p from b", tks)
+	}
+	s.Enter()
+	s.Apply("a", a, a)
+	if tks := s.LastOwners([]uint32{uint32(p)}, ""); len(tks) != 1 || tks[0].From.ID != "a" {
+		t.Fatalf("registered: last owners %v, want p from a", tks)
+	}
+}

@@ -38,7 +38,8 @@ func addTakeover(out []Takeover, from member.Member, p uint32) []Takeover {
 // restarted at the same address took a give-back), so it is taken over
 // from there. A nil prev (the first table this shard sees) changes
 // nothing, nor does any table while the shard is out (Leave): its own
-// join decides what it owns then.
+// join decides what it owns then; and a table naming this shard while it
+// is out names an earlier process's registration, not a last owner.
 func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	if next == nil {
 		return nil
@@ -48,7 +49,10 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	s.tables++
 	defer func() {
 		for p := range min(len(s.known), next.Partitions()) {
-			if o, ok := next.Owner(p); ok {
+			// Out, a table naming this shard names an earlier process's
+			// registration, whose counters died with it: the last owner
+			// named before may hold them.
+			if o, ok := next.Owner(p); ok && !(s.out && o.ID == me) {
 				s.known[p] = o
 			}
 		}
