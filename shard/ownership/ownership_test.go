@@ -488,6 +488,18 @@ func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
 	if drop, back := s.Dropping("a", ab, []uint32{2}); drop != nil || len(back) != 1 || back[0].From.ID != "b" {
 		t.Fatalf("a table since that leaves it here: drop %v, recalls %v; want it recalled from b", drop, back)
 	}
+	// Taken back, then fenced by another shard's pull (one that followed
+	// a late table): its counters here are kept, not forgotten, while a
+	// table since gives it here.
+	s.Step([]uint32{2}, ev(partition.TakeoverEnded))
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s.Apply("a", ab, ab)
+	s.Recall([]uint32{2}, "")
+	s.Step([]uint32{2}, ev(partition.TakeoverEnded))
+	s.Step([]uint32{2}, ev(partition.FencedExport))
+	if drop, back := s.Dropping("a", ab, []uint32{2}); drop != nil || back != nil || s.State(2) != partition.Fenced {
+		t.Fatalf("fenced since, a table since leaving it here: drop %v, recalls %v, state %v; want it kept, fenced", drop, back, s.State(2))
+	}
 }
 
 // A final copy from b that arrives after the owner table moved the

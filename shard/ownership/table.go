@@ -91,22 +91,24 @@ func memberIndex(t *shardmap.Table, id string) int {
 
 // Dropping sorts out parts, which a hand-off's drop step asks this shard
 // (member me, following owner table t; nil: none yet) to forget: it
-// returns those to step through partition.Drop, and recalls the others
-// through partition.Recall, returning the takeovers that bring their
-// counters back from where the final copy took them: those that forward
-// and that t, a table that arrived since their final copy (the switch),
+// returns those to step through partition.Drop, and keeps the others,
+// those that t, a table that arrived since their final copy (the switch),
 // still gives this shard (the switch did not move them away: a member
-// left meanwhile, and the owner function gave them back).
+// left meanwhile, and the owner function gave them back). Of these it
+// recalls through partition.Recall those that forward, returning the
+// takeovers that bring their counters back from where the final copy
+// took them; any other keeps its counters (fenced since by a shard that
+// followed a late table, it is this shard's to take back: heal).
 func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var back []uint32
 	for _, p := range parts {
-		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables {
-			if _, fwd := s.parts[p].Forwards(); fwd && t.Owns(int(p), me) {
+		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables && t.Owns(int(p), me) {
+			if _, fwd := s.parts[p].Forwards(); fwd {
 				back = append(back, p)
-				continue
 			}
+			continue
 		}
 		drop = append(drop, p)
 	}

@@ -41,7 +41,8 @@
 //     a partition the source no longer decides: one that came back to it
 //     since is kept; and one that the switch left with the source (a
 //     member left meanwhile, and the owner function gave it back) is
-//     taken back from the destination (Recall: ownership's Dropping).
+//     taken back from the destination (Recall: ownership's Dropping), or
+//     kept, counters and all, if it forwards no more.
 //
 // So each moving partition has one decider at every instant: the source
 // until its fence, then the destination, directly or through the source's

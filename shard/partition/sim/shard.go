@@ -399,7 +399,8 @@ func (s *shard) pullLost(parts []uint32, done func(ok bool)) {
 
 // drop is the source's Drop, as the host's: it forgets the partitions,
 // except those its owner table still gives it (ownership's Dropping),
-// which it takes back from where they were forwarded.
+// which it keeps, taking back from where they were forwarded those that
+// forward.
 func (s *shard) drop(parts []uint32) {
 	s.w.dirty = true
 	forget, recalls := s.owned.Dropping(s.id, s.view, parts)
