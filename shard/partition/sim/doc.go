@@ -24,8 +24,9 @@
 //     so far for its partition, except within a window after a fault that
 //     resets counters by design (a crash, of the partition's owner or of a
 //     shard holding its counters, a takeover from a shard that does not
-//     answer, a drain that could not hand over), and at the first decision
-//     after a crash that took hits no running shard held. A merge never
+//     answer, a drain that could not hand over, or that ended as the last
+//     serving shard), and at the first decision after a crash or such a
+//     drain took hits no running shard held. A merge never
 //     adds counts, so no hit is counted twice; a count above the model (a
 //     merge that kept a count from before a reset) is taken as the new
 //     model;

@@ -368,6 +368,14 @@ func (w *world) drain(s *shard) {
 				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
 			}
 		}
+		for p := range w.cfg.Partitions {
+			if _, ok := w.table.Owner(p); !ok && s.count[p] > 0 {
+				// No serving shard left to hand it to (a lease lost
+				// during the drain made this one the last): its counters
+				// end with it, as the host's drain logs.
+				w.ends(s, p)
+			}
+		}
 		if w.cfg.Trace {
 			w.logf("%s: drained; stops", s.id)
 		}
@@ -410,16 +418,7 @@ func (w *world) crash(s *shard) {
 	}
 	for p := range w.cfg.Partitions {
 		if s.count[p] > 0 || w.table != nil && w.table.Owns(p, s.id) {
-			w.lose(int(p)) // its partitions too: their counters may be on their way to it
-		}
-		held := int64(0) // the most any other running process holds
-		for _, o := range w.shards {
-			if o != s && o.up {
-				held = max(held, o.count[p])
-			}
-		}
-		if s.count[p] > held {
-			w.gone[p] = true
+			w.ends(s, p) // its partitions too: their counters may be on their way to it
 		}
 	}
 	s.up, w.dirty = false, true
@@ -430,6 +429,22 @@ func (w *world) crash(s *shard) {
 			w.publish()
 		}
 	})
+}
+
+// ends marks partition p's counters at s, whose process ends, as reset
+// by design (lose), and, if no other running process holds as many, the
+// hits beyond them as gone until p's next decision.
+func (w *world) ends(s *shard, p int) {
+	w.lose(p)
+	held := int64(0) // the most any other running process holds
+	for _, o := range w.shards {
+		if o != s && o.up {
+			held = max(held, o.count[p])
+		}
+	}
+	if s.count[p] > held {
+		w.gone[p] = true
+	}
 }
 
 // loseLease has etcd forget s while it runs: routers and shards move its
