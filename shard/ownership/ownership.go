@@ -29,15 +29,18 @@ type Set struct {
 	// name an earlier registration, not it.
 	out bool
 	// tables counts the tables Apply saw; fencedAt is, by partition, that
-	// count when a final copy last fenced it (Dropping).
+	// count when a final copy last fenced it (Dropping). switched: a table
+	// since that final copy gave it to the shard it forwards to (the
+	// hand-off's switch came).
 	tables   uint64
 	fencedAt []uint64
+	switched []bool
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
 	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), known: make([]member.Member, partitions),
-		fencedAt: make([]uint64, partitions)}
+		fencedAt: make([]uint64, partitions), switched: make([]bool, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -69,7 +72,7 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 		if int(p) < len(s.parts) {
 			s.parts[p] = next[i]
 			if e.Kind == partition.FinalExport {
-				s.fencedAt[p] = s.tables
+				s.fencedAt[p], s.switched[p] = s.tables, false
 			}
 		}
 	}

@@ -563,3 +563,36 @@ func TestLastOwnersWhileOutSkipsThisShard(t *testing.T) {
 		t.Fatalf("registered: last owners %v, want p from a", tks)
 	}
 }
+
+// A partition that forwards to a final copy's destination whose switch
+// never came is recalled from there once the destination's record is
+// gone and a table still gives it here; not while the record lives (its
+// switch may come), nor once a table gave it to the destination (the
+// switch came: the tables' changes take it over from there).
+func TestRecallUnswitched(t *testing.T) {
+	s := ownership.New(partitions)
+	a, ab := table(t, "a"), table(t, "a", "b")
+	s.Apply("a", nil, a)
+	var toB []uint32
+	for p := range partitions {
+		if ab.Owns(p, "b") {
+			toB = append(toB, uint32(p))
+		}
+	}
+	b := member.Member{ID: "b", Addr: "b:1"}
+	s.Step(toB[:3], ev(partition.FencedPulled)) // decided here
+	s.Step(toB[:2], partition.Event{Kind: partition.FinalExport, To: b})
+	if tks := s.RecallUnswitched("a", a, []string{"a", "b"}); tks != nil {
+		t.Fatalf("destination registered: takeovers %v, want none", tks)
+	}
+	s.Apply("a", a, a)
+	tks := s.RecallUnswitched("a", a, []string{"a"})
+	if len(tks) != 1 || tks[0].From != b || !slices.Equal(tks[0].Partitions, toB[:2]) || s.State(int(toB[0])) != partition.Pending {
+		t.Fatalf("destination gone, no switch: takeovers %v, state %v; want %v from b, pending", tks, s.State(int(toB[0])), toB[:2])
+	}
+	s.Step(toB[2:3], partition.Event{Kind: partition.FinalExport, To: b})
+	s.Apply("a", a, ab) // the switch
+	if tks := s.RecallUnswitched("a", a, []string{"a"}); tks != nil {
+		t.Fatalf("switched, then gone: takeovers %v, want none (Apply takes it over)", tks)
+	}
+}

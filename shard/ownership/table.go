@@ -49,6 +49,9 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	s.tables++
 	defer func() {
 		for p := range min(len(s.known), next.Partitions()) {
+			if to, ok := s.parts[p].Forwards(); ok && next.Owns(p, to.ID) {
+				s.switched[p] = true
+			}
 			// Out, a table naming this shard names an earlier process's
 			// registration, whose counters died with it: the last owner
 			// named before may hold them.
@@ -104,8 +107,12 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 	defer s.mu.Unlock()
 	var back []uint32
 	for _, p := range parts {
-		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables && t.Owns(int(p), me) {
-			if _, fwd := s.parts[p].Forwards(); fwd {
+		if int(p) >= len(s.parts) {
+			continue
+		}
+		_, fwd := s.parts[p].Forwards()
+		if t != nil && int(p) < t.Partitions() && s.fencedAt[p] < s.tables && t.Owns(int(p), me) {
+			if fwd {
 				back = append(back, p)
 			}
 			continue
@@ -158,4 +165,34 @@ func (s *Set) behind(parts []uint32, me, requester string) bool {
 		k := s.known[p].ID
 		return k != "" && k != me && k != requester
 	})
+}
+
+// RecallUnswitched recalls (partition.Recall) the partitions that forward
+// to a final copy's destination whose switch never came and never will:
+// no table since the final copy gave them to it, and its member record is
+// gone from registered (a joiner whose lease was lost, or that stopped,
+// mid-join: its switch cannot write its record; or the destination of a
+// pair between two other members lost its own), where owner table t, as
+// member me sees it, still gives them this shard. It returns
+// the takeovers that bring their counters back from there, so that the
+// source decides them again at once, not once heal finds them stuck. A
+// destination that switched (then left) is left to the owner table's
+// change (Apply). Nothing changes while the shard is out (Leave).
+func (s *Set) RecallUnswitched(me string, t *shardmap.Table, registered []string) []Takeover {
+	if t == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out {
+		return nil
+	}
+	var back []uint32
+	for p := range min(len(s.parts), t.Partitions()) {
+		to, fwd := s.parts[p].Forwards()
+		if fwd && !s.switched[p] && !slices.Contains(registered, to.ID) && t.Owns(p, me) {
+			back = append(back, uint32(p))
+		}
+	}
+	return s.recall(back, "")
 }

@@ -76,7 +76,10 @@
 // partition Fenced, forwarding to the destination, which holds its
 // counters. Any later export of it from the source first takes it back
 // from there (Recall, then TakeoverEnded), unless the destination is the
-// one asking; and a destination that sees the owner table move such a
+// one asking; once the destination's member record is gone (a joiner
+// whose lease was lost mid-join) while no table since gave it the
+// partition, the source takes it back at once where its table gives it
+// the partition (Recall: ownership's RecallUnswitched); and a destination that sees the owner table move such a
 // partition from the source to a third shard stops deciding it
 // (OwnerChanged: Fenced). So does any shard still deciding a partition,
 // or taking it over, that the table moves between two others (a final

@@ -229,6 +229,9 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) 
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
 		s.takeOver(tk.From.ID, tk.Partitions)
 	}
+	for _, tk := range s.owned.RecallUnswitched(s.id, t, records) {
+		s.takeOver(tk.From.ID, tk.Partitions)
+	}
 	s.changed()
 }
 
