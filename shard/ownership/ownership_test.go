@@ -500,6 +500,9 @@ func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
 	if drop, back := s.Dropping("a", ab, []uint32{2}); drop != nil || back != nil || s.State(2) != partition.Fenced {
 		t.Fatalf("fenced since, a table since leaving it here: drop %v, recalls %v, state %v; want it kept, fenced", drop, back, s.State(2))
 	}
+	if drop, back := s.Dropping("a", table(t, "b"), []uint32{2}); drop != nil || back != nil {
+		t.Fatalf("fenced since, a table since giving it elsewhere: drop %v, recalls %v; want it kept (a taker may pull it)", drop, back)
+	}
 }
 
 // A final copy from b that arrives after the owner table moved the

@@ -101,7 +101,11 @@ func memberIndex(t *shardmap.Table, id string) int {
 // recalls through partition.Recall those that forward, returning the
 // takeovers that bring their counters back from where the final copy
 // took them; any other keeps its counters (fenced since by a shard that
-// followed a late table, it is this shard's to take back: heal).
+// followed a late table, it is this shard's to take back: heal). It keeps
+// too, counters and all, one that forwards no more but is Fenced: fenced
+// again since the final copy (taken back, then fenced by a lost lease or
+// a taker's pull), its counters here may be the newest, which a taker
+// has yet to pull.
 func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,6 +120,9 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 				back = append(back, p)
 			}
 			continue
+		}
+		if !fwd && s.parts[p].State == partition.Fenced {
+			continue // fenced since the final copy: its counters here may be the newest
 		}
 		drop = append(drop, p)
 	}

@@ -42,7 +42,9 @@
 //     since is kept; and one that the switch left with the source (a
 //     member left meanwhile, and the owner function gave it back) is
 //     taken back from the destination (Recall: ownership's Dropping), or
-//     kept, counters and all, if it forwards no more.
+//     kept, counters and all, if it forwards no more; and so is one
+//     fenced again since the final copy (its counters here may be the
+//     newest, for a taker to pull).
 //
 // So each moving partition has one decider at every instant: the source
 // until its fence, then the destination, directly or through the source's
