@@ -83,11 +83,13 @@
 // partition, the source takes it back at once where its table gives it
 // the partition (Recall: ownership's RecallUnswitched); and a destination that sees the owner table move such a
 // partition from the source to a third shard stops deciding it
-// (OwnerChanged: Fenced). So does any shard still deciding a partition,
-// or taking it over, that the table moves between two others (a final
-// copy from it failed and the switch went ahead, to a shard that died):
-// the next owner takes it over from the previous one, and no fence would
-// come.
+// (OwnerChanged: Fenced). So does any shard still deciding a partition
+// that the table moves between two others (a final copy from it failed
+// and the switch went ahead, to a shard that died): the next owner takes
+// it over from the previous one, and no fence would come; and any shard
+// taking over a partition that the table moves on meanwhile: the next
+// owner's pull may give up waiting for that takeover, and no fence would
+// come either.
 //
 // # States
 //
@@ -129,7 +131,8 @@
 //	                 moved here from nobody Owned
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
-//	                 Owned / Pending
+//	                 Owned
+//	                 moved, Pending        Fenced
 //	                 otherwise             unchanged (moved: not Pulled)
 //	TakeoverEnded    Pending, last taker   Owned                    Wake
 //	Reclaim          Fenced / Unowned      Pending, Takers+n

@@ -257,20 +257,23 @@ func Step(p Partition, e Event) (Partition, Effect) {
 // keeps its state, and so does one that moves away (routers that have not
 // switched are still answered, until a hand-off fences or drops it), but
 // it forgets that it was pulled here; one still decided here that moves
-// between two other shards is fenced: the next takes it over from the
-// previous, not from here.
+// between two other shards is fenced (the next takes it over from the
+// previous, not from here), and so is one being taken over here that
+// moves away.
 func ownerChanged(p Partition, e Event) (Partition, Effect) {
 	switch {
 	case e.Is != e.Me:
-		if e.Was != e.Is && e.Was != e.Me && (p.State == Owned || p.State == Pending) {
-			// Decided here (or to be, once its takeover ends) while the
-			// table gave it to another shard (a final copy arrived ahead
-			// of a switch that went elsewhere, or one from here failed
-			// and the switch went ahead, or a takeover outlived the table
-			// that asked for it), which now passes it to a third: that
-			// one takes it over from the other, and no fence comes here
-			// (the other died, or its own takeover from here has not
-			// come). Stop deciding it; a takeover under way still ends.
+		if e.Was != e.Is && (e.Was != e.Me && p.State == Owned || p.State == Pending) {
+			// Decided here while the table gave it to another shard (a
+			// final copy arrived ahead of a switch that went elsewhere,
+			// or one from here failed and the switch went ahead), which
+			// now passes it to a third: that one takes it over from the
+			// other, and no fence comes here (the other died, or its own
+			// takeover from here has not come). Or being taken over
+			// here, and moved away: the next owner's pull may give up
+			// before the takeover ends, and nothing would fence it then.
+			// Stop deciding it; a takeover under way still ends, and an
+			// export waits for it.
 			return Partition{State: Fenced, Takers: p.Takers}, 0
 		}
 		if e.Was != e.Is {

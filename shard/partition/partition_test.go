@@ -58,6 +58,8 @@ func TestStep(t *testing.T) {
 		{"moved elsewhere: decided since a final copy, fenced", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Fenced}, 0},
 		{"moved elsewhere: decided though not pulled (no fence comes), fenced", Partition{State: Owned}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Fenced}, 0},
 		{"moved elsewhere: being taken over here, fenced (the takeover still ends)", Partition{State: Pending, Takers: 1}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{State: Fenced, Takers: 1}, Wake},
+		{"moved away while being taken over here, fenced (the takeover still ends)", Partition{State: Pending, Takers: 1}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "b"}, Partition{State: Fenced, Takers: 1}, Wake},
+		{"unchanged elsewhere while taken back here stays pending", Partition{State: Pending, Takers: 1}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "b"}, Partition{State: Pending, Takers: 1}, 0},
 		{"unchanged elsewhere", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "b"}, Partition{State: Owned, Pulled: true}, 0},
 		{"takeover ended", Partition{State: Pending, Takers: 1}, Event{Kind: TakeoverEnded}, Partition{State: Owned}, Wake},
 		{"takeover ended, another under way", Partition{State: Pending, Takers: 2}, Event{Kind: TakeoverEnded}, Partition{State: Pending, Takers: 1}, Wake},
