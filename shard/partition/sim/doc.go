@@ -26,7 +26,7 @@
 //     shard holding its counters, a takeover from a shard that does not
 //     answer, a drain that could not hand over, or that ended as the last
 //     serving shard), and at the first decision after a crash or such a
-//     drain took hits no running shard held. A merge never
+//     drain ended hits no running shard held. A merge never
 //     adds counts, so no hit is counted twice; a count above the model (a
 //     merge that kept a count from before a reset) is taken as the new
 //     model;

@@ -365,7 +365,7 @@ func (w *world) drain(s *shard) {
 		}
 		for _, f := range failed {
 			for _, p := range f.Partitions {
-				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
+				w.ends(s, int(p)) // not handed over: from what arrived, or zero, by design
 			}
 		}
 		for p := range w.cfg.Partitions {

@@ -60,6 +60,7 @@ var regressions = []struct {
 	{1244, 1891, "heal took back a partition that only its shard's late view still gave it, beside its owner (heal confirms with etcd's table, as the host's confirmOwned)"},
 	{2313, 154, "a shard whose lease was lost, unseen yet, went on deciding while a shard joined where no record was left and decided from nothing (the lease guard stops a shard whose peers do not all answer)"},
 	{2959, 400, "a drain that a lost lease made the last serving shard ended with counters no table could send anywhere: a reset by design, as the host's drain logs, not a lost hit"},
+	{2241, 1691, "a drain whose final copy failed (its destination died) ended with the only counters of the partitions it fenced: a reset by design until their next decision, however late, not only within the loss window"},
 	{2208, 504, "a crash that took the only copy of a partition's hits was a reset by design only for a while: the next decider, a shard started once every shard had died, came after it (a crash marks its partitions and the hits nobody else holds as reset until the next decision)"},
 }
 
