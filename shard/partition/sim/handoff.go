@@ -225,19 +225,19 @@ func (w *world) tableWith(id string, st member.State) *shardmap.Table {
 	return w.tableOf(ms, w.pins)
 }
 
-// enter registers s as joining and joins it warm, as the host's enter
-// does; it retries while the lock is held or its old record lives on.
-func (w *world) enter(s *shard) {
-	inc := s.inc
+// enter registers s's incarnation inc as joining and joins it warm, as
+// the host's enter does; it retries while the lock is held or its old
+// record lives on. An earlier incarnation's retry finds nobody.
+func (w *world) enter(s *shard, inc int) {
 	if !s.alive(inc) {
 		return
 	}
 	if w.locked {
-		w.at(20, func() { w.enter(s) })
+		w.at(20, func() { w.enter(s, inc) })
 		return
 	}
 	if _, ok := w.members[s.id]; ok && w.leases[s.id] != inc {
-		w.at(20, func() { w.enter(s) }) // an earlier incarnation's record, until its lease ends
+		w.at(20, func() { w.enter(s, inc) }) // an earlier incarnation's record, until its lease ends
 		return
 	}
 	if _, ok := w.members[s.id]; !ok {
@@ -283,7 +283,7 @@ func (w *world) enter(s *shard) {
 			return // stopped, or its lease was lost: the lost-lease path enters again
 		}
 		if w.members[s.id] != member.Serving {
-			w.at(20, func() { w.enter(s) }) // nothing switched: try again
+			w.at(20, func() { w.enter(s, inc) }) // nothing switched: try again
 			return
 		}
 		for _, f := range failed {
@@ -477,7 +477,7 @@ func (w *world) loseLease(s *shard) {
 			w.logf("%s: noticed; fenced every partition, gives them back", s.id)
 		}
 		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}
-		h.after = func([]handoff.Pair) { w.enter(s) }
+		h.after = func([]handoff.Pair) { w.enter(s, inc) }
 		w.begin(h)
 	})
 }

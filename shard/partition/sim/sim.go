@@ -168,7 +168,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	// nobody, the others join warm, one at a time.
 	for _, s := range w.shards[:cfg.Shards] {
 		s.start()
-		w.at(0, func() { w.enter(s) })
+		w.at(0, func() { w.enter(s, s.inc) })
 	}
 	return w
 }
@@ -345,7 +345,7 @@ func (w *world) draw() {
 		switch {
 		case !s.up:
 			s.start()
-			w.enter(s)
+			w.enter(s, s.inc)
 		case w.own(s) == member.Serving && w.count(member.Serving) > 1:
 			w.drain(s)
 		}

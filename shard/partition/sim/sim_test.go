@@ -56,6 +56,7 @@ var regressions = []struct {
 	{2132, 168, "a hand-off's late drop forgot the newest counters of a partition its source had recalled, decided and then fenced at its lost lease, before the taker pulled them (ownership.Set.Dropping keeps a partition fenced since its final copy)"},
 	{1546, 796, "a takeover that the table moved on before it ended (a cycle of takeovers, each waiting for the next) ended Owned after the next owner's pull had given up: two deciders (OwnerChanged fences a Pending partition the table moves away; its takeover still ends)"},
 	// Sim modelling (issue 25, overlap triage, second round).
+	{5423, 2000, "a crashed incarnation's pending join retry ran as its successor's, a second enter that registered it before it noticed a lost lease, so it never entered again: out for good (enter's retries are bound to their incarnation)"},
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
 	{1244, 1891, "heal took back a partition that only its shard's late view still gave it, beside its owner (heal confirms with etcd's table, as the host's confirmOwned)"},
 	{2313, 154, "a shard whose lease was lost, unseen yet, went on deciding while a shard joined where no record was left and decided from nothing (the lease guard stops a shard whose peers do not all answer)"},
