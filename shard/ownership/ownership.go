@@ -48,9 +48,9 @@ func New(partitions int) *Set {
 // partition that e stopped deciding. It returns the effects of each
 // partition's step, which the caller performs (all but Wake, which Step
 // performs itself). If any partition's step refuses the event, none
-// changes, and the effects say which refused. For FinalPulled it fills
-// each partition's Event.Is with the last owner the tables it applied
-// named.
+// changes, and the effects say which refused. For FinalPulled and
+// FencedPulled it fills each partition's Event.Is with the last owner the
+// tables it applied named.
 func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,7 +58,7 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	next := make([]partition.Partition, len(parts))
 	for i, p := range parts {
 		if int(p) < len(s.parts) {
-			if e.Kind == partition.FinalPulled {
+			if e.Kind == partition.FinalPulled || e.Kind == partition.FencedPulled {
 				e.Is = s.known[p].ID
 			}
 			next[i], fx.each[i] = partition.Step(s.parts[p], e)

@@ -599,3 +599,24 @@ func TestRecallUnswitched(t *testing.T) {
 		t.Fatalf("switched, then gone: takeovers %v, want none (Apply takes it over)", tks)
 	}
 }
+
+// A give-back's fenced copy of a partition that the last table names
+// another shard's is not decided here until a table gives it here (Step
+// names the table's owner, Event.Is); one the table gives here is.
+func TestFencedPulledAheadOfTheTable(t *testing.T) {
+	s := ownership.New(partitions)
+	ab := table(t, "a", "b")
+	s.Apply("a", nil, ab)
+	var toA, toB uint32
+	for p := range uint32(partitions) {
+		if ab.Owns(int(p), "a") {
+			toA = p
+		} else {
+			toB = p
+		}
+	}
+	s.Step([]uint32{toA, toB}, partition.Event{Kind: partition.FencedPulled, From: "c", Me: "a"})
+	if s.State(int(toA)) != partition.Owned || s.State(int(toB)) != partition.Unowned {
+		t.Fatalf("given back: %v where the table names a, %v where it names b; want owned, unowned", s.State(int(toA)), s.State(int(toB)))
+	}
+}

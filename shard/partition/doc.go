@@ -69,7 +69,8 @@
 // over afterwards and decide it beside the taker. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
-// the newer counters where they went). A join gains the partitions no
+// the newer counters where they went, and one whose table there names
+// another owner yet is decided only once the table gives it there). A join gains the partitions no
 // member owns (every lease was lost at once) by FencedPulled too, after
 // pulling them with a fence from the shards that last owned them.
 //
@@ -122,7 +123,9 @@
 //	                 Receiving / Owned     Owned, Pulled From
 //	FinalPullFailed  Receiving, Held       Owned
 //	                 Receiving             Unowned
-//	FencedPulled     Unowned / Owned /     Owned, Pulled From
+//	FencedPulled     Unowned, its table    Pulled From only
+//	                 names another (Is)
+//	                 Unowned / Owned /     Owned, Pulled From
 //	                 Receiving
 //	                 Pending               Pulled From only
 //	                 Fenced                unchanged

@@ -118,9 +118,9 @@ type Event struct {
 	// whole partition, not only its journal.
 	Whole bool
 	// OwnerChanged: this shard's id, and the partition's owner in the
-	// previous and the next owner table ("" for nobody). FinalPulled: this
-	// shard's id, and the owner that the last table naming one named
-	// (package ownership's Step fills Is).
+	// previous and the next owner table ("" for nobody). FinalPulled,
+	// FencedPulled: this shard's id, and the owner that the last table
+	// naming one named (package ownership's Step fills Is).
 	Me, Was, Is string
 	// FinalPulled, FencedPulled: the shard the copy came from ("": from
 	// several, or none).
@@ -214,11 +214,17 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{Takers: p.Takers}
 		}
 	case FencedPulled:
-		switch p.State {
-		case Pending:
+		switch {
+		case p.State == Pending:
 			p.Pulled, p.From = true, e.From // its takeover settles it
-		case Fenced:
+		case p.State == Fenced:
 			// Another shard took it from here since: the copy is older.
+		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != "" && e.Is != e.Me:
+			// A give-back ahead of the table that gives it here: the
+			// owner this shard's table names may decide it still. The
+			// table's change decides it here (Pulled, From), or takes it
+			// over from that owner.
+			p.Pulled, p.From = true, e.From
 		default:
 			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
 		}

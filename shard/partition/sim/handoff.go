@@ -119,7 +119,7 @@ func (w *world) copyStep(h *transfer, final bool) {
 				case final:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
 				case h.fence && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID, Me: dst.id}, 0)
 				}
 				w.send(dst.id, "coordinator", func() { answer(ok) })
 			})
