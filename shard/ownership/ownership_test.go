@@ -339,7 +339,11 @@ func TestReceivingUntilPulled(t *testing.T) {
 	}
 	done := make(chan bool)
 	go func() { done <- s.WaitSettled(context.Background(), []uint32{5, 6}) }()
-	s.Step([]uint32{5, 6}, ev(partition.FencedPulled))
+	s.Step([]uint32{5, 6}, ev(partition.FencedPulled)) // a give-back's copy leaves them to the final copy
+	if st := s.State(5); st != partition.Receiving {
+		t.Fatalf("state %v after a fenced copy while receiving, want receiving", st)
+	}
+	s.Step([]uint32{5, 6}, ev(partition.FinalPulled))
 	if !<-done {
 		t.Fatal("not settled after Pulled")
 	}

@@ -125,8 +125,8 @@
 //	                 Receiving             Unowned
 //	FencedPulled     Unowned, its table    Pulled From only
 //	                 names another (Is)
-//	                 Unowned / Owned /     Owned, Pulled From
-//	                 Receiving
+//	                 Unowned / Owned       Owned, Pulled From
+//	                 Receiving             unchanged
 //	                 Pending               Pulled From only
 //	                 Fenced                unchanged
 //	OwnerChanged     moved here, Pulled    Owned

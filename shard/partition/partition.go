@@ -219,6 +219,10 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p.Pulled, p.From = true, e.From // its takeover settles it
 		case p.State == Fenced:
 			// Another shard took it from here since: the copy is older.
+		case p.State == Receiving:
+			// The final copy under way decides it, once its source is
+			// fenced: not this copy, which may have left that source
+			// deciding.
 		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != "" && e.Is != e.Me:
 			// A give-back ahead of the table that gives it here: the
 			// owner this shard's table names may decide it still. The
