@@ -164,7 +164,7 @@ func (s *Server) join(ctx context.Context) error {
 		// only those the table still gives the source.
 		t := s.Owners()
 		for _, p := range arrived {
-			s.owned.Step(ownedIn(t, p.From.ID, p.Partitions), partition.Event{Kind: partition.FinalPulled, From: p.From.ID})
+			s.owned.Step(ownedIn(t, p.From.ID, p.Partitions), partition.Event{Kind: partition.FinalPulled, From: p.From.ID, Me: me.ID})
 		}
 		s.owned.Step(lost, partition.Event{Kind: partition.FencedPulled})
 		return s.setState(ctx, member.Serving)

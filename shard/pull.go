@@ -72,9 +72,9 @@ func (s *Server) Pull(ctx context.Context, req *shardlimitv1.PullRequest) (*shar
 	// enough: its source still decides them.
 	switch {
 	case req.Final:
-		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPulled, From: req.SourceId})
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FinalPulled, From: req.SourceId, Me: s.opts.ID})
 	case req.Fence:
-		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FencedPulled, From: req.SourceId})
+		s.owned.Step(req.Partitions, partition.Event{Kind: partition.FencedPulled, From: req.SourceId, Me: s.opts.ID})
 	}
 	return resp, nil
 }

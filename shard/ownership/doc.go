@@ -2,9 +2,10 @@
 // package partition (whose documentation names the states, the events and
 // the hand-off's steps), for concurrent use: the decision path reads them
 // once per batch, and the shard host's hand-off handlers and owner-table
-// watch step them (Step, Apply, Reclaim, Recall, Dropping) and perform the
-// effects that the steps return. It notes the last owner each table named
-// (LastOwners), for partitions a later table gives nobody.
+// watch step them (Step, Apply, RecallUnswitched, Reclaim, Recall,
+// Dropping) and perform the effects that the steps return. It notes the
+// last owner each table named (LastOwners), for partitions a later table
+// gives nobody.
 //
 // # Exact under concurrency
 //

@@ -29,15 +29,18 @@ type Set struct {
 	// name an earlier registration, not it.
 	out bool
 	// tables counts the tables Apply saw; fencedAt is, by partition, that
-	// count when a final copy last fenced it (Dropping).
+	// count when a final copy last fenced it (Dropping). switched: a table
+	// since that final copy gave it to the shard it forwards to (the
+	// hand-off's switch came).
 	tables   uint64
 	fencedAt []uint64
+	switched []bool
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
 	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), known: make([]member.Member, partitions),
-		fencedAt: make([]uint64, partitions)}
+		fencedAt: make([]uint64, partitions), switched: make([]bool, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -45,7 +48,9 @@ func New(partitions int) *Set {
 // partition that e stopped deciding. It returns the effects of each
 // partition's step, which the caller performs (all but Wake, which Step
 // performs itself). If any partition's step refuses the event, none
-// changes, and the effects say which refused.
+// changes, and the effects say which refused. For FinalPulled and
+// FencedPulled it fills each partition's Event.Is with the last owner the
+// tables it applied named.
 func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,6 +58,9 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	next := make([]partition.Partition, len(parts))
 	for i, p := range parts {
 		if int(p) < len(s.parts) {
+			if e.Kind == partition.FinalPulled || e.Kind == partition.FencedPulled {
+				e.Is = s.known[p].ID
+			}
 			next[i], fx.each[i] = partition.Step(s.parts[p], e)
 			fx.all |= fx.each[i]
 		}
@@ -64,7 +72,7 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 		if int(p) < len(s.parts) {
 			s.parts[p] = next[i]
 			if e.Kind == partition.FinalExport {
-				s.fencedAt[p] = s.tables
+				s.fencedAt[p], s.switched[p] = s.tables, false
 			}
 		}
 	}

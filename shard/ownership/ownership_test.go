@@ -339,7 +339,11 @@ func TestReceivingUntilPulled(t *testing.T) {
 	}
 	done := make(chan bool)
 	go func() { done <- s.WaitSettled(context.Background(), []uint32{5, 6}) }()
-	s.Step([]uint32{5, 6}, ev(partition.FencedPulled))
+	s.Step([]uint32{5, 6}, ev(partition.FencedPulled)) // a give-back's copy leaves them to the final copy
+	if st := s.State(5); st != partition.Receiving {
+		t.Fatalf("state %v after a fenced copy while receiving, want receiving", st)
+	}
+	s.Step([]uint32{5, 6}, ev(partition.FinalPulled))
 	if !<-done {
 		t.Fatal("not settled after Pulled")
 	}
@@ -408,18 +412,7 @@ func TestFenceEndsForwardAndReceivedKeepsAFence(t *testing.T) {
 func TestPulledForgottenWhenMovedElsewhere(t *testing.T) {
 	s := ownership.New(partitions)
 	ab, ac := table(t, "a", "b"), table(t, "a", "c")
-	p := -1
-	for q := range partitions {
-		o, _ := ab.Owner(q)
-		o2, _ := ac.Owner(q)
-		if o.ID == "b" && o2.ID == "c" {
-			p = q
-			break
-		}
-	}
-	if p < 0 {
-		t.Fatal("no partition moves from b to c")
-	}
+	p := movedFromBToC(t, ab, ac)
 	s.Step([]uint32{uint32(p)}, ev(partition.FinalPullStarts))
 	s.Step([]uint32{uint32(p)}, ev(partition.FinalPulled)) // arrived from b; b's switch to "a" never came
 	s.Apply("a", ab, ac)                                   // b went, and its partition p to c, not here
@@ -498,5 +491,136 @@ func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
 	s.Apply("a", ab, ab)
 	if drop, back := s.Dropping("a", ab, []uint32{2}); drop != nil || len(back) != 1 || back[0].From.ID != "b" {
 		t.Fatalf("a table since that leaves it here: drop %v, recalls %v; want it recalled from b", drop, back)
+	}
+	// Taken back, then fenced by another shard's pull (one that followed
+	// a late table): its counters here are kept, not forgotten, while a
+	// table since gives it here.
+	s.Step([]uint32{2}, ev(partition.TakeoverEnded))
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s.Apply("a", ab, ab)
+	s.Recall([]uint32{2}, "")
+	s.Step([]uint32{2}, ev(partition.TakeoverEnded))
+	s.Step([]uint32{2}, ev(partition.FencedExport))
+	if drop, back := s.Dropping("a", ab, []uint32{2}); drop != nil || back != nil || s.State(2) != partition.Fenced {
+		t.Fatalf("fenced since, a table since leaving it here: drop %v, recalls %v, state %v; want it kept, fenced", drop, back, s.State(2))
+	}
+	if drop, back := s.Dropping("a", table(t, "b"), []uint32{2}); drop != nil || back != nil {
+		t.Fatalf("fenced since, a table since giving it elsewhere: drop %v, recalls %v; want it kept (a taker may pull it)", drop, back)
+	}
+}
+
+// A final copy from b that arrives after the owner table moved the
+// partition from b to a third shard (b lost its lease, c takes it over
+// from b) is not decided here: Step names the table's owner (Event.Is).
+func TestFinalPulledAfterTheTableMovedItElsewhere(t *testing.T) {
+	s := ownership.New(partitions)
+	ab, ac := table(t, "a", "b"), table(t, "a", "c")
+	p := movedFromBToC(t, ab, ac)
+	pulled := partition.Event{Kind: partition.FinalPulled, From: "b", Me: "a"}
+	s.Apply("a", nil, ab)
+	s.Step([]uint32{uint32(p)}, ev(partition.FinalPullStarts))
+	s.Step([]uint32{uint32(p)}, pulled)
+	if st := s.State(p); st != partition.Owned {
+		t.Fatalf("state %v after a final copy from the owner the table names, want owned", st)
+	}
+	s.Step([]uint32{uint32(p)}, ev(partition.FencedExport))
+	s.Step([]uint32{uint32(p)}, ev(partition.FinalPullStarts))
+	s.Apply("a", ab, ac) // b lost its lease: c takes p over from b
+	s.Step([]uint32{uint32(p)}, pulled)
+	if st := s.State(p); st != partition.Fenced {
+		t.Fatalf("state %v after a final copy from b, which the table moved p from to c, want fenced", st)
+	}
+}
+
+// movedFromBToC returns a partition that ab gives b and ac gives c.
+func movedFromBToC(t *testing.T, ab, ac *shardmap.Table) int {
+	t.Helper()
+	for p := range partitions {
+		if ab.Owns(p, "b") && ac.Owns(p, "c") {
+			return p
+		}
+	}
+	t.Fatal("no partition moves from b to c")
+	return -1
+}
+
+// Out of the cluster (a process restarted within its predecessor's
+// lease), a table that names this shard names the predecessor, whose
+// counters died with it: the last owner named before it stays the one a
+// join pulls from (LastOwners). Registered, a table naming it is noted.
+func TestLastOwnersWhileOutSkipsThisShard(t *testing.T) {
+	s := ownership.New(partitions)
+	ab, a := table(t, "a", "b"), table(t, "a")
+	p := -1
+	for q := range partitions {
+		if ab.Owns(q, "b") {
+			p = q
+			break
+		}
+	}
+	s.Leave()
+	s.Apply("a", nil, ab)
+	s.Apply("a", ab, a) // b's lease lost: p goes to a's earlier record
+	if tks := s.LastOwners([]uint32{uint32(p)}, "a"); len(tks) != 1 || tks[0].From.ID != "b" {
+		t.Fatalf("out: last owners %v, want p from b", tks)
+	}
+	s.Enter()
+	s.Apply("a", a, a)
+	if tks := s.LastOwners([]uint32{uint32(p)}, ""); len(tks) != 1 || tks[0].From.ID != "a" {
+		t.Fatalf("registered: last owners %v, want p from a", tks)
+	}
+}
+
+// A partition that forwards to a final copy's destination whose switch
+// never came is recalled from there once the destination's record is
+// gone and a table still gives it here; not while the record lives (its
+// switch may come), nor once a table gave it to the destination (the
+// switch came: the tables' changes take it over from there).
+func TestRecallUnswitched(t *testing.T) {
+	s := ownership.New(partitions)
+	a, ab := table(t, "a"), table(t, "a", "b")
+	s.Apply("a", nil, a)
+	var toB []uint32
+	for p := range partitions {
+		if ab.Owns(p, "b") {
+			toB = append(toB, uint32(p))
+		}
+	}
+	b := member.Member{ID: "b", Addr: "b:1"}
+	s.Step(toB[:3], ev(partition.FencedPulled)) // decided here
+	s.Step(toB[:2], partition.Event{Kind: partition.FinalExport, To: b})
+	if tks := s.RecallUnswitched("a", a, []string{"a", "b"}); tks != nil {
+		t.Fatalf("destination registered: takeovers %v, want none", tks)
+	}
+	s.Apply("a", a, a)
+	tks := s.RecallUnswitched("a", a, []string{"a"})
+	if len(tks) != 1 || tks[0].From != b || !slices.Equal(tks[0].Partitions, toB[:2]) || s.State(int(toB[0])) != partition.Pending {
+		t.Fatalf("destination gone, no switch: takeovers %v, state %v; want %v from b, pending", tks, s.State(int(toB[0])), toB[:2])
+	}
+	s.Step(toB[2:3], partition.Event{Kind: partition.FinalExport, To: b})
+	s.Apply("a", a, ab) // the switch
+	if tks := s.RecallUnswitched("a", a, []string{"a"}); tks != nil {
+		t.Fatalf("switched, then gone: takeovers %v, want none (Apply takes it over)", tks)
+	}
+}
+
+// A give-back's fenced copy of a partition that the last table names
+// another shard's is not decided here until a table gives it here (Step
+// names the table's owner, Event.Is); one the table gives here is.
+func TestFencedPulledAheadOfTheTable(t *testing.T) {
+	s := ownership.New(partitions)
+	ab := table(t, "a", "b")
+	s.Apply("a", nil, ab)
+	var toA, toB uint32
+	for p := range uint32(partitions) {
+		if ab.Owns(int(p), "a") {
+			toA = p
+		} else {
+			toB = p
+		}
+	}
+	s.Step([]uint32{toA, toB}, partition.Event{Kind: partition.FencedPulled, From: "c", Me: "a"})
+	if s.State(int(toA)) != partition.Owned || s.State(int(toB)) != partition.Unowned {
+		t.Fatalf("given back: %v where the table names a, %v where it names b; want owned, unowned", s.State(int(toA)), s.State(int(toB)))
 	}
 }

@@ -38,7 +38,8 @@ func addTakeover(out []Takeover, from member.Member, p uint32) []Takeover {
 // restarted at the same address took a give-back), so it is taken over
 // from there. A nil prev (the first table this shard sees) changes
 // nothing, nor does any table while the shard is out (Leave): its own
-// join decides what it owns then.
+// join decides what it owns then; and a table naming this shard while it
+// is out names an earlier process's registration, not a last owner.
 func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	if next == nil {
 		return nil
@@ -48,7 +49,13 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 	s.tables++
 	defer func() {
 		for p := range min(len(s.known), next.Partitions()) {
-			if o, ok := next.Owner(p); ok {
+			if to, ok := s.parts[p].Forwards(); ok && next.Owns(p, to.ID) {
+				s.switched[p] = true
+			}
+			// Out, a table naming this shard names an earlier process's
+			// registration, whose counters died with it: the last owner
+			// named before may hold them.
+			if o, ok := next.Owner(p); ok && !(s.out && o.ID == me) {
 				s.known[p] = o
 			}
 		}
@@ -87,22 +94,35 @@ func memberIndex(t *shardmap.Table, id string) int {
 
 // Dropping sorts out parts, which a hand-off's drop step asks this shard
 // (member me, following owner table t; nil: none yet) to forget: it
-// returns those to step through partition.Drop, and recalls the others
-// through partition.Recall, returning the takeovers that bring their
-// counters back from where the final copy took them: those that forward
-// and that t, a table that arrived since their final copy (the switch),
+// returns those to step through partition.Drop, and keeps the others,
+// those that t, a table that arrived since their final copy (the switch),
 // still gives this shard (the switch did not move them away: a member
-// left meanwhile, and the owner function gave them back).
+// left meanwhile, and the owner function gave them back). Of these it
+// recalls through partition.Recall those that forward, returning the
+// takeovers that bring their counters back from where the final copy
+// took them; any other keeps its counters (fenced since by a shard that
+// followed a late table, it is this shard's to take back: heal). It keeps
+// too, counters and all, one that forwards no more but is Fenced: fenced
+// again since the final copy (taken back, then fenced by a lost lease or
+// a taker's pull), its counters here may be the newest, which a taker
+// has yet to pull.
 func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var back []uint32
 	for _, p := range parts {
-		if t != nil && int(p) < t.Partitions() && int(p) < len(s.fencedAt) && s.fencedAt[p] < s.tables {
-			if _, fwd := s.parts[p].Forwards(); fwd && t.Owns(int(p), me) {
+		if int(p) >= len(s.parts) {
+			continue
+		}
+		_, fwd := s.parts[p].Forwards()
+		if t != nil && int(p) < t.Partitions() && s.fencedAt[p] < s.tables && t.Owns(int(p), me) {
+			if fwd {
 				back = append(back, p)
-				continue
 			}
+			continue
+		}
+		if !fwd && s.parts[p].State == partition.Fenced {
+			continue // fenced since the final copy: its counters here may be the newest
 		}
 		drop = append(drop, p)
 	}
@@ -152,4 +172,34 @@ func (s *Set) behind(parts []uint32, me, requester string) bool {
 		k := s.known[p].ID
 		return k != "" && k != me && k != requester
 	})
+}
+
+// RecallUnswitched recalls (partition.Recall) the partitions that forward
+// to a final copy's destination whose switch never came and never will:
+// no table since the final copy gave them to it, and its member record is
+// gone from registered (a joiner whose lease was lost, or that stopped,
+// mid-join: its switch cannot write its record; or the destination of a
+// pair between two other members lost its own), where owner table t, as
+// member me sees it, still gives them this shard. It returns
+// the takeovers that bring their counters back from there, so that the
+// source decides them again at once, not once heal finds them stuck. A
+// destination that switched (then left) is left to the owner table's
+// change (Apply). Nothing changes while the shard is out (Leave).
+func (s *Set) RecallUnswitched(me string, t *shardmap.Table, registered []string) []Takeover {
+	if t == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out {
+		return nil
+	}
+	var back []uint32
+	for p := range min(len(s.parts), t.Partitions()) {
+		to, fwd := s.parts[p].Forwards()
+		if fwd && !s.switched[p] && !slices.Contains(registered, to.ID) && t.Owns(p, me) {
+			back = append(back, uint32(p))
+		}
+	}
+	return s.recall(back, "")
 }

@@ -22,12 +22,14 @@
 //     again; the source fences them (FinalExport: Fenced, it decides them
 //     no more, and forwards their checks to the destination) and streams
 //     only the keys its journal recorded. Once merged, the destination
-//     decides them (FinalPulled: Owned); a copy that failed leaves them to
-//     a takeover (FinalPullFailed: Unowned), or decided as they were if
-//     they were decided here when it began (Held: a takeover brought them
-//     here first, and the source refused). A source that no longer
-//     decides a partition (another shard took it over meanwhile) refuses
-//     the final copy (Refuse).
+//     decides them (FinalPulled: Owned), unless the owner table moved them
+//     from the source to a third shard meanwhile (the source lost its
+//     lease: that shard takes them over from it; Fenced); a copy that
+//     failed leaves them to a takeover (FinalPullFailed: Unowned), or
+//     decided as they were if they were decided here when it began (Held:
+//     a takeover brought them here first, and the source refused). A
+//     source that no longer decides a partition (another shard took it
+//     over meanwhile) refuses the final copy (Refuse).
 //  3. switch: the caller's step after which routers send the partitions to
 //     the destination (the job publishes a map; a draining shard writes
 //     its member record as draining, a joining one as serving). Each shard
@@ -39,7 +41,10 @@
 //     a partition the source no longer decides: one that came back to it
 //     since is kept; and one that the switch left with the source (a
 //     member left meanwhile, and the owner function gave it back) is
-//     taken back from the destination (Recall: ownership's Dropping).
+//     taken back from the destination (Recall: ownership's Dropping), or
+//     kept, counters and all, if it forwards no more; and so is one
+//     fenced again since the final copy (its counters here may be the
+//     newest, for a taker to pull).
 //
 // So each moving partition has one decider at every instant: the source
 // until its fence, then the destination, directly or through the source's
@@ -64,7 +69,8 @@
 // over afterwards and decide it beside the taker. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
-// the newer counters where they went). A join gains the partitions no
+// the newer counters where they went, and one whose table there names
+// another owner yet is decided only once the table gives it there). A join gains the partitions no
 // member owns (every lease was lost at once) by FencedPulled too, after
 // pulling them with a fence from the shards that last owned them.
 //
@@ -73,9 +79,18 @@
 // partition Fenced, forwarding to the destination, which holds its
 // counters. Any later export of it from the source first takes it back
 // from there (Recall, then TakeoverEnded), unless the destination is the
-// one asking; and a destination that sees the owner table move such a
+// one asking; once the destination's member record is gone (a joiner
+// whose lease was lost mid-join) while no table since gave it the
+// partition, the source takes it back at once where its table gives it
+// the partition (Recall: ownership's RecallUnswitched); and a destination that sees the owner table move such a
 // partition from the source to a third shard stops deciding it
-// (OwnerChanged: Fenced).
+// (OwnerChanged: Fenced). So does any shard still deciding a partition
+// that the table moves between two others (a final copy from it failed
+// and the switch went ahead, to a shard that died): the next owner takes
+// it over from the previous one, and no fence would come; and any shard
+// taking over a partition that the table moves on meanwhile: the next
+// owner's pull may give up waiting for that takeover, and no fence would
+// come either.
 //
 // # States
 //
@@ -102,11 +117,16 @@
 //	Drop             Fenced / Unowned      Unowned                  EndJournal, ForgetCounters
 //	                 decided or settling   unchanged
 //	FinalPullStarts  not Pending           Receiving
-//	FinalPulled      Receiving / Owned     Owned, Pulled From
+//	FinalPulled      Receiving, the table  Fenced
+//	                 moved it From the
+//	                 source to a third (Is)
+//	                 Receiving / Owned     Owned, Pulled From
 //	FinalPullFailed  Receiving, Held       Owned
 //	                 Receiving             Unowned
-//	FencedPulled     Unowned / Owned /     Owned, Pulled From
-//	                 Receiving
+//	FencedPulled     Unowned, its table    Pulled From only
+//	                 names another (Is)
+//	                 Unowned / Owned       Owned, Pulled From
+//	                 Receiving             unchanged
 //	                 Pending               Pulled From only
 //	                 Fenced                unchanged
 //	OwnerChanged     moved here, Pulled    Owned
@@ -114,7 +134,8 @@
 //	                 moved here from nobody Owned
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
-//	                 Owned and Pulled
+//	                 Owned
+//	                 moved, Pending        Fenced
 //	                 otherwise             unchanged (moved: not Pulled)
 //	TakeoverEnded    Pending, last taker   Owned                    Wake
 //	Reclaim          Fenced / Unowned      Pending, Takers+n

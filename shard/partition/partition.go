@@ -118,7 +118,9 @@ type Event struct {
 	// whole partition, not only its journal.
 	Whole bool
 	// OwnerChanged: this shard's id, and the partition's owner in the
-	// previous and the next owner table ("" for nobody).
+	// previous and the next owner table ("" for nobody). FinalPulled,
+	// FencedPulled: this shard's id, and the owner that the last table
+	// naming one named (package ownership's Step fills Is).
 	Me, Was, Is string
 	// FinalPulled, FencedPulled: the shard the copy came from ("": from
 	// several, or none).
@@ -193,10 +195,15 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{State: Receiving, Pulled: p.Pulled, From: p.From, Takers: p.Takers, Held: p.State == Owned}
 		}
 	case FinalPulled:
-		switch p.State {
-		case Receiving:
+		switch {
+		case p.State == Receiving && e.Me != "" && e.Is != "" && e.Is != e.From && e.Is != e.Me:
+			// The owner table moved it from its source to a third shard
+			// while the copy ran (the source lost its lease): that shard
+			// takes it over from there. Do not decide it beside it.
+			p = Partition{State: Fenced, Takers: p.Takers}
+		case p.State == Receiving:
 			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
-		case Owned:
+		case p.State == Owned:
 			p.Pulled, p.From = true, e.From
 		}
 	case FinalPullFailed:
@@ -207,11 +214,21 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{Takers: p.Takers}
 		}
 	case FencedPulled:
-		switch p.State {
-		case Pending:
+		switch {
+		case p.State == Pending:
 			p.Pulled, p.From = true, e.From // its takeover settles it
-		case Fenced:
+		case p.State == Fenced:
 			// Another shard took it from here since: the copy is older.
+		case p.State == Receiving:
+			// The final copy under way decides it, once its source is
+			// fenced: not this copy, which may have left that source
+			// deciding.
+		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != "" && e.Is != e.Me:
+			// A give-back ahead of the table that gives it here: the
+			// owner this shard's table names may decide it still. The
+			// table's change decides it here (Pulled, From), or takes it
+			// over from that owner.
+			p.Pulled, p.From = true, e.From
 		default:
 			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
 		}
@@ -249,14 +266,24 @@ func Step(p Partition, e Event) (Partition, Effect) {
 // which may have taken it over meanwhile, from deciding it). One that stays here
 // keeps its state, and so does one that moves away (routers that have not
 // switched are still answered, until a hand-off fences or drops it), but
-// it forgets that it was pulled here.
+// it forgets that it was pulled here; one still decided here that moves
+// between two other shards is fenced (the next takes it over from the
+// previous, not from here), and so is one being taken over here that
+// moves away.
 func ownerChanged(p Partition, e Event) (Partition, Effect) {
 	switch {
 	case e.Is != e.Me:
-		if e.Was != e.Is && e.Was != e.Me && p.Pulled && p.State == Owned {
-			// Decided here since a final copy arrived ahead of a switch
-			// that went elsewhere: its source lost it, and another shard
-			// takes it over from there. Stop deciding it.
+		if e.Was != e.Is && (e.Was != e.Me && p.State == Owned || p.State == Pending) {
+			// Decided here while the table gave it to another shard (a
+			// final copy arrived ahead of a switch that went elsewhere,
+			// or one from here failed and the switch went ahead), which
+			// now passes it to a third: that one takes it over from the
+			// other, and no fence comes here (the other died, or its own
+			// takeover from here has not come). Or being taken over
+			// here, and moved away: the next owner's pull may give up
+			// before the takeover ends, and nothing would fence it then.
+			// Stop deciding it; a takeover under way still ends, and an
+			// export waits for it.
 			return Partition{State: Fenced, Takers: p.Takers}, 0
 		}
 		if e.Was != e.Is {

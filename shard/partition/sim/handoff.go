@@ -115,11 +115,11 @@ func (w *world) copyStep(h *transfer, final bool) {
 				dst.merge(vals)
 				switch {
 				case final && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID, Me: dst.id}, 0)
 				case final:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
 				case h.fence && ok:
-					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID}, 0)
+					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID, Me: dst.id}, 0)
 				}
 				w.send(dst.id, "coordinator", func() { answer(ok) })
 			})
@@ -225,19 +225,19 @@ func (w *world) tableWith(id string, st member.State) *shardmap.Table {
 	return w.tableOf(ms, w.pins)
 }
 
-// enter registers s as joining and joins it warm, as the host's enter
-// does; it retries while the lock is held or its old record lives on.
-func (w *world) enter(s *shard) {
-	inc := s.inc
+// enter registers s's incarnation inc as joining and joins it warm, as
+// the host's enter does; it retries while the lock is held or its old
+// record lives on. An earlier incarnation's retry finds nobody.
+func (w *world) enter(s *shard, inc int) {
 	if !s.alive(inc) {
 		return
 	}
 	if w.locked {
-		w.at(20, func() { w.enter(s) })
+		w.at(20, func() { w.enter(s, inc) })
 		return
 	}
 	if _, ok := w.members[s.id]; ok && w.leases[s.id] != inc {
-		w.at(20, func() { w.enter(s) }) // an earlier incarnation's record, until its lease ends
+		w.at(20, func() { w.enter(s, inc) }) // an earlier incarnation's record, until its lease ends
 		return
 	}
 	if _, ok := w.members[s.id]; !ok {
@@ -247,6 +247,13 @@ func (w *world) enter(s *shard) {
 		w.publish()
 	}
 	before, after := w.tableWith(s.id, ""), w.tableWith(s.id, member.Serving)
+	lost := shardmap.Ownerless(before, after, s.id)
+	var others []string // the members as the join read them, but s
+	for _, id := range slices.Sorted(maps.Keys(w.members)) {
+		if id != s.id {
+			others = append(others, id)
+		}
+	}
 	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
 	h.switchOwners = func() bool {
 		if w.own(s) == "" {
@@ -264,9 +271,9 @@ func (w *world) enter(s *shard) {
 					arrived = append(arrived, p)
 				}
 			}
-			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID}, 0)
+			s.step(arrived, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID, Me: s.id}, 0)
 		}
-		s.step(shardmap.Ownerless(before, after, s.id), partition.Event{Kind: partition.FencedPulled}, 0)
+		s.step(lost, partition.Event{Kind: partition.FencedPulled}, 0)
 		w.members[s.id] = member.Serving
 		w.publish()
 		return true
@@ -276,7 +283,7 @@ func (w *world) enter(s *shard) {
 			return // stopped, or its lease was lost: the lost-lease path enters again
 		}
 		if w.members[s.id] != member.Serving {
-			w.at(20, func() { w.enter(s) }) // nothing switched: try again
+			w.at(20, func() { w.enter(s, inc) }) // nothing switched: try again
 			return
 		}
 		for _, f := range failed {
@@ -292,9 +299,21 @@ func (w *world) enter(s *shard) {
 				s.takeBack(mine, []string{f.From.ID})
 			}
 		}
+		// The partitions no member owned that it had last owned itself
+		// (fenced at its lost lease): taken back from every other member,
+		// as the host's join does.
+		var own []uint32
+		for _, tk := range s.owned.LastOwners(lost, "") {
+			if tk.From.ID == s.id {
+				own = tk.Partitions
+			}
+		}
+		s.takeBack(own, others)
+		// It forgets what neither the join's table nor the one it follows
+		// now gives it (the host's dropNotOwned).
 		var notOwned []uint32
 		for p := range after.Partitions() {
-			if o, ok := after.Owner(p); !ok || o.ID != s.id {
+			if !after.Owns(p, s.id) && (s.view == nil || !s.view.Owns(p, s.id)) {
 				notOwned = append(notOwned, uint32(p))
 			}
 		}
@@ -304,7 +323,7 @@ func (w *world) enter(s *shard) {
 	// from the shards that last owned them (the host's pullLost), under
 	// the lock.
 	w.locked = true
-	s.pullLost(shardmap.Ownerless(before, after, s.id), func(ok bool) {
+	s.pullLost(lost, func(ok bool) {
 		if !ok {
 			w.locked = false // stopped: its session, and the lock, end
 			return
@@ -346,7 +365,15 @@ func (w *world) drain(s *shard) {
 		}
 		for _, f := range failed {
 			for _, p := range f.Partitions {
-				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
+				w.ends(s, int(p)) // not handed over: from what arrived, or zero, by design
+			}
+		}
+		for p := range w.cfg.Partitions {
+			if _, ok := w.table.Owner(p); !ok && s.count[p] > 0 {
+				// No serving shard left to hand it to (a lease lost
+				// during the drain made this one the last): its counters
+				// end with it, as the host's drain logs.
+				w.ends(s, p)
 			}
 		}
 		if w.cfg.Trace {
@@ -390,8 +417,8 @@ func (w *world) crash(s *shard) {
 		w.logf("%s: crashes", s.id)
 	}
 	for p := range w.cfg.Partitions {
-		if s.count[p] > 0 {
-			w.lose(int(p))
+		if s.count[p] > 0 || w.table != nil && w.table.Owns(p, s.id) {
+			w.ends(s, p) // its partitions too: their counters may be on their way to it
 		}
 	}
 	s.up, w.dirty = false, true
@@ -404,6 +431,22 @@ func (w *world) crash(s *shard) {
 	})
 }
 
+// ends marks partition p's counters at s, whose process ends, as reset
+// by design (lose), and, if no other running process holds as many, the
+// hits beyond them as gone until p's next decision.
+func (w *world) ends(s *shard, p int) {
+	w.lose(p)
+	held := int64(0) // the most any other running process holds
+	for _, o := range w.shards {
+		if o != s && o.up {
+			held = max(held, o.count[p])
+		}
+	}
+	if s.count[p] > held {
+		w.gone[p] = true
+	}
+}
+
 // loseLease has etcd forget s while it runs: routers and shards move its
 // partitions at once, and s notices after noticeTicks, stops deciding
 // every partition, gives their counters back with fenced copies, and
@@ -413,10 +456,13 @@ func (w *world) loseLease(s *shard) {
 		w.logf("%s: lease lost", s.id)
 	}
 	before := w.table
+	inc := s.inc
+	noticed := false
+	s.guardLease(inc, &noticed)
 	delete(w.members, s.id)
 	w.publish()
-	inc := s.inc
 	w.at(noticeTicks, func() {
+		noticed = true
 		if !s.alive(inc) {
 			return
 		}
@@ -431,9 +477,39 @@ func (w *world) loseLease(s *shard) {
 			w.logf("%s: noticed; fenced every partition, gives them back", s.id)
 		}
 		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}
-		h.after = func([]handoff.Pair) { w.enter(s) }
+		h.after = func([]handoff.Pair) { w.enter(s, inc) }
 		w.begin(h)
 	})
+}
+
+// guardLease is the host's lease guard while s's lease is lost, unseen
+// yet (until *noticed): the guard acts before etcd ends the lease, and
+// from then on, every few ticks, asks every peer whose record s saw; unless
+// every one answers (a process runs at its address, not cut off), s stops
+// deciding (Suspend) for good: whoever takes its partitions over may not
+// reach it to fence it first (a shard that joins where no record is left).
+func (s *shard) guardLease(inc int, noticed *bool) {
+	if *noticed || !s.alive(inc) {
+		return
+	}
+	all := false
+	for _, id := range s.records {
+		if id == s.id {
+			continue
+		}
+		all = true
+		if p := s.w.shard(id); !p.up || s.w.cut[link(s.id, id)] {
+			all = false
+			break
+		}
+	}
+	if !all && s.owned.Suspend() {
+		s.w.dirty = true
+		if s.w.cfg.Trace {
+			s.w.logf("%s: lease guard: a peer does not answer; stops deciding", s.id)
+		}
+	}
+	s.w.at(guardTicks, func() { s.guardLease(inc, noticed) })
 }
 
 func pairsString(pairs []handoff.Pair) string {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -24,6 +25,9 @@ type shard struct {
 	jour  []journal
 	ver   int64
 	view  *shardmap.Table
+	// records are the member records in etcd as of view: the peers its
+	// lease guard asks.
+	records []string
 	// parked are checks and exports waiting for partitions to settle
 	// (ownership.WaitSettled); each is tried again on every change.
 	parked []func() bool
@@ -48,12 +52,12 @@ func (s *shard) start() {
 	s.w.dirty = true
 	s.count = make([]int64, s.w.cfg.Partitions)
 	s.jour = make([]journal, s.w.cfg.Partitions)
-	s.ver, s.view, s.parked, s.stuck = 0, nil, nil, nil
+	s.ver, s.view, s.records, s.parked, s.stuck = 0, nil, nil, nil, nil
 	if s.w.cfg.Trace {
 		s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
 	}
 	if s.w.table != nil {
-		s.follow(s.inc, s.w.mapVer, s.w.table)
+		s.follow(s.inc, s.w.mapVer, s.w.table, slices.Sorted(maps.Keys(s.w.members)))
 	}
 	s.healLater(s.inc)
 }
@@ -180,7 +184,7 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 	}
 	if s.decides(p) {
 		switch {
-		case s.count[p] < w.model[p] && w.now <= w.lossyUntil[p]:
+		case s.count[p] < w.model[p] && (w.now <= w.lossyUntil[p] || w.gone[p]):
 			w.model[p] = s.count[p] // a reset by design: count from here
 		case s.count[p] < w.model[p]:
 			w.fail("partition %d decided by %s holding %d hits of %d: %d lost", p, s.id, s.count[p], w.model[p], w.model[p]-s.count[p])
@@ -192,6 +196,7 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 		}
 		s.count[p]++
 		w.model[p]++
+		w.gone[p] = false
 		if s.jour[p].on {
 			s.jour[p].changed = true
 		}
@@ -212,16 +217,19 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 	return true // forwarded, or not decided (the router's policy)
 }
 
-// follow is the owner table arriving from etcd's watch: the host's
-// updateView.
-func (s *shard) follow(inc int, ver int64, t *shardmap.Table) {
+// follow is the owner table, built from the member records records,
+// arriving from etcd's watch: the host's updateView.
+func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) {
 	if !s.alive(inc) || ver <= s.ver {
 		return
 	}
 	prev := s.view
-	s.view, s.ver = t, ver
+	s.view, s.ver, s.records = t, ver, records
 	s.w.dirty = true
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
+		s.takeOver(tk.From.ID, tk.Partitions)
+	}
+	for _, tk := range s.owned.RecallUnswitched(s.id, t, records) {
 		s.takeOver(tk.From.ID, tk.Partitions)
 	}
 	s.changed()
@@ -394,7 +402,8 @@ func (s *shard) pullLost(parts []uint32, done func(ok bool)) {
 
 // drop is the source's Drop, as the host's: it forgets the partitions,
 // except those its owner table still gives it (ownership's Dropping),
-// which it takes back from where they were forwarded.
+// which it keeps, taking back from where they were forwarded those that
+// forward.
 func (s *shard) drop(parts []uint32) {
 	s.w.dirty = true
 	forget, recalls := s.owned.Dropping(s.id, s.view, parts)
@@ -435,6 +444,9 @@ func (s *shard) healLater(inc int) {
 			again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(s.stuck, p) })
 		}
 		s.stuck, s.stuckVer = stuck, s.ver
+		// Only those the table in etcd now gives it (the host's
+		// confirmOwned).
+		again = slices.DeleteFunc(again, func(p uint32) bool { return !s.w.table.Owns(int(p), s.id) })
 		if len(again) == 0 {
 			return
 		}

@@ -81,6 +81,7 @@ const (
 	noticeTicks  = 30
 	healTicks    = 250
 	behindTicks  = 50 // a taker's pull waits for this shard's table at most this long (the host's behindWait)
+	guardTicks   = 5  // the lease guard asks the peers this often (the host's askEvery)
 	checkEvery   = 3  // a router sends a check every checkEvery ticks on average
 	faultPercent = 12
 )
@@ -130,9 +131,12 @@ type world struct {
 	// model is, per partition, every hit decided so far: what its decider
 	// must hold. lossyUntil is until when a partition's decider may hold
 	// less: a fault that resets counters by design (a crash, a takeover
-	// from a shard that does not answer) lost some (lose).
+	// from a shard that does not answer) lost some (lose). gone: a crash
+	// took hits that no running process held, so the partition's next
+	// decider, however late, counts from what is left.
 	model      []int64
 	lossyUntil []int64
+	gone       []bool
 	// locked: a planned hand-off holds the cluster's lock.
 	locked   bool
 	handoffs map[uint64]*transfer
@@ -151,6 +155,7 @@ type world struct {
 func newWorld(seed uint64, cfg Config) *world {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), members: map[string]member.State{}, leases: map[string]int{},
 		pins: make([]string, cfg.Partitions), model: make([]int64, cfg.Partitions), lossyUntil: make([]int64, cfg.Partitions),
+		gone:     make([]bool, cfg.Partitions),
 		handoffs: map[uint64]*transfer{}, cut: map[[2]string]bool{}, watched: map[string]int64{}, faults: true}
 	w.res.Seed, w.res.Overlap = seed, cfg.Overlap
 	for i := range cfg.MaxShards {
@@ -163,7 +168,7 @@ func newWorld(seed uint64, cfg Config) *world {
 	// nobody, the others join warm, one at a time.
 	for _, s := range w.shards[:cfg.Shards] {
 		s.start()
-		w.at(0, func() { w.enter(s) })
+		w.at(0, func() { w.enter(s, s.inc) })
 	}
 	return w
 }
@@ -340,7 +345,7 @@ func (w *world) draw() {
 		switch {
 		case !s.up:
 			s.start()
-			w.enter(s)
+			w.enter(s, s.inc)
 		case w.own(s) == member.Serving && w.count(member.Serving) > 1:
 			w.drain(s)
 		}
@@ -429,15 +434,19 @@ func (w *world) publish() {
 		w.logf("etcd: table %d: %s", w.mapVer, owners(t))
 	}
 	for p := range w.cfg.Partitions {
-		if o, ok := t.Owner(p); ok && !w.shard(o.ID).up {
-			w.lose(p) // routed to a crashed shard: from zero, by design
+		if o, ok := t.Owner(p); ok && !w.shard(o.ID).alive(w.leases[o.ID]) {
+			// Routed to a crashed shard (its record outlives it until its
+			// lease ends, even once a new process runs at its address,
+			// unregistered): from zero, by design.
+			w.lose(p)
 		}
 	}
 	ver := w.mapVer
+	records := slices.Sorted(maps.Keys(w.members))
 	for _, s := range w.shards {
 		if s.up {
 			inc := s.inc
-			w.watch(s.id, func() { s.follow(inc, ver, t) })
+			w.watch(s.id, func() { s.follow(inc, ver, t, records) })
 		}
 	}
 	for _, r := range w.routers {
