@@ -265,25 +265,15 @@ func (s *Server) heal() {
 		return
 	}
 	s.healDeclined = false
-	mine = healable(mine, since, now, s.owned.ForwardTo, members)
+	mine = s.owned.Healable(mine, func(p uint32) bool { return now.Sub(since[p]) >= healForwardedAfter },
+		func(to member.Member) bool {
+			return slices.ContainsFunc(members, func(m member.Member) bool { return m.ID == to.ID && m.Addr == to.Addr })
+		})
 	if parts := s.takeBack(mine, others); len(parts) > 0 {
 		s.handoffMetrics.healed.Add(float64(len(parts)))
 		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
 			"partitions", len(parts), "shards", len(others))
 	}
-}
-
-// healable returns those of parts, stuck since since[p] and confirmed
-// this shard's, that heal takes back now: all but those a hand-off
-// fenced here, forwarding to a next owner (forwardTo) that is still one
-// of members, stuck for less than healForwardedAfter. It keeps parts'
-// order, in place.
-func healable(parts []uint32, since map[uint32]time.Time, now time.Time, forwardTo func(uint32) (member.Member, bool), members []member.Member) []uint32 {
-	return slices.DeleteFunc(parts, func(p uint32) bool {
-		to, ok := forwardTo(p)
-		return ok && now.Sub(since[p]) < healForwardedAfter &&
-			slices.ContainsFunc(members, func(m member.Member) bool { return m.ID == to.ID && m.Addr == to.Addr })
-	})
 }
 
 // healUnconfirmed is what heal logs when etcd does not confirm the table

@@ -151,6 +151,19 @@ func (s *Set) ForwardTo(p uint32) (member.Member, bool) {
 	return s.parts[p].Forwards()
 }
 
+// Healable returns those of parts (partitions the owner table gives this
+// shard, found stuck by its safety net, heal) that heal takes back now:
+// all but those a planned hand-off fenced here, forwarding to a next
+// owner that is still a member (isMember), that have not waited
+// (waited) for the hand-off's switch, which may still come. It keeps
+// parts' order, in place. The host and the simulation both ask it.
+func (s *Set) Healable(parts []uint32, waited func(p uint32) bool, isMember func(member.Member) bool) []uint32 {
+	return slices.DeleteFunc(parts, func(p uint32) bool {
+		to, ok := s.ForwardTo(p)
+		return ok && !waited(p) && isMember(to)
+	})
+}
+
 // Suspend stops every decision, keeping each partition's state, until
 // Resume: once it returns, no batch decides anything. A shard suspends
 // while its lease may have expired: another shard may have taken its

@@ -624,3 +624,33 @@ func TestFencedPulledAheadOfTheTable(t *testing.T) {
 		t.Fatalf("given back: %v where the table names a, %v where it names b; want owned, unowned", s.State(int(toA)), s.State(int(toB)))
 	}
 }
+
+// Heal takes back a stuck partition at once, except one that a hand-off
+// fenced here forwarding to a next owner still a member: that one waits
+// for the switch. One forwarded to a shard that is no member any more (a
+// joiner whose lease was lost before its switch) is taken back at once:
+// its checks go nowhere (issue 24: such sources waited out heal's 5 to
+// 10 s).
+func TestHealableWaitsOnlyForASwitchThatMayCome(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Step([]uint32{1, 2, 3}, ev(partition.FencedPulled))
+	joiner := member.Member{ID: "shard-4", Addr: "10.0.0.4:7000"}
+	s.Step([]uint32{2, 3}, partition.Event{Kind: partition.FinalExport, To: joiner})
+	s.Step([]uint32{1}, ev(partition.FencedExport))
+	waited := func(p uint32) bool { return p == 3 } // 3 stuck for the whole wait
+	for _, c := range []struct {
+		name     string
+		isMember bool
+		want     []uint32
+	}{
+		{"the next owner is a member: its switch may come", true, []uint32{1, 3}},
+		{"the next owner is no member: nothing decides their checks", false, []uint32{1, 2, 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := s.Healable([]uint32{1, 2, 3}, waited, func(m member.Member) bool { return m == joiner && c.isMember })
+			if !slices.Equal(got, c.want) {
+				t.Errorf("heal takes back %v, want %v", got, c.want)
+			}
+		})
+	}
+}

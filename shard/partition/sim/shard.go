@@ -31,9 +31,10 @@ type shard struct {
 	// parked are checks and exports waiting for partitions to settle
 	// (ownership.WaitSettled); each is tried again on every change.
 	parked []func() bool
-	// stuck is what heal found at its last look, under view stuckVer.
-	stuck    []uint32
-	stuckVer int64
+	// stuckSince is what heal found stuck under view stuckVer, each
+	// with the tick of the look that first found it so.
+	stuckSince map[uint32]int64
+	stuckVer   int64
 }
 
 // journal is one partition's journal: the hand-off it belongs to, and
@@ -52,7 +53,7 @@ func (s *shard) start() {
 	s.w.dirty = true
 	s.count = make([]int64, s.w.cfg.Partitions)
 	s.jour = make([]journal, s.w.cfg.Partitions)
-	s.ver, s.view, s.records, s.parked, s.stuck = 0, nil, nil, nil, nil
+	s.ver, s.view, s.records, s.parked, s.stuckSince = 0, nil, nil, nil, nil
 	if s.w.cfg.Trace {
 		s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
 	}
@@ -428,7 +429,9 @@ func (s *shard) merge(vals map[uint32]int64) {
 
 // healLater looks for stuck partitions every healTicks, as the host's heal
 // does: one stuck at two looks under the same table is taken over again
-// from every other shard and from the shards it was forwarded to.
+// from every other shard and from the shards it was forwarded to, except
+// one forwarded to a next owner whose record etcd still holds, which
+// waits healForwardTicks for the switch (ownership.Set.Healable).
 func (s *shard) healLater(inc int) {
 	s.w.at(healTicks, func() {
 		if !s.alive(inc) {
@@ -438,12 +441,24 @@ func (s *shard) healLater(inc int) {
 		if s.w.own(s) != member.Serving || s.view == nil {
 			return
 		}
-		stuck := s.owned.Stuck(s.view.PartitionsOf(s.id))
-		var again []uint32
-		if s.stuckVer == s.ver {
-			again = slices.DeleteFunc(slices.Clone(stuck), func(p uint32) bool { return !slices.Contains(s.stuck, p) })
+		if s.stuckVer != s.ver {
+			s.stuckSince, s.stuckVer = nil, s.ver
 		}
-		s.stuck, s.stuckVer = stuck, s.ver
+		now := s.w.now
+		since := map[uint32]int64{}
+		var again []uint32
+		for _, p := range s.owned.Stuck(s.view.PartitionsOf(s.id)) {
+			first, seen := s.stuckSince[p]
+			if !seen {
+				first = now
+			} else {
+				again = append(again, p)
+			}
+			since[p] = first
+		}
+		s.stuckSince = since
+		again = s.owned.Healable(again, func(p uint32) bool { return now-since[p] >= healForwardTicks },
+			func(to member.Member) bool { return s.w.members[to.ID] != "" })
 		// Only those the table in etcd now gives it (the host's
 		// confirmOwned).
 		again = slices.DeleteFunc(again, func(p uint32) bool { return !s.w.table.Owns(int(p), s.id) })

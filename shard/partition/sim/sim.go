@@ -75,15 +75,17 @@ func (c *Config) fill() {
 // the lease TTL after which etcd forgets a crashed shard, and how long a
 // shard takes to notice that its lease is lost.
 const (
-	copyTimeout  = 200
-	settleTicks  = 100
-	leaseTicks   = 150
-	noticeTicks  = 30
-	healTicks    = 250
-	behindTicks  = 50 // a taker's pull waits for this shard's table at most this long (the host's behindWait)
-	guardTicks   = 5  // the lease guard asks the peers this often (the host's askEvery)
-	checkEvery   = 3  // a router sends a check every checkEvery ticks on average
-	faultPercent = 12
+	copyTimeout = 200
+	settleTicks = 100
+	leaseTicks  = 150
+	noticeTicks = 30
+	healTicks   = 250
+	// healForwardTicks is the host's healForwardedAfter: ten looks.
+	healForwardTicks = 10 * healTicks
+	behindTicks      = 50 // a taker's pull waits for this shard's table at most this long (the host's behindWait)
+	guardTicks       = 5  // the lease guard asks the peers this often (the host's askEvery)
+	checkEvery       = 3  // a router sends a check every checkEvery ticks on average
+	faultPercent     = 12
 )
 
 // Result is what a run did and found.
