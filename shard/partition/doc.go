@@ -146,7 +146,9 @@
 // its exports wait) while Pending, Receiving, or with any takeover under
 // way (Takers > 0, even once a fence overtook it). Reclaim is the host's safety net: a partition the owner
 // table gives this shard that stays Stuck (Fenced or Unowned) under the
-// same table is taken over again from every other shard.
+// same table is taken over again from every other shard (the host looks
+// every half second; ownership's Healable leaves one forwarded to a next
+// owner still a member a while for its switch).
 //
 // # What the host keeps
 //
