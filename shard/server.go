@@ -68,8 +68,8 @@ type Server struct {
 	owned *ownership.Set
 	view  view
 	// healDeclined: heal's last look found partitions stuck that etcd
-	// could not confirm are this shard's (it logged so once). Only the
-	// background loop reads and writes it.
+	// could not confirm are this shard's (it logged so once). Only
+	// healLoop reads and writes it.
 	healDeclined bool
 	// journal records the keys that change in partitions a planned
 	// hand-off is moving, between its first copy and its final one.
@@ -261,6 +261,22 @@ func (s *Server) Kill() {
 	})
 }
 
+// healLoop heals stuck partitions (takeover.go) every healEvery, on a
+// goroutine of its own: heal may wait up to healConfirmTimeout for etcd,
+// which must not hold up the store's sweep or the rate's second.
+func (s *Server) healLoop() {
+	t := time.NewTicker(healEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.heal()
+		}
+	}
+}
+
 // utilization is the shard's decision rate over the last whole second as a
 // fraction of its configured capacity, for elastic rules.
 func (s *Server) utilization() float64 {
@@ -269,7 +285,7 @@ func (s *Server) utilization() float64 {
 
 // background measures the decision rate every second, sweeps one stripe
 // of the store every SweepInterval/256, so every key is looked at once per
-// interval, and heals stuck partitions (takeover.go) every healEvery.
+// interval, and starts healLoop.
 func (s *Server) background() {
 	second := time.NewTicker(time.Second)
 	defer second.Stop()
@@ -277,8 +293,7 @@ func (s *Server) background() {
 	defer rotate.Stop()
 	sweep := time.NewTicker(max(s.opts.SweepInterval/stripes, time.Millisecond))
 	defer sweep.Stop()
-	heal := time.NewTicker(healEvery)
-	defer heal.Stop()
+	go s.healLoop()
 	next := 0
 	var last StoreStats // at the last whole sweep, for the debug log
 	for {
@@ -290,8 +305,6 @@ func (s *Server) background() {
 			s.episodes.Sweep(time.Now().UnixNano())
 		case <-rotate.C:
 			s.hot.Rotate()
-		case <-heal.C:
-			s.heal()
 		case <-sweep.C:
 			s.store.Sweep(next, next+1, time.Now().UnixNano())
 			next = (next + 1) % stripes

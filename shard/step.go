@@ -22,8 +22,9 @@ type stepped struct {
 // step steps parts (numbered among count) through e, the hand-off
 // protocol's one state machine (package partition, through package
 // ownership), and performs the effects it returns: the host's whole part
-// in a step. A journal belongs to hand-off id. (TakeOver comes only from
-// the owner table's changes: updateView starts those.)
+// in a step. A journal belongs to hand-off id. (TakeOver is not among
+// them: updateView, Recall, a drop's recall, RecallUnswitched and heal
+// start their takeovers themselves.)
 func (s *Server) step(parts []uint32, count int, e partition.Event, id uint64) stepped {
 	fx := s.owned.Step(parts, e)
 	var out stepped

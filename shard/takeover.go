@@ -55,10 +55,9 @@ type view struct {
 	table      *shardmap.Table // nil until both were read
 	first      chan struct{}   // closed once both were read
 	closeFirst sync.Once
-	// stuckSince are the partitions heal found stuck under stuckTable,
+	// stuckSince are the partitions heal found stuck at its last look,
 	// each with the look that first found it so.
 	stuckSince map[uint32]time.Time
-	stuckTable *shardmap.Table
 }
 
 // follow starts following members and the shard map, and returns once
@@ -219,7 +218,7 @@ func (s *Server) outwaitEvicted(from member.Member, start time.Time) {
 }
 
 // healEvery is how often heal looks for stuck partitions. One found stuck
-// at two looks in a row under the same table is taken back: from half a
+// at two looks in a row (this shard's by the tables of both) is taken back: from half a
 // second to a second after it became stuck, so that whatever left it so,
 // decisions resume within about a second of a fault's heal (issue 24).
 const healEvery = 500 * time.Millisecond
@@ -238,8 +237,7 @@ const healConfirmTimeout = time.Second
 
 // heal takes over again the partitions that the owner table gives this
 // shard but that it neither decides nor takes over (ownership.Set.Stuck)
-// at two looks in a row under the same table (healEvery,
-// healForwardedAfter): a view that flapped faster than this shard's watch
+// at two looks in a row (healEvery, healForwardedAfter): a view that flapped faster than this shard's watch
 // saw (a taker fenced a partition that came back here unseen), or a
 // hand-off whose switch never came, would otherwise leave them answered
 // by policy for good. Not knowing who holds their counters, it pulls them
@@ -252,8 +250,17 @@ const healConfirmTimeout = time.Second
 // would fence them at the takers, where routers send their checks.
 func (s *Server) heal() {
 	now := time.Now()
-	again, since, others := s.stuckTwice(now)
-	if len(again) == 0 {
+	again, since, others, viewMembers := s.stuckTwice(now)
+	// Those waiting for a switch that may come are left before etcd is
+	// asked: a hand-off's sources hold such partitions at every look
+	// until its switch.
+	healable := func(parts []uint32, members []member.Member) []uint32 {
+		return s.owned.Healable(parts, func(p uint32) bool { return now.Sub(since[p]) >= healForwardedAfter },
+			func(to member.Member) bool {
+				return slices.ContainsFunc(members, func(m member.Member) bool { return m.ID == to.ID && m.Addr == to.Addr })
+			})
+	}
+	if again = healable(again, viewMembers); len(again) == 0 {
 		return
 	}
 	mine, members, err := s.confirmOwned(again)
@@ -265,11 +272,14 @@ func (s *Server) heal() {
 		return
 	}
 	s.healDeclined = false
-	mine = s.owned.Healable(mine, func(p uint32) bool { return now.Sub(since[p]) >= healForwardedAfter },
-		func(to member.Member) bool {
-			return slices.ContainsFunc(members, func(m member.Member) bool { return m.ID == to.ID && m.Addr == to.Addr })
-		})
-	if parts := s.takeBack(mine, others); len(parts) > 0 {
+	mine = healable(mine, members)
+	// Taken back under the view's lock, and only what the table followed
+	// now still gives this shard: a table that moved one elsewhere while
+	// etcd was read has started that shard's takeover of it.
+	s.view.mu.Lock()
+	parts := s.takeBack(ownedIn(s.view.table, s.opts.ID, mine), others)
+	s.view.mu.Unlock()
+	if len(parts) > 0 {
 		s.handoffMetrics.healed.Add(float64(len(parts)))
 		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
 			"partitions", len(parts), "shards", len(others))
@@ -281,20 +291,18 @@ func (s *Server) heal() {
 const healUnconfirmed = "partitions look stuck here, but etcd does not confirm that this shard owns them: not taking them back"
 
 // stuckTwice returns the partitions found stuck at this look and the last
-// one under the same table, the look that first found each of them so,
-// and the shards to take them back from.
-func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]time.Time, others []member.Member) {
+// one (the table may have changed in between; they were this shard's at
+// both), the look that first found each of them so, the shards to take
+// them back from, and the members of the table followed.
+func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]time.Time, others, members []member.Member) {
 	if !s.ready.Load() {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	v := &s.view
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.table == nil {
-		return nil, nil, nil
-	}
-	if v.stuckTable != v.table {
-		v.stuckSince, v.stuckTable = nil, v.table
+		return nil, nil, nil, nil
 	}
 	stuck := s.owned.Stuck(v.table.PartitionsOf(s.opts.ID))
 	since = make(map[uint32]time.Time, len(stuck))
@@ -309,9 +317,10 @@ func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]tim
 	}
 	v.stuckSince = since
 	if len(again) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	for _, m := range v.table.Members() {
+	members = v.table.Members()
+	for _, m := range members {
 		if m.ID != s.opts.ID {
 			others = append(others, m)
 		}
@@ -324,7 +333,7 @@ func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]tim
 			others = append(others, to)
 		}
 	}
-	return again, since, others
+	return again, since, others, members
 }
 
 // confirmOwned returns those of parts that the owner table built from
@@ -377,7 +386,7 @@ func (s *Server) fenceAll() {
 type partitionsCollector struct{ owned *ownership.Set }
 
 var descPartitions = prometheus.NewDesc("shardlimit_shard_partitions",
-	"Partitions by their state at this shard: owned (decided here), pending (being taken over from a shard that left without a hand-off), fenced (taken over by another shard), unowned.",
+	"Partitions by their state at this shard: owned (decided here), pending (being taken over from a shard that left without a hand-off), fenced (taken over by another shard, or handed over by a planned move), receiving (a planned move's final copy arriving), unowned.",
 	[]string{"state"}, nil)
 
 func (c partitionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descPartitions }

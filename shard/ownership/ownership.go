@@ -158,8 +158,13 @@ func (s *Set) ForwardTo(p uint32) (member.Member, bool) {
 // (waited) for the hand-off's switch, which may still come. It keeps
 // parts' order, in place. The host and the simulation both ask it.
 func (s *Set) Healable(parts []uint32, waited func(p uint32) bool, isMember func(member.Member) bool) []uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return slices.DeleteFunc(parts, func(p uint32) bool {
-		to, ok := s.ForwardTo(p)
+		if int(p) >= len(s.parts) {
+			return true
+		}
+		to, ok := s.parts[p].Forwards()
 		return ok && !waited(p) && isMember(to)
 	})
 }

@@ -654,3 +654,22 @@ func TestHealableWaitsOnlyForASwitchThatMayCome(t *testing.T) {
 		})
 	}
 }
+
+// Heal asks Healable from its own goroutine while hand-offs step the
+// same partitions: it reads them under the lock (go test -race fails
+// this otherwise).
+func TestHealableReadsUnderTheLock(t *testing.T) {
+	s := ownership.New(partitions)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 500 {
+			s.Step([]uint32{1}, ev(partition.FencedPulled))
+			s.Step([]uint32{1}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b"}})
+		}
+	}()
+	for range 500 {
+		s.Healable([]uint32{1}, func(uint32) bool { return false }, func(member.Member) bool { return true })
+	}
+	<-done
+}

@@ -186,7 +186,9 @@ func Step(p Partition, e Event) (Partition, Effect) {
 		p = Partition{State: Fenced, Takers: p.Takers, To: to}
 		fx = EndJournal
 	case Drop:
-		if p.Stuck() { // one that came back here since is kept
+		// Kept: one that came back here since, and one whose takeover still
+		// merges counters here (settling).
+		if p.Stuck() && p.Takers == 0 {
 			p = Partition{Takers: p.Takers}
 			fx = EndJournal | ForgetCounters
 		}

@@ -32,6 +32,7 @@ func TestStep(t *testing.T) {
 		{"drop keeps one decided here (a late drop)", Partition{State: Owned}, Event{Kind: Drop}, Partition{State: Owned}, 0},
 		{"fenced export of a pending partition wakes", Partition{State: Pending, Takers: 1}, Event{Kind: FencedExport}, Partition{State: Fenced, Takers: 1}, EndJournal | Wake},
 		{"drop", forwarding, Event{Kind: Drop}, Partition{}, EndJournal | ForgetCounters},
+		{"drop keeps one whose takeover still merges here (settling)", Partition{State: Fenced, Takers: 1}, Event{Kind: Drop}, Partition{State: Fenced, Takers: 1}, 0},
 		// Pull side.
 		{"final pull starts", Partition{}, Event{Kind: FinalPullStarts}, Partition{State: Receiving}, 0},
 		{"final pull starts: an owned one waits too, held", Partition{State: Owned}, Event{Kind: FinalPullStarts}, Partition{State: Receiving, Held: true}, 0},

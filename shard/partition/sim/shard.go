@@ -31,10 +31,9 @@ type shard struct {
 	// parked are checks and exports waiting for partitions to settle
 	// (ownership.WaitSettled); each is tried again on every change.
 	parked []func() bool
-	// stuckSince is what heal found stuck under view stuckVer, each
-	// with the tick of the look that first found it so.
+	// stuckSince is what heal found stuck at its last look, each with
+	// the tick of the look that first found it so.
 	stuckSince map[uint32]int64
-	stuckVer   int64
 }
 
 // journal is one partition's journal: the hand-off it belongs to, and
@@ -428,7 +427,7 @@ func (s *shard) merge(vals map[uint32]int64) {
 }
 
 // healLater looks for stuck partitions every healTicks, as the host's heal
-// does: one stuck at two looks under the same table is taken over again
+// does: one stuck at two looks in a row is taken over again
 // from every other shard and from the shards it was forwarded to, except
 // one forwarded to a next owner whose record etcd still holds, which
 // waits healForwardTicks for the switch (ownership.Set.Healable).
@@ -440,9 +439,6 @@ func (s *shard) healLater(inc int) {
 		s.healLater(inc)
 		if s.w.own(s) != member.Serving || s.view == nil {
 			return
-		}
-		if s.stuckVer != s.ver {
-			s.stuckSince, s.stuckVer = nil, s.ver
 		}
 		now := s.w.now
 		since := map[uint32]int64{}
