@@ -45,7 +45,7 @@
 // twenty-five bugs there, and seven faults of this model, each now fixed
 // and rerun as a regression seed (make test also runs the first 200 seeds
 // with Overlap). It breaks no invariant in seeds 0 to 2999, and still
-// breaks one in about 1 of 700 seeds above (29 of the 20,000 from 3000),
+// breaks one in about 1 of 700 seeds above (28 of the 20,000 from 3000),
 // combinations of faults in flight not triaged yet (openOverlap in the
 // tests would list those below 200; go test -run 'TestSim$'
 // ./shard/partition/sim -sim.from 3000 -sim.seeds 2000 -sim.overlap lists
