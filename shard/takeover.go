@@ -304,17 +304,7 @@ func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]tim
 	if v.table == nil {
 		return nil, nil, nil, nil
 	}
-	stuck := s.owned.Stuck(v.table.PartitionsOf(s.opts.ID))
-	since = make(map[uint32]time.Time, len(stuck))
-	for _, p := range stuck {
-		first, seen := v.stuckSince[p]
-		if !seen {
-			first = now
-		} else {
-			again = append(again, p)
-		}
-		since[p] = first
-	}
+	again, since = ownership.StuckAgain(s.owned.Stuck(v.table.PartitionsOf(s.opts.ID)), v.stuckSince, now)
 	v.stuckSince = since
 	if len(again) == 0 {
 		return nil, nil, nil, nil

@@ -151,6 +151,24 @@ func (s *Set) ForwardTo(p uint32) (member.Member, bool) {
 	return s.parts[p].Forwards()
 }
 
+// StuckAgain returns those of stuck (found stuck at this look, at time
+// now) that were stuck at the last look too (their first look in
+// since), and the first look of each of stuck, to pass to the next one:
+// heal's bookkeeping, in the host's time or the simulation's ticks.
+func StuckAgain[T any](stuck []uint32, since map[uint32]T, now T) (again []uint32, next map[uint32]T) {
+	next = make(map[uint32]T, len(stuck))
+	for _, p := range stuck {
+		first, seen := since[p]
+		if !seen {
+			first = now
+		} else {
+			again = append(again, p)
+		}
+		next[p] = first
+	}
+	return again, next
+}
+
 // Healable returns those of parts (partitions the owner table gives this
 // shard, found stuck by its safety net, heal) that heal takes back now:
 // all but those a planned hand-off fenced here, forwarding to a next

@@ -276,14 +276,23 @@ func TestStuckAndReclaim(t *testing.T) {
 	}
 }
 
+// fencedSet returns a set whose partitions forward are fenced by a
+// planned hand-off's final copy, forwarding to to, and whose partitions
+// plain are fenced by a takeover, forwarding nowhere; both were decided
+// here before.
+func fencedSet(forward []uint32, to member.Member, plain []uint32) *ownership.Set {
+	s := ownership.New(partitions)
+	s.Step(append(slices.Clone(forward), plain...), ev(partition.FencedPulled))
+	s.Step(forward, partition.Event{Kind: partition.FinalExport, To: to})
+	s.Step(plain, ev(partition.FencedExport))
+	return s
+}
+
 // A partition fenced for a planned hand-off forwards to its next owner
 // until any other change of state; a plain fence forwards nowhere.
 func TestFenceForwardUntilStateChanges(t *testing.T) {
-	s := ownership.New(partitions)
-	s.Step([]uint32{1, 2, 3}, ev(partition.FencedPulled))
 	to := member.Member{ID: "b", Addr: "b:1"}
-	s.Step([]uint32{1, 2}, partition.Event{Kind: partition.FinalExport, To: to})
-	s.Step([]uint32{3}, ev(partition.FencedExport))
+	s := fencedSet([]uint32{1, 2}, to, []uint32{3})
 	forwards := func() map[uint32]string {
 		s.Begin()
 		defer s.End()
@@ -632,11 +641,8 @@ func TestFencedPulledAheadOfTheTable(t *testing.T) {
 // its checks go nowhere (issue 24: such sources waited out heal's 5 to
 // 10 s).
 func TestHealableWaitsOnlyForASwitchThatMayCome(t *testing.T) {
-	s := ownership.New(partitions)
-	s.Step([]uint32{1, 2, 3}, ev(partition.FencedPulled))
 	joiner := member.Member{ID: "shard-4", Addr: "10.0.0.4:7000"}
-	s.Step([]uint32{2, 3}, partition.Event{Kind: partition.FinalExport, To: joiner})
-	s.Step([]uint32{1}, ev(partition.FencedExport))
+	s := fencedSet([]uint32{2, 3}, joiner, []uint32{1})
 	waited := func(p uint32) bool { return p == 3 } // 3 stuck for the whole wait
 	for _, c := range []struct {
 		name     string

@@ -441,17 +441,7 @@ func (s *shard) healLater(inc int) {
 			return
 		}
 		now := s.w.now
-		since := map[uint32]int64{}
-		var again []uint32
-		for _, p := range s.owned.Stuck(s.view.PartitionsOf(s.id)) {
-			first, seen := s.stuckSince[p]
-			if !seen {
-				first = now
-			} else {
-				again = append(again, p)
-			}
-			since[p] = first
-		}
+		again, since := ownership.StuckAgain(s.owned.Stuck(s.view.PartitionsOf(s.id)), s.stuckSince, now)
 		s.stuckSince = since
 		again = s.owned.Healable(again, func(p uint32) bool { return now-since[p] >= healForwardTicks },
 			func(to member.Member) bool { return s.w.members[to.ID] != "" })
