@@ -78,7 +78,7 @@ test: promtool net-tools ## Run every test: gofmt, vet, unit and cluster tests w
 	  missing=$$(comm -13 <(sort <<<"$$race") <(sort <<<"$$fuzz")); \
 	  if [ -n "$$missing" ]; then echo "fuzz targets whose seed corpora make test would not run (add them to RACE_PKGS):"; echo "$$missing"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 5m -run 'TestFixedSeeds|TestRegressions|TestDeterministic' ./shard/partition/sim
+	$(GO) test -count=1 -timeout 5m -run 'TestFixedSeeds|TestOverlapSeeds|TestRegressions|TestDeterministic' ./shard/partition/sim
 	$(GO) test -count=1 -timeout 10m ./cmd/faults ./cmd/robustness/...
 	$(MAKE) --no-print-directory deploy-test
 
@@ -204,10 +204,10 @@ robustness-drain-lost-lease: ## Rerun the regression of a drain after a lost lea
 
 # The hand-off protocol's deterministic simulation (shard/partition/sim,
 # issue 25): SIM_TIME of seeds from SIM_FROM, SIM_STEPS events each.
-# make test runs its fixed seeds and regressions (a few seconds).
+# make test runs its first 1000 seeds and regressions (a few seconds).
 # SIM_FLAGS=-sim.overlap lets faults and planned changes overlap; make test
-# runs its fixed seeds too, but for the few still open (the package
-# documentation says which).
+# runs its first 1000 seeds too, but for any still open (the package
+# documentation says which). Seeds run on every CPU.
 SIM_TIME ?= 1m
 SIM_FROM ?= 1000
 SIM_STEPS ?= 2000

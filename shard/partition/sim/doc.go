@@ -43,11 +43,11 @@
 // With Overlap, faults and changes interleave (a lease lost during a
 // join, a crash between a final copy and its switch): the simulation found
 // twenty-five bugs there, and seven faults of this model, each now fixed
-// and rerun as a regression seed (make test also runs the first 200 seeds
+// and rerun as a regression seed (make test also runs the first 1000 seeds
 // with Overlap). It breaks no invariant in seeds 0 to 2999, and still
 // breaks one in about 1 of 700 seeds above (28 of the 20,000 from 3000),
 // combinations of faults in flight not triaged yet (openOverlap in the
-// tests would list those below 200; go test -run 'TestSim$'
+// tests would list those below 1000; go test -run 'TestSim$'
 // ./shard/partition/sim -sim.from 3000 -sim.seeds 2000 -sim.overlap lists
 // some). A shard whose lease is lost runs the host's lease guard
 // until it notices: unless every peer whose record it saw answers, it
@@ -58,8 +58,11 @@
 // Speed: trace lines are formatted only when tracing (a failing seed's
 // report runs it again with Trace), the decider check runs only after a
 // state changed, events sit in a typed heap, and the owner function's
-// rings are built once per member set. make sim reports seeds and steps
-// per CPU second beside wall time (the machine is shared).
+// rings are built once per member set. Seeds run on every CPU at once
+// (a seed's run depends on its seed alone), with the collector at a fifth
+// of its default pace: the simulation allocates much and keeps little.
+// make sim reports seeds and steps per CPU second beside wall time (the
+// machine is shared).
 //
 // make sim runs seeds for SIM_TIME; make test runs the fixed seeds and the
 // regressions. A failing seed prints its minimal trace (the shortest run

@@ -1,9 +1,14 @@
 package sim
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +24,7 @@ var (
 
 // fixedSeeds is how many seeds, from 0, every go test runs (raceSeeds
 // under the race detector).
-const fixedSeeds = 200
+const fixedSeeds = 1000
 
 // regressions are seeds that found a bug in the protocol (with Overlap),
 // each rerun by every go test: each broke an invariant before its fix,
@@ -69,7 +74,7 @@ var regressions = []struct {
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
 // (raceSeeds' share under the race detector), but for openOverlap.
-const overlapSeeds = 200
+const overlapSeeds = 1000
 
 // openOverlap are the seeds below overlapSeeds that still break an
 // invariant with Overlap, not triaged yet (issue 25): none since the
@@ -78,28 +83,15 @@ const overlapSeeds = 200
 var openOverlap = map[uint64]bool{}
 
 func TestOverlapSeeds(t *testing.T) {
-	n := min(overlapSeeds, raceSeeds)
-	for seed := range uint64(n) {
-		if openOverlap[seed] {
-			continue
-		}
-		if res := Run(seed, Config{Overlap: true}); res.Violation != "" {
-			t.Error(report(res))
-		}
-	}
+	got := runSeeds(0, min(overlapSeeds, raceSeeds), time.Time{}, Config{Overlap: true}, func(seed uint64) bool { return openOverlap[seed] })
+	got.fail(t)
 }
 
 func TestFixedSeeds(t *testing.T) {
 	start := time.Now()
-	steps, events := 0, 0
-	for seed := range uint64(raceSeeds) {
-		res := Run(seed, Config{Steps: *simSteps})
-		steps, events = steps+res.Steps, events+res.Events
-		if res.Violation != "" {
-			t.Fatal(report(res))
-		}
-	}
-	t.Logf("%d seeds, %d steps drawn, %d events, in %v", raceSeeds, steps, events, time.Since(start).Round(time.Millisecond))
+	got := runSeeds(0, raceSeeds, time.Time{}, Config{Steps: *simSteps}, nil)
+	got.fail(t)
+	t.Logf("%d seeds, %d steps drawn, %d events, in %v", got.seeds, got.steps, got.events, time.Since(start).Round(time.Millisecond))
 }
 
 func TestRegressions(t *testing.T) {
@@ -121,31 +113,90 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestSim runs -sim.seeds seeds, or seeds for -sim.time (make sim).
+// TestSim runs -sim.seeds seeds, or seeds for -sim.time (make sim), on
+// every CPU, with the collector set to run at a fifth of its default
+// pace (the simulation allocates much and keeps little).
 func TestSim(t *testing.T) {
 	if *simSeeds == 0 && *simTime == 0 {
 		t.Skip("make sim runs it (-sim.seeds or -sim.time)")
 	}
+	defer debug.SetGCPercent(debug.SetGCPercent(500))
+	var stop time.Time
+	if *simTime > 0 {
+		stop = time.Now().Add(*simTime)
+	}
 	start, cpu0 := time.Now(), cpuTime()
-	n, steps, events, failed := 0, 0, 0, 0
-	for seed := *simFrom; ; seed++ {
-		if *simSeeds > 0 && n >= *simSeeds || *simTime > 0 && time.Since(start) >= *simTime {
-			break
-		}
-		res := Run(seed, Config{Steps: *simSteps, Overlap: *simOverlap})
-		n, steps, events = n+1, steps+res.Steps, events+res.Events
-		if res.Violation != "" {
-			if failed++; failed == 1 {
-				t.Error(report(res))
-			} else {
-				t.Errorf("seed %d, %d steps: %s", res.Seed, res.Steps, res.Violation)
+	got := runSeeds(*simFrom, *simSeeds, stop, Config{Steps: *simSteps, Overlap: *simOverlap}, nil)
+	took, cpu := time.Since(start), cpuTime()-cpu0
+	got.fail(t)
+	t.Logf("%d seeds from %d (%d failed), %d steps drawn (%.0f/s), %d events (%.0f/s), %.0f seeds/s on %d CPUs, in %v; per CPU second (%v of CPU, the GC's included): %.0f seeds, %.0f steps",
+		got.seeds, *simFrom, len(got.failed), got.steps, float64(got.steps)/took.Seconds(), got.events, float64(got.events)/took.Seconds(),
+		float64(got.seeds)/took.Seconds(), runtime.GOMAXPROCS(0), took.Round(time.Millisecond),
+		cpu.Round(time.Millisecond), float64(got.seeds)/cpu.Seconds(), float64(got.steps)/cpu.Seconds())
+}
+
+// tally is what a run of seeds added up to.
+type tally struct {
+	seeds, steps, events int
+	failed               []Result // by seed
+}
+
+// runSeeds runs cfg for the seeds from `from` that skip (if not nil) does
+// not leave out, until n of them ran (n > 0) or stop (if not zero) has
+// passed, on one worker per CPU: each seed's run depends on its seed
+// alone, so the order in which they run changes nothing.
+func runSeeds(from uint64, n int, stop time.Time, cfg Config, skip func(uint64) bool) tally {
+	var (
+		mu    sync.Mutex
+		next  = from
+		begun int
+		got   tally
+		wg    sync.WaitGroup
+	)
+	take := func() (uint64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			if n > 0 && begun >= n || !stop.IsZero() && !time.Now().Before(stop) {
+				return 0, false
+			}
+			seed := next
+			next++
+			if skip == nil || !skip(seed) {
+				begun++
+				return seed, true
 			}
 		}
 	}
-	took, cpu := time.Since(start), cpuTime()-cpu0
-	t.Logf("%d seeds from %d (%d failed), %d steps drawn (%.0f/s), %d events (%.0f/s), %.0f seeds/s, in %v; per CPU second (%v of CPU, the GC's included): %.0f seeds, %.0f steps",
-		n, *simFrom, failed, steps, float64(steps)/took.Seconds(), events, float64(events)/took.Seconds(), float64(n)/took.Seconds(), took.Round(time.Millisecond),
-		cpu.Round(time.Millisecond), float64(n)/cpu.Seconds(), float64(steps)/cpu.Seconds())
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for seed, ok := take(); ok; seed, ok = take() {
+				res := Run(seed, cfg)
+				mu.Lock()
+				got.seeds, got.steps, got.events = got.seeds+1, got.steps+res.Steps, got.events+res.Events
+				if res.Violation != "" {
+					got.failed = append(got.failed, res)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(got.failed, func(a, b Result) int { return cmp.Compare(a.Seed, b.Seed) })
+	return got
+}
+
+// fail reports the failed seeds: the first with its minimal trace, the
+// others in a line each.
+func (g tally) fail(t *testing.T) {
+	t.Helper()
+	for i, res := range g.failed {
+		if i == 0 {
+			t.Error(report(res))
+		} else {
+			t.Errorf("seed %d, %d steps: %s", res.Seed, res.Steps, res.Violation)
+		}
+	}
 }
 
 // cpuTime is the CPU time the process has used (user and system): on a
