@@ -18,6 +18,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // benchRules are the algorithms at settings where most decisions are
@@ -217,7 +218,9 @@ func BenchmarkClock(b *testing.B) {
 }
 
 // serverStore returns a store with the bookkeeping the server gives it:
-// episodes, load per partition and sampled hot keys, with default options.
+// episodes, load per partition (of a new cluster's partition count: the
+// shard reads the count from etcd) and sampled hot keys, with default
+// options.
 func serverStore(b *testing.B, now int64) *Store {
 	o := DefaultOptions()
 	ep, err := episodes.New(episodes.Options{Capacity: o.Episodes})
@@ -228,7 +231,7 @@ func serverStore(b *testing.B, now int64) *Store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return NewStore(StoreOptions{Episodes: episodeLog{ep}, Load: load.New(o.Partitions), Hot: hot}, now)
+	return NewStore(StoreOptions{Episodes: episodeLog{ep}, Load: load.New(shardmap.DefaultPartitions), Hot: hot}, now)
 }
 
 // BenchmarkBytesPerKey fills a store with N keys per algorithm and reports
