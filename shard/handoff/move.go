@@ -53,11 +53,11 @@ type Options struct {
 	Logger *slog.Logger
 	// OnStep, when set, is told as each step of Move starts, in order (a
 	// step ends when the next starts or Move returns); default none.
-	OnStep func(Step)
+	OnStep func(partition.Phase)
 	// OnCopied, when set, is told as each pair's copy ends in either copy
 	// step, with what it moved or why it failed; Move calls it one call at
 	// a time; default none.
-	OnCopied func(Step, Pair, Copied, error)
+	OnCopied func(partition.Phase, Pair, Copied, error)
 	// OnDropped, when set, is told as each pair's source dropped the
 	// partitions or failed to (a failure only costs memory); default none.
 	OnDropped func(Pair, error)
@@ -75,21 +75,8 @@ type Options struct {
 	SkipEmptySettle bool
 }
 
-// Step names a step of Move, as Options.OnStep is told of it: package
-// partition's phases of a hand-off.
-type Step = partition.Phase
-
-// The steps of Move, in order.
-const (
-	StepCopy      = partition.PhaseCopy
-	StepCopyAgain = partition.PhaseCopyAgain
-	StepSwitch    = partition.PhaseSwitch
-	StepSettle    = partition.PhaseSettle
-	StepDrop      = partition.PhaseDrop
-)
-
 // step tells OnStep, when set, that s starts.
-func (o *Options) step(s Step) {
+func (o *Options) step(s partition.Phase) {
 	if o.OnStep != nil {
 		o.OnStep(s)
 	}
@@ -204,7 +191,7 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 			}
 			phase = h.SettleEnded()
 		case partition.PhaseDrop:
-			drop(ctx, &o, pairsAt(pairs, h.Drops()))
+			drop(ctx, &o, pairsAt(pairs, h.HandedOver()))
 			phase = h.DropsEnded()
 		}
 	}

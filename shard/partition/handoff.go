@@ -26,11 +26,11 @@ type Copy struct {
 }
 
 // HandOff is the step order of one hand-off over Pairs (source,
-// destination) pairs, numbered from 0, as a state machine: the driver
-// (package handoff's Move, the simulation) tells it each event and does
-// what its Phase says, with the pairs and requests it names. It does no
-// I/O, reads no clock and starts no goroutine; see the package
-// documentation for its table. Set the fields, then Start.
+// destination) pairs, numbered from 0, and its decisions: the driver
+// (package handoff's Move, the simulation) tells it each event and
+// performs the phase it returns, with the copies and pairs it names. It
+// does no I/O, reads no clock and starts no goroutine; the package
+// documentation has its table. Set the fields, then Start.
 type HandOff struct {
 	// Pairs is how many pairs move.
 	Pairs int
@@ -90,9 +90,7 @@ func (h *HandOff) Copied(i int, ok bool, keys uint64) (all bool) {
 }
 
 // CopiesEnded is the end of every pair's copy in the phase under way; it
-// returns the next phase. After the first copy: done without a Switch, or
-// when Strict and a copy failed; else the final copy, or the switch if no
-// pair moves. After the final copy: the switch.
+// returns the next phase.
 func (h *HandOff) CopiesEnded() Phase {
 	switch {
 	case h.phase == PhaseCopyAgain, h.Pairs == 0 && h.Switch:
@@ -104,8 +102,7 @@ func (h *HandOff) CopiesEnded() Phase {
 }
 
 // SwitchEnded is the end of the switch (ok: it succeeded); it returns the
-// next phase: done if it failed or no pair moved, else the settle, or
-// the drop, or done.
+// next phase.
 func (h *HandOff) SwitchEnded(ok bool) Phase {
 	h.switched = ok
 	switch {
@@ -117,8 +114,7 @@ func (h *HandOff) SwitchEnded(ok bool) Phase {
 	return h.SettleEnded()
 }
 
-// SettleEnded is the end of the settle; it returns the next phase: the
-// drop, or done.
+// SettleEnded is the end of the settle; it returns the next phase.
 func (h *HandOff) SettleEnded() Phase {
 	if h.Drop {
 		return h.enter(PhaseDrop)
@@ -137,9 +133,9 @@ func (h *HandOff) NotHandedOver() []int {
 	return h.pairsWhere(true)
 }
 
-// Drops returns the pairs whose sources drop their partitions in the
-// drop phase: those handed over, in order.
-func (h *HandOff) Drops() []int {
+// HandedOver returns the pairs whose last copy succeeded, in order: the
+// drop phase has their sources forget their partitions.
+func (h *HandOff) HandedOver() []int {
 	return h.pairsWhere(false)
 }
 
