@@ -13,6 +13,7 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/rebalance/runstore"
 	"github.com/shardlimit/shardlimit/shard/handoff"
+	"github.com/shardlimit/shardlimit/shard/partition"
 )
 
 // The phases of a run, in order, as its record names them.
@@ -27,9 +28,9 @@ const (
 
 // phaseOf names the run's phase for a step of the hand-off: its switch is
 // the run's publish.
-var phaseOf = map[handoff.Step]string{
-	handoff.StepCopy: phaseCopy, handoff.StepCopyAgain: phaseCopyAgain, handoff.StepSwitch: phasePublish,
-	handoff.StepSettle: phaseSettle, handoff.StepDrop: phaseDrop,
+var phaseOf = map[partition.Phase]string{
+	partition.PhaseCopy: phaseCopy, partition.PhaseCopyAgain: phaseCopyAgain, partition.PhaseSwitch: phasePublish,
+	partition.PhaseSettle: phaseSettle, partition.PhaseDrop: phaseDrop,
 }
 
 // progress is a running run's record. Every change goes through it, under
@@ -170,8 +171,8 @@ func (p *progress) copied(pair handoff.Pair, c handoff.Copied, err error) {
 // handoff sets the hooks that record the hand-off's steps, copies and
 // drops.
 func (p *progress) handoff(o *handoff.Options) {
-	o.OnStep = func(s handoff.Step) { p.begin(phaseOf[s]) }
-	o.OnCopied = func(_ handoff.Step, pair handoff.Pair, c handoff.Copied, err error) { p.copied(pair, c, err) }
+	o.OnStep = func(s partition.Phase) { p.begin(phaseOf[s]) }
+	o.OnCopied = func(_ partition.Phase, pair handoff.Pair, c handoff.Copied, err error) { p.copied(pair, c, err) }
 	// Drops run one after another: dropped and failed need no lock.
 	dropped, failed := 0, []string(nil)
 	o.OnDropped = func(pair handoff.Pair, err error) {

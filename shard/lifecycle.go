@@ -149,8 +149,8 @@ func (s *Server) join(ctx context.Context) error {
 	// 27: 64 shards, one at a time, each 1.5s).
 	o.SkipEmptySettle = true
 	var arrived []handoff.Pair // by the pairs' final copies (OnCopied is called one at a time)
-	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
-		if step == handoff.StepCopyAgain && err == nil {
+	o.OnCopied = func(step partition.Phase, p handoff.Pair, _ handoff.Copied, err error) {
+		if step == partition.PhaseCopyAgain && err == nil {
 			arrived = append(arrived, p)
 		}
 	}
@@ -262,8 +262,8 @@ func (s *Server) drain(ctx context.Context) {
 	pairs := handoff.Pairs(before, after)
 	o := s.handoffOptions(false, false)
 	var failed []uint32 // by the pairs' final copies (OnCopied is called one at a time)
-	o.OnCopied = func(step handoff.Step, p handoff.Pair, _ handoff.Copied, err error) {
-		if step == handoff.StepCopyAgain && err != nil {
+	o.OnCopied = func(step partition.Phase, p handoff.Pair, _ handoff.Copied, err error) {
+		if step == partition.PhaseCopyAgain && err != nil {
 			failed = append(failed, p.Partitions...)
 		}
 	}

@@ -6,9 +6,10 @@
 //
 // The protocol's states, events and steps, in order, are named once, in
 // package partition's documentation (copy, copy again under a fence with
-// forwarding, switch, settle, drop); each shard steps its partitions
-// through partition.Step as the requests of Move reach it. This package
-// says only how Move carries the steps out.
+// forwarding, switch, settle, drop): Move performs the phases that
+// partition.HandOff, which holds their order and decisions, returns, and
+// each shard steps its partitions through partition.Step as the requests
+// of Move reach it. This package says only how Move carries the steps out.
 //
 // Move takes the pairs (from, to, partitions) whose owner changes, which
 // Pairs computes from the owners before and after the change (both from

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/partition"
 )
 
 // Options configure a hand-off. The rebalance job and the shard host fill
@@ -53,11 +53,11 @@ type Options struct {
 	Logger *slog.Logger
 	// OnStep, when set, is told as each step of Move starts, in order (a
 	// step ends when the next starts or Move returns); default none.
-	OnStep func(Step)
+	OnStep func(partition.Phase)
 	// OnCopied, when set, is told as each pair's copy ends in either copy
 	// step, with what it moved or why it failed; Move calls it one call at
 	// a time; default none.
-	OnCopied func(Step, Pair, Copied, error)
+	OnCopied func(partition.Phase, Pair, Copied, error)
 	// OnDropped, when set, is told as each pair's source dropped the
 	// partitions or failed to (a failure only costs memory); default none.
 	OnDropped func(Pair, error)
@@ -75,20 +75,8 @@ type Options struct {
 	SkipEmptySettle bool
 }
 
-// Step names a step of Move, as Options.OnStep is told of it.
-type Step string
-
-// The steps of Move, in order.
-const (
-	StepCopy      Step = "copy"
-	StepCopyAgain Step = "copy again"
-	StepSwitch    Step = "switch"
-	StepSettle    Step = "settle"
-	StepDrop      Step = "drop"
-)
-
 // step tells OnStep, when set, that s starts.
-func (o *Options) step(s Step) {
+func (o *Options) step(s partition.Phase) {
 	if o.OnStep != nil {
 		o.OnStep(s)
 	}
@@ -150,11 +138,11 @@ type Failed struct {
 // hand-off could not copy every pair.
 var ErrNotHandedOver = errors.New("counters not handed over")
 
-// Move runs the steps of a hand-off (package partition's documentation
-// names them, in order) over pairs, switchOwners being the switch. A nil
-// switchOwners copies once and stops:
-// owners already changed (a shard giving back the counters of partitions
-// it lost with its lease, with Fence).
+// Move runs the steps of a hand-off over pairs, switchOwners being the
+// switch: it performs what package partition's HandOff, which holds their
+// order and decisions, asks for. A nil switchOwners copies once and
+// stops: owners already changed (a shard giving back the counters of
+// partitions it lost with its lease, with Fence).
 //
 // The error is nil only when every pair's last copy succeeded. A Strict
 // hand-off whose first copy failed returns before fencing anything, and
@@ -169,98 +157,87 @@ func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(contex
 		return rep, err
 	}
 	defer func() { rep.Took = time.Since(start) }()
-	o.step(StepCopy)
-	o.Logger.Debug("hand-off: copying", "pairs", len(pairs), "partitions", rep.Partitions)
+	h := partition.HandOff{Pairs: len(pairs), Strict: o.Strict, Fence: o.Fence, Switch: switchOwners != nil,
+		Settle: o.Settle > 0, SkipEmptySettle: o.SkipEmptySettle, Drop: o.Drop}
 	// Both copies of a pair name this hand-off, so that the final one
 	// reads only the journal its own first copy started.
 	id := rand.Uint64() | 1
-	failed := copyAll(ctx, &o, copyStep{StepCopy, id, nil}, pairs, &rep)
-	o.Logger.Debug("hand-off: first copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(failed))
-	if switchOwners == nil {
-		rep.NotHandedOver = failed
-		return rep, failedErr(failed)
-	}
-	if o.Strict && len(failed) > 0 {
-		rep.NotHandedOver = failed
-		return rep, fmt.Errorf("before switching, nothing switched: %w", failedErr(failed))
-	}
-	if len(pairs) > 0 {
-		o.step(StepCopyAgain)
-		// A pair whose first copy failed reads its partitions whole.
-		rep.NotHandedOver = copyAll(ctx, &o, copyStep{StepCopyAgain, id, failed}, pairs, &rep)
-		o.Logger.Debug("hand-off: final copy done; sources forward to the destinations", "keys", rep.Keys, "imported", rep.Imported,
-			"chunks", rep.Chunks, "failed_pairs", len(rep.NotHandedOver))
-	}
-	o.step(StepSwitch)
-	if err := switchOwners(ctx); err != nil {
-		return rep, fmt.Errorf("switch: %w", err)
-	}
-	rep.Switched = true
-	if len(pairs) == 0 {
-		return rep, nil // nothing moves: no router needs to settle
-	}
-	if o.SkipEmptySettle && rep.Keys == 0 && len(rep.NotHandedOver) == 0 {
-		o.Settle = 0 // nothing counted to forward for
-	}
-	settleAndDrop(ctx, &o, handedOver(pairs, rep.NotHandedOver))
-	if err := failedErr(rep.NotHandedOver); err != nil {
-		return rep, fmt.Errorf("after switching: %w", err)
-	}
-	return rep, nil
-}
-
-// settleAndDrop waits Settle (none: no settle step) for every router to
-// follow the switch, then, with Drop, has the sources of pairs forget
-// their partitions.
-func settleAndDrop(ctx context.Context, o *Options, pairs []Pair) {
-	if o.Settle > 0 {
-		o.step(StepSettle)
-		o.Logger.Debug("hand-off: switched owners; settling before the sources drop", "settle", o.Settle, "drop", o.Drop)
-		select {
-		case <-time.After(o.Settle):
-		case <-ctx.Done():
+	errs := make([]error, len(pairs)) // why each pair's last copy failed
+	for phase := h.Start(); phase != partition.PhaseDone; {
+		o.step(phase)
+		switch phase {
+		case partition.PhaseCopy:
+			o.Logger.Debug("hand-off: copying", "pairs", len(pairs), "partitions", rep.Partitions)
+			copyAll(ctx, &o, &h, id, pairs, errs, &rep)
+			o.Logger.Debug("hand-off: first copy done", "keys", rep.Keys, "imported", rep.Imported, "chunks", rep.Chunks, "failed_pairs", len(h.NotHandedOver()))
+			phase = h.CopiesEnded()
+		case partition.PhaseCopyAgain:
+			copyAll(ctx, &o, &h, id, pairs, errs, &rep)
+			o.Logger.Debug("hand-off: final copy done; sources forward to the destinations", "keys", rep.Keys, "imported", rep.Imported,
+				"chunks", rep.Chunks, "failed_pairs", len(h.NotHandedOver()))
+			phase = h.CopiesEnded()
+		case partition.PhaseSwitch:
+			rep.NotHandedOver = failedPairs(pairs, h.NotHandedOver(), errs)
+			if err := switchOwners(ctx); err != nil {
+				return rep, fmt.Errorf("switch: %w", err)
+			}
+			rep.Switched = true
+			phase = h.SwitchEnded(true)
+		case partition.PhaseSettle:
+			o.Logger.Debug("hand-off: switched owners; settling before the sources drop", "settle", o.Settle, "drop", o.Drop)
+			select {
+			case <-time.After(o.Settle):
+			case <-ctx.Done():
+			}
+			phase = h.SettleEnded()
+		case partition.PhaseDrop:
+			drop(ctx, &o, pairsAt(pairs, h.HandedOver()))
+			phase = h.DropsEnded()
 		}
 	}
-	if o.Drop {
-		o.step(StepDrop)
-		drop(ctx, o, pairs)
+	rep.NotHandedOver = failedPairs(pairs, h.NotHandedOver(), errs)
+	err = failedErr(rep.NotHandedOver)
+	switch {
+	case err == nil || switchOwners == nil:
+		return rep, err
+	case !rep.Switched:
+		return rep, fmt.Errorf("before switching, nothing switched: %w", err)
 	}
+	return rep, fmt.Errorf("after switching: %w", err)
 }
 
-// handedOver returns the pairs not among failed.
-func handedOver(pairs []Pair, failed []Failed) []Pair {
+// pairsAt returns the pairs at indexes at.
+func pairsAt(pairs []Pair, at []int) []Pair {
 	var out []Pair
-	for _, p := range pairs {
-		if !isFailed(failed, p) {
-			out = append(out, p)
-		}
+	for _, i := range at {
+		out = append(out, pairs[i])
 	}
 	return out
 }
 
-// isFailed reports whether p is among failed.
-func isFailed(failed []Failed, p Pair) bool {
-	return slices.ContainsFunc(failed, func(f Failed) bool { return f.From.ID == p.From.ID && f.To.ID == p.To.ID })
+// failedPairs returns the pairs at indexes at, each with its error.
+func failedPairs(pairs []Pair, at []int, errs []error) []Failed {
+	var out []Failed
+	for _, i := range at {
+		out = append(out, Failed{Pair: pairs[i], Err: errs[i]})
+	}
+	return out
 }
 
-// copyStep is one copy step of a hand-off: which, the hand-off's id, and
-// for the final copy the pairs whose first copy failed.
-type copyStep struct {
-	Step
-	id          uint64
-	firstFailed []Failed
-}
-
-// copyAll copies every pair, in parallel, adding what moved to rep and
-// telling OnCopied, and returns the pairs that failed.
-func copyAll(ctx context.Context, o *Options, step copyStep, pairs []Pair, rep *Report) []Failed {
+// copyAll runs the copy phase under way for every pair, in parallel,
+// adding what moved to rep, telling h and OnCopied as each ends, and
+// keeping why a pair failed in errs.
+func copyAll(ctx context.Context, o *Options, h *partition.HandOff, id uint64, pairs []Pair, errs []error, rep *Report) {
+	step := h.Phase()
 	var mu sync.Mutex
-	var failed []Failed
 	var wg sync.WaitGroup
-	for _, p := range pairs {
+	for i, p := range pairs {
+		req := &shardlimitv1.PullRequest{Partitions: p.Partitions, PartitionCount: uint32(o.Partitions), HandoffId: id}
+		c := h.Copy(i)
+		req.Journal, req.Fence, req.Final, req.Whole = c.Journal, c.Fence, c.Final, c.Whole
 		wg.Go(func() {
 			start := time.Now()
-			c, err := copyPair(ctx, o, step, p)
+			c, err := copyPair(ctx, o, req, p)
 			o.Logger.Debug("hand-off: copied a pair", "from", p.From.ID, "to", p.To.ID, "partitions", len(p.Partitions),
 				"keys", c.Keys, "imported", c.Imported, "chunks", c.Chunks, "took", time.Since(start).Round(time.Millisecond), "err", err)
 			mu.Lock()
@@ -268,35 +245,23 @@ func copyAll(ctx context.Context, o *Options, step copyStep, pairs []Pair, rep *
 			rep.Keys += c.Keys
 			rep.Imported += c.Imported
 			rep.Chunks += c.Chunks
-			if err != nil {
-				failed = append(failed, Failed{Pair: p, Err: err})
-			}
+			errs[i] = err
+			h.Copied(i, err == nil, c.Keys)
 			if o.OnCopied != nil {
-				o.OnCopied(step.Step, p, c, err)
+				o.OnCopied(step, p, c, err)
 			}
 		})
 	}
 	wg.Wait()
-	return failed
 }
 
-func copyPair(ctx context.Context, o *Options, step copyStep, p Pair) (Copied, error) {
+func copyPair(ctx context.Context, o *Options, req *shardlimitv1.PullRequest, p Pair) (Copied, error) {
 	to, err := o.Clients(p.To)
 	if err != nil {
 		return Copied{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CopyTimeout)
 	defer cancel()
-	req := &shardlimitv1.PullRequest{Partitions: p.Partitions, PartitionCount: uint32(o.Partitions), HandoffId: step.id}
-	switch {
-	case step.Step == StepCopyAgain:
-		req.Final = true
-		req.Whole = isFailed(step.firstFailed, p)
-	case o.Fence:
-		req.Fence = true
-	default:
-		req.Journal = true
-	}
 	return pull(ctx, p.From, to, req, o.Chunks)
 }
 

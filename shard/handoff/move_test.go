@@ -12,6 +12,7 @@ import (
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/partition"
 )
 
 // fakeShard records the pulls and drops a hand-off asks of it; a pull
@@ -95,7 +96,7 @@ func TestMoveOrdersTheStepsAndReportsFailures(t *testing.T) {
 			o := Options{
 				Partitions: 8, Settle: 1, Strict: tc.strict, Drop: tc.drop,
 				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
-				OnStep:  func(Step) { step("|") },
+				OnStep:  func(partition.Phase) { step("|") },
 			}
 			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { step("switch"); return nil })
 			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
@@ -136,7 +137,7 @@ func TestMoveSkipsTheSettleOnlyWhenNothingMoved(t *testing.T) {
 			o := Options{
 				Partitions: 8, Settle: 1, Strict: true, Drop: true, SkipEmptySettle: true,
 				Clients: func(m member.Member) (shardlimitv1.ShardClient, error) { return shards[m.ID], nil },
-				OnStep:  func(s Step) { steps = append(steps, string(s)) },
+				OnStep:  func(s partition.Phase) { steps = append(steps, string(s)) },
 			}
 			rep, err := Move(context.Background(), o, pairs, func(context.Context) error { return nil })
 			if err != nil || !rep.Switched {

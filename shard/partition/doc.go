@@ -1,8 +1,11 @@
-// Package partition is the hand-off protocol of shardlimit as one pure
-// state machine: the state of one partition at one shard, and Step, which
-// takes that state and an event and returns the next state and the
-// effects that the host (package shard) performs. It does no I/O, reads no
-// clock and starts no goroutine; the hosts call it and act. Read this
+// Package partition is the hand-off protocol of shardlimit as two pure
+// state machines: the state of one partition at one shard, and Step,
+// which takes that state and an event and returns the next state and the
+// effects that the host (package shard) performs; and HandOff, the order
+// of one hand-off's steps over its pairs, which the one running it
+// (package handoff's Move, for the rebalance job and the shard host; the
+// simulation, package partition/sim) performs. They do no I/O, read no
+// clock and start no goroutine; the hosts call them and act. Read this
 // first: it is the one place that states the protocol's steps and their
 // order; every other place points here.
 //
@@ -10,8 +13,8 @@
 //
 // A planned change (the rebalance job's move, a shard draining on SIGTERM,
 // a shard joining) moves the counters of a set of partitions from each old
-// owner (the source) to its new owner (the destination). Package handoff's
-// Move runs these steps, one after the other, for every (source,
+// owner (the source) to its new owner (the destination). A HandOff runs
+// these steps (its phases), one after the other, for every (source,
 // destination) pair at once:
 //
 //  1. copy: the destination pulls the partitions from the source
@@ -55,6 +58,35 @@
 // hand over (FencedExport): the next owner counts from what arrived. A
 // join takes back a failed pair's partitions (Reclaim) only where the
 // table it follows gives them to it.
+//
+// # A hand-off's phases (HandOff)
+//
+// The driver tells HandOff each event and performs the phase it returns;
+// the pairs are numbered from 0. A copy phase asks each pair for a Copy
+// (Journal, or Fence with HandOff.Fence; Final, Whole where that pair's
+// first copy failed) and ends when every pair's copy ended, each either
+// way (Copied). NotHandedOver are the pairs whose last copy failed; the
+// drop is of the others (HandedOver).
+//
+//	phase           event                   next phase
+//	                Start                   PhaseCopy
+//	PhaseCopy       CopiesEnded, no Switch  PhaseDone (a give-back: one copy)
+//	                CopiesEnded, Strict, a  PhaseDone (nothing fenced, nothing
+//	                copy failed             switched)
+//	                CopiesEnded, no pair    PhaseSwitch
+//	                CopiesEnded             PhaseCopyAgain
+//	PhaseCopyAgain  CopiesEnded             PhaseSwitch
+//	PhaseSwitch     SwitchEnded, failed or  PhaseDone (no settle: a hand-off
+//	                no pair                 that moved nothing ends at once)
+//	                SwitchEnded             PhaseSettle with Settle, unless
+//	                                        SkipEmptySettle and no key streamed
+//	                                        and no copy failed; else as
+//	                                        SettleEnded
+//	PhaseSettle     SettleEnded             PhaseDrop with Drop, else PhaseDone
+//	PhaseDrop       DropsEnded              PhaseDone
+//
+// What each pair's copy does at its source and destination, and what the
+// switch steps, are the events of the partitions below.
 //
 // A partition gained without a hand-off (its owner lost its lease, or the
 // ring moved it between live shards) is taken over: OwnerChanged makes it
@@ -132,6 +164,7 @@
 //	OwnerChanged     moved here, Pulled    Owned
 //	                 from Was (or From "")
 //	                 moved here from nobody Owned
+//	                 (but Fenced, forwarding: unchanged)
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
 //	                 Owned

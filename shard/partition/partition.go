@@ -292,6 +292,12 @@ func ownerChanged(p Partition, e Event) (Partition, Effect) {
 			p.Pulled, p.From = false, "" // pulled ahead of a switch that did not come: stale
 		}
 	case e.Was == e.Me:
+	case e.Was == "" && p.To != nil:
+		// Fenced by a final copy before this shard saw the table that
+		// gave it here from nobody (the hand-off that gave it here had no
+		// pair, so no settle, and the next one's final copy came first):
+		// its counters are at the next owner, which decides it once it
+		// switches.
 	case p.Pulled && (p.From == "" || p.From == e.Was), e.Was == "":
 		return Partition{State: Owned, Takers: p.Takers}, 0
 	default:

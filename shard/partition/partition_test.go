@@ -55,6 +55,7 @@ func TestStep(t *testing.T) {
 		// Owner table.
 		{"gained after a hand-off", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Owned}, 0},
 		{"gained from nobody", Partition{}, Event{Kind: OwnerChanged, Me: "a", Was: "", Is: "a"}, Partition{State: Owned}, 0},
+		{"gained from nobody, forwarded since by a final copy: stays forwarding", forwarding, Event{Kind: OwnerChanged, Me: "a", Was: "", Is: "a"}, forwarding, 0},
 		{"gained without a hand-off", Partition{State: Fenced}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Pending, Takers: 1}, TakeOver},
 		{"kept", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "a"}, Partition{State: Owned, Pulled: true}, 0},
 		{"moved away: still decided", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "b"}, Partition{State: Owned}, 0},

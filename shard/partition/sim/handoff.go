@@ -11,25 +11,20 @@ import (
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
-// transfer is one hand-off under way, as package handoff's Move runs it:
-// copy, copy again, switch, settle, drop (package partition's
-// documentation).
+// transfer is one hand-off under way: a driver of its step order
+// (package partition's HandOff), as package handoff's Move is one.
 type transfer struct {
 	id    uint64
 	kind  string
 	by    *shard // the shard that runs it (a join, a drain, a give-back); nil: the rebalance job
 	byInc int
 	pairs []handoff.Pair
-	// strict stops before fencing when a first copy failed; drop has the
-	// sources forget the partitions; fence makes the one copy a fenced one
-	// with no switch (a give-back).
-	strict, drop, fence bool
-	switchOwners        func() bool // false: the switch failed (the shard's lease is gone)
-	after               func(notHandedOver []handoff.Pair)
-	// Per pair: the first copy failed; the final copy failed.
-	firstFailed, finalFailed map[int]bool
-	pending                  int
-	locked                   bool
+	// m is its step order; the constructors set Strict, Drop and Fence,
+	// begin the rest.
+	m            partition.HandOff
+	switchOwners func() bool // false: the switch failed (the shard's lease is gone); nil: no switch (a give-back)
+	after        func(notHandedOver []handoff.Pair)
+	locked       bool
 }
 
 // stopped reports whether the shard running h is gone (its process ended
@@ -40,7 +35,6 @@ func (h *transfer) stopped() bool { return h.by != nil && !h.by.alive(h.byInc) }
 func (w *world) begin(h *transfer) {
 	w.nextID++
 	h.id = w.nextID
-	h.firstFailed, h.finalFailed = map[int]bool{}, map[int]bool{}
 	if h.by != nil {
 		h.byInc = h.by.inc
 	}
@@ -51,7 +45,45 @@ func (w *world) begin(h *transfer) {
 	if w.cfg.Trace {
 		w.logf("hand-off %d (%s): copy %s", h.id, h.kind, pairsString(h.pairs))
 	}
-	w.copyStep(h, false)
+	h.m.Pairs, h.m.Switch, h.m.Settle = len(h.pairs), h.switchOwners != nil, true
+	w.perform(h, h.m.Start())
+}
+
+// perform carries out phase ph of h, as Move does.
+func (w *world) perform(h *transfer, ph partition.Phase) {
+	switch ph {
+	case partition.PhaseCopy, partition.PhaseCopyAgain:
+		if w.cfg.Trace && ph == partition.PhaseCopyAgain {
+			w.logf("hand-off %d (%s): copy again", h.id, h.kind)
+		}
+		w.copyStep(h)
+	case partition.PhaseSwitch:
+		if w.cfg.Trace {
+			w.logf("hand-off %d (%s): switch", h.id, h.kind)
+		}
+		w.perform(h, h.m.SwitchEnded(h.switchOwners()))
+	case partition.PhaseSettle:
+		w.at(settleTicks, func() {
+			if h.stopped() {
+				w.end(h, "its shard stopped")
+				return
+			}
+			w.perform(h, h.m.SettleEnded())
+		})
+	case partition.PhaseDrop:
+		w.dropAll(h, pairsAt(h.pairs, h.m.HandedOver()))
+	case partition.PhaseDone:
+		why := "copied (no switch)"
+		switch {
+		case h.m.Switched():
+			w.res.HandOffs++
+			why = "switched, settled and dropped"
+		case h.m.Switch:
+			why = "nothing switched (a first copy failed, or the switch)"
+		}
+		w.end(h, why)
+		h.after(pairsAt(h.pairs, h.m.NotHandedOver()))
+	}
 }
 
 // end ends h.
@@ -65,23 +97,18 @@ func (w *world) end(h *transfer, why string) {
 	}
 }
 
-// copyStep copies every pair, the final copy when final, and goes on once
-// every pair's copy ended.
-func (w *world) copyStep(h *transfer, final bool) {
+// copyStep copies every pair, as the copy phase under way asks, and goes
+// on once every pair's copy ended.
+func (w *world) copyStep(h *transfer) {
 	if len(h.pairs) == 0 {
-		w.afterCopy(h, final)
+		w.afterCopy(h)
 		return
 	}
-	h.pending = len(h.pairs)
 	for i, pr := range h.pairs {
-		req := exportReq{parts: pr.Partitions, id: h.id}
-		switch {
-		case final:
-			req.fence, req.forwardTo, req.whole = true, pr.To.ID, h.firstFailed[i]
-		case h.fence:
-			req.fence = true
-		default:
-			req.journal = true
+		c := h.m.Copy(i)
+		req := exportReq{parts: pr.Partitions, id: h.id, journal: c.Journal, fence: c.Fence || c.Final}
+		if c.Final {
+			req.forwardTo, req.whole = pr.To.ID, c.Whole
 		}
 		dst := w.shard(pr.To.ID)
 		dinc := dst.inc
@@ -91,15 +118,8 @@ func (w *world) copyStep(h *transfer, final bool) {
 				return
 			}
 			answered = true
-			if !ok {
-				if final {
-					h.finalFailed[i] = true
-				} else {
-					h.firstFailed[i] = true
-				}
-			}
-			if h.pending--; h.pending == 0 {
-				w.afterCopy(h, final)
+			if h.m.Copied(i, ok, 0) { // keys: the simulation skips no settle
+				w.afterCopy(h)
 			}
 		}
 		// The Pull request to the destination, and its answer.
@@ -108,17 +128,17 @@ func (w *world) copyStep(h *transfer, final bool) {
 				w.send(dst.id, "coordinator", func() { answer(false) })
 				return
 			}
-			if final {
+			if c.Final {
 				dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullStarts}, 0)
 			}
 			dst.pull(pr.From.ID, req, func(vals map[uint32]int64, ok bool) {
 				dst.merge(vals)
 				switch {
-				case final && ok:
+				case c.Final && ok:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPulled, From: pr.From.ID, Me: dst.id}, 0)
-				case final:
+				case c.Final:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FinalPullFailed}, 0)
-				case h.fence && ok:
+				case c.Fence && ok:
 					dst.step(pr.Partitions, partition.Event{Kind: partition.FencedPulled, From: pr.From.ID, Me: dst.id}, 0)
 				}
 				w.send(dst.id, "coordinator", func() { answer(ok) })
@@ -128,8 +148,8 @@ func (w *world) copyStep(h *transfer, final bool) {
 	}
 }
 
-// afterCopy takes the step after a copy step.
-func (w *world) afterCopy(h *transfer, final bool) {
+// afterCopy takes the step after a copy step, unless h ended.
+func (w *world) afterCopy(h *transfer) {
 	if w.handoffs[h.id] != h {
 		return
 	}
@@ -137,54 +157,14 @@ func (w *world) afterCopy(h *transfer, final bool) {
 		w.end(h, "its shard stopped")
 		return
 	}
-	switch {
-	case !final && h.switchOwners == nil:
-		w.end(h, "copied (no switch)")
-		h.after(w.failedPairs(h, h.firstFailed))
-		return
-	case !final && h.strict && len(h.firstFailed) > 0:
-		w.end(h, "a first copy failed: nothing switched")
-		h.after(nil)
-		return
-	case !final:
-		if w.cfg.Trace {
-			w.logf("hand-off %d (%s): copy again", h.id, h.kind)
-		}
-		w.copyStep(h, true)
-		return
-	}
-	if w.cfg.Trace {
-		w.logf("hand-off %d (%s): switch", h.id, h.kind)
-	}
-	if !h.switchOwners() {
-		w.end(h, "the switch failed")
-		h.after(w.failedPairs(h, h.finalFailed))
-		return
-	}
-	w.at(settleTicks, func() {
-		if h.stopped() {
-			w.end(h, "its shard stopped")
-			return
-		}
-		// The drops, one after the other, each answered (or past its
-		// timeout) before the next, and the hand-off ends after them.
-		var drops []handoff.Pair
-		for i, pr := range h.pairs {
-			if h.drop && !h.finalFailed[i] {
-				drops = append(drops, pr)
-			}
-		}
-		w.dropAll(h, drops)
-	})
+	w.perform(h, h.m.CopiesEnded())
 }
 
 // dropAll has each source drop its pair's partitions, as Move's drop does,
 // one RPC at a time, then ends h.
 func (w *world) dropAll(h *transfer, drops []handoff.Pair) {
 	if len(drops) == 0 {
-		w.res.HandOffs++
-		w.end(h, "settled and dropped")
-		h.after(w.failedPairs(h, h.finalFailed))
+		w.perform(h, h.m.DropsEnded())
 		return
 	}
 	pr := drops[0]
@@ -206,10 +186,11 @@ func (w *world) dropAll(h *transfer, drops []handoff.Pair) {
 	w.at(copyTimeout, next)
 }
 
-func (w *world) failedPairs(h *transfer, failed map[int]bool) []handoff.Pair {
+// pairsAt returns the pairs at indexes at.
+func pairsAt(pairs []handoff.Pair, at []int) []handoff.Pair {
 	var out []handoff.Pair
-	for _, i := range slices.Sorted(maps.Keys(failed)) {
-		out = append(out, h.pairs[i])
+	for _, i := range at {
+		out = append(out, pairs[i])
 	}
 	return out
 }
@@ -254,15 +235,12 @@ func (w *world) enter(s *shard, inc int) {
 			others = append(others, id)
 		}
 	}
-	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
+	h := &transfer{kind: "join " + s.id, by: s, pairs: handoff.Pairs(before, after), m: partition.HandOff{Strict: true, Drop: true}, locked: true}
 	h.switchOwners = func() bool {
 		if w.own(s) == "" {
 			return false // its lease is gone: the record cannot be written
 		}
-		for i, pr := range h.pairs {
-			if h.finalFailed[i] {
-				continue
-			}
+		for _, pr := range pairsAt(h.pairs, h.m.HandedOver()) {
 			var arrived []uint32
 			for _, p := range pr.Partitions {
 				if s.view == nil {
@@ -349,12 +327,10 @@ func (w *world) drain(s *shard) {
 		w.publish()
 		// What it could not hand over it decides no more: routers
 		// switched, and the next owner counts from what arrived.
-		for i, pr := range h.pairs {
-			if h.finalFailed[i] {
-				s.step(pr.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
-				for _, p := range pr.Partitions {
-					w.lose(int(p)) // not handed over: from what arrived, or zero, by design
-				}
+		for _, pr := range pairsAt(h.pairs, h.m.NotHandedOver()) {
+			s.step(pr.Partitions, partition.Event{Kind: partition.FencedExport}, 0)
+			for _, p := range pr.Partitions {
+				w.lose(int(p)) // not handed over: from what arrived, or zero, by design
 			}
 		}
 		return true
@@ -399,7 +375,7 @@ func (w *world) move(p int, to *shard) {
 	if before == nil {
 		return
 	}
-	h := &transfer{kind: "rebalance", pairs: handoff.Pairs(before, after), strict: true, drop: true, locked: true}
+	h := &transfer{kind: "rebalance", pairs: handoff.Pairs(before, after), m: partition.HandOff{Strict: true, Drop: true}, locked: true}
 	h.switchOwners = func() bool {
 		w.pins = pins
 		w.publish()
@@ -476,7 +452,7 @@ func (w *world) loseLease(s *shard) {
 		if w.cfg.Trace {
 			w.logf("%s: noticed; fenced every partition, gives them back", s.id)
 		}
-		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), fence: true}
+		h := &transfer{kind: "give back " + s.id, by: s, pairs: handoff.Pairs(before, w.tableWith(s.id, "")), m: partition.HandOff{Fence: true}}
 		h.after = func([]handoff.Pair) { w.enter(s, inc) }
 		w.begin(h)
 	})

@@ -62,6 +62,9 @@ var regressions = []struct {
 	{1546, 796, "a takeover that the table moved on before it ended (a cycle of takeovers, each waiting for the next) ended Owned after the next owner's pull had given up: two deciders (OwnerChanged fences a Pending partition the table moves away; its takeover still ends)"},
 	{18165, 148, "a lost-lease shard's give-back made its new owner decide a partition before that owner's table gave it there, beside the shard the table still named, which had taken it over (FencedPulled decides only where the table names this shard: ownership names it, Event.Is)"},
 	{10278, 238, "a lost-lease shard's late give-back made a partition decided at a joiner while its final copy was arriving, before that copy fenced its source (FencedPulled leaves a Receiving partition to its final copy)"},
+	// Found once the simulation ran the hand-off's real step order
+	// (partition.HandOff, issue 25, point 1).
+	{64, 14, "a join with no pair to hand over ends at its switch, with no settle, and the next join's final copy fenced a partition at the first shard before it saw the table giving it that partition from nobody, which made it decided again beside the second (OwnerChanged from nobody leaves a forwarding partition forwarding)"},
 	// Sim modelling (issue 25, overlap triage, second round).
 	{5423, 2000, "a crashed incarnation's pending join retry ran as its successor's, a second enter that registered it before it noticed a lost lease, so it never entered again: out for good (enter's retries are bound to their incarnation)"},
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
