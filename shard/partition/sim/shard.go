@@ -78,6 +78,15 @@ func (s *shard) decides(p int) bool {
 	return d
 }
 
+// forwardsTo reports whether s forwards partition p's checks to shard id
+// (a final copy to id fenced it here).
+func (s *shard) forwardsTo(p int, id string) bool {
+	s.owned.Begin()
+	to, ok := s.owned.ForwardTo(uint32(p))
+	s.owned.End()
+	return ok && to.ID == id
+}
+
 func (s *shard) settling(parts []uint32) bool { return s.owned.Settling(parts) }
 
 // park runs try now, and again after every change until it reports done

@@ -65,6 +65,9 @@ var regressions = []struct {
 	{2959, 400, "a drain that a lost lease made the last serving shard ended with counters no table could send anywhere: a reset by design, as the host's drain logs, not a lost hit"},
 	{2241, 1691, "a drain whose final copy failed (its destination died) ended with the only counters of the partitions it fenced: a reset by design until their next decision, however late, not only within the loss window"},
 	{2208, 504, "a crash that took the only copy of a partition's hits was a reset by design only for a while: the next decider, a shard started once every shard had died, came after it (a crash marks its partitions and the hits nobody else holds as reset until the next decision)"},
+	// Sim modelling (issue 25, overlap triage, third round).
+	{17920, 538, "a drain's destination crashed after the final copy: the draining source, which still held the counters, forgot them at its drop and stopped, so the crash took hits that no process kept; the next decider, a shard started once every shard had died, was taken for losing them (a source forwarding to the crashed shard does not keep its counters)"},
+	{7900, 1071, "the same, with the drain's other destination dead and the source the last to stop (a source forwarding to the crashed shard does not keep its counters)"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
