@@ -431,6 +431,34 @@ func TestPulledForgottenWhenMovedElsewhere(t *testing.T) {
 	}
 }
 
+// A partition fenced by a final copy whose switch did not come (it
+// forwards to d, which holds its counters and decides it) that a table
+// then gives here from a third shard is taken over from both: d stops
+// deciding it, and its counters come back (seed 13380 of the simulation).
+func TestGainedWhileForwardingTakesOverFromTheForwardToo(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Step([]uint32{3}, ev(partition.FencedPulled))
+	s.Step([]uint32{3}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "d", Addr: "d:1"}})
+	tks := s.Apply("a", table(t, "c"), table(t, "a"))
+	var fromD []uint32
+	for _, tk := range tks {
+		if tk.From.ID == "d" {
+			fromD = tk.Partitions
+		}
+	}
+	if !slices.Equal(fromD, []uint32{3}) {
+		t.Fatalf("takeovers %v: want partition 3 taken over from d, where it forwarded", tks)
+	}
+	s.Step([]uint32{3}, ev(partition.TakeoverEnded))
+	if st := s.State(3); st != partition.Pending {
+		t.Fatalf("state %v after one of its two takeovers, want pending", st)
+	}
+	s.Step([]uint32{3}, ev(partition.TakeoverEnded))
+	if st := s.State(3); st != partition.Owned {
+		t.Fatalf("state %v after both takeovers, want owned", st)
+	}
+}
+
 func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
 	s := ownership.New(4)
 	s.Step([]uint32{0, 1, 2, 3}, ev(partition.FencedPulled))

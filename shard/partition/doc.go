@@ -82,8 +82,11 @@
 // one asking; once the destination's member record is gone (a joiner
 // whose lease was lost mid-join) while no table since gave it the
 // partition, the source takes it back at once where its table gives it
-// the partition (Recall: ownership's RecallUnswitched); and a destination that sees the owner table move such a
-// partition from the source to a third shard stops deciding it
+// the partition (Recall: ownership's RecallUnswitched); a table that
+// gives such a partition back to the source from a third shard takes it
+// over from that shard and from the destination, which decides it
+// meanwhile (OwnerChanged: TakeOverForward); and a destination that sees
+// the owner table move such a partition from the source to a third shard stops deciding it
 // (OwnerChanged: Fenced). So does any shard still deciding a partition
 // that the table moves between two others (a final copy from it failed
 // and the switch went ahead, to a shard that died): the next owner takes
@@ -132,6 +135,8 @@
 //	OwnerChanged     moved here, Pulled    Owned
 //	                 from Was (or From "")
 //	                 moved here from nobody Owned
+//	                 moved here, forwarding Pending, Takers+2       TakeOver (from Was),
+//	                 to another than Was                            TakeOverForward (from To)
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
 //	                 Owned
