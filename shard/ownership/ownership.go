@@ -80,6 +80,26 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	return fx
 }
 
+// FenceDecided steps those of parts decided here (Owned) through
+// partition.FencedExport, at once and under the write lock, and returns
+// the effects, which the caller performs as Step's. A taker's fenced pull
+// does so as it arrives, before it waits for the others to settle: the
+// taker gives up on a silent owner and decides from what arrived, and an
+// owner that waited for another partition (its own takeover, which may
+// wait for the taker in turn) must not be deciding these then.
+func (s *Set) FenceDecided(parts []uint32) Effects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owned := s.those(parts, partition.Partition.Decides)
+	fx := Effects{parts: owned, each: make([]partition.Effect, len(owned))}
+	for i, p := range owned {
+		fx.each[i] = s.step(int(p), partition.Event{Kind: partition.FencedExport})
+		fx.all |= fx.each[i]
+	}
+	s.wake(fx.all)
+	return fx
+}
+
 // Effects are the effects of one Step, partition by partition.
 type Effects struct {
 	parts []uint32
@@ -325,9 +345,15 @@ func (s *Set) settling(parts []uint32) bool {
 func (s *Set) Stuck(parts []uint32) []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.those(parts, partition.Partition.Stuck)
+}
+
+// those returns those of parts in range whose partition is. The caller
+// holds the lock.
+func (s *Set) those(parts []uint32, is func(partition.Partition) bool) []uint32 {
 	var out []uint32
 	for _, p := range parts {
-		if int(p) < len(s.parts) && s.parts[p].Stuck() {
+		if int(p) < len(s.parts) && is(s.parts[p]) {
 			out = append(out, p)
 		}
 	}

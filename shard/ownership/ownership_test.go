@@ -459,6 +459,23 @@ func TestGainedWhileForwardingTakesOverFromTheForwardToo(t *testing.T) {
 	}
 }
 
+// A taker's fenced pull fences at once what is decided here, and only
+// that: a partition being taken over here or receiving a final copy is
+// left to settle, and its export waits for it.
+func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Step([]uint32{1, 2}, ev(partition.FencedPulled))
+	tks := s.Apply("a", table(t, "b"), table(t, "a")) // 1 and 2 pulled here: owned; the others taken over from b
+	pending := tks[0].Partitions[0]
+	fx := s.FenceDecided([]uint32{1, 2, pending})
+	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, 2}) {
+		t.Fatalf("fenced %v (their journals ended), want [1 2]", got)
+	}
+	if s.State(1) != partition.Fenced || s.State(2) != partition.Fenced || s.State(int(pending)) != partition.Pending {
+		t.Fatalf("states %v %v %v, want fenced, fenced, pending", s.State(1), s.State(2), s.State(int(pending)))
+	}
+}
+
 func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
 	s := ownership.New(4)
 	s.Step([]uint32{0, 1, 2, 3}, ev(partition.FencedPulled))
