@@ -369,10 +369,11 @@ func (w *world) drain(s *shard) {
 			}
 		}
 		for p := range w.cfg.Partitions {
-			if _, ok := w.table.Owner(p); !ok && s.count[p] > 0 {
+			if o, ok := w.table.Owner(p); s.count[p] > 0 && (!ok || !w.shard(o.ID).alive(w.leases[o.ID])) {
 				// No serving shard left to hand it to (a lease lost
-				// during the drain made this one the last): its counters
-				// end with it, as the host's drain logs.
+				// during the drain made this one the last), or the table
+				// gives it to a crashed one (whose record outlives it):
+				// its counters end with it, as the host's drain logs.
 				w.ends(s, p)
 			}
 		}

@@ -70,6 +70,7 @@ var regressions = []struct {
 	{2208, 504, "a crash that took the only copy of a partition's hits was a reset by design only for a while: the next decider, a shard started once every shard had died, came after it (a crash marks its partitions and the hits nobody else holds as reset until the next decision)"},
 	// Sim modelling (issue 25, overlap triage, third round).
 	{17920, 538, "a drain's destination crashed after the final copy: the draining source, which still held the counters, forgot them at its drop and stopped, so the crash took hits that no process kept; the next decider, a shard started once every shard had died, was taken for losing them (a source forwarding to the crashed shard does not keep its counters)"},
+	{38588, 1125, "a drain ended holding the only counters of a partition it had taken over mid-drain, which its switch's table gave to a crashed shard: a reset by design, as for a drain that ended as the last serving shard (the drain's end marks what it could hand to no running shard)"},
 	{7900, 1071, "the same, with the drain's other destination dead and the source the last to stop (a source forwarding to the crashed shard does not keep its counters)"},
 }
 
