@@ -242,8 +242,10 @@ func (s *Set) Leave() {
 
 // Enter ends Leave once the shard registered: every partition decided
 // meanwhile (a give-back or a fenced copy that followed another
-// registration's table) is fenced, and the shard decides what the states
-// say; its join decides what it owns. It reports whether the set was out.
+// registration's table) is fenced, any other that such a copy marked
+// pulled here is not (a table moving it here takes it over), and the
+// shard decides what the states say; its join decides what it owns. It
+// reports whether the set was out.
 func (s *Set) Enter() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -252,8 +254,15 @@ func (s *Set) Enter() bool {
 	}
 	s.out = false
 	for p := range s.parts {
-		if s.parts[p].State == partition.Owned {
+		switch {
+		case s.parts[p].State == partition.Owned:
 			s.step(p, partition.Event{Kind: partition.FencedExport})
+		case s.parts[p].Pulled:
+			// A copy that came while out followed another registration's
+			// table, and no table's step since could find it stale: the
+			// shard it came from may have decided the partition again.
+			// The table that gives it here takes it over from there.
+			s.parts[p].Pulled, s.parts[p].From = false, ""
 		}
 	}
 	s.suspended.Store(false)

@@ -476,6 +476,24 @@ func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
 	}
 }
 
+// A give-back that came while out (to a process restarted at the address
+// of a record the giver's table named) marked a partition pulled from b;
+// registered, the shard cannot tell whether b decided it since, so a
+// table moving it here from b takes it over from b (seed 38044 of the
+// simulation: it was decided here at once, beside b).
+func TestEnterForgetsWhatWasPulledWhileOut(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Leave()
+	s.Apply("a", nil, table(t, "b"))
+	s.Step([]uint32{5}, partition.Event{Kind: partition.FencedPulled, From: "b", Me: "a"})
+	s.Enter()
+	s.Apply("a", table(t, "b"), table(t, "b"))
+	s.Apply("a", table(t, "b"), table(t, "a"))
+	if st := s.State(5); st != partition.Pending {
+		t.Fatalf("state %v once a table gave it here from b, want pending (taken over from b)", st)
+	}
+}
+
 func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
 	s := ownership.New(4)
 	s.Step([]uint32{0, 1, 2, 3}, ev(partition.FencedPulled))

@@ -172,7 +172,8 @@
 // Leave, Enter): from its start, and from a lost lease, until it
 // registers, a shard decides nothing and steps no OwnerChanged (the
 // tables name an earlier registration); what it decided meanwhile is
-// fenced as it registers.
+// fenced as it registers, and what a copy marked pulled meanwhile is
+// pulled no more (a table giving it here takes it over).
 //
 // Package partition/sim runs this machine for several shards over a
 // simulated network, seeded, and checks the protocol's invariants at every
