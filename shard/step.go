@@ -3,6 +3,7 @@ package shard
 import (
 	"time"
 
+	"github.com/shardlimit/shardlimit/shard/ownership"
 	"github.com/shardlimit/shardlimit/shard/partition"
 )
 
@@ -26,7 +27,11 @@ type stepped struct {
 // them: updateView, Recall, a drop's recall, RecallUnswitched and heal
 // start their takeovers themselves.)
 func (s *Server) step(parts []uint32, count int, e partition.Event, id uint64) stepped {
-	fx := s.owned.Step(parts, e)
+	return s.perform(s.owned.Step(parts, e), count, id)
+}
+
+// perform performs the effects of a step (step's), for hand-off id.
+func (s *Server) perform(fx ownership.Effects, count int, id uint64) stepped {
 	var out stepped
 	if out.refused = fx.Of(partition.Refuse); out.refused != nil {
 		return out

@@ -310,19 +310,7 @@ func TestTakeoverWaitsForAnOwnerThatAnswersSlowly(t *testing.T) {
 	// v, in a cluster of its own, holds the counters that x, a member of
 	// g's cluster, exports slowly.
 	_, v := startShard(t, "/test/"+t.Name()+"-source/", "v")
-	p, err := pki()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
-	shardlimitv1.RegisterShardServer(srv, &slowExporter{from: v, gap: timeout / 10})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	x := register(t, prefix, "x", ln.Addr().String())
+	x := register(t, prefix, "x", servePeer(t, &slowExporter{from: v, gap: timeout / 10}))
 	waitOwns(t, sg, "x")
 	users := usersOf(t, sg, "x", 12)
 	for _, u := range users {
@@ -345,6 +333,100 @@ func TestTakeoverWaitsForAnOwnerThatAnswersSlowly(t *testing.T) {
 	for _, u := range users {
 		if d := decideOne(t, g, u); d.NotDecided || d.Allowed {
 			t.Fatalf("%s after the takeover: %v, want denied (at the limit counted on x)", u, d)
+		}
+	}
+}
+
+// servePeer serves impl as a shard's API with the test PKI's shard
+// certificate until t ends, and returns its address.
+func servePeer(t *testing.T, impl shardlimitv1.ShardServer) string {
+	t.Helper()
+	p, err := pki()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
+	shardlimitv1.RegisterShardServer(srv, impl)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// heldExporter is a final copy's source whose export is held until
+// release: the partitions stay Receiving at the destination.
+type heldExporter struct {
+	shardlimitv1.UnimplementedShardServer
+	release chan struct{}
+}
+
+func (e *heldExporter) ExportStream(_ *shardlimitv1.ExportStreamRequest, st grpc.ServerStreamingServer[shardlimitv1.ExportStreamResponse]) error {
+	select {
+	case <-e.release:
+	case <-st.Context().Done():
+	}
+	return nil
+}
+
+// A taker's fenced pull stops the owner deciding what it decides as the
+// pull arrives, before the owner waits for the other partitions asked for
+// to settle (here one whose final copy is arriving): the taker may give
+// up on the owner's silence meanwhile and decide from what arrived, and
+// the owner must not be deciding them then (the simulation's seeds 4778
+// and 5016).
+func TestAFencedPullStopsTheOwnerBeforeItWaits(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sa, a := startShard(t, prefix, "a")
+	users := usersOf(t, sa, "a", 50)
+	decided, arriving := users[0], ""
+	for _, u := range users[1:] {
+		if partitionOf(u) != partitionOf(decided) {
+			arriving = u
+			break
+		}
+	}
+	if d := decideOne(t, a, decided); d.NotDecided {
+		t.Fatalf("%s before the pull: %v, want decided by a", decided, d)
+	}
+	held := &heldExporter{release: make(chan struct{})}
+	addr := servePeer(t, held)
+	final := make(chan error, 1)
+	go func() {
+		_, err := a.Pull(context.Background(), &shardlimitv1.PullRequest{SourceId: "v", SourceAddr: addr,
+			Partitions: []uint32{partitionOf(arriving)}, PartitionCount: partitions, Final: true, HandoffId: 1})
+		final <- err
+	}()
+	poll.Until(t, 30*time.Second, func() error {
+		if n := metrictest.Value(t, sa.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "receiving"}); n != 1 {
+			return fmt.Errorf("%v partitions receiving at a, want 1", n)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	export, err := a.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{Partitions: []uint32{partitionOf(decided), partitionOf(arriving)},
+		PartitionCount: partitions, Fence: true, RequesterId: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, func() error {
+		if d := decideOne(t, a, decided); !d.NotDecided {
+			return fmt.Errorf("%s while the fenced pull waits: %v, want not decided by a", decided, d)
+		}
+		return nil
+	})
+	close(held.release)
+	if err := <-final; err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := export.Recv(); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -3,7 +3,7 @@
 // the hand-off's steps), for concurrent use: the decision path reads them
 // once per batch, and the shard host's hand-off handlers and owner-table
 // watch step them (Step, Apply, RecallUnswitched, Reclaim, Recall,
-// Dropping) and perform the effects that the steps return. It notes the
+// Dropping, FenceDecided) and perform the effects that the steps return. It notes the
 // last owner each table named (LastOwners), for partitions a later table
 // gives nobody.
 //
@@ -17,7 +17,9 @@
 // checks forwarded to a partition still arriving and for an export of a
 // partition still being taken over; WaitExportable, for a taker's pull,
 // waits too until this shard's table has caught up with the taker's
-// (Behind). Suspend stops every decision while the shard's lease is
+// (Behind). A taker's pull fences what is decided here before it waits
+// (FenceDecided), so that a taker that gives up waiting never decides
+// beside this shard. Suspend stops every decision while the shard's lease is
 // unconfirmed past its time, keeping the states; Leave stops them, and
 // the tables' steps, while the shard is not registered (Enter).
 //

@@ -80,6 +80,26 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	return fx
 }
 
+// FenceDecided steps those of parts decided here (Owned) through
+// partition.FencedExport, at once and under the write lock, and returns
+// the effects, which the caller performs as Step's. A taker's fenced pull
+// does so as it arrives, before it waits for the others to settle: the
+// taker gives up on a silent owner and decides from what arrived, and an
+// owner that waited for another partition (its own takeover, which may
+// wait for the taker in turn) must not be deciding these then.
+func (s *Set) FenceDecided(parts []uint32) Effects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owned := s.those(parts, partition.Partition.Decides)
+	fx := Effects{parts: owned, each: make([]partition.Effect, len(owned))}
+	for i, p := range owned {
+		fx.each[i] = s.step(int(p), partition.Event{Kind: partition.FencedExport})
+		fx.all |= fx.each[i]
+	}
+	s.wake(fx.all)
+	return fx
+}
+
 // Effects are the effects of one Step, partition by partition.
 type Effects struct {
 	parts []uint32
@@ -222,8 +242,10 @@ func (s *Set) Leave() {
 
 // Enter ends Leave once the shard registered: every partition decided
 // meanwhile (a give-back or a fenced copy that followed another
-// registration's table) is fenced, and the shard decides what the states
-// say; its join decides what it owns. It reports whether the set was out.
+// registration's table) is fenced, any other that such a copy marked
+// pulled here is not (a table moving it here takes it over), and the
+// shard decides what the states say; its join decides what it owns. It
+// reports whether the set was out.
 func (s *Set) Enter() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,8 +254,15 @@ func (s *Set) Enter() bool {
 	}
 	s.out = false
 	for p := range s.parts {
-		if s.parts[p].State == partition.Owned {
+		switch {
+		case s.parts[p].State == partition.Owned:
 			s.step(p, partition.Event{Kind: partition.FencedExport})
+		case s.parts[p].Pulled:
+			// A copy that came while out followed another registration's
+			// table, and no table's step since could find it stale: the
+			// shard it came from may have decided the partition again.
+			// The table that gives it here takes it over from there.
+			s.parts[p].Pulled, s.parts[p].From = false, ""
 		}
 	}
 	s.suspended.Store(false)
@@ -325,9 +354,15 @@ func (s *Set) settling(parts []uint32) bool {
 func (s *Set) Stuck(parts []uint32) []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.those(parts, partition.Partition.Stuck)
+}
+
+// those returns those of parts in range whose partition is. The caller
+// holds the lock.
+func (s *Set) those(parts []uint32, is func(partition.Partition) bool) []uint32 {
 	var out []uint32
 	for _, p := range parts {
-		if int(p) < len(s.parts) && s.parts[p].Stuck() {
+		if int(p) < len(s.parts) && is(s.parts[p]) {
 			out = append(out, p)
 		}
 	}

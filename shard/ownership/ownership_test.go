@@ -431,6 +431,69 @@ func TestPulledForgottenWhenMovedElsewhere(t *testing.T) {
 	}
 }
 
+// A partition fenced by a final copy whose switch did not come (it
+// forwards to d, which holds its counters and decides it) that a table
+// then gives here from a third shard is taken over from both: d stops
+// deciding it, and its counters come back (seed 13380 of the simulation).
+func TestGainedWhileForwardingTakesOverFromTheForwardToo(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Step([]uint32{3}, ev(partition.FencedPulled))
+	s.Step([]uint32{3}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "d", Addr: "d:1"}})
+	tks := s.Apply("a", table(t, "c"), table(t, "a"))
+	var fromD []uint32
+	for _, tk := range tks {
+		if tk.From.ID == "d" {
+			fromD = tk.Partitions
+		}
+	}
+	if !slices.Equal(fromD, []uint32{3}) {
+		t.Fatalf("takeovers %v: want partition 3 taken over from d, where it forwarded", tks)
+	}
+	s.Step([]uint32{3}, ev(partition.TakeoverEnded))
+	if st := s.State(3); st != partition.Pending {
+		t.Fatalf("state %v after one of its two takeovers, want pending", st)
+	}
+	s.Step([]uint32{3}, ev(partition.TakeoverEnded))
+	if st := s.State(3); st != partition.Owned {
+		t.Fatalf("state %v after both takeovers, want owned", st)
+	}
+}
+
+// A taker's fenced pull fences at once what is decided here, and only
+// that: a partition being taken over here or receiving a final copy is
+// left to settle, and its export waits for it.
+func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Step([]uint32{1, 2}, ev(partition.FencedPulled))
+	tks := s.Apply("a", table(t, "b"), table(t, "a")) // 1 and 2 pulled here: owned; the others taken over from b
+	pending := tks[0].Partitions[0]
+	fx := s.FenceDecided([]uint32{1, 2, pending})
+	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, 2}) {
+		t.Fatalf("fenced %v (their journals ended), want [1 2]", got)
+	}
+	if s.State(1) != partition.Fenced || s.State(2) != partition.Fenced || s.State(int(pending)) != partition.Pending {
+		t.Fatalf("states %v %v %v, want fenced, fenced, pending", s.State(1), s.State(2), s.State(int(pending)))
+	}
+}
+
+// A give-back that came while out (to a process restarted at the address
+// of a record the giver's table named) marked a partition pulled from b;
+// registered, the shard cannot tell whether b decided it since, so a
+// table moving it here from b takes it over from b (seed 38044 of the
+// simulation: it was decided here at once, beside b).
+func TestEnterForgetsWhatWasPulledWhileOut(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Leave()
+	s.Apply("a", nil, table(t, "b"))
+	s.Step([]uint32{5}, partition.Event{Kind: partition.FencedPulled, From: "b", Me: "a"})
+	s.Enter()
+	s.Apply("a", table(t, "b"), table(t, "b"))
+	s.Apply("a", table(t, "b"), table(t, "a"))
+	if st := s.State(5); st != partition.Pending {
+		t.Fatalf("state %v once a table gave it here from b, want pending (taken over from b)", st)
+	}
+}
+
 func TestSuspendStopsEveryDecisionUntilResume(t *testing.T) {
 	s := ownership.New(4)
 	s.Step([]uint32{0, 1, 2, 3}, ev(partition.FencedPulled))

@@ -30,7 +30,7 @@ func addTakeover(out []Takeover, from member.Member, p uint32) []Takeover {
 
 // Apply steps every partition through partition.OwnerChanged, from owner
 // table prev to next as seen by member me, and returns the takeovers those
-// steps asked for (the effect TakeOver), by previous owner in the order of
+// steps asked for (the effects TakeOver, and TakeOverForward: from the shard a partition forwarded to), by previous owner in the order of
 // prev's members. A partition that prev gives nobody (every lease was
 // lost at once, or the last owner's lease ended while the next was
 // joining) was last owned by the shard that the last table naming an
@@ -72,9 +72,13 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 			was = s.known[p]
 		}
 		is, _ := next.Owner(p)
+		to, _ := s.parts[p].Forwards()
 		fx := s.step(p, partition.Event{Kind: partition.OwnerChanged, Me: me, Was: was.ID, Is: is.ID})
 		if fx&partition.TakeOver != 0 {
 			out = addTakeover(out, was, uint32(p))
+		}
+		if fx&partition.TakeOverForward != 0 {
+			out = addTakeover(out, to, uint32(p))
 		}
 		all |= fx
 	}

@@ -98,7 +98,11 @@
 // it). The previous owner's export waits, a while, until its own table
 // has caught up with the taker's (ownership's Behind): fenced before it
 // saw the table that gave it the partition, it would take the partition
-// over afterwards and decide it beside the taker. A shard that lost its lease fences every partition
+// over afterwards and decide it beside the taker. It fences those it
+// decides before any wait (ownership's FenceDecided): a taker that gives
+// up on its silence (it waited for another of the partitions, being
+// taken over there, perhaps from the taker) decides them from what
+// arrived, and it must not be deciding them then. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
 // the newer counters where they went, and one whose table there names
@@ -114,8 +118,11 @@
 // one asking; once the destination's member record is gone (a joiner
 // whose lease was lost mid-join) while no table since gave it the
 // partition, the source takes it back at once where its table gives it
-// the partition (Recall: ownership's RecallUnswitched); and a destination that sees the owner table move such a
-// partition from the source to a third shard stops deciding it
+// the partition (Recall: ownership's RecallUnswitched); a table that
+// gives such a partition back to the source from a third shard takes it
+// over from that shard and from the destination, which decides it
+// meanwhile (OwnerChanged: TakeOverForward); and a destination that sees
+// the owner table move such a partition from the source to a third shard stops deciding it
 // (OwnerChanged: Fenced). So does any shard still deciding a partition
 // that the table moves between two others (a final copy from it failed
 // and the switch went ahead, to a shard that died): the next owner takes
@@ -165,6 +172,8 @@
 //	                 from Was (or From "")
 //	                 moved here from nobody Owned
 //	                 (but Fenced, forwarding: unchanged)
+//	                 moved here, forwarding Pending, Takers+2       TakeOver (from Was),
+//	                 to another than Was                            TakeOverForward (from To)
 //	                 moved here otherwise  Pending, Takers+1        TakeOver (from Was)
 //	                 moved between others, Fenced
 //	                 Owned
@@ -196,7 +205,8 @@
 // Leave, Enter): from its start, and from a lost lease, until it
 // registers, a shard decides nothing and steps no OwnerChanged (the
 // tables name an earlier registration); what it decided meanwhile is
-// fenced as it registers.
+// fenced as it registers, and what a copy marked pulled meanwhile is
+// pulled no more (a table giving it here takes it over).
 //
 // Package partition/sim runs this machine for several shards over a
 // simulated network, seeded, and checks the protocol's invariants at every

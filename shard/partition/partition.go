@@ -149,6 +149,11 @@ const (
 	// (OwnerChanged: Event.Was; Recall: the next owner it forwarded to),
 	// then step TakeoverEnded.
 	TakeOver
+	// TakeOverForward: OwnerChanged only, beside TakeOver: pull it with a
+	// fence from the next owner it forwarded to before the step (its
+	// Partition.To: a final copy took its counters there, and that shard
+	// may decide it) as well, then step TakeoverEnded again.
+	TakeOverForward
 	// Wake: the partition left Pending or Receiving, or a takeover ended:
 	// wake the checks waiting for it to settle.
 	Wake
@@ -265,7 +270,9 @@ func Step(p Partition, e Event) (Partition, Effect) {
 // brought it here from that shard (Pulled, From) or nobody owned it (no
 // counters anywhere), else Pending and taken over from its previous
 // owner (a copy from a third shard does not stop the previous owner,
-// which may have taken it over meanwhile, from deciding it). One that stays here
+// which may have taken it over meanwhile, from deciding it), and from the
+// shard it forwarded to, if another (a final copy took its counters
+// there, ahead of a switch that did not come). One that stays here
 // keeps its state, and so does one that moves away (routers that have not
 // switched are still answered, until a hand-off fences or drops it), but
 // it forgets that it was pulled here; one still decided here that moves
@@ -300,6 +307,11 @@ func ownerChanged(p Partition, e Event) (Partition, Effect) {
 		// switches.
 	case p.Pulled && (p.From == "" || p.From == e.Was), e.Was == "":
 		return Partition{State: Owned, Takers: p.Takers}, 0
+	case p.To != nil && p.To.ID != e.Was:
+		// Fenced by a final copy whose switch did not come, forwarding
+		// to a shard that holds its counters and decides it: take it
+		// over from there too, so that it decides it no more.
+		return Partition{State: Pending, Takers: p.Takers + 2}, TakeOver | TakeOverForward
 	default:
 		return Partition{State: Pending, Takers: p.Takers + 1}, TakeOver
 	}

@@ -57,6 +57,8 @@ func TestStep(t *testing.T) {
 		{"gained from nobody", Partition{}, Event{Kind: OwnerChanged, Me: "a", Was: "", Is: "a"}, Partition{State: Owned}, 0},
 		{"gained from nobody, forwarded since by a final copy: stays forwarding", forwarding, Event{Kind: OwnerChanged, Me: "a", Was: "", Is: "a"}, forwarding, 0},
 		{"gained without a hand-off", Partition{State: Fenced}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Pending, Takers: 1}, TakeOver},
+		{"gained without a hand-off while forwarding: taken over from where it forwards too", forwarding, Event{Kind: OwnerChanged, Me: "a", Was: "c", Is: "a"}, Partition{State: Pending, Takers: 2}, TakeOver | TakeOverForward},
+		{"gained back from the shard it forwards to: one takeover", forwarding, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Pending, Takers: 1}, TakeOver},
 		{"kept", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "a"}, Partition{State: Owned, Pulled: true}, 0},
 		{"moved away: still decided", Partition{State: Owned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "a", Is: "b"}, Partition{State: Owned}, 0},
 		{"moved elsewhere: pulled is stale", Partition{State: Unowned, Pulled: true}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "c"}, Partition{}, 0},

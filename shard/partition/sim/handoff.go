@@ -345,10 +345,11 @@ func (w *world) drain(s *shard) {
 			}
 		}
 		for p := range w.cfg.Partitions {
-			if _, ok := w.table.Owner(p); !ok && s.count[p] > 0 {
+			if o, ok := w.table.Owner(p); s.count[p] > 0 && (!ok || !w.shard(o.ID).alive(w.leases[o.ID])) {
 				// No serving shard left to hand it to (a lease lost
-				// during the drain made this one the last): its counters
-				// end with it, as the host's drain logs.
+				// during the drain made this one the last), or the table
+				// gives it to a crashed one (whose record outlives it):
+				// its counters end with it, as the host's drain logs.
 				w.ends(s, p)
 			}
 		}
@@ -408,13 +409,15 @@ func (w *world) crash(s *shard) {
 }
 
 // ends marks partition p's counters at s, whose process ends, as reset
-// by design (lose), and, if no other running process holds as many, the
-// hits beyond them as gone until p's next decision.
+// by design (lose), and, if no other running process keeps as many, the
+// hits beyond them as gone until p's next decision. A source whose final
+// copy fenced p forwarding to s does not keep them: its drop forgets
+// them (the drain that ran the copy ends its process).
 func (w *world) ends(s *shard, p int) {
 	w.lose(p)
-	held := int64(0) // the most any other running process holds
+	held := int64(0) // the most any other running process keeps
 	for _, o := range w.shards {
-		if o != s && o.up {
+		if o != s && o.up && !o.forwardsTo(p, s.id) {
 			held = max(held, o.count[p])
 		}
 	}

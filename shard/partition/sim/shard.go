@@ -78,6 +78,15 @@ func (s *shard) decides(p int) bool {
 	return d
 }
 
+// forwardsTo reports whether s forwards partition p's checks to shard id
+// (a final copy to id fenced it here).
+func (s *shard) forwardsTo(p int, id string) bool {
+	s.owned.Begin()
+	to, ok := s.owned.ForwardTo(uint32(p))
+	s.owned.End()
+	return ok && to.ID == id
+}
+
 func (s *shard) settling(parts []uint32) bool { return s.owned.Settling(parts) }
 
 // park runs try now, and again after every change until it reports done
@@ -127,7 +136,12 @@ func (s *shard) changed() {
 // reads: nil for the whole partitions, else the partitions whose key
 // changed.
 func (s *shard) step(parts []uint32, e partition.Event, id uint64) (changedOnly []uint32, whole, refused bool) {
-	fx := s.owned.Step(parts, e)
+	return s.perform(s.owned.Step(parts, e), id)
+}
+
+// perform performs the effects of a step (step's), as the host's perform
+// does, for hand-off id.
+func (s *shard) perform(fx ownership.Effects, id uint64) (changedOnly []uint32, whole, refused bool) {
 	s.w.dirty = true
 	if fx.Of(partition.Refuse) != nil {
 		return nil, false, true
@@ -321,6 +335,9 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	}
 	behindUntil := s.w.now + behindTicks
 	if req.fence && req.forwardTo == "" {
+		// A taker's pull: what is decided here is fenced at once, as the
+		// host's ExportStream does (ownership.Set.FenceDecided).
+		s.perform(s.owned.FenceDecided(req.parts), req.id)
 		s.w.at(behindTicks, s.changed)
 	}
 	s.park(func() bool {

@@ -65,6 +65,10 @@ var regressions = []struct {
 	// Found once the simulation ran the hand-off's real step order
 	// (partition.HandOff, issue 25, point 1).
 	{64, 14, "a join with no pair to hand over ends at its switch, with no settle, and the next join's final copy fenced a partition at the first shard before it saw the table giving it that partition from nobody, which made it decided again beside the second (OwnerChanged from nobody leaves a forwarding partition forwarding)"},
+	{13380, 1796, "a source whose final copy fenced a partition ahead of a switch that did not come (forwarding to the joiner, which decided it) took it over from a third shard when a table gave it back, and decided it beside the joiner (OwnerChanged takes it over from where it forwards too: TakeOverForward)"},
+	{4778, 1031, "a taker's fenced pull gave up on an owner that waited for another of its partitions to settle (its own takeover from a shard that crashed mid-export), and decided from what arrived beside the owner, which still decided the rest (the owner fences what it decides before it waits: FenceDecided)"},
+	{5016, 1907, "two shards taking partitions over from each other (a cycle of takeovers, each export waiting for the other's) gave up on each other, and one decided from what arrived beside the other, never fenced (FenceDecided)"},
+	{38044, 335, "a give-back that reached a process restarted within its predecessor's lease marked a partition pulled from the lost-lease shard; registered, the process took the table that later moved the partition from that shard, which had taken it over again and decided it since, as the hand-off's and decided it at once, beside it (Enter forgets what was pulled while out)"},
 	// Sim modelling (issue 25, overlap triage, second round).
 	{5423, 2000, "a crashed incarnation's pending join retry ran as its successor's, a second enter that registered it before it noticed a lost lease, so it never entered again: out for good (enter's retries are bound to their incarnation)"},
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
@@ -73,6 +77,10 @@ var regressions = []struct {
 	{2959, 400, "a drain that a lost lease made the last serving shard ended with counters no table could send anywhere: a reset by design, as the host's drain logs, not a lost hit"},
 	{2241, 1691, "a drain whose final copy failed (its destination died) ended with the only counters of the partitions it fenced: a reset by design until their next decision, however late, not only within the loss window"},
 	{2208, 504, "a crash that took the only copy of a partition's hits was a reset by design only for a while: the next decider, a shard started once every shard had died, came after it (a crash marks its partitions and the hits nobody else holds as reset until the next decision)"},
+	// Sim modelling (issue 25, overlap triage, third round).
+	{17920, 538, "a drain's destination crashed after the final copy: the draining source, which still held the counters, forgot them at its drop and stopped, so the crash took hits that no process kept; the next decider, a shard started once every shard had died, was taken for losing them (a source forwarding to the crashed shard does not keep its counters)"},
+	{38588, 1125, "a drain ended holding the only counters of a partition it had taken over mid-drain, which its switch's table gave to a crashed shard: a reset by design, as for a drain that ended as the last serving shard (the drain's end marks what it could hand to no running shard)"},
+	{7900, 1071, "the same, with the drain's other destination dead and the source the last to stop (a source forwarding to the crashed shard does not keep its counters)"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
