@@ -43,18 +43,17 @@
 // settled from the last (Config.Overlap is off): the design's promise.
 // With Overlap, faults and changes interleave (a lease lost during a
 // join, a crash between a final copy and its switch): the simulation found
-// twenty-five bugs there, and seven faults of this model, each now fixed
+// twenty-six bugs there, and seven faults of this model, each now fixed
 // and rerun as a regression seed (make test also runs the first 200 seeds
 // with Overlap). Since it drives the real step order (a hand-off with no
-// pair ends at its switch, with no settle: every seed's run changed), it
-// breaks one invariant in seeds 0 to 2999 (seed 1555: a takeover from a
-// crashed destination decided beside the source of a failed final copy
-// that had not seen the table yet), and still breaks one in about 1 of
-// 700 seeds above (27 of the 20,000 from 3000; 28 before), combinations
-// of faults in flight not triaged yet (openOverlap in the
-// tests would list those below 200; go test -run 'TestSim$'
-// ./shard/partition/sim -sim.from 3000 -sim.seeds 2000 -sim.overlap lists
-// some). A shard whose lease is lost runs the host's lease guard
+// pair ends at its switch, with no settle: every seed's run changed), and
+// since the rebalance's map keeps a pair whose final copy failed with its
+// source (seed 1555), seeds 0 to 2999 all pass; it still breaks one
+// invariant in about 1 of 800 seeds above (24 of the 20,000 from 3000;
+// 27 before), combinations of faults in flight not triaged yet
+// (openOverlap in the tests would list those below 200; go test -run
+// 'TestSim$' ./shard/partition/sim -sim.from 3000 -sim.seeds 2000
+// -sim.overlap lists some). A shard whose lease is lost runs the host's lease guard
 // until it notices: unless every peer whose record it saw answers, it
 // stops deciding. Network partitions between shards (Config.Cuts) are not
 // run by default: what keeps them exact in the host is that guard's timing

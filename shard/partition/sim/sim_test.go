@@ -60,6 +60,7 @@ var regressions = []struct {
 	// Found once the simulation ran the hand-off's real step order
 	// (partition.HandOff, issue 25, point 1).
 	{64, 14, "a join with no pair to hand over ends at its switch, with no settle, and the next join's final copy fenced a partition at the first shard before it saw the table giving it that partition from nobody, which made it decided again beside the second (OwnerChanged from nobody leaves a forwarding partition forwarding)"},
+	{1555, 1975, "a rebalance whose final copy failed (its destination crashed before pulling) published the move anyway: the source, never fenced, decided beside the shard that took the partition over from the dead destination before the source saw that table (the job's map keeps a pair whose final copy failed with its source: handoff.KeepSources)"},
 	// Sim modelling (issue 25, overlap triage, second round).
 	{5423, 2000, "a crashed incarnation's pending join retry ran as its successor's, a second enter that registered it before it noticed a lost lease, so it never entered again: out for good (enter's retries are bound to their incarnation)"},
 	{1839, 117, "a table that routed partitions to a crashed incarnation's record, while a new process ran unregistered at its address, was not taken as a reset by design (the checker asks whether the record's incarnation runs)"},
