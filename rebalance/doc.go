@@ -32,7 +32,10 @@
 // joining shards use too: copy (streamed in bounded chunks, journaling
 // what changes meanwhile), copy again under a fence only what changed (the
 // old owners forward checks to the new ones from then on), switch (here:
-// publish the map that pins the partitions to their new owners), wait
+// publish the map that pins the partitions to their new owners, but for
+// a pair whose final copy failed, whose partitions stay with their old
+// owner, as the map in force had them: no table moves a partition whose
+// counters did not move; the run fails and says so), wait
 // Settle (1.5 s by default) for every router to follow the map, drop at
 // the old owners. Every check of a moving partition is decided in one
 // place at every moment, so the move is exact (package handoff). The
@@ -47,6 +50,7 @@
 // plan are children of the run's or the Plan call's span; at debug, each plan's inputs and moves are logged
 // (debuglog.go).
 //
-// It must never write the shard map without the election fence, and never
-// publish before the first copy succeeded.
+// It must never write the shard map without the election fence, never
+// publish before the first copy succeeded, and never publish a move whose
+// final copy failed.
 package rebalance

@@ -23,6 +23,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/membership"
+	"github.com/shardlimit/shardlimit/shard/partition"
 	"github.com/shardlimit/shardlimit/shard/rpc"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 	"github.com/shardlimit/shardlimit/shard/tracing"
@@ -275,7 +276,16 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		Strict: true, Drop: true, Logger: j.log,
 	}
 	p.handoff(&o)
+	var failed []handoff.Pair // by the pairs' final copies (OnCopied is called one at a time)
+	copied := o.OnCopied
+	o.OnCopied = func(step partition.Phase, pair handoff.Pair, c handoff.Copied, err error) {
+		copied(step, pair, c, err)
+		if step == partition.PhaseCopyAgain && err != nil {
+			failed = append(failed, pair)
+		}
+	}
 	rep, err := handoff.Move(ctx, o, pairs, func(ctx context.Context) error {
+		keep(next, s.m, failed)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := mapstore.Publish(pctx, j.etcd, j.layout(), next, s.m, s.mapRev,
@@ -291,9 +301,31 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 	case err != nil && !rep.Switched:
 		return "", fmt.Errorf("hand-off before publishing, nothing published: %w", err)
 	case err != nil:
-		return "", fmt.Errorf("hand-off after publishing version %d (the map is in force; some counters may not have moved): %w", next.Version, err)
+		return "", fmt.Errorf("hand-off after publishing version %d (the map is in force; it keeps the partitions whose final copy failed with their old owners): %w", next.Version, err)
 	}
 	return "moved", nil
+}
+
+// keep sets the partitions of the pairs whose final copy failed back in
+// next as they were in prev (nil: no map yet), and leaves their moves
+// out: no table moves a partition whose counters did not move (package
+// handoff's KeepSources).
+func keep(next, prev *shardmap.Map, failed []handoff.Pair) {
+	if len(failed) == 0 {
+		return
+	}
+	var before []string
+	if prev != nil {
+		before = prev.Owners
+	}
+	next.Owners = handoff.KeepSources(next.Owners, before, failed)
+	kept := map[int]bool{}
+	for _, pr := range failed {
+		for _, p := range pr.Partitions {
+			kept[int(p)] = true
+		}
+	}
+	next.Moves = slices.DeleteFunc(next.Moves, func(mv shardmap.Move) bool { return kept[mv.Partition] })
 }
 
 // client returns the client of a member read in the snapshot.

@@ -46,7 +46,9 @@
 //
 // Failures. A Strict hand-off (the job's, a join) whose first copy fails
 // stops before fencing anything: nothing switches. Once the final copy has
-// begun, the switch follows. A destination decides only what a final (or
+// begun, the switch follows (the rebalance job's leaves a pair whose
+// final copy failed with its source: KeepSources gives the owners it
+// publishes). A destination decides only what a final (or
 // fenced) copy brought: where that copy failed, it decides none of the
 // pair's partitions, and once routers switch it takes them over with a
 // fence from the source like any partition gained without a hand-off

@@ -122,7 +122,8 @@ type Report struct {
 	// NotHandedOver are the pairs whose last copy failed, each with why:
 	// their destinations take them over with a fence once routers switch
 	// (exact while the source lives; from what arrived, or zero, if it
-	// died).
+	// died). The rebalance job's switch leaves them with their sources
+	// instead (KeepSources).
 	NotHandedOver []Failed
 	// Took is how long the hand-off took.
 	Took time.Duration

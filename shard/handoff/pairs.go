@@ -51,3 +51,22 @@ func Partitions(pairs []Pair) int {
 	}
 	return n
 }
+
+// KeepSources returns next, a shard map's owners ("" leaves a partition
+// to the ring), with every partition of the pairs not handed over set
+// back as in prev (nil: none pinned): the owners that the rebalance job's
+// switch publishes. So no table moves a partition whose counters did not
+// move: its source, which still decides it (the final copy never reached
+// it) or forwards it to the destination (its fence did), stays its owner.
+func KeepSources(next, prev []string, notHandedOver []Pair) []string {
+	out := slices.Clone(next)
+	for _, pr := range notHandedOver {
+		for _, p := range pr.Partitions {
+			out[p] = ""
+			if prev != nil {
+				out[p] = prev[p]
+			}
+		}
+	}
+	return out
+}

@@ -34,8 +34,9 @@
 //     source that no longer decides a partition (another shard took it
 //     over meanwhile) refuses the final copy (Refuse).
 //  3. switch: the caller's step after which routers send the partitions to
-//     the destination (the job publishes a map; a draining shard writes
-//     its member record as draining, a joining one as serving). Each shard
+//     the destination (the job publishes a map, which leaves a pair whose
+//     final copy failed with its source; a draining shard writes its
+//     member record as draining, a joining one as serving). Each shard
 //     sees the new owner table (OwnerChanged).
 //  4. settle: wait for every router to follow etcd; a router that has not
 //     switched still reaches the source, which forwards.
@@ -57,7 +58,14 @@
 // drain, not strict, fences at its switch what its final copies could not
 // hand over (FencedExport): the next owner counts from what arrived. A
 // join takes back a failed pair's partitions (Reclaim) only where the
-// table it follows gives them to it.
+// table it follows gives them to it. The rebalance job's map keeps a
+// failed pair's partitions with their source (package handoff's
+// KeepSources), so no table moves a partition whose counters did not
+// move: a source that the final copy never reached still decides them;
+// one that it fenced forwards them to the destination (which decides
+// them only if that copy arrived after all) until it takes them back,
+// from there too (Recall once the destination's member record is gone,
+// else heal's Reclaim).
 //
 // # A hand-off's phases (HandOff)
 //
@@ -124,8 +132,9 @@
 // meanwhile (OwnerChanged: TakeOverForward); and a destination that sees
 // the owner table move such a partition from the source to a third shard stops deciding it
 // (OwnerChanged: Fenced). So does any shard still deciding a partition
-// that the table moves between two others (a final copy from it failed
-// and the switch went ahead, to a shard that died): the next owner takes
+// that the table moves between two others (a join's final copy from it
+// failed and the join switched anyway, and then the joiner died; a
+// rebalance never moves such a partition): the next owner takes
 // it over from the previous one, and no fence would come; and any shard
 // taking over a partition that the table moves on meanwhile: the next
 // owner's pull may give up waiting for that takeover, and no fence would

@@ -378,7 +378,9 @@ func (w *world) move(p int, to *shard) {
 	}
 	h := &transfer{kind: "rebalance", pairs: handoff.Pairs(before, after), m: partition.HandOff{Strict: true, Drop: true}, locked: true}
 	h.switchOwners = func() bool {
-		w.pins = pins
+		// The job's map: a pair whose final copy failed stays with its
+		// source.
+		w.pins = handoff.KeepSources(pins, w.pins, pairsAt(h.pairs, h.m.NotHandedOver()))
 		w.publish()
 		return true
 	}
