@@ -18,6 +18,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/load"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // benchRules are the algorithms at settings where most decisions are
@@ -228,7 +229,9 @@ func serverStore(b *testing.B, now int64) *Store {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return NewStore(StoreOptions{Episodes: episodeLog{ep}, Load: load.New(o.Partitions), Hot: hot}, now)
+	// o.Partitions is 0, the cluster's count, which a server reads from the
+	// shard map: the default count stands in for it.
+	return NewStore(StoreOptions{Episodes: episodeLog{ep}, Load: load.New(shardmap.DefaultPartitions), Hot: hot}, now)
 }
 
 // BenchmarkBytesPerKey fills a store with N keys per algorithm and reports
