@@ -97,7 +97,7 @@ func runPhase(ctx context.Context, o *Options, name, target string, addrs []stri
 				conns = append(conns, httpEndpoint(addr, o.TLS, o.workers()))
 				continue
 			}
-			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), vtcodec.DialOption())
+			c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), vtcodec.CallerDialOption())
 			if err != nil {
 				return nil, fmt.Errorf("%s: dial %s: %w", name, addr, err)
 			}

@@ -64,7 +64,7 @@ func New(opts Options) (*Client, error) {
 	// on them alone: gRPC's codec stays as it was for the rest of the
 	// program.
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(transport), grpc.WithStatsHandler(streamHandler{}),
-		grpc.WithConnectParams(redial.ConnectParams), redial.DialerWith(redial.ClientUnackedTimeout), vtcodec.DialOption()}
+		grpc.WithConnectParams(redial.ConnectParams), redial.DialerWith(redial.ClientUnackedTimeout), vtcodec.CallerDialOption()}
 	if opts.Token != nil {
 		dial = append(dial, grpc.WithPerRPCCredentials(creds.PerRPC(opts.Token)))
 	}

@@ -439,7 +439,7 @@ func waitReady(t *testing.T, cl *Client) {
 
 // Importing the client (and the router packages its tests import) leaves
 // gRPC's registered proto codec as gRPC made it: the client's connections
-// use vtprotobuf's code on their own (vtcodec.DialOption), not every
+// use vtprotobuf's code on their own (vtcodec.CallerDialOption), not every
 // connection of the program that imports it.
 func TestImportKeepsGRPCCodec(t *testing.T) {
 	c := encoding.GetCodecV2(protocodec.Name)

@@ -78,9 +78,15 @@ func pow2(n int) (int, uint8) {
 	return size, shift
 }
 
-// home is k's first slot: Fibonacci hashing of Lo, whose high bits are
-// well mixed for any Lo.
-func (s *summary) home(k Key) int { return int((k.Lo * 0x9e3779b97f4a7c15) >> s.shift) }
+// home is k's first slot: Fibonacci hashing of Lo plus Hi under another
+// odd multiplier than bucket's, so that a Key whose Lo is 0 (the store's:
+// one 64-bit hash in Hi) still spreads over the table with a slot
+// independent of its bucket. From Lo alone, every such key had slot 0, and
+// the table was one probe run that each call scanned (BENCHMARKS.md, issue
+// 28, fourth round).
+func (s *summary) home(k Key) int {
+	return int(((k.Lo + k.Hi*0x94d049bb133111eb) * 0x9e3779b97f4a7c15) >> s.shift)
+}
 
 // bucket is k's filter bucket, from Hi, independent of its slot.
 func (s *summary) bucket(k Key) int { return bucketOf(k, s.fshift) }

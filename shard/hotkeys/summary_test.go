@@ -129,3 +129,27 @@ func TestSummaryChurn(t *testing.T) {
 	}
 	check(t, &s)
 }
+
+// TestKeysWithLoZeroSpread fills a summary with keys as the store gives
+// them (its 64-bit hash in Hi, Lo 0) and checks that each is found within
+// a few slots of its home: a home from Lo alone put every such key in slot
+// 0, one probe run that every call scanned.
+func TestKeysWithLoZeroSpread(t *testing.T) {
+	s := newSummary(256)
+	x := uint64(1)
+	for i := range 256 {
+		x = x*6364136223846793005 + 1442695040888963407
+		s.observe(Key{Hi: x}, "svc", "rule", "user", uint64(i+1))
+	}
+	check(t, &s)
+	mask := len(s.slots) - 1
+	longest := 0
+	for i, sl := range s.slots {
+		if sl.idx != 0 {
+			longest = max(longest, (i-s.home(sl.key))&mask)
+		}
+	}
+	if longest > 32 {
+		t.Fatalf("a key sits %d slots past its home in a half-full table of %d", longest, len(s.slots))
+	}
+}

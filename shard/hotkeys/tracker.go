@@ -13,8 +13,9 @@ import (
 )
 
 // Key names a counter key: the store gives the key's hash under its
-// process's secret seed (package shard's Store.hash), which no caller can
-// collide on purpose. This package cannot import shard, which imports it.
+// process's secret seed (package shard's Store.hash) as Hi, with Lo 0; no
+// caller can collide it on purpose. This package cannot import shard,
+// which imports it.
 type Key struct{ Hi, Lo uint64 }
 
 // HotKey is one of the hottest keys.

@@ -12,18 +12,32 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 )
 
-// codec is the one instance every connection and server forces.
-var codec = vtCodec{base: encoding.GetCodecV2(protocodec.Name)}
+// codec is the instance of the components' servers and of their
+// connections to one another; callerCodec is the Go client's and the
+// bench's.
+var (
+	codec       = vtCodec{base: encoding.GetCodecV2(protocodec.Name)}
+	callerCodec = vtCodec{base: codec.base, checkSent: true}
+)
 
 // Codec returns gRPC's proto codec with vtprotobuf's generated code, for
 // a server's grpc.ForceServerCodecV2 (shard/rpc's Listen forces it on
-// every component's server).
+// every component's server). It refuses invalid UTF-8 in what it
+// receives, and does not check what it sends (see vtCodec).
 func Codec() encoding.CodecV2 { return codec }
 
-// DialOption makes every call on a connection use Codec: the router's
-// calls to shards (shard/rpc's DialOptions) and the Go client's to
-// routers.
+// DialOption makes every call on a connection use Codec: a component's
+// connections to another (shard/rpc's DialOptions: the router's to
+// shards, a shard's to another).
 func DialOption() grpc.DialOption { return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec)) }
+
+// CallerDialOption is DialOption for a caller's connections to routers
+// (the Go client's and the bench's): it also refuses, as protobuf does,
+// to send a request whose strings are not UTF-8, since they come from the
+// caller's program.
+func CallerDialOption() grpc.DialOption {
+	return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(callerCodec))
+}
 
 // generated is false while UseGenerated(false) holds.
 var generated atomic.Bool
@@ -46,15 +60,27 @@ type vtMessage interface {
 
 // vtCodec is gRPC's proto codec with vtprotobuf's code for the messages
 // of the request path (requestPath), whose strings it checks for UTF-8 as
-// protobuf does (validUTF8): a message with an invalid string goes to
-// protobuf, which refuses it, whether it is sent or received.
-type vtCodec struct{ base encoding.CodecV2 }
+// protobuf does (validUTF8) when it receives them, and when it sends them
+// if checkSent: a message with an invalid string goes to protobuf, which
+// refuses it.
+//
+// A component sends without the check (protobuf's marshal checks them
+// too): the strings of its answers and batches are ones it received
+// through this check (a caller's service, endpoint and user, the key
+// built from them), rule names (parsed from YAML, which is UTF-8), and
+// its own messages. Checking them again cost the router 3-5% of its CPU
+// at 100 checks per request (BENCHMARKS.md, issue 28). Should one still
+// be invalid, its receiver refuses it.
+type vtCodec struct {
+	base      encoding.CodecV2
+	checkSent bool
+}
 
 func (vtCodec) Name() string { return protocodec.Name }
 
 func (c vtCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m := requestPath(v)
-	if m == nil || !validUTF8(m) {
+	if m == nil || (c.checkSent && !validUTF8(m)) {
 		return c.base.Marshal(v)
 	}
 	size := m.SizeVT()

@@ -100,23 +100,43 @@ func TestInvalidUTF8IsRefusedAsByProtobuf(t *testing.T) {
 	}
 }
 
-// A message of the request path with a string that is not UTF-8 is not
-// sent: marshal refuses it as protobuf does, whichever string it is.
-func TestMarshalRefusesInvalidUTF8(t *testing.T) {
-	for _, bad := range []proto.Message{
-		&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "\xff"}}},
-		&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u", Ip: "\xc3"}}},
-		&shardlimitv1.CheckStreamRequest{Id: 1, Checks: []*shardlimitv1.Check{{Service: "s\x80", Endpoint: "/e", User: "u"}}},
-		&shardlimitv1.CheckStreamRequest{Id: 1, TraceContext: map[string]string{"traceparent": "\xff"}},
-		&shardlimitv1.CheckResponse{Decisions: []*shardlimitv1.Decision{{Rule: "\xff"}}},
-		&shardlimitv1.CheckStreamResponse{Id: 1, Message: "\xff"},
-		&shardlimitv1.DecideRequest{Checks: []*shardlimitv1.ShardCheck{{Service: "s", Endpoint: "/e", User: "\xff"}}},
-		&shardlimitv1.DecideStreamRequest{Request: &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{{Name: "\xff"}}}},
-		&shardlimitv1.DecideStreamResponse{Error: "\xff"},
-	} {
-		_, err := Codec().Marshal(bad)
+// badMessages are messages of the request path, each with one string
+// that is not UTF-8.
+var badMessages = []proto.Message{
+	&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "\xff"}}},
+	&shardlimitv1.CheckRequest{Checks: []*shardlimitv1.Check{{Service: "s", Endpoint: "/e", User: "u", Ip: "\xc3"}}},
+	&shardlimitv1.CheckStreamRequest{Id: 1, Checks: []*shardlimitv1.Check{{Service: "s\x80", Endpoint: "/e", User: "u"}}},
+	&shardlimitv1.CheckStreamRequest{Id: 1, TraceContext: map[string]string{"traceparent": "\xff"}},
+	&shardlimitv1.CheckResponse{Decisions: []*shardlimitv1.Decision{{Rule: "\xff"}}},
+	&shardlimitv1.CheckStreamResponse{Id: 1, Message: "\xff"},
+	&shardlimitv1.DecideRequest{Checks: []*shardlimitv1.ShardCheck{{Service: "s", Endpoint: "/e", User: "\xff"}}},
+	&shardlimitv1.DecideStreamRequest{Request: &shardlimitv1.DecideRequest{Rules: []*shardlimitv1.RuleParams{{Name: "\xff"}}}},
+	&shardlimitv1.DecideStreamResponse{Error: "\xff"},
+}
+
+// A caller's connection does not send a message of the request path with
+// a string that is not UTF-8: marshal refuses it as protobuf does,
+// whichever string it is.
+func TestCallerMarshalRefusesInvalidUTF8(t *testing.T) {
+	for _, bad := range badMessages {
+		_, err := callerCodec.Marshal(bad)
 		if _, want := proto.Marshal(bad); err == nil || want == nil || !strings.Contains(err.Error(), "UTF-8") {
 			t.Errorf("%T %v: marshal: %v; protobuf's: %v; want both to refuse invalid UTF-8", bad, bad, err, want)
+		}
+	}
+}
+
+// A component does not check again what it sends, but should a string be
+// invalid, the receiving component refuses it as protobuf would.
+func TestComponentSendsUncheckedReceiverRefuses(t *testing.T) {
+	for _, bad := range badMessages {
+		b, err := Codec().Marshal(bad)
+		if err != nil {
+			t.Fatalf("%T %v: marshal: %v, want the bytes unchecked", bad, bad, err)
+		}
+		err = Codec().Unmarshal(b, bad.ProtoReflect().New().Interface())
+		if err == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("%T %v: unmarshal: %v, want invalid UTF-8 refused", bad, bad, err)
 		}
 	}
 }

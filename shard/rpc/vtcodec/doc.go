@@ -11,11 +11,14 @@
 // every other connection it makes. Package shard/rpc forces it on every
 // component's server (Listen) and connection to another component
 // (DialOptions); the Go client and the bench force it on their
-// connections to routers (DialOption).
+// connections to routers (CallerDialOption).
 //
-// It must never change what goes on the wire, nor send or accept what
-// protobuf would refuse: vtprotobuf's code does not check that strings
-// are UTF-8, so a message is encoded or decoded with it only after a
-// check of its strings, and by protobuf (which refuses it, naming the
-// field when decoding, see shard/rpc's codec) when one is invalid.
+// It must never change what goes on the wire, nor accept what protobuf
+// would refuse: vtprotobuf's code does not check that strings are UTF-8,
+// so a message is decoded with it only after a check of its strings, and
+// by protobuf (which refuses it, naming the field, see shard/rpc's codec)
+// when one is invalid. A caller's connection checks what it sends the
+// same way, refusing to send what protobuf would refuse; a component's
+// does not check again the strings it received through this check (see
+// vtCodec).
 package vtcodec
