@@ -30,7 +30,8 @@ type devCluster struct {
 
 // startDev starts a cluster of shards shards and routers routers, as dev
 // runs it (in plain text with o.PlainText, the routers' --deadline
-// o.RouterDeadline when set), and returns once every router routes to
+// o.RouterDeadline and --calls-per-shard o.RouterCallsPerShard when set),
+// and returns once every router routes to
 // every shard.
 func startDev(ctx context.Context, o *TableOptions, shards, routers int) (*devCluster, error) {
 	sample, err := rules.Parse("sample-rules.yaml", deploy.SampleRules)
@@ -38,10 +39,14 @@ func startDev(ctx context.Context, o *TableOptions, shards, routers int) (*devCl
 		return nil, err
 	}
 	flags := func(p *cluster.Proc) []string {
+		var out []string
 		if p.Sub == "router" && o.RouterDeadline > 0 {
-			return []string{"--deadline", o.RouterDeadline.String()}
+			out = append(out, "--deadline", o.RouterDeadline.String())
 		}
-		return nil
+		if p.Sub == "router" && o.RouterCallsPerShard > 0 {
+			out = append(out, "--calls-per-shard", strconv.Itoa(o.RouterCallsPerShard))
+		}
+		return out
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Binary: o.Binary, Shards: shards, Routers: routers, Rules: sample,
 		StopGrace: 10 * time.Second, ReadyTimeout: 60 * time.Second, PlainText: o.PlainText, Flags: flags})

@@ -35,6 +35,9 @@ type TableOptions struct {
 	// RouterDeadline is the routers' --deadline; default 0: the router's
 	// own (20ms).
 	RouterDeadline time.Duration
+	// RouterCallsPerShard is the routers' --calls-per-shard; default 0:
+	// the router's own (2).
+	RouterCallsPerShard int
 }
 
 func (o *TableOptions) fill() error {
@@ -111,6 +114,9 @@ func Table(ctx context.Context, o TableOptions, out, progress io.Writer) error {
 	deadline := "the router's default deadline"
 	if o.RouterDeadline > 0 {
 		deadline = fmt.Sprintf("the routers' --deadline %v", o.RouterDeadline)
+	}
+	if o.RouterCallsPerShard > 0 {
+		deadline += fmt.Sprintf(", their --calls-per-shard %d", o.RouterCallsPerShard)
 	}
 	fmt.Fprintf(out, "- every row: %s measured after %s warmup, first against the in-process no-op baseline, then the cluster (`shardlimit dev`'s, from its launcher: etcd embedded in the bench, a router and shards as processes, %s; %s); %d users drawn uniformly; the bench, the router and the shards share this machine's cores\n\n",
 		o.Duration, o.Warmup, security, deadline, o.Users)

@@ -44,6 +44,7 @@ on a terminal.`,
 	f.StringVar(&o.Binary, "binary", "", "shardlimit binary that the cluster's processes run (default: this one)")
 	f.BoolVar(&o.PlainText, "plain-text", false, "run the clusters, the bench and its baseline in plain text without authentication (the components' --insecure), to measure what TLS costs (default: mutual TLS on every hop)")
 	f.DurationVar(&o.RouterDeadline, "router-deadline", 0, "the routers' --deadline (default: the router's own, 20ms); the table names it, and counts policy answers by the routers' reasons either way")
+	f.IntVar(&o.RouterCallsPerShard, "router-calls-per-shard", 0, "the routers' --calls-per-shard (default: the router's own, 2), to compare fewer, larger shard messages; the table names it")
 	return cmd
 }
 
