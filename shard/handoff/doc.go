@@ -50,7 +50,8 @@
 // final copy failed with its source: KeepSources gives the owners it
 // publishes). A destination decides only what a final (or
 // fenced) copy brought: where that copy failed, it decides none of the
-// pair's partitions, and once routers switch it takes them over with a
+// pair's partitions, and once a switch gives them to it (a join's or a
+// drain's; the job's keeps them with the source) it takes them over with a
 // fence from the source like any partition gained without a hand-off
 // (package shard's takeover), exactly while the source lives; the pair is
 // reported as not handed over. A source whose fenced partitions see no

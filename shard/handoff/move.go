@@ -148,8 +148,9 @@ var ErrNotHandedOver = errors.New("counters not handed over")
 // The error is nil only when every pair's last copy succeeded. A Strict
 // hand-off whose first copy failed returns before fencing anything, and
 // nothing switches. Once the final copy began, the sources forward to the
-// destinations, so the switch follows whatever that copy brought; a switch
-// that fails returns at once. Either way the report says what happened.
+// destinations, so the switch follows whatever that copy brought (the
+// rebalance job's switch keeps a pair whose final copy failed with its
+// source: KeepSources); a switch that fails returns at once. Either way the report says what happened.
 func Move(ctx context.Context, o Options, pairs []Pair, switchOwners func(context.Context) error) (rep Report, err error) {
 	o.fill()
 	start := time.Now()
