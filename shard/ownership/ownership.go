@@ -54,6 +54,11 @@ func New(partitions int) *Set {
 func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.stepAll(parts, e)
+}
+
+// stepAll is Step under the write lock, which the caller holds.
+func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 	fx := Effects{parts: parts, each: make([]partition.Effect, len(parts))}
 	next := make([]partition.Partition, len(parts))
 	for i, p := range parts {
@@ -90,14 +95,7 @@ func (s *Set) Step(parts []uint32, e partition.Event) Effects {
 func (s *Set) FenceDecided(parts []uint32) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	owned := s.those(parts, partition.Partition.Decides)
-	fx := Effects{parts: owned, each: make([]partition.Effect, len(owned))}
-	for i, p := range owned {
-		fx.each[i] = s.step(int(p), partition.Event{Kind: partition.FencedExport})
-		fx.all |= fx.each[i]
-	}
-	s.wake(fx.all)
-	return fx
+	return s.stepAll(s.those(parts, partition.Partition.Decides), partition.Event{Kind: partition.FencedExport})
 }
 
 // Effects are the effects of one Step, partition by partition.
