@@ -27,7 +27,13 @@ import (
 //   - every peer answers: whoever takes its partitions over is one of
 //     them, reaches it, and fences it before it counts; so it goes on
 //     deciding, as it did before the guard. This is also etcd down for
-//     everyone, which must not stop the limiter;
+//     everyone, which must not stop the limiter. A process that holds no
+//     member record while etcd answers it does not count as answering: it
+//     runs at the address of a record whose lease runs on (restarted, not
+//     registered yet), and the table may give that record this shard's
+//     partitions, which a taker then takes over from it, not from this
+//     shard (the simulation's overlap mode found it). One that etcd does
+//     not answer either counts: etcd down for everyone moves nothing;
 //   - a peer does not answer (or there is none): it may be a taker on the
 //     other side of a split, which would count from zero beside it. The
 //     shard checks its own lease at once (Confirm), and unless etcd
@@ -133,6 +139,8 @@ func (s *Server) askPeers(ctx context.Context) (all bool, detail map[string]stri
 			if c, err := s.peers.Client(p); err == nil {
 				resp, err := c.Lease(ctx, &shardlimitv1.LeaseRequest{})
 				switch {
+				case err == nil && resp.UnregisteredEtcdAnswers:
+					answer = unregistered
 				case err == nil:
 					answer = "etcd never answered it"
 					if ms := resp.EtcdAnsweredAgoMs; ms >= 0 {
@@ -152,21 +160,46 @@ func (s *Server) askPeers(ctx context.Context) (all bool, detail map[string]stri
 	wg.Wait()
 	all = len(peers) > 0
 	for _, a := range detail {
-		if a == "silent" {
+		if a == "silent" || a == unregistered {
 			all = false
 		}
 	}
 	return all, detail
 }
 
+// unregistered is a peer's answer that does not count: a process that
+// holds no member record while etcd answers it.
+const unregistered = "not registered, and etcd answers it"
+
 // Lease implements the shard API: how long ago etcd last answered this
-// shard's keep-alives.
-func (s *Server) Lease(context.Context, *shardlimitv1.LeaseRequest) (*shardlimitv1.LeaseResponse, error) {
-	ago := int64(-1)
-	if reg := s.registration(); reg != nil {
+// shard's keep-alives, and whether it is unregistered while etcd answers
+// it.
+func (s *Server) Lease(ctx context.Context, _ *shardlimitv1.LeaseRequest) (*shardlimitv1.LeaseResponse, error) {
+	resp := &shardlimitv1.LeaseResponse{Id: s.opts.ID, EtcdAnsweredAgoMs: -1}
+	reg := s.registration()
+	if reg != nil {
 		if t := reg.LastAnswered(); !t.IsZero() {
-			ago = time.Since(t).Milliseconds()
+			resp.EtcdAnsweredAgoMs = time.Since(t).Milliseconds()
 		}
 	}
-	return &shardlimitv1.LeaseResponse{Id: s.opts.ID, EtcdAnsweredAgoMs: ago}, nil
+	if reg == nil || reg.Lost() {
+		resp.UnregisteredEtcdAnswers = s.etcdAnswers(ctx)
+	}
+	return resp, nil
 }
+
+// etcdAnswers reports whether etcd answers a read of this shard's member
+// key within etcdProbe (well within the asker's askTimeout, so that an
+// etcd that does not answer leaves time for this answer).
+func (s *Server) etcdAnswers(ctx context.Context) bool {
+	if s.etcd == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdProbe)
+	defer cancel()
+	_, err := s.etcd.Get(ctx, s.layout().Member(s.opts.ID))
+	return err == nil
+}
+
+// etcdProbe bounds an unregistered shard's read of etcd in Lease.
+const etcdProbe = 150 * time.Millisecond

@@ -43,3 +43,46 @@ func TestAPeerWithoutLeaseCountsAsAnswering(t *testing.T) {
 		t.Errorf("a peer nobody listens for: all answered %v, %v", all, detail)
 	}
 }
+
+// leasePeer answers Lease with a fixed answer.
+type leasePeer struct {
+	shardlimitv1.UnimplementedShardServer
+	resp *shardlimitv1.LeaseResponse
+}
+
+func (p leasePeer) Lease(context.Context, *shardlimitv1.LeaseRequest) (*shardlimitv1.LeaseResponse, error) {
+	return p.resp, nil
+}
+
+// A process that holds no member record while etcd answers it (restarted
+// at the address of a record whose lease runs on) does not count: the
+// record it does not hold may be handed this shard's partitions, which a
+// taker then takes over from it, not from this shard. One that etcd does
+// not answer either counts: etcd down for everyone must not stop the
+// limiter.
+func TestAnUnregisteredPeerThatEtcdAnswersDoesNotCount(t *testing.T) {
+	serve := func(resp *shardlimitv1.LeaseResponse) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		shardlimitv1.RegisterShardServer(srv, leasePeer{resp: resp})
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		return lis.Addr().String()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	s := &Server{opts: Options{ID: "a"}}
+	down := serve(&shardlimitv1.LeaseResponse{Id: "b", EtcdAnsweredAgoMs: -1})
+	s.view.members = []member.Member{{ID: "a"}, {ID: "b", Addr: down}}
+	if all, detail := s.askPeers(ctx); !all {
+		t.Errorf("an unregistered peer that etcd does not answer: all answered %v, %v", all, detail)
+	}
+	starting := serve(&shardlimitv1.LeaseResponse{Id: "b", EtcdAnsweredAgoMs: -1, UnregisteredEtcdAnswers: true})
+	s.view.members = []member.Member{{ID: "a"}, {ID: "b", Addr: starting}}
+	if all, detail := s.askPeers(ctx); all || detail["b"] != unregistered {
+		t.Errorf("an unregistered peer that etcd answers: all answered %v, %v", all, detail)
+	}
+}

@@ -466,7 +466,9 @@ func (w *world) loseLease(s *shard) {
 // guardLease is the host's lease guard while s's lease is lost, unseen
 // yet (until *noticed): the guard acts before etcd ends the lease, and
 // from then on, every few ticks, asks every peer whose record s saw; unless
-// every one answers (a process runs at its address, not cut off), s stops
+// every one answers (a process runs at its address, not cut off, and holds
+// its own record: etcd answers every process here, so an unregistered one
+// does not count, as the host's guard), s stops
 // deciding (Suspend) for good: whoever takes its partitions over may not
 // reach it to fence it first (a shard that joins where no record is left).
 func (s *shard) guardLease(inc int, noticed *bool) {
@@ -479,7 +481,13 @@ func (s *shard) guardLease(inc int, noticed *bool) {
 			continue
 		}
 		all = true
-		if p := s.w.shard(id); !p.up || s.w.cut[link(s.id, id)] {
+		// A process that runs at the address but does not hold the record
+		// (restarted, waiting for its earlier incarnation's lease to end)
+		// does not count: etcd answers it, as it answers everyone here, so
+		// etcd is not down for everyone, and the record it does not hold
+		// may be handed partitions that a taker then takes over from it,
+		// not from s.
+		if p := s.w.shard(id); !p.up || s.w.cut[link(s.id, id)] || s.w.own(p) == "" {
 			all = false
 			break
 		}

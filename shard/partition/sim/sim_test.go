@@ -82,6 +82,10 @@ var regressions = []struct {
 	{17920, 538, "a drain's destination crashed after the final copy: the draining source, which still held the counters, forgot them at its drop and stopped, so the crash took hits that no process kept; the next decider, a shard started once every shard had died, was taken for losing them (a source forwarding to the crashed shard does not keep its counters)"},
 	{38588, 1125, "a drain ended holding the only counters of a partition it had taken over mid-drain, which its switch's table gave to a crashed shard: a reset by design, as for a drain that ended as the last serving shard (the drain's end marks what it could hand to no running shard)"},
 	{7900, 1071, "the same, with the drain's other destination dead and the source the last to stop (a source forwarding to the crashed shard does not keep its counters)"},
+	{5026, 1764, "a shard whose lease was lost went on deciding because a process restarted at a crashed peer's address, not registered yet, answered its lease guard; the table gave the partitions to that peer's record, and a third shard took them over from it, not from the guarded shard (the guard does not count an unregistered process that etcd answers)"},
+	{9216, 538, "the same, the restarted process at the record of the shard the guarded one had just taken a partition over from"},
+	{12550, 373, "the same, with the record's partitions then taken by a shard that joined where no record was left"},
+	{19912, 1200, "the same, the guarded shard's partitions given to the restarted process's record, then taken over from it by a third shard"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
