@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/etcd/etcdtest"
 	"github.com/shardlimit/shardlimit/shard/member"
 )
 
@@ -84,5 +86,32 @@ func TestAnUnregisteredPeerThatEtcdAnswersDoesNotCount(t *testing.T) {
 	s.view.members = []member.Member{{ID: "a"}, {ID: "b", Addr: starting}}
 	if all, detail := s.askPeers(ctx); all || detail["b"] != unregistered {
 		t.Errorf("an unregistered peer that etcd answers: all answered %v, %v", all, detail)
+	}
+}
+
+// An unregistered process says so only when etcd answers it: with etcd
+// down for everyone, it must count as answering, so that the limiter goes
+// on deciding.
+func TestLeaseSaysUnregisteredOnlyWhenEtcdAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	up := &Server{opts: Options{ID: "b"}, etcd: etcdtest.Start(t)}
+	if resp, err := up.Lease(ctx, &shardlimitv1.LeaseRequest{}); err != nil || !resp.UnregisteredEtcdAnswers {
+		t.Errorf("unregistered, etcd up: %v, %v", resp, err)
+	}
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := gone.Addr().String()
+	gone.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	down := &Server{opts: Options{ID: "b"}, etcd: cli}
+	if resp, err := down.Lease(ctx, &shardlimitv1.LeaseRequest{}); err != nil || resp.UnregisteredEtcdAnswers {
+		t.Errorf("unregistered, etcd down: %v, %v", resp, err)
 	}
 }

@@ -124,8 +124,16 @@ type LeaseResponse struct {
 	// How long ago etcd last answered one of the shard's keep-alives (or a
 	// check of its lease), in milliseconds; -1 when it never did.
 	EtcdAnsweredAgoMs int64 `protobuf:"varint,2,opt,name=etcd_answered_ago_ms,json=etcdAnsweredAgoMs,proto3" json:"etcd_answered_ago_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// True when the process holds no member record under its own lease (it
+	// is starting, or waits for an earlier incarnation's lease to end, or
+	// lost its lease) while etcd answers it: it cannot vouch for the record
+	// at its address, which may be handed partitions that another shard
+	// then takes over from it, and a lease guard does not count it. False
+	// from a registered shard, from an unregistered one that etcd does not
+	// answer either (etcd down for everyone), and from earlier versions.
+	UnregisteredEtcdAnswers bool `protobuf:"varint,3,opt,name=unregistered_etcd_answers,json=unregisteredEtcdAnswers,proto3" json:"unregistered_etcd_answers,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *LeaseResponse) Reset() {
@@ -170,6 +178,13 @@ func (x *LeaseResponse) GetEtcdAnsweredAgoMs() int64 {
 		return x.EtcdAnsweredAgoMs
 	}
 	return 0
+}
+
+func (x *LeaseResponse) GetUnregisteredEtcdAnswers() bool {
+	if x != nil {
+		return x.UnregisteredEtcdAnswers
+	}
+	return false
 }
 
 // RuleParams are the parameters of one rule that a shard needs to decide.
@@ -2080,10 +2095,11 @@ var File_shardlimit_v1_shard_proto protoreflect.FileDescriptor
 const file_shardlimit_v1_shard_proto_rawDesc = "" +
 	"\n" +
 	"\x19shardlimit/v1/shard.proto\x12\rshardlimit.v1\"\x0e\n" +
-	"\fLeaseRequest\"P\n" +
+	"\fLeaseRequest\"\x8c\x01\n" +
 	"\rLeaseResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
-	"\x14etcd_answered_ago_ms\x18\x02 \x01(\x03R\x11etcdAnsweredAgoMs\"\xd9\x02\n" +
+	"\x14etcd_answered_ago_ms\x18\x02 \x01(\x03R\x11etcdAnsweredAgoMs\x12:\n" +
+	"\x19unregistered_etcd_answers\x18\x03 \x01(\bR\x17unregisteredEtcdAnswers\"\xd9\x02\n" +
 	"\n" +
 	"RuleParams\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x126\n" +

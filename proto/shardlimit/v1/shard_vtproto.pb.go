@@ -82,6 +82,16 @@ func (m *LeaseResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.UnregisteredEtcdAnswers {
+		i--
+		if m.UnregisteredEtcdAnswers {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.EtcdAnsweredAgoMs != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.EtcdAnsweredAgoMs))
 		i--
@@ -1773,6 +1783,9 @@ func (m *LeaseResponse) SizeVT() (n int) {
 	if m.EtcdAnsweredAgoMs != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.EtcdAnsweredAgoMs))
 	}
+	if m.UnregisteredEtcdAnswers {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -2564,6 +2577,26 @@ func (m *LeaseResponse) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field UnregisteredEtcdAnswers", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.UnregisteredEtcdAnswers = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
