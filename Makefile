@@ -207,12 +207,14 @@ robustness-drain-lost-lease: ## Rerun the regression of a drain after a lost lea
 # make test runs its first 1000 seeds and regressions (a few seconds).
 # SIM_FLAGS=-sim.overlap lets faults and planned changes overlap; make test
 # runs its first 1000 seeds too, but for any still open (the package
-# documentation says which). Seeds run on every CPU.
+# documentation says which). SIM_FLAGS=-sim.cuts adds network partitions
+# between two shards; make test runs its first 1000 seeds too. Seeds run on
+# every CPU.
 SIM_TIME ?= 1m
 SIM_FROM ?= 1000
 SIM_STEPS ?= 2000
 .PHONY: sim
-sim: ## Run the hand-off protocol's deterministic simulation for SIM_TIME (default 1m) of seeds from SIM_FROM, SIM_STEPS events each (SIM_FLAGS=-sim.overlap: overlapping faults); a failing seed prints its trace and the command that replays it.
+sim: ## Run the hand-off protocol's deterministic simulation for SIM_TIME (default 1m) of seeds from SIM_FROM, SIM_STEPS events each (SIM_FLAGS=-sim.overlap: overlapping faults; -sim.cuts: network partitions between shards); a failing seed prints its trace and the command that replays it.
 	$(GO) test -count=1 -v -run 'TestSim$$' -timeout 0 ./shard/partition/sim -sim.time $(SIM_TIME) -sim.from $(SIM_FROM) -sim.steps $(SIM_STEPS) $(SIM_FLAGS)
 
 .PHONY: bench-shard

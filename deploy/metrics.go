@@ -82,7 +82,7 @@ var Metrics = []string{
 	"shardlimit_shard_state",                   // {state}: joining, serving, draining
 	"shardlimit_shard_handoff_keys_total",      // {direction}: in, out
 	"shardlimit_shard_handoff_last_seconds",    // {kind}: join, drain, give_back, takeover
-	"shardlimit_shard_takeovers_total",         // {result}: exact, unreachable, timeout
+	"shardlimit_shard_takeovers_total",         // {result}: exact, unreachable, timeout, again
 	"shardlimit_shard_healed_partitions_total", // stuck, taken back: a protocol gap
 	"shardlimit_shard_partitions",              // {state}: owned, pending, fenced, unowned, receiving
 	"shardlimit_shard_not_decided_total",

@@ -6,9 +6,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/limiter"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -104,6 +106,12 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 		// with the taker's (ownership.Set.Behind), for a while: within
 		// the taker's silence timeout, however far the tables moved on.
 		s.perform(s.owned.FenceDecided(req.Partitions), int(req.PartitionCount), req.HandoffId)
+		// Say so before any wait: a taker whose pull fails without this
+		// word pulls again while this shard holds its member record
+		// (takeOver), as it may still be deciding them.
+		if err := stream.SendHeader(metadata.Pairs(handoff.FencedHeader, "1")); err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(stream.Context(), behindWait)
 		s.owned.WaitExportable(ctx, req.Partitions, s.opts.ID, req.RequesterId)
 		cancel()

@@ -32,7 +32,9 @@ import (
 //
 //   - previous owner alive (it lost its lease, or the ring moved the
 //     partition between live shards): the fence makes it stop deciding the
-//     partition before it exports, so the copy is exact;
+//     partition before it exports, so the copy is exact; one cut off from
+//     this shard alone that still holds its record is pulled from again
+//     until it answers or its record goes (takeOver);
 //   - previous owner dead (connection refused: kill -9): the pull fails at
 //     once, and the partition counts from zero here (a crash is a reset;
 //     the routers' over-limit caches keep users over their limit denied);
@@ -123,17 +125,38 @@ func (s *Server) Owners() *shardmap.Table {
 }
 
 // Takeover results, the values of the result label.
-var takeoverResults = []string{"exact", "unreachable", "timeout"}
+var takeoverResults = []string{"exact", "unreachable", "timeout", "again"}
 
 // errOwnerSilent ends a takeover's pull whose previous owner sent nothing
 // for TakeoverTimeout.
 var errOwnerSilent = errors.New("the previous owner sent nothing within the takeover timeout")
 
 // takeOver pulls tk's partitions from their previous owner with a fence
-// (pullFenced), and then decides them, with whatever arrived.
+// (pullFenced), and then decides them, with whatever arrived. A pull that
+// failed before the owner said it fenced them (handoff.FencedHeader),
+// otherwise than by a refused connection, while the owner still holds
+// the member record they are taken over from, is made again every
+// takeoverAgain: that owner may be cut off from this shard alone, still
+// deciding them for the routers that have not switched (the ring moved
+// them between live shards, after a final copy that the cut failed).
+// Meanwhile they are answered by policy here; the pull succeeds once the
+// cut heals, or the owner's record goes (a lost lease: its lease guard
+// stops it).
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
 	c, result, err := s.pullFenced(tk.From, tk.Partitions)
+	for tries := 1; s.pullAgain(tk.From, c, result, err); tries++ {
+		s.handoffMetrics.takeovers.WithLabelValues("again").Inc()
+		if tries == 1 {
+			s.opts.Logger.Warn("a takeover's pull failed before the previous owner fenced the partitions, and it still holds its member record (cut off from this shard?): pulling again until it answers or its record goes; its users are answered by policy meanwhile",
+				"from", tk.From.ID, "addr", tk.From.Addr, "partitions", len(tk.Partitions), "err", err)
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(takeoverAgain):
+		}
+		c, result, err = s.pullFenced(tk.From, tk.Partitions)
+	}
 	s.owned.Step(tk.Partitions, partition.Event{Kind: partition.TakeoverEnded})
 	took := time.Since(start)
 	if s.ctx.Err() != nil {
@@ -153,6 +176,33 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)
 	}
+}
+
+// takeoverAgain is how often a takeover pulls again from a previous
+// owner that did not fence its partitions and still holds its record.
+const takeoverAgain = 500 * time.Millisecond
+
+// pullAgain reports whether a takeover's pull from from, which ended with
+// c, result and err, must be made again: it failed otherwise than by a
+// refused connection (nothing listens: nothing decides), before from said
+// it fenced the partitions, and etcd says from still holds its member
+// record (or cannot say: a shard that may be deciding is not decided
+// beside).
+func (s *Server) pullAgain(from member.Member, c handoff.Copied, result string, err error) bool {
+	if result == "exact" || c.Fenced || err == nil || refused(err) || s.ctx.Err() != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, healConfirmTimeout)
+	defer cancel()
+	resp, rerr := s.etcd.Get(ctx, s.layout().Member(from.ID))
+	if rerr != nil {
+		return s.ctx.Err() == nil
+	}
+	if len(resp.Kvs) == 0 {
+		return false
+	}
+	m, derr := member.Decode(from.ID, resp.Kvs[0].Value)
+	return derr == nil && m.Addr == from.Addr && (from.Started.IsZero() || m.Started.Equal(from.Started))
 }
 
 // pullFenced pulls parts from from with a fence, for as long as from

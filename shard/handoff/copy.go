@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -17,7 +18,16 @@ type Copied struct {
 	Keys, Imported, Kept uint64
 	// Chunks streamed.
 	Chunks uint64
+	// Fenced: the source said, before anything else, that it fenced what
+	// it decides of the partitions (a taker's fenced pull; FencedHeader).
+	Fenced bool
 }
+
+// FencedHeader is the header that a shard's ExportStream sends on a
+// taker's fenced pull once it decides none of the partitions any more,
+// before it waits for them to become exportable: a taker whose pull then
+// fails knows that the source is not deciding them behind its back.
+const FencedHeader = "shardlimit-fenced"
 
 // Chunking bounds the chunks of a copy; zero fields take the exporting
 // shard's defaults (4096 keys, 1 MiB).
@@ -60,8 +70,12 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 		err  error
 	}
 	chunks := make(chan received, 2)
+	var fenced atomic.Bool
 	go func() {
 		defer close(chunks)
+		if md, err := exp.Header(); err == nil && len(md.Get(FencedHeader)) > 0 {
+			fenced.Store(true)
+		}
 		for {
 			chunk, err := exp.Recv()
 			if errors.Is(err, io.EOF) {
@@ -79,6 +93,7 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 	}()
 	var c Copied
 	for r := range chunks {
+		c.Fenced = fenced.Load()
 		if r.err != nil {
 			return c, fmt.Errorf("export from %s, after %d chunks: %w", sourceID, c.Chunks, r.err)
 		}
@@ -91,5 +106,6 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 		c.Kept += kept
 		c.Chunks++
 	}
+	c.Fenced = fenced.Load()
 	return c, ctx.Err()
 }

@@ -21,9 +21,11 @@ import (
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // decideOne has c decide one hit of user's fixed-window limit.
@@ -427,6 +429,65 @@ func TestAFencedPullStopsTheOwnerBeforeItWaits(t *testing.T) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A shard that gains partitions from a previous owner that still holds
+// its member record but answers nothing (cut off from this shard alone,
+// here a stalled address: the ring or the map moved the partitions
+// between live shards) does not give up on its silence: that owner may
+// still decide them for routers that have not switched. It pulls again,
+// deciding none of their checks, until the owner's record goes.
+func TestTakeoverPullsAgainWhileTheOwnerHoldsItsRecord(t *testing.T) {
+	prefix := fmt.Sprintf("/test/%s/", t.Name())
+	sg, g := startIn(t, prefix, "g", func(o *shard.Options) { o.TakeoverTimeout = 200 * time.Millisecond })
+	x := registerStalled(t, prefix)
+	waitOwns(t, sg, "x")
+	users := usersOf(t, sg, "x", 3)
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	layout := etcd.Layout(prefix)
+	prev, rev, err := mapstore.Load(context.Background(), cli, layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := &shardmap.Map{Partitions: partitions, Owners: make([]string, partitions), Reason: "test: every partition to g"}
+	for p := range pinned.Owners {
+		pinned.Owners[p] = "g"
+	}
+	if err := mapstore.Publish(context.Background(), cli, layout, pinned, prev, rev); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 20*time.Second, func() error {
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "again"}); n < 2 {
+			return fmt.Errorf("%v pulls again", n)
+		}
+		return nil
+	})
+	for _, r := range []string{"exact", "unreachable", "timeout"} {
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": r}); n != 0 {
+			t.Fatalf("%v takeovers ended %s while the owner holds its record", n, r)
+		}
+	}
+	for _, u := range users {
+		if d := decideOne(t, g, u); !d.NotDecided {
+			t.Fatalf("%s while its owner holds its record: %v, want not decided", u, d)
+		}
+	}
+	x.revoke(t)
+	poll.Until(t, 20*time.Second, func() error {
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "timeout"}); n != 1 {
+			return fmt.Errorf("%v takeovers that ended timeout", n)
+		}
+		return nil
+	})
+	for _, u := range users {
+		if d := decideOne(t, g, u); d.NotDecided || !d.Allowed {
+			t.Fatalf("%s after the owner's record went: %v, want decided", u, d)
 		}
 	}
 }

@@ -101,7 +101,11 @@
 // Pending and asks for a TakeOver, a pull with a fence (FencedExport at the
 // previous owner, which decides it no more before it streams), after which
 // TakeoverEnded makes it Owned, with whatever arrived (nothing, if the
-// owner died). A previous table that named nobody names, for this, the
+// owner died). A pull that failed before the previous owner said it
+// fenced (a cut between the two; not a refused connection), while that
+// owner still holds the member record it is taken over from, is made
+// again, the partition Pending meanwhile: the owner may still decide it
+// for routers that have not switched. A previous table that named nobody names, for this, the
 // last owner a table named (a shard may hold its counters, even decide
 // it). The previous owner's export waits, a while, until its own table
 // has caught up with the taker's (ownership's Behind): fenced before it

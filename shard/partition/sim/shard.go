@@ -258,11 +258,28 @@ func (s *shard) takeOver(from string, parts []uint32) {
 		w.logf("%s: takes over %v from %s", s.id, parts, from)
 	}
 	inc := s.inc
-	s.pull(from, exportReq{parts: parts, fence: true}, func(vals map[uint32]int64, ok bool) {
+	src := w.shard(from)
+	sinc := src.inc
+	fenced := false
+	s.pull(from, exportReq{parts: parts, fence: true, fenced: &fenced}, func(vals map[uint32]int64, ok bool) {
 		if !s.alive(inc) {
 			return
 		}
 		s.merge(vals)
+		if !ok && !fenced && src.alive(sinc) && w.own(src) != "" {
+			// Neither refused nor fenced, and the owner still holds its
+			// record: it may be deciding, cut off from this shard. Pull
+			// again.
+			if w.cfg.Trace {
+				w.logf("%s: pull of %v from %s failed unfenced; it holds its record: again", s.id, parts, from)
+			}
+			w.at(guardTicks, func() {
+				if s.alive(inc) {
+					s.takeOver(from, parts)
+				}
+			})
+			return
+		}
 		if !ok {
 			// The previous owner crashed, or the network cut it off:
 			// its partitions count from what arrived, by design.
@@ -285,6 +302,11 @@ type exportReq struct {
 	whole          bool
 	id             uint64
 	requester      string
+	// fenced, on a taker's pull (fence without forwardTo), is set once
+	// the owner's word arrives that it fenced what it decides (the
+	// host's ExportStream header): from then on it decides none of them
+	// unless it takes them over again.
+	fenced *bool
 }
 
 // pull reads req's partitions from shard from, as the host's Pull and
@@ -306,6 +328,9 @@ func (s *shard) pull(from string, req exportReq, done func(vals map[uint32]int64
 		if !src.alive(sinc) {
 			w.send(src.id, s.id, func() { finish(nil, false) }) // refused
 			return
+		}
+		if req.fenced != nil && req.forwardTo == "" {
+			w.send(src.id, s.id, func() { *req.fenced = true })
 		}
 		src.export(req, func(vals map[uint32]int64, ok bool) {
 			w.send(src.id, s.id, func() {

@@ -19,6 +19,7 @@ var (
 	simFrom    = flag.Uint64("sim.from", 1000, "first seed that -sim.seeds and -sim.time run")
 	simTime    = flag.Duration("sim.time", 0, "run seeds from -sim.from for this long (make sim)")
 	simSteps   = flag.Int("sim.steps", 0, "events drawn per seed (0: the default, 2000)")
+	simCuts    = flag.Bool("sim.cuts", false, "add network partitions between two shards, and lost messages between shards (Config.Cuts)")
 	simOverlap = flag.Bool("sim.overlap", false, "let faults and planned changes overlap (Config.Overlap); known to break the invariants (see the package documentation)")
 )
 
@@ -93,13 +94,28 @@ var regressions = []struct {
 const overlapSeeds = 1000
 
 // openOverlap are the seeds below overlapSeeds that still break an
-// invariant with Overlap, not triaged yet (issue 25): none since the
-// second round of triage. make sim SIM_FLAGS=-sim.overlap lists those it
-// meets above them.
-var openOverlap = map[uint64]bool{}
+// invariant with Overlap (issue 25), each with its cause. make sim
+// SIM_FLAGS=-sim.overlap lists those it meets above them.
+var openOverlap = map[uint64]bool{
+	// A takeover from a crashed shard decides at once while another
+	// shard still decides the partition (the package documentation's open
+	// gap): 298, the destination of the crashed shard's final copy, ahead
+	// of its switch; 568, the shard the table moved the partition from.
+	298: true, 568: true,
+}
 
 func TestOverlapSeeds(t *testing.T) {
 	got := runSeeds(0, min(overlapSeeds, raceSeeds), time.Time{}, Config{Overlap: true}, func(seed uint64) bool { return openOverlap[seed] })
+	got.fail(t)
+}
+
+// TestCutSeeds runs the fixed seeds again with network partitions between
+// shards (Config.Cuts). Seeds 23 and 534 among them found that a takeover
+// gave up on a previous owner cut off from it alone, which decided on
+// (a takeover pulls again while that owner holds its record and has not
+// said it fenced).
+func TestCutSeeds(t *testing.T) {
+	got := runSeeds(0, raceSeeds, time.Time{}, Config{Cuts: true}, nil)
 	got.fail(t)
 }
 
@@ -142,7 +158,7 @@ func TestSim(t *testing.T) {
 		stop = time.Now().Add(*simTime)
 	}
 	start, cpu0 := time.Now(), cpuTime()
-	got := runSeeds(*simFrom, *simSeeds, stop, Config{Steps: *simSteps, Overlap: *simOverlap}, nil)
+	got := runSeeds(*simFrom, *simSeeds, stop, Config{Steps: *simSteps, Overlap: *simOverlap, Cuts: *simCuts}, nil)
 	took, cpu := time.Since(start), cpuTime()-cpu0
 	got.fail(t)
 	t.Logf("%d seeds from %d (%d failed), %d steps drawn (%.0f/s), %d events (%.0f/s), %.0f seeds/s on %d CPUs, in %v; per CPU second (%v of CPU, the GC's included): %.0f seeds, %.0f steps",
@@ -230,14 +246,14 @@ func cpuTime() time.Duration {
 // faults stopped at the step that broke the invariant), its lines about
 // the partition involved and the protocol's steps.
 func report(res Result) string {
-	short := Run(res.Seed, Config{Steps: res.Steps, Overlap: res.Overlap, Trace: true})
+	short := Run(res.Seed, Config{Steps: res.Steps, Overlap: res.Overlap, Cuts: res.Cuts, Trace: true})
 	if short.Violation == "" {
-		short = Run(res.Seed, Config{Overlap: res.Overlap, Trace: true})
+		short = Run(res.Seed, Config{Overlap: res.Overlap, Cuts: res.Cuts, Trace: true})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, %d steps: %s\n", res.Seed, short.Steps, short.Violation)
-	fmt.Fprintf(&b, "replay: go test -run 'TestSim$' ./shard/partition/sim -sim.from %d -sim.seeds 1 -sim.steps %d -sim.overlap=%v -v\n",
-		res.Seed, short.Steps, res.Overlap)
+	fmt.Fprintf(&b, "replay: go test -run 'TestSim$' ./shard/partition/sim -sim.from %d -sim.seeds 1 -sim.steps %d -sim.overlap=%v -sim.cuts=%v -v\n",
+		res.Seed, short.Steps, res.Overlap, res.Cuts)
 	part := ""
 	if _, after, ok := strings.Cut(short.Violation, "partition "); ok {
 		part, _, _ = strings.Cut(after, " ")
