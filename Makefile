@@ -78,7 +78,7 @@ test: promtool net-tools ## Run every test: gofmt, vet, unit and cluster tests w
 	  missing=$$(comm -13 <(sort <<<"$$race") <(sort <<<"$$fuzz")); \
 	  if [ -n "$$missing" ]; then echo "fuzz targets whose seed corpora make test would not run (add them to RACE_PKGS):"; echo "$$missing"; exit 1; fi
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 5m -run 'TestFixedSeeds|TestOverlapSeeds|TestRegressions|TestDeterministic' ./shard/partition/sim
+	$(GO) test -count=1 -timeout 5m -run 'TestFixedSeeds|TestOverlapSeeds|TestCutSeeds|TestRegressions|TestDeterministic' ./shard/partition/sim
 	$(GO) test -count=1 -timeout 10m ./cmd/faults ./cmd/robustness/...
 	$(MAKE) --no-print-directory deploy-test
 
