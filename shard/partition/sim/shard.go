@@ -251,8 +251,18 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) 
 
 // takeOver pulls parts from their previous owner with a fence, then ends
 // the takeover with what arrived (nothing, if the owner is gone or does
-// not answer in time).
+// not answer in time). A pull that failed before the owner said it fenced
+// them, while the owner still holds its record, is made again, as the
+// host's takeOver does.
 func (s *shard) takeOver(from string, parts []uint32) {
+	s.takeOverFrom(from, parts, s.w.now)
+}
+
+// takeOverFrom is takeOver, pulling again since began: a partition reset
+// by design when the takeover began (lose) stays so until it ends, as
+// the reset's effects play out for as long as the previous owner is cut
+// off.
+func (s *shard) takeOverFrom(from string, parts []uint32, began int64) {
 	w := s.w
 	if w.cfg.Trace {
 		w.logf("%s: takes over %v from %s", s.id, parts, from)
@@ -275,15 +285,16 @@ func (s *shard) takeOver(from string, parts []uint32) {
 			}
 			w.at(guardTicks, func() {
 				if s.alive(inc) {
-					s.takeOver(from, parts)
+					s.takeOverFrom(from, parts, began)
 				}
 			})
 			return
 		}
-		if !ok {
-			// The previous owner crashed, or the network cut it off:
-			// its partitions count from what arrived, by design.
-			for _, p := range parts {
+		for _, p := range parts {
+			// The previous owner crashed, or the network cut it off (its
+			// partitions count from what arrived, by design); or a reset
+			// by design was under way when the takeover began.
+			if !ok || began <= w.lossyUntil[p] {
 				w.lose(int(p))
 			}
 		}
