@@ -19,6 +19,7 @@ var Metrics = []string{
 	"shardlimit_router_decision_duration_seconds", // histogram, per Check RPC
 	"shardlimit_router_shard_errors_total",        // {shard,reason}
 	"shardlimit_router_shard_call_checks",         // histogram, checks per call to a shard
+	"shardlimit_router_stream_message_checks",     // histogram, checks per CheckStream message from callers
 	"shardlimit_router_members",
 	"shardlimit_router_unreachable_shards",
 	"shardlimit_router_member_changes_total",
@@ -116,5 +117,6 @@ var Metrics = []string{
 var Histograms = []string{
 	"shardlimit_router_decision_duration_seconds",
 	"shardlimit_router_shard_call_checks",
+	"shardlimit_router_stream_message_checks",
 	"shardlimit_shard_decision_duration_seconds",
 }

@@ -197,6 +197,7 @@ func (r *Router) checkMessage(ctx context.Context, req *shardlimitv1.CheckStream
 		ctx, span = r.tracer.Start(tracing.Extract(ctx, req.TraceContext), spanStreamMessage,
 			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.Int64("shardlimit.message_id", int64(req.Id))))
 	}
+	r.metrics.streamChecks.Observe(float64(len(req.Checks)))
 	resp, err := r.Check(ctx, &shardlimitv1.CheckRequest{Checks: req.Checks})
 	if span != nil {
 		tracing.End(span, err)

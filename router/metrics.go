@@ -69,6 +69,7 @@ type metrics struct {
 	liveness      *prometheus.CounterVec
 	circuitOpened *prometheus.CounterVec
 	callChecks    prometheus.Histogram
+	streamChecks  prometheus.Histogram
 	members       prometheus.Gauge
 	refunds       prometheus.Counter
 	rules         prometheus.Gauge
@@ -144,6 +145,11 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 			Help:    "Checks per call to a shard: the checks of concurrent requests bound for one shard share one call.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
+		streamChecks: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "shardlimit_router_stream_message_checks",
+			Help:    "Checks per CheckStream message from callers: a coalescing client (the Go client's Options.Stream) sends the checks of concurrent calls in one message.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
 		members: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "shardlimit_router_members",
 			Help: "Live shards the router routes to.",
@@ -211,7 +217,7 @@ func newMetrics(reg prometheus.Registerer, cache *overlimit.Cache) *metrics {
 		Name: "shardlimit_router_overlimit_cache_evictions_total",
 		Help: "Denials dropped from the full over-limit cache before their retry time (raise --over-limit-cache when it grows).",
 	}, func() float64 { return float64(cache.Evicted()) })
-	reg.MustRegister(m.decisions, m.shardErrors, m.liveness, m.circuitOpened, m.callChecks, m.members, m.unreachable, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
+	reg.MustRegister(m.decisions, m.shardErrors, m.liveness, m.circuitOpened, m.callChecks, m.streamChecks, m.members, m.unreachable, m.refunds, m.rules, m.invalidRules, m.overBound, m.ruleReloads,
 		m.ruleGauges.limit, m.ruleGauges.period, m.memberChanges, m.mapVersion, mapAge, m.duration, m.etcdUp,
 		m.overLimitHits, overLimitEntries, overLimitEvictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
