@@ -17,9 +17,10 @@
 // changes), group the checks by owner, refund the hits of a check that
 // another rule denied, and merge. Each owner's share goes to that shard's
 // queue (package batcher): the checks of concurrent requests bound for one
-// shard leave together in one batch, over one stream per shard (package
-// shardcall), with a short deadline that counts from when the batch is
-// sent.
+// shard leave together in one batch (each call yields first to the
+// goroutines ready to run, so that under load the requests about to join
+// it do), over one stream per shard (package shardcall), with a short
+// deadline that counts from when the batch is sent.
 //
 // # Failure and overload
 //

@@ -1,8 +1,13 @@
 // Package batcher coalesces work bound for one destination: a Queue lets
 // at most Calls calls to it be in flight, and whatever arrives while they
 // all are waits and leaves together in the next call, so many concurrent
-// requests share one message. An idle destination adds no waiting: an item
-// that finds a call slot free goes out at once, alone.
+// requests share one message. Each call, before it takes its batch,
+// yields to the goroutines ready to run, once, and again while the line
+// grows:
+// under load those are the requests about to add their items, which then
+// leave in this call instead of one message each. An idle destination adds
+// no waiting: with nothing else ready, the yield returns at once and the
+// item goes out alone.
 //
 // The router keeps a Queue per shard and hands it the checks of each
 // request bound for that shard; the Queue calls the router's send function

@@ -2,6 +2,7 @@ package batcher
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -57,15 +58,16 @@ type Queue[T any] struct {
 	calls int     // in flight
 	line  fair[T] // waiting, by class
 	spare [][]T   // batch buffers to reuse
-	// idle counts the workers waiting for a batch on handoff, less the
-	// batches promised to them and not yet received.
+	// idle counts the workers waiting for a call slot on handoff, less
+	// the slots promised to them and not yet received.
 	idle    int
-	handoff chan []T
+	handoff chan struct{} // hands a call slot to an idle worker
 	linger  time.Duration
+	yield   func()
 }
 
-// linger is how long a worker goroutine waits for the next batch before it
-// ends. Under load a worker goes from batch to batch, and keeps the stack
+// linger is how long a worker goroutine waits for the next call slot
+// before it ends. Under load a worker goes from batch to batch, and keeps the stack
 // that a call grew, instead of a new goroutine growing one per batch. (A
 // variable for tests, read by New.)
 var linger = time.Second
@@ -81,15 +83,17 @@ func New[T any](opts Options, send func(batch []T), shed func(item T)) *Queue[T]
 	if err := opts.validate(); err != nil {
 		panic("batcher: " + err.Error())
 	}
-	return &Queue[T]{opts: opts, send: send, shed: shed, handoff: make(chan []T), linger: linger,
+	return &Queue[T]{opts: opts, send: send, shed: shed, handoff: make(chan struct{}), linger: linger, yield: yield,
 		line: fair[T]{max: opts.MaxWaiting, maxCall: opts.MaxCall}}
 }
 
 // Add queues item, of weight n, in class (0 and up: the router's
-// services). When a call slot is free the item leaves at once: in the
-// caller's goroutine when inline (Add returns after the call), else in a
-// new one. Otherwise it waits for the next call that ends; calls take the
-// classes' items in turn. Past MaxWaiting weight waiting, Add lets item in
+// services). When a call slot is free, Add takes it for a call at once:
+// in the caller's goroutine when inline (Add returns after the call),
+// else in a worker's. The call first lets the goroutines ready to run go
+// (see gather), then carries what waits, the item with it unless a call
+// that ended meanwhile took it. Otherwise the item waits for the next call
+// that ends; calls take the classes' items in turn. Past MaxWaiting weight waiting, Add lets item in
 // only if its class, with it, holds no more than its share of MaxWaiting
 // (divided among the classes waiting), displacing the newest items of the
 // class holding the most, which it hands to shed before it returns; else
@@ -116,13 +120,12 @@ func (q *Queue[T]) Add(item T, class, n int, inline bool) bool {
 		return ok
 	}
 	q.calls++
-	batch := q.take()
 	if inline {
 		q.mu.Unlock()
-		q.inline(batch)
+		q.inline()
 		return true
 	}
-	q.start(batch) // unlocks
+	q.start() // unlocks
 	return true
 }
 
@@ -133,47 +136,42 @@ func (q *Queue[T]) Waiting() int {
 	return q.line.weight
 }
 
-// inline makes the call for batch in the caller's goroutine, holding one
-// call slot, then hands the slot and whatever waits to a worker.
-func (q *Queue[T]) inline(batch []T) {
-	q.send(batch)
+// inline makes a call in the caller's goroutine, holding one call slot,
+// then hands the slot to a worker when more waits.
+func (q *Queue[T]) inline() {
+	if !q.call() {
+		return
+	}
 	q.mu.Lock()
-	q.recycle(batch)
 	if q.line.empty() {
 		q.calls--
 		q.mu.Unlock()
 		return
 	}
-	q.start(q.take()) // unlocks
+	q.start() // unlocks
 }
 
-// start hands batch, with the call slot held for it, to an idle worker, or
-// to a new one. The caller holds mu; start releases it.
-func (q *Queue[T]) start(batch []T) {
+// start hands the call slot held for it to an idle worker, or to a new
+// one. The caller holds mu; start releases it.
+func (q *Queue[T]) start() {
 	if q.idle > 0 {
 		q.idle--
 		q.mu.Unlock()
-		q.handoff <- batch // a worker promised: it receives at once
+		q.handoff <- struct{}{} // a worker promised: it receives at once
 		return
 	}
 	q.mu.Unlock()
-	go q.work(batch)
+	go q.work()
 }
 
-// work makes the calls for batch and whatever waits after it, holding one
-// call slot, then lingers for a batch to be handed to it.
-func (q *Queue[T]) work(batch []T) {
+// work makes calls, holding one call slot, until nothing waits, then
+// lingers for a slot to be handed to it.
+func (q *Queue[T]) work() {
 	var timer *time.Timer
 	for {
-		q.send(batch)
-		q.mu.Lock()
-		q.recycle(batch)
-		if !q.line.empty() {
-			batch = q.take()
-			q.mu.Unlock()
-			continue
+		for q.call() {
 		}
-		q.calls--
+		q.mu.Lock()
 		q.idle++
 		q.mu.Unlock()
 		if timer == nil {
@@ -182,20 +180,69 @@ func (q *Queue[T]) work(batch []T) {
 			timer.Reset(q.linger)
 		}
 		select {
-		case batch = <-q.handoff:
+		case <-q.handoff:
 			timer.Stop()
 			continue
 		case <-timer.C:
 		}
 		q.mu.Lock()
-		if q.idle > 0 { // more workers wait than batches were promised
+		if q.idle > 0 { // more workers wait than slots were promised
 			q.idle--
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
-		batch = <-q.handoff // a batch was promised to every waiting worker
+		<-q.handoff // a slot was promised to every waiting worker
 	}
+}
+
+// call makes one call, holding a call slot, for the batch that gather
+// takes. It reports false, having freed the slot, when nothing waited.
+func (q *Queue[T]) call() bool {
+	batch := q.gather()
+	if batch == nil {
+		return false
+	}
+	q.send(batch)
+	q.mu.Lock()
+	q.recycle(batch)
+	q.mu.Unlock()
+	return true
+}
+
+// maxYields bounds the yields of one gather.
+const maxYields = 4
+
+// yield lets the goroutines ready to run go first (a variable for tests,
+// read by New).
+var yield = runtime.Gosched
+
+// gather takes the next batch, holding a call slot, after letting the
+// goroutines ready to run go first: under load they are the requests
+// about to add items, which then leave in this call instead of one each.
+// It yields again while the line grows, up to maxYields times, and not
+// once the line holds a full call. On an idle machine nothing else is
+// ready, and one yield returns at once. When nothing waits (another call
+// took it meanwhile), gather frees the slot and returns nil.
+func (q *Queue[T]) gather() []T {
+	last := -1
+	for range maxYields {
+		q.mu.Lock()
+		w := q.line.weight
+		q.mu.Unlock()
+		if w == last || w >= q.opts.MaxCall {
+			break
+		}
+		last = w
+		q.yield()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.line.empty() {
+		q.calls--
+		return nil
+	}
+	return q.take()
 }
 
 // take removes the next batch from the line (see fair). The caller holds

@@ -2,6 +2,7 @@ package batcher
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ func TestItemsThatArriveWhileCallsAreInFlightLeaveTogether(t *testing.T) {
 	g := newGate()
 	q := New(Options{Calls: 2, MaxCall: 100}, g.send, nil)
 	q.Add(1, 0, 1, false)
+	g.waitSent(t, 1)
 	q.Add(2, 0, 1, false)
 	g.waitSent(t, 2) // both slots busy
 	for i := 3; i <= 6; i++ {
@@ -88,6 +90,70 @@ func TestItemsThatArriveWhileCallsAreInFlightLeaveTogether(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// setYield makes the queues New returns call f instead of yielding, for
+// the test.
+func setYield(t *testing.T, f func()) {
+	t.Cleanup(func() { yield = runtime.Gosched })
+	yield = f
+}
+
+// Items added by the goroutines ready to run when a call takes a free slot
+// (the test's yield adds them, one per yield, as those goroutines would)
+// leave in that call with the item that found the slot: the call yields
+// again while the line grows.
+func TestCallGathersWhatReadyGoroutinesAdd(t *testing.T) {
+	var got [][]int
+	var q *Queue[int]
+	yields := 0
+	setYield(t, func() {
+		yields++
+		if yields <= 2 {
+			q.Add(10+yields, 0, 1, true) // the slot is held: it waits
+		}
+	})
+	q = New(Options{Calls: 1, MaxCall: 100}, func(b []int) { got = append(got, slices.Clone(b)) }, nil)
+	if !q.Add(1, 0, 1, true) {
+		t.Fatal("refused")
+	}
+	if want := [][]int{{1, 11, 12}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v: one call for the item and those added while it yielded", got, want)
+	}
+	if yields != 3 { // two that found the line grown, one that did not
+		t.Fatalf("%d yields, want 3", yields)
+	}
+}
+
+// An idle queue yields once per call, and a call whose line holds a full
+// call already does not yield; the yields stop at maxYields while the line
+// keeps growing.
+func TestCallYieldsOnceWhenIdleAndBoundedUnderLoad(t *testing.T) {
+	var got [][]int
+	send := func(b []int) { got = append(got, slices.Clone(b)) }
+	yields := 0
+	setYield(t, func() { yields++ })
+	q := New(Options{Calls: 1, MaxCall: 3}, send, nil)
+	q.Add(1, 0, 1, true)
+	if yields != 1 || len(got) != 1 {
+		t.Fatalf("idle: %d yields, batches %v; want 1 yield, one batch", yields, got)
+	}
+	yields = 0
+	q.Add(2, 0, 3, true)
+	if yields != 0 {
+		t.Fatalf("a full call waiting: %d yields, want none", yields)
+	}
+	var growing *Queue[int]
+	yields = 0
+	setYield(t, func() {
+		yields++
+		growing.Add(100+yields, 0, 1, true) // the line grows and never fills
+	})
+	growing = New(Options{Calls: 1, MaxCall: 100}, send, nil)
+	growing.Add(3, 0, 1, true)
+	if yields != maxYields {
+		t.Fatalf("a line that keeps growing: %d yields, want maxYields (%d)", yields, maxYields)
+	}
 }
 
 func TestMaxCallSplitsBetweenItemsAndMaxWaitingRefuses(t *testing.T) {

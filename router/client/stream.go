@@ -22,10 +22,11 @@ import (
 // Options.Stream: the single checks of concurrent Check and CheckOne calls
 // travel over the routers' CheckStream. A batcher.Queue (the one the router
 // coalesces its shard calls with) lets streamMessages messages be in flight
-// at once: a check that finds a slot free leaves at once, alone, in its
-// caller's goroutine; checks that arrive while every slot is taken leave
-// together in the next message, up to MaxBatch. An idle client adds no
-// wait.
+// at once: a check that finds a slot free leaves at once, in its caller's
+// goroutine, after one yield to the goroutines ready to run (under load,
+// other callers about to add their checks, which then share its message);
+// checks that arrive while every slot is taken leave together in the next
+// message, up to MaxBatch. An idle client adds no wait.
 //
 // One stream is open at a time, to the router pick chooses. A message is
 // sent again, as a unary call would be (see retryable): when no stream
