@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -12,31 +11,20 @@ import (
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/etcd/etcdtest"
 	"github.com/shardlimit/shardlimit/shard/member"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 // A peer of an earlier version, without the Lease method, answers
 // Unimplemented: it reaches this shard, so it counts as answering; a peer
 // nobody listens for does not.
 func TestAPeerWithoutLeaseCountsAsAnswering(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	shardlimitv1.RegisterShardServer(srv, shardlimitv1.UnimplementedShardServer{})
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	gone, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goneAddr := gone.Addr().String()
-	_ = gone.Close()
+	old := servePeer(t, shardlimitv1.UnimplementedShardServer{})
+	goneAddr := rpctest.DeadAddr(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
 	defer cancel()
 	s := &Server{opts: Options{ID: "a"}}
-	s.view.members = []member.Member{{ID: "a"}, {ID: "old", Addr: lis.Addr().String()}}
+	s.view.members = []member.Member{{ID: "a"}, {ID: "old", Addr: old}}
 	if all, detail := s.askPeers(ctx); !all || detail["old"] != "answered (a version without Lease)" {
 		t.Errorf("a peer without Lease: all answered %v, %v", all, detail)
 	}
@@ -44,6 +32,12 @@ func TestAPeerWithoutLeaseCountsAsAnswering(t *testing.T) {
 	if all, detail := s.askPeers(ctx); all || detail["gone"] != "silent" {
 		t.Errorf("a peer nobody listens for: all answered %v, %v", all, detail)
 	}
+}
+
+// servePeer serves peer's shard API for the test, and returns its
+// address.
+func servePeer(t *testing.T, peer shardlimitv1.ShardServer) string {
+	return rpctest.Serve(t, func(srv *grpc.Server) { shardlimitv1.RegisterShardServer(srv, peer) })
 }
 
 // leasePeer answers Lease with a fixed answer.
@@ -63,17 +57,7 @@ func (p leasePeer) Lease(context.Context, *shardlimitv1.LeaseRequest) (*shardlim
 // not answer either counts: etcd down for everyone must not stop the
 // limiter.
 func TestAnUnregisteredPeerThatEtcdAnswersDoesNotCount(t *testing.T) {
-	serve := func(resp *shardlimitv1.LeaseResponse) string {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := grpc.NewServer()
-		shardlimitv1.RegisterShardServer(srv, leasePeer{resp: resp})
-		go func() { _ = srv.Serve(lis) }()
-		t.Cleanup(srv.Stop)
-		return lis.Addr().String()
-	}
+	serve := func(resp *shardlimitv1.LeaseResponse) string { return servePeer(t, leasePeer{resp: resp}) }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
 	defer cancel()
 	s := &Server{opts: Options{ID: "a"}}
@@ -99,13 +83,7 @@ func TestLeaseSaysUnregisteredOnlyWhenEtcdAnswers(t *testing.T) {
 	if resp, err := up.Lease(ctx, &shardlimitv1.LeaseRequest{}); err != nil || !resp.UnregisteredEtcdAnswers {
 		t.Errorf("unregistered, etcd up: %v, %v", resp, err)
 	}
-	gone, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := gone.Addr().String()
-	gone.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{rpctest.DeadAddr(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@ var errOwnerSilent = errors.New("the previous owner sent nothing within the take
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
 	c, result, err := s.pullFenced(tk.From, tk.Partitions)
-	for tries := 1; s.pullAgain(tk.From, c, result, err); tries++ {
+	for tries := 1; s.pullAgain(tk.From, c, err); tries++ {
 		s.handoffMetrics.takeovers.WithLabelValues("again").Inc()
 		if tries == 1 {
 			s.opts.Logger.Warn("a takeover's pull failed before the previous owner fenced the partitions, and it still holds its member record (cut off from this shard?): pulling again until it answers or its record goes; its users are answered by policy meanwhile",
@@ -183,26 +183,32 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 const takeoverAgain = 500 * time.Millisecond
 
 // pullAgain reports whether a takeover's pull from from, which ended with
-// c, result and err, must be made again: it failed otherwise than by a
-// refused connection (nothing listens: nothing decides), before from said
-// it fenced the partitions, and etcd says from still holds its member
-// record (or cannot say: a shard that may be deciding is not decided
-// beside).
-func (s *Server) pullAgain(from member.Member, c handoff.Copied, result string, err error) bool {
-	if result == "exact" || c.Fenced || err == nil || refused(err) || s.ctx.Err() != nil {
+// c and err, must be made again: it failed otherwise than by a refused
+// connection (nothing listens: nothing decides), before from said it
+// fenced the partitions, and from still holds its member record.
+func (s *Server) pullAgain(from member.Member, c handoff.Copied, err error) bool {
+	if err == nil || c.Fenced || refused(err) || s.ctx.Err() != nil {
 		return false
 	}
+	return s.holdsRecord(from)
+}
+
+// holdsRecord reports whether etcd holds from's member record: the same
+// address and, when from names one, the same start (not a process
+// restarted there since). It reports true when etcd cannot say: a shard
+// that may be deciding is not decided beside.
+func (s *Server) holdsRecord(from member.Member) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, healConfirmTimeout)
 	defer cancel()
-	resp, rerr := s.etcd.Get(ctx, s.layout().Member(from.ID))
-	if rerr != nil {
+	resp, err := s.etcd.Get(ctx, s.layout().Member(from.ID))
+	if err != nil {
 		return s.ctx.Err() == nil
 	}
 	if len(resp.Kvs) == 0 {
 		return false
 	}
-	m, derr := member.Decode(from.ID, resp.Kvs[0].Value)
-	return derr == nil && m.Addr == from.Addr && (from.Started.IsZero() || m.Started.Equal(from.Started))
+	m, err := member.Decode(from.ID, resp.Kvs[0].Value)
+	return err == nil && m.Addr == from.Addr && (from.Started.IsZero() || m.Started.Equal(from.Started))
 }
 
 // pullFenced pulls parts from from with a fence, for as long as from

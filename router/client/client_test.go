@@ -21,6 +21,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 // Cluster tests check decisions, not latency: a generous timeout keeps a
@@ -205,7 +206,7 @@ func TestBatchIsolatesABadCheck(t *testing.T) {
 // failure mode within the timeout, with or without batching.
 func TestFailureModeWhenNothingListens(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	addr := deadAddr(t)
+	addr := rpctest.DeadAddr(t)
 	for _, mode := range []FailureMode{FailOpen, FailClosed} {
 		for _, window := range []time.Duration{0, time.Millisecond} {
 			t.Run(fmt.Sprintf("%v/window=%v", mode, window), func(t *testing.T) {
@@ -270,7 +271,7 @@ func TestNoRetryOnDeadlineExceeded(t *testing.T) {
 // retried on the next router, which answers; every check is counted once.
 func TestRetryOnConnectionFailureGoesToTheNextRouter(t *testing.T) {
 	c := clustertest.New(t, etcdEndpoint, clustertest.Options{Shards: 2, Rules: testRules(t)})
-	dead, live := deadAddr(t), c.Routers[0].Addr()
+	dead, live := rpctest.DeadAddr(t), c.Routers[0].Addr()
 	var rc rpcCounter
 	cl := newClient(t, Options{TLS: c.TLS(creds.OperatorID), Routers: []string{dead, live}, Timeout: clusterTimeout, DialOptions: withOpts(rc.option())})
 	cl.skipFailing = false // plain round robin: calls 0 and 2 try the dead router first
@@ -308,7 +309,7 @@ func TestRetriesStayWithinTheDeadline(t *testing.T) {
 	const timeout = 250 * time.Millisecond
 	var rc rpcCounter
 	cl := newClient(t, Options{
-		Routers: []string{deadAddr(t)}, Timeout: timeout, MaxAttempts: 10,
+		Routers: []string{rpctest.DeadAddr(t)}, Timeout: timeout, MaxAttempts: 10,
 		BackoffBase: 100 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		DialOptions: withOpts(rc.option()),
 	})

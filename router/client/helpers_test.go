@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,20 +53,6 @@ func newClient(t *testing.T, o Options) *Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// deadAddr returns a loopback address with nothing listening.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
 }
 
 // rpcCounter counts the client's RPC attempts per router and the checks
@@ -127,16 +112,9 @@ func startHangingRouter(t *testing.T) *hangingRouter {
 // returns its address and the TLS config that its clients use.
 func serveRouter(t *testing.T, srv shardlimitv1.RateLimiterServer) (string, *tls.Config) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	pki := newPKI(t)
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(pki.server)))
-	shardlimitv1.RegisterRateLimiterServer(s, srv)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String(), pki.client
+	addr := rpctest.Serve(t, func(s *grpc.Server) { shardlimitv1.RegisterRateLimiterServer(s, srv) }, grpc.Creds(credentials.NewTLS(pki.server)))
+	return addr, pki.client
 }
 
 func (h *hangingRouter) Check(ctx context.Context, _ *shardlimitv1.CheckRequest) (*shardlimitv1.CheckResponse, error) {

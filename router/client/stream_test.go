@@ -21,6 +21,7 @@ import (
 	"github.com/shardlimit/shardlimit/router/clustertest"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 // streamCounter counts the client's CheckStream streams and messages.
@@ -265,7 +266,7 @@ func TestStreamFallsBackToUnary(t *testing.T) {
 // A check with invalid UTF-8 is refused by the client, before any RPC:
 // over a stream it would cost the message it shares with others.
 func TestCheckInvalidUTF8(t *testing.T) {
-	cl := newClient(t, Options{Routers: []string{deadAddr(t)}, Timeout: clusterTimeout, Stream: true})
+	cl := newClient(t, Options{Routers: []string{rpctest.DeadAddr(t)}, Timeout: clusterTimeout, Stream: true})
 	for _, chk := range []Check{
 		{Service: "shop", Endpoint: "/checkout", User: "\xff", Hits: 1},
 		{Service: "shop", Endpoint: "/\xc3", User: "u", Hits: 1},

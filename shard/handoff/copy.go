@@ -93,8 +93,8 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 	}()
 	var c Copied
 	for r := range chunks {
-		c.Fenced = fenced.Load()
 		if r.err != nil {
+			c.Fenced = fenced.Load()
 			return c, fmt.Errorf("export from %s, after %d chunks: %w", sourceID, c.Chunks, r.err)
 		}
 		imported, kept, err := merge(ctx, r.keys)

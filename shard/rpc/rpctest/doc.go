@@ -3,8 +3,10 @@
 // that are no message), to check what a server answers them, and gives
 // them a local PKI's TLS for a server and its clients (NewLocalTLS) and
 // an Authorizer that knows its operator and one service's token
-// (NewAuthorizer).
+// (NewAuthorizer), serves a test's fake peers (Serve), and names an
+// address that nobody listens on (DeadAddr).
 //
-// Tests of the shard/rpc package and of every server (router, Envoy's rate
-// limit service) import it; nothing outside tests may.
+// Tests of the shard/rpc package, of every server (router, Envoy's rate
+// limit service) and of the components that dial shards or routers
+// (hand-offs, the rebalance job, the lease guard, the Go client) import it; nothing outside tests may.
 package rpctest
