@@ -59,8 +59,8 @@ func noFault(t *testing.T, s *scenario) {
 	if p := s.row.probe.policy; p > 0 {
 		t.Errorf("%d policy answers with every shard up: healthy shards missed the %v deadline (a loaded machine?)", p, s.cfg.deadline)
 	}
-	if bp := s.phase.FailurePolicy; bp != nil && *bp > 0 {
-		t.Errorf("bench: %d policy answers with every shard up", *bp)
+	if bp := s.benchPolicy(); bp > 0 {
+		t.Errorf("bench: %d policy answers with every shard up", bp)
 	}
 	s.row.recovery = "-"
 }
@@ -181,7 +181,12 @@ func shardStop(t *testing.T, s *scenario) {
 // eviction's hold ends. The short form (a 5 s deadline for the loaded
 // machine) cuts it for less than a deadline: no call fails, so nothing is
 // reported, and after the heal the shard decides its users again, within
-// a second (the full form's earlier measure: BENCHMARKS.md).
+// a second (the full form's earlier measure: BENCHMARKS.md). In both, the
+// checks in flight to it as its connections break are answered by policy;
+// which caller's checks those are, the probe loop's or the bench's, is
+// chance (a probe check that came a moment later waits in the routers'
+// queue for it, and is decided after the heal), so the scenario asserts
+// that one of the two saw a policy answer.
 func shardCut(t *testing.T, s *scenario) {
 	x := s.c.shards[1]
 	onX := ownedBy(s.owners, x.Name)
@@ -211,8 +216,11 @@ func shardCut(t *testing.T, s *scenario) {
 	}
 	during := tallyOf(s.recs, both(onX, window(cut, healed)))
 	t.Logf("%s's users while it was cut off: %v", x.Name, during)
-	if during.policy == 0 {
-		t.Errorf("no policy answer for %s's users while it was cut off: the scenario did not fault it", x.Name)
+	switch {
+	case during.policy == 0 && s.benchPolicy() == 0:
+		t.Errorf("no policy answer for %s's users while it was cut off, from the probe loop or the bench: the scenario did not fault it", x.Name)
+	case during.policy == 0:
+		t.Logf("the probe loop's checks of %s's users waited in the routers' queue for it while the batches in flight as its connection broke (the bench's: %d policy answers) failed", x.Name, s.benchPolicy())
 	}
 	if s.cfg.full {
 		elsewhere := s.undecidedUntil(both(onX, window(cut, healed))) - cut
@@ -322,8 +330,8 @@ func etcdDown(t *testing.T, s *scenario) {
 	}
 	s.noErrors(t)
 	s.policyOnlyFor(t, y.Name)
-	if bp := s.phase.FailurePolicy; bp != nil && *bp > 0 {
-		t.Errorf("bench: %d policy answers while etcd was down and until its watches resumed", *bp)
+	if bp := s.benchPolicy(); bp > 0 {
+		t.Errorf("bench: %d policy answers while etcd was down and until its watches resumed", bp)
 	}
 	if gotChanges != changes {
 		t.Errorf("routers' member changes went from %v to %v while etcd was down and restarted: some shard's membership changed", changes, gotChanges)

@@ -75,14 +75,19 @@ func (s *scenario) end(t *testing.T) {
 	s.stopBench(t)
 	s.ended = true
 	s.row.probe = tallyOf(s.recs, nil)
-	policy := uint64(0)
-	if s.phase.FailurePolicy != nil {
-		policy = *s.phase.FailurePolicy
-	}
-	s.row.bench = fmt.Sprintf("%d checks, %d errors, %d policy, p99 %v", s.phase.Checks, s.phase.Errors, policy,
+	s.row.bench = fmt.Sprintf("%d checks, %d errors, %d policy, p99 %v", s.phase.Checks, s.phase.Errors, s.benchPolicy(),
 		(time.Duration(s.phase.LatencyUs.P99) * time.Microsecond).Round(10*time.Microsecond))
 	t.Logf("probe loop: %v", s.row.probe)
 	t.Logf("bench: %s; errors by code %v", s.row.bench, s.phase.ErrorsByCode)
+}
+
+// benchPolicy is how many of the bench's checks were answered by failure
+// policy, once the bench has ended.
+func (s *scenario) benchPolicy() uint64 {
+	if s.phase.FailurePolicy == nil {
+		return 0
+	}
+	return *s.phase.FailurePolicy
 }
 
 // now is the time since the scenario began.
