@@ -476,6 +476,56 @@ func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
 	}
 }
 
+// A partition that a taker's fenced pull asked for, not decided here as
+// the pull arrived (its own takeover under way), is fenced as soon as a
+// step makes it decided while the pull waits: the taker may give up
+// waiting and decide it from what arrived, and this shard must not decide
+// it then (the review of FenceDecided: it fenced only what was decided
+// as the pull arrived). Two pulls waiting for it fence it until both end;
+// once they have, it is decided again as its steps say.
+func TestFenceDecidedFencesWhatBecomesDecidedWhileThePullWaits(t *testing.T) {
+	s := ownership.New(partitions)
+	tks := s.Apply("a", table(t, "b"), table(t, "a")) // every partition taken over from b
+	p := tks[0].Partitions[0]
+	parts := []uint32{p}
+	s.FenceDecided(parts)
+	s.FenceDecided(parts)
+	fx := s.Step(parts, ev(partition.TakeoverEnded)) // its takeover ends while the pulls wait
+	if st := s.State(int(p)); st != partition.Fenced || len(decided(s)) != 0 {
+		t.Fatalf("state %v once its takeover ended while fenced pulls wait, want fenced (decided: %v)", st, decided(s))
+	}
+	if got := fx.Of(partition.EndJournal); !slices.Equal(got, parts) {
+		t.Fatalf("effects EndJournal on %v, want %v (fenced)", got, parts)
+	}
+	s.FenceEnded(parts)
+	s.Reclaim(parts, 1)
+	s.Step(parts, ev(partition.TakeoverEnded))
+	if st := s.State(int(p)); st != partition.Fenced {
+		t.Fatalf("state %v with one pull still waiting, want fenced", st)
+	}
+	s.FenceEnded(parts)
+	s.Reclaim(parts, 1)
+	s.Step(parts, ev(partition.TakeoverEnded))
+	if st := s.State(int(p)); st != partition.Owned {
+		t.Fatalf("state %v once the pulls ended, want owned", st)
+	}
+}
+
+// A table that makes a partition decided here while a taker's fenced pull
+// for it waits (this shard's table catching up: ownership's Behind) does
+// not make it decided: it is fenced at once.
+func TestFenceDecidedFencesWhatATableMakesDecided(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "b"))
+	s.Step([]uint32{4}, partition.Event{Kind: partition.FencedPulled, From: "b", Me: "a"}) // pulled here ahead of the table
+	s.FenceDecided([]uint32{4})
+	s.Apply("a", table(t, "b"), table(t, "a"))
+	if st := s.State(4); st != partition.Fenced {
+		t.Fatalf("state %v once the table gave it here while a fenced pull waits, want fenced", st)
+	}
+	s.FenceEnded([]uint32{4})
+}
+
 // A give-back that came while out (to a process restarted at the address
 // of a record the giver's table named) marked a partition pulled from b;
 // registered, the shard cannot tell whether b decided it since, so a
