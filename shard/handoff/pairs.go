@@ -57,7 +57,9 @@ func Partitions(pairs []Pair) int {
 // back as in prev (nil: none pinned): the owners that the rebalance job's
 // switch publishes. So no table moves a partition whose counters did not
 // move: its source, which still decides it (the final copy never reached
-// it) or forwards it to the destination (its fence did), stays its owner.
+// it) or forwards it to the destination (its fence did; it takes it back
+// from there once it sees this map: ownership's Healable), stays its
+// owner.
 func KeepSources(next, prev []string, notHandedOver []Pair) []string {
 	out := slices.Clone(next)
 	for _, pr := range notHandedOver {

@@ -233,8 +233,14 @@ func StuckAgain[T any](stuck []uint32, since map[uint32]T, now T) (again []uint3
 // shard, found stuck by its safety net, heal) that heal takes back now:
 // all but those a planned hand-off fenced here, forwarding to a next
 // owner that is still a member (isMember), that have not waited
-// (waited) for the hand-off's switch, which may still come. It keeps
-// parts' order, in place. The host and the simulation
+// (waited) for the hand-off's switch, which may still come. One that a
+// table applied since its final copy still gives this shard waits no
+// more: the switch came and kept it here (the rebalance job's map keeps a
+// pair whose final copy failed with its source: package handoff's
+// KeepSources), so nothing else decides its checks. (A table that is not
+// the switch, a member joining or leaving meanwhile, ends the wait too:
+// should the switch then move it, its next owner takes it over from
+// here.) It keeps parts' order, in place. The host and the simulation
 // both ask it.
 func (s *Set) Healable(parts []uint32, waited func(p uint32) bool, isMember func(member.Member) bool) []uint32 {
 	s.mu.RLock()
@@ -244,7 +250,7 @@ func (s *Set) Healable(parts []uint32, waited func(p uint32) bool, isMember func
 			return true
 		}
 		to, ok := s.parts[p].Forwards()
-		return ok && !waited(p) && isMember(to)
+		return ok && !waited(p) && isMember(to) && s.fencedAt[p] == s.tables
 	})
 }
 

@@ -774,6 +774,32 @@ func TestHealableWaitsOnlyForASwitchThatMayCome(t *testing.T) {
 	}
 }
 
+// A partition a planned hand-off fenced here, forwarding to a next owner
+// still a member, waits for the switch only until a table comes that
+// still gives it this shard: the switch came and kept it here (the
+// rebalance job's map keeps a pair whose final copy failed with its
+// source), so heal takes it back at its next look, not after its wait
+// (the review: 5 s more of policy answers for the pair's users).
+func TestHealableWaitsNoMoreOnceASwitchKeptItHere(t *testing.T) {
+	s := ownership.New(partitions)
+	ab := table(t, "a", "b")
+	s.Apply("a", nil, ab)
+	parts := ab.PartitionsOf("a")[:2]
+	b := member.Member{ID: "b", Addr: "b:1"}
+	s.Step(parts, ev(partition.FencedPulled))
+	s.Step(parts, partition.Event{Kind: partition.FinalExport, To: b})
+	healable := func() []uint32 {
+		return s.Healable(slices.Clone(parts), func(uint32) bool { return false }, func(m member.Member) bool { return m == b })
+	}
+	if got := healable(); len(got) != 0 {
+		t.Fatalf("before any table since the final copy heal takes back %v, want none (the switch may come)", got)
+	}
+	s.Apply("a", ab, ab) // the switch, which kept them here
+	if got := healable(); !slices.Equal(got, parts) {
+		t.Fatalf("once a table since the final copy kept them here heal takes back %v, want %v", got, parts)
+	}
+}
+
 // Heal asks Healable from its own goroutine while hand-offs step the
 // same partitions: it reads them under the lock (go test -race fails
 // this otherwise).

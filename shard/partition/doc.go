@@ -65,7 +65,8 @@
 // one that it fenced forwards them to the destination (which decides
 // them only if that copy arrived after all) until it takes them back,
 // from there too (Recall once the destination's member record is gone,
-// else heal's Reclaim).
+// else heal's Reclaim, at its next look once it sees that map: ownership's
+// Healable).
 //
 // # A hand-off's phases (HandOff)
 //
@@ -201,7 +202,8 @@
 // table gives this shard that stays Stuck (Fenced or Unowned) under the
 // same table is taken over again from every other shard (the host looks
 // every half second; ownership's Healable leaves one forwarded to a next
-// owner still a member a while for its switch).
+// owner still a member a while for its switch, until a table since its
+// final copy still gives it this shard).
 //
 // # What the host keeps
 //
