@@ -24,6 +24,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 )
 
 // decideOne has c decide one hit of user's fixed-window limit.
@@ -345,15 +346,8 @@ func servePeer(t *testing.T, impl shardlimitv1.ShardServer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
-	shardlimitv1.RegisterShardServer(srv, impl)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return rpctest.Serve(t, func(srv *grpc.Server) { shardlimitv1.RegisterShardServer(srv, impl) },
+		grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
 }
 
 // heldExporter is a final copy's source whose export is held until
