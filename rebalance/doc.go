@@ -21,7 +21,8 @@
 // (plan, copy, copy again, publish, settle, drop) starts and ends, with the
 // keys each pair copied and any error, at most once per ProgressEvery
 // (progress.go), so that the Admin API's RebalanceRunStream shows the run
-// as it happens. When the leader dies, its session lease (SessionTTL)
+// as it happens. Its moves are the planned ones until it publishes a map,
+// then that map's (a pair kept with its old owner is not among them). When the leader dies, its session lease (SessionTTL)
 // expires and another instance leads; it first marks the runs left
 // running as failed, naming their phase.
 //
@@ -34,8 +35,10 @@
 // old owners forward checks to the new ones from then on), switch (here:
 // publish the map that pins the partitions to their new owners, but for
 // a pair whose final copy failed, whose partitions stay with their old
-// owner, as the map in force had them: no table moves a partition whose
-// counters did not move; the run fails and says so), wait
+// owner, as the map in force had them (not pinned to that owner: a member
+// lost mid-run may have moved them with the ring already, and the map
+// must not move them back): no table moves a partition whose counters did
+// not move; the run fails and says so), wait
 // Settle (1.5 s by default) for every router to follow the map, drop at
 // the old owners. Every check of a moving partition is decided in one
 // place at every moment, so the move is exact (package handoff). The

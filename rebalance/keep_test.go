@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -42,5 +43,44 @@ func TestPublishedMapKeepsFailedPairsWithTheirSources(t *testing.T) {
 	keep(next, nil, nil)
 	if !slices.Equal(next.Owners, planned().Owners) || len(next.Moves) != 3 {
 		t.Errorf("nothing failed: %q %v, want the plan", next.Owners, next.Moves)
+	}
+}
+
+// A kept partition is set back as the map in force had it, not pinned to
+// its pair's source: the two differ only when the ring changed during the
+// run (a member's lease lost; the hand-off lock keeps joins and drains
+// out), and then the owner in force as the map is published is the
+// ring's, which already took the partition over from the source. Set back,
+// the partition stays with that owner: the publish moves no partition
+// whose counters did not move. Pinned to the source, the publish would
+// move it back there (one more takeover), and pin it for good.
+func TestKeptPartitionStaysWithTheOwnerInForceWhenAMemberLeftMidRun(t *testing.T) {
+	cfg := shardmap.DefaultConfig()
+	var ms []member.Member
+	for i := range 6 {
+		ms = append(ms, member.Member{ID: fmt.Sprintf("s%d", i), Addr: "x"})
+	}
+	atPlan, _ := shardmap.Build(cfg, ms)
+	atPublish, _ := shardmap.Build(cfg, ms[:5]) // s5's lease was lost during the run
+	prev := &shardmap.Map{Partitions: cfg.Partitions, Owners: make([]string, cfg.Partitions)}
+	p := -1
+	for q := range cfg.Partitions {
+		was, _ := atPlan.Owner(q)
+		is, _ := atPublish.Owner(q)
+		if was.ID == "s0" && is.ID != "s0" {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("no partition of s0 that the ring moves when s5 leaves")
+	}
+	next := &shardmap.Map{Partitions: cfg.Partitions, Owners: slices.Clone(prev.Owners), Moves: []shardmap.Move{{Partition: p, From: "s0", To: "s1"}}}
+	next.Owners[p] = "s1"
+	keep(next, prev, []handoff.Pair{{From: ms[0], To: ms[1], Partitions: []uint32{uint32(p)}}})
+	inForce, _ := shardmap.Resolve(atPublish, prev).Owner(p)
+	published, _ := shardmap.Resolve(atPublish, next).Owner(p)
+	if published.ID != inForce.ID || published.ID == "s0" {
+		t.Fatalf("partition %d: in force %s as the map is published, %s once published; want it unmoved (not back to its source s0)", p, inForce.ID, published.ID)
 	}
 }

@@ -255,11 +255,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 		detail = fmt.Sprintf("%s, max/mean load %.2f → %.2f; %s", count(len(moves), "partition moves", "partitions move"), plan.RatioBefore, plan.RatioAfter, plan.Reason)
 	}
 	next.Moves = moves
-	p.update(func(r *shardlimitv1.RunRecord) {
-		for _, mv := range moves {
-			r.Moves = append(r.Moves, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
-		}
-	})
+	p.update(func(r *shardlimitv1.RunRecord) { r.Moves = recordMoves(moves) })
 	if len(moves) == 0 {
 		p.end(detail, nil)
 		return "balanced", nil
@@ -292,7 +288,9 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 			clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
-		p.update(func(r *shardlimitv1.RunRecord) { r.MapVersion = next.Version })
+		// The record's moves are the map's from now on: a pair whose
+		// final copy failed stayed with its source (keep).
+		p.update(func(r *shardlimitv1.RunRecord) { r.MapVersion, r.Moves = next.Version, recordMoves(next.Moves) })
 		p.detail(fmt.Sprintf("version %d", next.Version))
 		return nil
 	})
@@ -309,7 +307,7 @@ func (j *Job) runInto(ctx context.Context, e *concurrency.Election, req *shardli
 // keep sets the partitions of the pairs whose final copy failed back in
 // next as they were in prev (nil: no map yet), and leaves their moves
 // out: no table moves a partition whose counters did not move (package
-// handoff's KeepSources).
+// handoff's KeepSources, which says why prev and not the pair's source).
 func keep(next, prev *shardmap.Map, failed []handoff.Pair) {
 	if len(failed) == 0 {
 		return
@@ -326,6 +324,17 @@ func keep(next, prev *shardmap.Map, failed []handoff.Pair) {
 		}
 	}
 	next.Moves = slices.DeleteFunc(next.Moves, func(mv shardmap.Move) bool { return kept[mv.Partition] })
+}
+
+// recordMoves are moves as a run record lists them: the moves planned
+// while the run goes on, and once it published a map, the moves that map
+// made.
+func recordMoves(moves []shardmap.Move) []*shardlimitv1.PlannedMove {
+	out := make([]*shardlimitv1.PlannedMove, 0, len(moves))
+	for _, mv := range moves {
+		out = append(out, &shardlimitv1.PlannedMove{Partition: uint32(mv.Partition), From: mv.From, To: mv.To, Load: mv.Load})
+	}
+	return out
 }
 
 // client returns the client of a member read in the snapshot.

@@ -285,7 +285,9 @@ const healEvery = 500 * time.Millisecond
 // switch may be on its way (an etcd write on a loaded machine), and the
 // next owner decides the forwarded checks meanwhile. One whose next owner
 // is no member any more (a joiner that lost its lease mid-join, before its
-// switch) is taken back at once: its checks go nowhere.
+// switch) is taken back at once: its checks go nowhere; so is one that a
+// table since its final copy still gives this shard: the switch came and
+// kept it here (ownership.Set.Healable).
 const healForwardedAfter = 5 * time.Second
 
 // healConfirmTimeout bounds heal's read of the owner table from etcd.

@@ -56,7 +56,9 @@
 // (package shard's takeover), exactly while the source lives; the pair is
 // reported as not handed over. A source whose fenced partitions see no
 // switch (it failed) takes them back, with a fence, from every member and
-// from the destinations it forwarded to (package shard's heal).
+// from the destinations it forwarded to (package shard's heal); so does
+// one whose switch kept them with it (the rebalance job's, for a pair
+// whose final copy failed), at heal's next look once it sees that map.
 //
 // One hand-off runs at a time in a cluster: Lock takes an etcd lock at
 // <prefix>handoff/lock that the job's runs, drains and joins all hold while

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
+	"github.com/shardlimit/shardlimit/shard/etcd"
 	"github.com/shardlimit/shardlimit/shard/key"
+	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
 // A planned hand-off's final copy reads only the keys that changed since
@@ -226,5 +229,67 @@ func TestHealTakesBackWhatWasForwarded(t *testing.T) {
 	}
 	if d := resp.Decisions[0]; d.NotDecided || d.Remaining != 3 {
 		t.Fatalf("a decides u0 as %v, want 3 remaining (5 filled at a + 2 forwarded to b)", d)
+	}
+}
+
+// A source whose final copy failed after it fenced (its destination never
+// merged it) forwards to a destination that does not decide the
+// partition; the rebalance job's switch then publishes a map that keeps
+// the partition with the source (package handoff's KeepSources). The
+// source takes it back at heal's next look once it sees that table, not
+// after heal's wait for a switch that already came (healForwardedAfter,
+// 5 s: the review measured 6–7 s of policy answers for the pair's users).
+func TestSourceTakesBackAtOnceWhenTheSwitchKeptItThere(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sa, a := startIn(t, prefix, "a", nil)
+	sb, _ := startIn(t, prefix, "b", nil)
+	waitOwns(t, sa, "b")
+	u := usersOf(t, sa, "a", 1)[0]
+	if d := decideOne(t, a, u); d.NotDecided || d.Remaining != 9 {
+		t.Fatalf("%s before the hand-off: %v, want decided by a with 9 left", u, d)
+	}
+	// The final copy: a fences the partition, forwarding to b, and
+	// streams it; b never merges it (its pull failed).
+	fenced := time.Now()
+	export, err := a.ExportStream(context.Background(), &shardlimitv1.ExportStreamRequest{
+		Partitions: []uint32{partitionOf(u)}, PartitionCount: partitions, Fence: true, ForwardToId: "b", ForwardToAddr: sb.Addr(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, export)
+	if d := decideOne(t, a, u); !d.NotDecided {
+		t.Fatalf("%s once its final copy failed: %v, want not decided (forwarded to b, which does not decide it)", u, d)
+	}
+	// The switch: a map version that keeps the partition with a.
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	m, rev, err := mapstore.Load(ctx, cli, etcd.Layout(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &shardmap.Map{Partitions: partitions, Owners: make([]string, partitions), Reason: "a move whose final copy failed, kept with its source"}
+	next.Owners[partitionOf(u)] = "a"
+	if err := mapstore.Publish(ctx, cli, etcd.Layout(prefix), next, m, rev); err != nil {
+		t.Fatal(err)
+	}
+	var d *shardlimitv1.ShardDecision
+	poll.Until(t, 30*time.Second, func() error {
+		if d = decideOne(t, a, u); d.NotDecided {
+			return fmt.Errorf("%s answered not decided", u)
+		}
+		return nil
+	})
+	window := time.Since(fenced)
+	t.Logf("%s undecided for %v from the final copy's fence", u, window.Round(10*time.Millisecond))
+	if d.Remaining != 8 {
+		t.Fatalf("%s decided again: %v, want 8 left (its hit at a kept)", u, d)
+	}
+	if window >= 5*time.Second { // heal's wait for a switch (healForwardedAfter)
+		t.Fatalf("%s undecided for %v: the source waited out heal's wait for a switch that had come", u, window)
 	}
 }

@@ -55,9 +55,15 @@ func Partitions(pairs []Pair) int {
 // KeepSources returns next, a shard map's owners ("" leaves a partition
 // to the ring), with every partition of the pairs not handed over set
 // back as in prev (nil: none pinned): the owners that the rebalance job's
-// switch publishes. So no table moves a partition whose counters did not
+// switch publishes. prev, the map in force, gives a pair's partition to
+// its source (From) unless the ring changed since the pairs were computed
+// (a member's lease lost mid-run): then the ring gives it to the shard
+// that took it over already, and set back as in prev it stays there,
+// where pinning it to the source would move it again. So no table moves a partition whose counters did not
 // move: its source, which still decides it (the final copy never reached
-// it) or forwards it to the destination (its fence did), stays its owner.
+// it) or forwards it to the destination (its fence did; it takes it back
+// from there once it sees this map: ownership's Healable), stays its
+// owner.
 func KeepSources(next, prev []string, notHandedOver []Pair) []string {
 	out := slices.Clone(next)
 	for _, pr := range notHandedOver {

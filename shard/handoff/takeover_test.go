@@ -25,6 +25,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/metrictest"
 	"github.com/shardlimit/shardlimit/shard/poll"
+	"github.com/shardlimit/shardlimit/shard/rpc/rpctest"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
@@ -347,15 +348,8 @@ func servePeer(t *testing.T, impl shardlimitv1.ShardServer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
-	shardlimitv1.RegisterShardServer(srv, impl)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return rpctest.Serve(t, func(srv *grpc.Server) { shardlimitv1.RegisterShardServer(srv, impl) },
+		grpc.Creds(credentials.NewTLS(must(creds.ServerTLS(p.Shard, tls.RequireAndVerifyClientCert)))))
 }
 
 // heldExporter is a final copy's source whose export is held until
@@ -373,44 +367,68 @@ func (e *heldExporter) ExportStream(_ *shardlimitv1.ExportStreamRequest, st grpc
 	return nil
 }
 
-// A taker's fenced pull stops the owner deciding what it decides as the
-// pull arrives, before the owner waits for the other partitions asked for
-// to settle (here one whose final copy is arriving): the taker may give
-// up on the owner's silence meanwhile and decide from what arrived, and
-// the owner must not be deciding them then (the simulation's seeds 4778
-// and 5016).
-func TestAFencedPullStopsTheOwnerBeforeItWaits(t *testing.T) {
-	prefix := "/test/" + t.Name() + "/"
-	sa, a := startShard(t, prefix, "a")
-	users := usersOf(t, sa, "a", 50)
-	decided, arriving := users[0], ""
-	for _, u := range users[1:] {
-		if partitionOf(u) != partitionOf(decided) {
-			arriving = u
-			break
+// distinctUsers returns n of a's users, each of a partition of its own.
+func distinctUsers(t *testing.T, sa *shard.Server, n int) []string {
+	t.Helper()
+	var out []string
+	seen := map[uint32]bool{}
+	for _, u := range usersOf(t, sa, "a", 50*n) {
+		if !seen[partitionOf(u)] && len(out) < n {
+			seen[partitionOf(u)] = true
+			out = append(out, u)
 		}
 	}
-	if d := decideOne(t, a, decided); d.NotDecided {
-		t.Fatalf("%s before the pull: %v, want decided by a", decided, d)
+	return out
+}
+
+// holdFinalCopies starts a final copy to a of each user's partition from
+// a source that holds its export, and returns once they are all Receiving
+// at a; land(u) releases u's and returns once its copy has landed.
+func holdFinalCopies(t *testing.T, sa *shard.Server, a shardlimitv1.ShardClient, users ...string) (land func(u string)) {
+	t.Helper()
+	held := map[string]*heldExporter{}
+	finals := map[string]chan error{}
+	for _, u := range users {
+		held[u] = &heldExporter{release: make(chan struct{})}
+		addr := servePeer(t, held[u])
+		finals[u] = make(chan error, 1)
+		go func() {
+			_, err := a.Pull(context.Background(), &shardlimitv1.PullRequest{SourceId: "v-" + u, SourceAddr: addr,
+				Partitions: []uint32{partitionOf(u)}, PartitionCount: partitions, Final: true, HandoffId: 1})
+			finals[u] <- err
+		}()
 	}
-	held := &heldExporter{release: make(chan struct{})}
-	addr := servePeer(t, held)
-	final := make(chan error, 1)
-	go func() {
-		_, err := a.Pull(context.Background(), &shardlimitv1.PullRequest{SourceId: "v", SourceAddr: addr,
-			Partitions: []uint32{partitionOf(arriving)}, PartitionCount: partitions, Final: true, HandoffId: 1})
-		final <- err
-	}()
 	poll.Until(t, 30*time.Second, func() error {
-		if n := metrictest.Value(t, sa.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "receiving"}); n != 1 {
-			return fmt.Errorf("%v partitions receiving at a, want 1", n)
+		if n := metrictest.Value(t, sa.Registry(), "shardlimit_shard_partitions", map[string]string{"state": "receiving"}); int(n) != len(users) {
+			return fmt.Errorf("%v partitions receiving at a, want %d", n, len(users))
 		}
 		return nil
 	})
+	return func(u string) {
+		t.Helper()
+		close(held[u].release)
+		if err := <-finals[u]; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fencedPullArrives starts a taker's (b's) fenced pull of the users'
+// partitions from a, and returns once a answers decided, one of them
+// decided at a before, not decided: the pull has arrived. It returns the
+// export, to read until it ends (readAll).
+func fencedPullArrives(t *testing.T, a shardlimitv1.ShardClient, decided string, users ...string) grpc.ServerStreamingClient[shardlimitv1.ExportStreamResponse] {
+	t.Helper()
+	if d := decideOne(t, a, decided); d.NotDecided {
+		t.Fatalf("%s before the pull: %v, want decided by a", decided, d)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	export, err := a.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{Partitions: []uint32{partitionOf(decided), partitionOf(arriving)},
-		PartitionCount: partitions, Fence: true, RequesterId: "b"})
+	t.Cleanup(cancel)
+	parts := []uint32{partitionOf(decided)}
+	for _, u := range users {
+		parts = append(parts, partitionOf(u))
+	}
+	export, err := a.ExportStream(ctx, &shardlimitv1.ExportStreamRequest{Partitions: parts, PartitionCount: partitions, Fence: true, RequesterId: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,17 +438,55 @@ func TestAFencedPullStopsTheOwnerBeforeItWaits(t *testing.T) {
 		}
 		return nil
 	})
-	close(held.release)
-	if err := <-final; err != nil {
-		t.Fatal(err)
-	}
+	return export
+}
+
+// readAll reads an export until it ends.
+func readAll(t *testing.T, export grpc.ServerStreamingClient[shardlimitv1.ExportStreamResponse]) {
+	t.Helper()
 	for {
 		if _, err := export.Recv(); errors.Is(err, io.EOF) {
-			break
+			return
 		} else if err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A taker's fenced pull stops the owner deciding what it decides as the
+// pull arrives, before the owner waits for the other partitions asked for
+// to settle (here one whose final copy is arriving): the taker may give
+// up on the owner's silence meanwhile and decide from what arrived, and
+// the owner must not be deciding them then (the simulation's seeds 4778
+// and 5016).
+func TestAFencedPullStopsTheOwnerBeforeItWaits(t *testing.T) {
+	sa, a := startShard(t, "/test/"+t.Name()+"/", "a")
+	users := distinctUsers(t, sa, 2)
+	decided, arriving := users[0], users[1]
+	land := holdFinalCopies(t, sa, a, arriving)
+	export := fencedPullArrives(t, a, decided, arriving)
+	land(arriving)
+	readAll(t, export)
+}
+
+// A partition that a taker's fenced pull asked for and that becomes
+// decided while the pull waits (here its final copy, arriving as the pull
+// came, lands while the pull still waits for another partition's) is
+// fenced at once: the taker may give up waiting and decide it from what
+// arrived, and the owner must not be deciding it then. (The pull fenced
+// only what was decided as it arrived.)
+func TestAFencedPullFencesWhatBecomesDecidedWhileItWaits(t *testing.T) {
+	sa, a := startShard(t, "/test/"+t.Name()+"/", "a")
+	users := distinctUsers(t, sa, 3)
+	decided, landing, waiting := users[0], users[1], users[2]
+	land := holdFinalCopies(t, sa, a, landing, waiting)
+	export := fencedPullArrives(t, a, decided, landing, waiting)
+	land(landing) // while the pull waits for waiting's partition
+	if d := decideOne(t, a, landing); !d.NotDecided {
+		t.Fatalf("%s, landed while the fenced pull waits: %v, want not decided by a", landing, d)
+	}
+	land(waiting)
+	readAll(t, export)
 }
 
 // A shard that gains partitions from a previous owner that still holds

@@ -3,7 +3,7 @@
 // the hand-off's steps), for concurrent use: the decision path reads them
 // once per batch, and the shard host's hand-off handlers and owner-table
 // watch step them (Step, Apply, RecallUnswitched, Reclaim, Recall,
-// Dropping, FenceDecided) and perform the effects that the steps return. It notes the
+// Dropping, FenceDecided, FenceEnded) and perform the effects that the steps return. It notes the
 // last owner each table named (LastOwners), for partitions a later table
 // gives nobody.
 //
@@ -17,9 +17,15 @@
 // checks forwarded to a partition still arriving and for an export of a
 // partition still being taken over; WaitExportable, for a taker's pull,
 // waits too until this shard's table has caught up with the taker's
-// (Behind). A taker's pull fences what is decided here before it waits
-// (FenceDecided), so that a taker that gives up waiting never decides
-// beside this shard. Suspend stops every decision while the shard's lease is
+// (Behind). A taker's pull fences what is decided here as it arrives,
+// before it waits (FenceDecided), and until its export has fenced them all
+// (FenceEnded) any of its partitions that a step makes decided meanwhile
+// (a takeover or a copy here ended) is fenced by that step: from the
+// pull's arrival on, none of them is decided here, so that a taker that
+// gives up waiting and decides from what arrived does not decide beside
+// this shard. (A pull that never arrives fences nothing: a taker that
+// gives up on an owner it cannot reach relies on that owner's lease.)
+// Suspend stops every decision while the shard's lease is
 // unconfirmed past its time, keeping the states; Leave stops them, and
 // the tables' steps, while the shard is not registered (Enter).
 //

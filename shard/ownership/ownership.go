@@ -35,12 +35,16 @@ type Set struct {
 	tables   uint64
 	fencedAt []uint64
 	switched []bool
+	// fencing counts, by partition, the takers' fenced pulls that asked
+	// for it and wait here (FenceDecided to FenceEnded): a step that
+	// makes it decided meanwhile fences it at once (fenceWaited).
+	fencing []uint16
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
 	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), known: make([]member.Member, partitions),
-		fencedAt: make([]uint64, partitions), switched: make([]bool, partitions)}
+		fencedAt: make([]uint64, partitions), switched: make([]bool, partitions), fencing: make([]uint16, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -79,23 +83,60 @@ func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 			if e.Kind == partition.FinalExport {
 				s.fencedAt[p], s.switched[p] = s.tables, false
 			}
+			fx.each[i] |= s.fenceWaited(int(p))
+			fx.all |= fx.each[i]
 		}
 	}
 	s.wake(fx.all)
 	return fx
 }
 
+// fenceWaited fences partition p (partition.FencedExport) if it is
+// decided while a taker's fenced pull that asked for it waits here, and
+// returns the effects. The caller holds the write lock, and calls it after
+// every step that may make p decided: the pull's export would fence it
+// anyway once it stops waiting, but the taker may give up waiting first
+// and decide it from what arrived.
+func (s *Set) fenceWaited(p int) partition.Effect {
+	if s.fencing[p] == 0 || !s.parts[p].Decides() {
+		return 0
+	}
+	var fx partition.Effect
+	s.parts[p], fx = partition.Step(s.parts[p], partition.Event{Kind: partition.FencedExport})
+	return fx
+}
+
 // FenceDecided steps those of parts decided here (Owned) through
 // partition.FencedExport, at once and under the write lock, and returns
-// the effects, which the caller performs as Step's. A taker's fenced pull
-// does so as it arrives, before it waits for the others to settle: the
-// taker gives up on a silent owner and decides from what arrived, and an
-// owner that waited for another partition (its own takeover, which may
-// wait for the taker in turn) must not be deciding these then.
+// the effects, which the caller performs as Step's; until FenceEnded(parts),
+// any of parts that a step makes decided is fenced at once too. A taker's
+// fenced pull does so as it arrives, before it waits for the others to
+// settle, and ends it once its export has fenced them all (or gave up):
+// the taker gives up on a silent owner and decides from what arrived, and
+// an owner that waited for another partition (its own takeover, which may
+// wait for the taker in turn) must not be deciding any of these then, not
+// even one that its own takeover or copy made decided meanwhile.
 func (s *Set) FenceDecided(parts []uint32) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, p := range parts {
+		if int(p) < len(s.fencing) {
+			s.fencing[p]++
+		}
+	}
 	return s.stepAll(s.those(parts, partition.Partition.Decides), partition.Event{Kind: partition.FencedExport})
+}
+
+// FenceEnded ends what FenceDecided(parts) began: the pull stopped
+// waiting, so a step may make them decided again.
+func (s *Set) FenceEnded(parts []uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		if int(p) < len(s.fencing) && s.fencing[p] > 0 {
+			s.fencing[p]--
+		}
+	}
 }
 
 // Effects are the effects of one Step, partition by partition.
@@ -119,12 +160,13 @@ func (fx Effects) Of(one partition.Effect) []uint32 {
 	return out
 }
 
-// step steps partition p through e. The caller holds the write lock and
-// wakes WaitSettled for the effects (wake).
+// step steps partition p through e (and fences it if a taker's pull
+// waits for it: fenceWaited). The caller holds the write lock and wakes
+// WaitSettled for the effects (wake).
 func (s *Set) step(p int, e partition.Event) partition.Effect {
 	var fx partition.Effect
 	s.parts[p], fx = partition.Step(s.parts[p], e)
-	return fx
+	return fx | s.fenceWaited(p)
 }
 
 // wake wakes WaitSettled if fx says so. The caller holds the write lock.
@@ -191,8 +233,15 @@ func StuckAgain[T any](stuck []uint32, since map[uint32]T, now T) (again []uint3
 // shard, found stuck by its safety net, heal) that heal takes back now:
 // all but those a planned hand-off fenced here, forwarding to a next
 // owner that is still a member (isMember), that have not waited
-// (waited) for the hand-off's switch, which may still come. It keeps
-// parts' order, in place. The host and the simulation both ask it.
+// (waited) for the hand-off's switch, which may still come. One that a
+// table applied since its final copy still gives this shard waits no
+// more: the switch came and kept it here (the rebalance job's map keeps a
+// pair whose final copy failed with its source: package handoff's
+// KeepSources), so nothing else decides its checks. (A table that is not
+// the switch, a member joining or leaving meanwhile, ends the wait too:
+// should the switch then move it, its next owner takes it over from
+// here.) It keeps parts' order, in place. The host and the simulation
+// both ask it.
 func (s *Set) Healable(parts []uint32, waited func(p uint32) bool, isMember func(member.Member) bool) []uint32 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -201,7 +250,7 @@ func (s *Set) Healable(parts []uint32, waited func(p uint32) bool, isMember func
 			return true
 		}
 		to, ok := s.parts[p].Forwards()
-		return ok && !waited(p) && isMember(to)
+		return ok && !waited(p) && isMember(to) && s.fencedAt[p] == s.tables
 	})
 }
 

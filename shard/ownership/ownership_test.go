@@ -476,6 +476,56 @@ func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
 	}
 }
 
+// A partition that a taker's fenced pull asked for, not decided here as
+// the pull arrived (its own takeover under way), is fenced as soon as a
+// step makes it decided while the pull waits: the taker may give up
+// waiting and decide it from what arrived, and this shard must not decide
+// it then (the review of FenceDecided: it fenced only what was decided
+// as the pull arrived). Two pulls waiting for it fence it until both end;
+// once they have, it is decided again as its steps say.
+func TestFenceDecidedFencesWhatBecomesDecidedWhileThePullWaits(t *testing.T) {
+	s := ownership.New(partitions)
+	tks := s.Apply("a", table(t, "b"), table(t, "a")) // every partition taken over from b
+	p := tks[0].Partitions[0]
+	parts := []uint32{p}
+	s.FenceDecided(parts)
+	s.FenceDecided(parts)
+	fx := s.Step(parts, ev(partition.TakeoverEnded)) // its takeover ends while the pulls wait
+	if st := s.State(int(p)); st != partition.Fenced || len(decided(s)) != 0 {
+		t.Fatalf("state %v once its takeover ended while fenced pulls wait, want fenced (decided: %v)", st, decided(s))
+	}
+	if got := fx.Of(partition.EndJournal); !slices.Equal(got, parts) {
+		t.Fatalf("effects EndJournal on %v, want %v (fenced)", got, parts)
+	}
+	s.FenceEnded(parts)
+	s.Reclaim(parts, 1)
+	s.Step(parts, ev(partition.TakeoverEnded))
+	if st := s.State(int(p)); st != partition.Fenced {
+		t.Fatalf("state %v with one pull still waiting, want fenced", st)
+	}
+	s.FenceEnded(parts)
+	s.Reclaim(parts, 1)
+	s.Step(parts, ev(partition.TakeoverEnded))
+	if st := s.State(int(p)); st != partition.Owned {
+		t.Fatalf("state %v once the pulls ended, want owned", st)
+	}
+}
+
+// A table that makes a partition decided here while a taker's fenced pull
+// for it waits (this shard's table catching up: ownership's Behind) does
+// not make it decided: it is fenced at once.
+func TestFenceDecidedFencesWhatATableMakesDecided(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "b"))
+	s.Step([]uint32{4}, partition.Event{Kind: partition.FencedPulled, From: "b", Me: "a"}) // pulled here ahead of the table
+	s.FenceDecided([]uint32{4})
+	s.Apply("a", table(t, "b"), table(t, "a"))
+	if st := s.State(4); st != partition.Fenced {
+		t.Fatalf("state %v once the table gave it here while a fenced pull waits, want fenced", st)
+	}
+	s.FenceEnded([]uint32{4})
+}
+
 // A give-back that came while out (to a process restarted at the address
 // of a record the giver's table named) marked a partition pulled from b;
 // registered, the shard cannot tell whether b decided it since, so a
@@ -721,6 +771,32 @@ func TestHealableWaitsOnlyForASwitchThatMayCome(t *testing.T) {
 				t.Errorf("heal takes back %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// A partition a planned hand-off fenced here, forwarding to a next owner
+// still a member, waits for the switch only until a table comes that
+// still gives it this shard: the switch came and kept it here (the
+// rebalance job's map keeps a pair whose final copy failed with its
+// source), so heal takes it back at its next look, not after its wait
+// (the review: 5 s more of policy answers for the pair's users).
+func TestHealableWaitsNoMoreOnceASwitchKeptItHere(t *testing.T) {
+	s := ownership.New(partitions)
+	ab := table(t, "a", "b")
+	s.Apply("a", nil, ab)
+	parts := ab.PartitionsOf("a")[:2]
+	b := member.Member{ID: "b", Addr: "b:1"}
+	s.Step(parts, ev(partition.FencedPulled))
+	s.Step(parts, partition.Event{Kind: partition.FinalExport, To: b})
+	healable := func() []uint32 {
+		return s.Healable(slices.Clone(parts), func(uint32) bool { return false }, func(m member.Member) bool { return m == b })
+	}
+	if got := healable(); len(got) != 0 {
+		t.Fatalf("before any table since the final copy heal takes back %v, want none (the switch may come)", got)
+	}
+	s.Apply("a", ab, ab) // the switch, which kept them here
+	if got := healable(); !slices.Equal(got, parts) {
+		t.Fatalf("once a table since the final copy kept them here heal takes back %v, want %v", got, parts)
 	}
 }
 

@@ -65,7 +65,8 @@
 // one that it fenced forwards them to the destination (which decides
 // them only if that copy arrived after all) until it takes them back,
 // from there too (Recall once the destination's member record is gone,
-// else heal's Reclaim).
+// else heal's Reclaim, at its next look once it sees that map: ownership's
+// Healable).
 //
 // # A hand-off's phases (HandOff)
 //
@@ -111,10 +112,12 @@
 // has caught up with the taker's (ownership's Behind): fenced before it
 // saw the table that gave it the partition, it would take the partition
 // over afterwards and decide it beside the taker. It fences those it
-// decides before any wait (ownership's FenceDecided): a taker that gives
-// up on its silence (it waited for another of the partitions, being
-// taken over there, perhaps from the taker) decides them from what
-// arrived, and it must not be deciding them then. A shard that lost its lease fences every partition
+// decides before any wait, and until its export fenced them all, any
+// that a step makes decided while it waits (its own takeover or copy of
+// it ended: ownership's FenceDecided, FenceEnded): a taker that gives up
+// on its silence (it waited for another of the partitions, being taken
+// over there, perhaps from the taker) decides them from what arrived,
+// and from the pull's arrival on it decides none of them. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
 // the newer counters where they went, and one whose table there names
@@ -203,7 +206,8 @@
 // table gives this shard that stays Stuck (Fenced or Unowned) under the
 // same table is taken over again from every other shard (the host looks
 // every half second; ownership's Healable leaves one forwarded to a next
-// owner still a member a while for its switch).
+// owner still a member a while for its switch, until a table since its
+// final copy still gives it this shard).
 //
 // # What the host keeps
 //

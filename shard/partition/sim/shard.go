@@ -371,10 +371,16 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	}
 	behindUntil := s.w.now + behindTicks
 	if req.fence && req.forwardTo == "" {
-		// A taker's pull: what is decided here is fenced at once, as the
-		// host's ExportStream does (ownership.Set.FenceDecided).
+		// A taker's pull: what is decided here is fenced at once, and
+		// what becomes decided while it waits, as the host's
+		// ExportStream does (ownership.Set.FenceDecided, FenceEnded).
 		s.perform(s.owned.FenceDecided(req.parts), req.id)
 		s.w.at(behindTicks, s.changed)
+	}
+	fenceEnded := func() {
+		if req.fence && req.forwardTo == "" && s.alive(inc) {
+			s.owned.FenceEnded(req.parts)
+		}
 	}
 	s.park(func() bool {
 		if !s.alive(inc) {
@@ -386,6 +392,7 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 		if req.fence && req.forwardTo == "" && s.w.now < behindUntil && s.owned.Behind(req.parts, s.id, req.requester) {
 			return false // a taker ahead of this shard's table: wait for it, a while
 		}
+		defer fenceEnded() // once the step below fenced them all
 		var e partition.Event
 		switch {
 		case req.fence && req.forwardTo != "":
@@ -412,7 +419,7 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 		}
 		reply(vals, true)
 		return true
-	}, func() {})
+	}, fenceEnded)
 }
 
 // pullLost pulls parts, which no member owns, with a fence from the shards

@@ -8,5 +8,6 @@
 //
 // Tests of the shard/rpc package, of every server (router, Envoy's rate
 // limit service) and of the components that dial shards or routers
-// (hand-offs, the rebalance job, the lease guard, the Go client) import it; nothing outside tests may.
+// (hand-offs, the rebalance job, the lease guard, the Go client) import
+// it; nothing outside tests may.
 package rpctest
