@@ -84,6 +84,7 @@
 // make sim runs seeds for SIM_TIME; make test runs the fixed seeds and the
 // regressions. A failing seed prints its minimal trace (the shortest run
 // of the seed that fails: the same draws, the faults stopped at the step
-// that broke the invariant) and the command that replays it; once fixed, it
-// joins the regressions.
+// that broke the invariant; with every change of the partition's state at
+// each shard) and the command that replays it; once fixed, it joins the
+// regressions.
 package sim

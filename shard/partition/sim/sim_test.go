@@ -228,7 +228,8 @@ func cpuTime() time.Duration {
 // report says what a failing seed broke, how to replay it, and a minimal
 // trace: the shortest run of the seed that fails (the same draws, the
 // faults stopped at the step that broke the invariant), its lines about
-// the partition involved and the protocol's steps.
+// the partition involved (its decisions, its state at each shard) and the
+// protocol's steps.
 func report(res Result) string {
 	short := Run(res.Seed, Config{Steps: res.Steps, Overlap: res.Overlap, Trace: true})
 	if short.Violation == "" {
@@ -244,7 +245,9 @@ func report(res Result) string {
 	}
 	var kept []string
 	for _, l := range short.Trace {
-		if !strings.Contains(l, "decides p") || strings.Contains(l, "decides p"+part+" ") {
+		other := strings.Contains(l, "decides p") && !strings.Contains(l, "decides p"+part+" ") ||
+			strings.Contains(l, " now ") && !strings.Contains(l, ": p"+part+" now ")
+		if !other {
 			kept = append(kept, l)
 		}
 	}
