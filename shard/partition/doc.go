@@ -114,7 +114,9 @@
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
 // the newer counters where they went, and one whose table there names
-// another owner yet is decided only once the table gives it there). A join gains the partitions no
+// another owner yet, or none (a process restarted within its
+// predecessor's lease, which the give-back was meant for), is decided
+// only once the table gives it there). A join gains the partitions no
 // member owns (every lease was lost at once) by FencedPulled too, after
 // pulling them with a fence from the shards that last owned them.
 //
@@ -172,7 +174,8 @@
 //	FinalPullFailed  Receiving, Held       Owned
 //	                 Receiving             Unowned
 //	FencedPulled     Unowned, its table    Pulled From only
-//	                 names another (Is)
+//	                 names another or no
+//	                 owner (Is)
 //	                 Unowned / Owned       Owned, Pulled From
 //	                 Receiving             unchanged
 //	                 Pending               Pulled From only

@@ -230,11 +230,14 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			// The final copy under way decides it, once its source is
 			// fenced: not this copy, which may have left that source
 			// deciding.
-		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != "" && e.Is != e.Me:
+		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != e.Me:
 			// A give-back ahead of the table that gives it here: the
-			// owner this shard's table names may decide it still. The
-			// table's change decides it here (Pulled, From), or takes it
-			// over from that owner.
+			// owner this shard's table names may decide it still, and a
+			// shard whose tables named no owner yet (a process that
+			// started within its predecessor's lease, which the
+			// give-back was meant for) may have one to see that gives it
+			// to a third. The table's change decides it here (Pulled,
+			// From), or takes it over from that owner.
 			p.Pulled, p.From = true, e.From
 		default:
 			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}

@@ -50,6 +50,7 @@ func TestStep(t *testing.T) {
 		{"fenced pulled: a fence since keeps it fenced", Partition{State: Fenced}, Event{Kind: FencedPulled}, Partition{State: Fenced}, 0},
 		{"fenced pulled into a pending one", Partition{State: Pending, Takers: 1}, Event{Kind: FencedPulled}, Partition{State: Pending, Pulled: true, Takers: 1}, 0},
 		{"fenced pulled ahead of the table that gives it here: pulled only", Partition{}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: "c"}, Partition{Pulled: true, From: "b"}, 0},
+		{"fenced pulled where no table named an owner yet (a process started within its predecessor's lease): pulled only", Partition{}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: ""}, Partition{Pulled: true, From: "b"}, 0},
 		{"fenced pulled where the table gives it here", Partition{}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: "a"}, Partition{State: Owned, Pulled: true, From: "b"}, 0},
 		{"fenced pulled while a final copy arrives: left to it", Partition{State: Receiving}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: "a"}, Partition{State: Receiving}, 0},
 		// Owner table.

@@ -86,6 +86,8 @@ var regressions = []struct {
 	{9216, 538, "the same, the restarted process at the record of the shard the guarded one had just taken a partition over from"},
 	{12550, 373, "the same, with the record's partitions then taken by a shard that joined where no record was left"},
 	{19912, 1200, "the same, the guarded shard's partitions given to the restarted process's record, then taken over from it by a third shard"},
+	// Found in overlap mode's triage (issue 25, gap B round).
+	{22068, 96, "a lost-lease shard's give-back reached a process restarted within its predecessor's lease, whose tables had named no owner of the partition (only that record, while it was out), and ended after it registered: the partition was decided there beside the shard that joined where no record was left (FencedPulled decides only where the table names this shard, not where no table named an owner)"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
