@@ -5,7 +5,9 @@
 // watch step them (Step, Apply, RecallUnswitched, Reclaim, Recall,
 // Dropping, FenceDecided) and perform the effects that the steps return. It notes the
 // last owner each table named (LastOwners), for partitions a later table
-// gives nobody.
+// gives nobody. An owner table's takeovers widen (Takeover.Widen): if
+// their owner does not answer, the host sweeps the partitions from every
+// other member before they are decided (partition's TakeoverEnded).
 //
 // # Exact under concurrency
 //

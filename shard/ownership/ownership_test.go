@@ -742,3 +742,36 @@ func TestHealableReadsUnderTheLock(t *testing.T) {
 	}
 	<-done
 }
+
+// A takeover that an owner table asks for widens: if its owner does not
+// answer, the partitions still pending are swept from every other member
+// (here c), and decided once every sweep ended; another shard's pull
+// meanwhile does not wait for the sweeps.
+func TestATableTakeoverFromASilentOwnerSweeps(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "b", "c"))
+	tks := s.Apply("a", table(t, "b", "c"), table(t, "a", "c"))
+	var fromB []uint32
+	for _, tk := range tks {
+		if !tk.Widen || tk.Sweep {
+			t.Fatalf("takeover from %s: widen %v, sweep %v; want a widening takeover", tk.From.ID, tk.Widen, tk.Sweep)
+		}
+		if tk.From.ID == "b" {
+			fromB = tk.Partitions
+		}
+	}
+	if len(fromB) == 0 {
+		t.Fatal("no takeover from b")
+	}
+	fx := s.Step(fromB, partition.Event{Kind: partition.TakeoverEnded, Others: 1}) // b did not answer; c is the other
+	if got := fx.Of(partition.TakeOver); !slices.Equal(got, fromB) {
+		t.Fatalf("swept %v, want %v", got, fromB)
+	}
+	if s.State(int(fromB[0])) != partition.Pending || s.Settling(fromB) {
+		t.Fatalf("%v while swept, settling %v: want pending, not settling", s.State(int(fromB[0])), s.Settling(fromB))
+	}
+	s.Step(fromB, partition.Event{Kind: partition.TakeoverEnded, Sweep: true})
+	if s.State(int(fromB[0])) != partition.Owned {
+		t.Fatalf("%v once swept, want owned", s.State(int(fromB[0])))
+	}
+}

@@ -101,7 +101,12 @@
 // Pending and asks for a TakeOver, a pull with a fence (FencedExport at the
 // previous owner, which decides it no more before it streams), after which
 // TakeoverEnded makes it Owned, with whatever arrived (nothing, if the
-// owner died). A previous table that named nobody names, for this, the
+// owner died). If the owner did not answer (it died, or stayed silent),
+// the takeover first sweeps it (TakeoverEnded's Others): it is pulled
+// with a fence from every other member too, and decided once every sweep
+// ended; a shard that the table moved it from to the dead one, or the
+// destination of a final copy from it, may decide it until its own table
+// catches up, and only a fence stops it in time. A previous table that named nobody names, for this, the
 // last owner a table named (a shard may hold its counters, even decide
 // it). The previous owner's export waits, a while, until its own table
 // has caught up with the taker's (ownership's Behind): fenced before it
@@ -191,14 +196,21 @@
 //	                 Owned
 //	                 moved, Pending        Fenced
 //	                 otherwise             unchanged (moved: not Pulled)
-//	TakeoverEnded    Pending, last taker   Owned                    Wake
+//	TakeoverEnded    Pending, the owner    Pending, Sweeps+Others   TakeOver (from each
+//	                 did not answer                                 of the Others), Wake
+//	                 (Others)
+//	                 Pending, last taker   Owned                    Wake
+//	                 or sweep
 //	Reclaim          Fenced / Unowned      Pending, Takers+n
 //	Recall           Fenced, forwarding    Pending, Takers+1        TakeOver (from To)
 //
 // Any step that takes a partition out of Pending or Receiving also has
 // the effect Wake. A partition is Settling (its checks forwarded here and
-// its exports wait) while Pending, Receiving, or with any takeover under
-// way (Takers > 0, even once a fence overtook it). Reclaim is the host's safety net: a partition the owner
+// its exports wait) while Pending (unless only sweeps are under way: no
+// counters are known to be on their way, and a shard taking it over from
+// here in turn must not wait for a sweep that waits for it), Receiving,
+// or with any takeover under way (Takers > 0, even once a fence overtook
+// it). Reclaim is the host's safety net: a partition the owner
 // table gives this shard that stays Stuck (Fenced or Unowned) under the
 // same table is taken over again from every other shard (the host looks
 // every half second; ownership's Healable leaves one forwarded to a next

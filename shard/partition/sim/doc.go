@@ -59,13 +59,15 @@
 // answered the lease guard of a shard whose lease was lost, which went on
 // deciding, while the table gave its partitions to that record and then to
 // a shard that took them over from it; the guard no longer counts an
-// unregistered process that etcd answers. The open gap: a takeover from a
-// crashed shard decides at once, while another shard still decides the
-// partition until its table catches up: the destination of a final copy
-// from the crashed shard,
-// ahead of its switch (no check reaches it: only its source forwarded to
-// it), or the shard the table moved the partition from to the crashed one
-// (routers that have not switched may reach it). A shard whose lease is lost runs the host's lease guard
+// unregistered process that etcd answers. A third is closed (seeds 22745,
+// 7620): a takeover from a crashed shard decided at once, while another
+// shard still decided the partition until its table caught up: the
+// destination of a final copy from the crashed shard, ahead of its switch,
+// or the shard the table moved the partition from to the crashed one; a
+// takeover whose owner does not answer now sweeps every other member
+// first (partition's TakeoverEnded, Others). What is left of it: a process
+// restarted at the crashed shard's address answers the takeover's pull,
+// with nothing, as if it were the owner, so no sweep runs. A shard whose lease is lost runs the host's lease guard
 // until it notices: unless every peer whose record it saw answers, from a
 // process that holds that record (etcd answers every process here), it
 // stops deciding. Network partitions between shards (Config.Cuts) are not

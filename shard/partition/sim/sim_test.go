@@ -87,6 +87,8 @@ var regressions = []struct {
 	{12550, 373, "the same, with the record's partitions then taken by a shard that joined where no record was left"},
 	{19912, 1200, "the same, the guarded shard's partitions given to the restarted process's record, then taken over from it by a third shard"},
 	// Found in overlap mode's triage (issue 25, gap B round).
+	{22745, 212, "a joiner's final copy made it decide a partition, and its source crashed before the join's switch; once the source's lease ended, the table gave the partition to a third shard, which took it over from the dead source and decided it at once, beside the joiner, whose table had not caught up (a takeover from an owner that does not answer sweeps every other member first: TakeoverEnded's Others)"},
+	{7620, 648, "a join's final copy failed (its destination crashed), and its switch moved the partition to the dead destination anyway; once that one's lease ended, the next owner took it over from it and decided it at once, beside the source, unfenced, whose table had not caught up (the sweep)"},
 	{22068, 96, "a lost-lease shard's give-back reached a process restarted within its predecessor's lease, whose tables had named no owner of the partition (only that record, while it was out), and ended after it registered: the partition was decided there beside the shard that joined where no record was left (FencedPulled decides only where the table names this shard, not where no table named an owner)"},
 }
 
