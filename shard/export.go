@@ -98,8 +98,9 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 		}
 	}
 	if req.Fence && req.ForwardToId == "" {
-		// A taker's pull: stop deciding what is decided here at once
-		// (ownership.Set.FenceDecided), before any wait that may outlast
+		// A taker's pull: stop deciding what is decided here, or being
+		// taken over here, at once (ownership.Set.FenceDecided), before
+		// any wait that may outlast
 		// the taker's patience. Wait, too, for this shard's table to catch up
 		// with the taker's (ownership.Set.Behind), for a while: within
 		// the taker's silence timeout, however far the tables moved on.

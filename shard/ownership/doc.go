@@ -19,9 +19,9 @@
 // checks forwarded to a partition still arriving and for an export of a
 // partition still being taken over; WaitExportable, for a taker's pull,
 // waits too until this shard's table has caught up with the taker's
-// (Behind). A taker's pull fences what is decided here before it waits
-// (FenceDecided), so that a taker that gives up waiting never decides
-// beside this shard. Suspend stops every decision while the shard's lease is
+// (Behind). A taker's pull fences what is decided here, or being taken
+// over here, before it waits (FenceDecided), so that a taker that gives
+// up waiting never decides beside this shard. Suspend stops every decision while the shard's lease is
 // unconfirmed past its time, keeping the states; Leave stops them, and
 // the tables' steps, while the shard is not registered (Enter).
 //

@@ -85,17 +85,26 @@ func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 	return fx
 }
 
-// FenceDecided steps those of parts decided here (Owned) through
-// partition.FencedExport, at once and under the write lock, and returns
-// the effects, which the caller performs as Step's. A taker's fenced pull
-// does so as it arrives, before it waits for the others to settle: the
-// taker gives up on a silent owner and decides from what arrived, and an
-// owner that waited for another partition (its own takeover, which may
-// wait for the taker in turn) must not be deciding these then.
+// FenceDecided steps those of parts decided here (Owned), or to be decided
+// once a takeover here ends (Pending), through partition.FencedExport, at
+// once and under the write lock, and returns the effects, which the
+// caller performs as Step's. A taker's fenced pull does so as it arrives
+// (after any Recall, which makes a partition Pending), before it waits for
+// the others to settle: the taker gives up on a silent owner and decides
+// from what arrived, and an owner that waited for another partition (its
+// own takeover, which may wait for the taker in turn) must not be
+// deciding these then, nor once their takeover here ends (a fence keeps
+// the takeover under way: the export waits for its counters).
 func (s *Set) FenceDecided(parts []uint32) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stepAll(s.those(parts, partition.Partition.Decides), partition.Event{Kind: partition.FencedExport})
+	return s.stepAll(s.those(parts, decidesOrWill), partition.Event{Kind: partition.FencedExport})
+}
+
+// decidesOrWill reports whether p is decided here, or will be once its
+// takeover here ends.
+func decidesOrWill(p partition.Partition) bool {
+	return p.Decides() || p.State == partition.Pending
 }
 
 // Effects are the effects of one Step, partition by partition.

@@ -459,20 +459,29 @@ func TestGainedWhileForwardingTakesOverFromTheForwardToo(t *testing.T) {
 	}
 }
 
-// A taker's fenced pull fences at once what is decided here, and only
-// that: a partition being taken over here or receiving a final copy is
-// left to settle, and its export waits for it.
-func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
+// A taker's fenced pull fences at once what is decided here, and what is
+// being taken over here (decided once its takeover ends, perhaps after
+// the taker gave up), keeping that takeover under way: its export waits
+// for it. A partition receiving a final copy is left to settle.
+func TestFenceDecidedFencesWhatIsOrWillBeDecided(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Step([]uint32{1, 2}, ev(partition.FencedPulled))
 	tks := s.Apply("a", table(t, "b"), table(t, "a")) // 1 and 2 pulled here: owned; the others taken over from b
 	pending := tks[0].Partitions[0]
+	s.Step([]uint32{2}, ev(partition.FinalPullStarts)) // a final copy arriving
 	fx := s.FenceDecided([]uint32{1, 2, pending})
-	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, 2}) {
-		t.Fatalf("fenced %v (their journals ended), want [1 2]", got)
+	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, pending}) {
+		t.Fatalf("fenced %v (their journals ended), want [1 %d]", got, pending)
 	}
-	if s.State(1) != partition.Fenced || s.State(2) != partition.Fenced || s.State(int(pending)) != partition.Pending {
-		t.Fatalf("states %v %v %v, want fenced, fenced, pending", s.State(1), s.State(2), s.State(int(pending)))
+	if s.State(1) != partition.Fenced || s.State(2) != partition.Receiving || s.State(int(pending)) != partition.Fenced {
+		t.Fatalf("states %v %v %v, want fenced, receiving, fenced", s.State(1), s.State(2), s.State(int(pending)))
+	}
+	if !s.Settling([]uint32{pending}) {
+		t.Fatal("the fenced one's takeover is not under way any more: its export would not wait for its counters")
+	}
+	s.Step([]uint32{pending}, ev(partition.TakeoverEnded))
+	if s.State(int(pending)) != partition.Fenced {
+		t.Fatalf("%v once its takeover ended, want fenced", s.State(int(pending)))
 	}
 }
 

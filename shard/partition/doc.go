@@ -112,10 +112,11 @@
 // has caught up with the taker's (ownership's Behind): fenced before it
 // saw the table that gave it the partition, it would take the partition
 // over afterwards and decide it beside the taker. It fences those it
-// decides before any wait (ownership's FenceDecided): a taker that gives
-// up on its silence (it waited for another of the partitions, being
-// taken over there, perhaps from the taker) decides them from what
-// arrived, and it must not be deciding them then. A shard that lost its lease fences every partition
+// decides, or takes over (Pending, a Recall's too), before any wait
+// (ownership's FenceDecided): a taker that gives up on its silence (it
+// waited for another of the partitions, being taken over there, perhaps
+// from the taker) decides them from what arrived, and it must not be
+// deciding them then, nor once its own takeover ends. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
 // the newer counters where they went, and one whose table there names

@@ -348,8 +348,9 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	}
 	behindUntil := s.w.now + behindTicks
 	if req.fence && req.forwardTo == "" {
-		// A taker's pull: what is decided here is fenced at once, as the
-		// host's ExportStream does (ownership.Set.FenceDecided).
+		// A taker's pull: what is decided here, or being taken over here,
+		// is fenced at once, as the host's ExportStream does
+		// (ownership.Set.FenceDecided).
 		s.perform(s.owned.FenceDecided(req.parts), req.id)
 		s.w.at(behindTicks, s.changed)
 	}
