@@ -66,7 +66,8 @@
 // its checks answered not_decided, until it has pulled the partition from
 // the previous owner with a fence (that owner stops deciding it first), or
 // found that owner dead (from zero at once) or stalled (from zero once it
-// sent nothing for TakeoverTimeout).
+// sent nothing for TakeoverTimeout), after a sweep of every other member
+// with the same fenced pull (one may decide it still).
 //
 // Counters stream between shards through the shard API's ExportStream and
 // Pull: the export side is the source's, the pull side the destination's.

@@ -100,13 +100,13 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 		}
 	}
 	if req.Fence && req.ForwardToId == "" {
-		// A taker's pull: stop deciding what is decided here at once
-		// (ownership.Set.FenceDecided), before any wait that may outlast
-		// the taker's patience, and whatever becomes decided while it
-		// waits, until the export has fenced them all. Wait, too, for
-		// this shard's table to catch up with the taker's
-		// (ownership.Set.Behind), for a while: within the taker's
-		// silence timeout, however far the tables moved on.
+		// A taker's pull: stop deciding what is decided here, or being
+		// taken over here, at once (ownership.Set.FenceDecided), before
+		// any wait that may outlast the taker's patience, and whatever
+		// becomes decided while it waits, until the export has fenced
+		// them all. Wait, too, for this shard's table to catch up with
+		// the taker's (ownership.Set.Behind), for a while: within the
+		// taker's silence timeout, however far the tables moved on.
 		s.perform(s.owned.FenceDecided(req.Partitions), int(req.PartitionCount), req.HandoffId)
 		defer s.owned.FenceEnded(req.Partitions)
 		// Say so before any wait: a taker whose pull fails without this

@@ -45,6 +45,14 @@ import (
 //     chunks come (a loaded machine): past its fence nobody decides the
 //     partition, and deciding it here from zero while its counters are on
 //     the way would let its users past their limits.
+//
+// A takeover that an owner table asked for, from an owner that did not
+// answer, first sweeps the partitions still pending: it pulls them with a
+// fence from every other member too (partition.TakeoverEnded's Others),
+// and decides them once every sweep ended. A shard that the table moved
+// them from to the dead one, or the destination of a final copy from it,
+// may decide them until its own table catches up; the sweep's fence stops
+// it, and its counters come here.
 
 // view is the owner table the shard follows, built from the members and
 // the shard map in etcd by the one owner function.
@@ -124,6 +132,20 @@ func (s *Server) Owners() *shardmap.Table {
 	return s.view.table
 }
 
+// othersThan returns the members whose records the shard follows, but
+// itself and from: those a takeover from from sweeps.
+func (s *Server) othersThan(from member.Member) []member.Member {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	var out []member.Member
+	for _, m := range s.view.members {
+		if m.ID != s.opts.ID && m.ID != from.ID {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // Takeover results, the values of the result label.
 var takeoverResults = []string{"exact", "unreachable", "timeout", "again"}
 
@@ -132,16 +154,17 @@ var takeoverResults = []string{"exact", "unreachable", "timeout", "again"}
 var errOwnerSilent = errors.New("the previous owner sent nothing within the takeover timeout")
 
 // takeOver pulls tk's partitions from their previous owner with a fence
-// (pullFenced), and then decides them, with whatever arrived. A pull that
-// failed before the owner said it fenced them (handoff.FencedHeader),
-// otherwise than by a refused connection, while the owner still holds
-// the member record they are taken over from, is made again every
-// takeoverAgain: that owner may be cut off from this shard alone, still
-// deciding them for the routers that have not switched (the ring moved
-// them between live shards, after a final copy that the cut failed).
-// Meanwhile they are answered by policy here; the pull succeeds once the
-// cut heals, or the owner's record goes (a lost lease: its lease guard
-// stops it).
+// (pullFenced), and then decides them, with whatever arrived, unless the
+// owner did not answer and tk widens: then it sweeps those still pending
+// first (takeOver of each other member, tk.Sweep). A pull that failed
+// before the owner said it fenced them (handoff.FencedHeader), otherwise
+// than by a refused connection, while the owner still holds the member
+// record they are taken over from, is made again every takeoverAgain:
+// that owner may be cut off from this shard alone, still deciding them
+// for the routers that have not switched (the ring moved them between
+// live shards, after a final copy that the cut failed). Meanwhile they
+// are answered by policy here; the pull succeeds once the cut heals, or
+// the owner's record goes (a lost lease: its lease guard stops it).
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
 	c, result, err := s.pullFenced(tk.From, tk.Partitions)
@@ -157,10 +180,26 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		}
 		c, result, err = s.pullFenced(tk.From, tk.Partitions)
 	}
-	s.owned.Step(tk.Partitions, partition.Event{Kind: partition.TakeoverEnded})
+	var others []member.Member
+	if result != "exact" && tk.Widen {
+		others = s.othersThan(tk.From)
+	}
+	fx := s.owned.Step(tk.Partitions, partition.Event{Kind: partition.TakeoverEnded, Others: len(others), Sweep: tk.Sweep})
 	took := time.Since(start)
 	if s.ctx.Err() != nil {
 		return // stopping: nothing to report
+	}
+	if swept := fx.Of(partition.TakeOver); len(swept) > 0 {
+		s.opts.Logger.Warn("the shard being taken over did not answer: taking its partitions over from every other member too before deciding them (one may decide them still)",
+			"from", tk.From.ID, "partitions", len(swept), "shards", len(others))
+		for _, m := range others {
+			go s.takeOver(ownership.Takeover{From: m, Partitions: swept, Sweep: true})
+		}
+	}
+	if tk.Sweep {
+		s.opts.Logger.Info("swept partitions being taken over from a shard that did not answer", "from", tk.From.ID,
+			"partitions", len(tk.Partitions), "keys", c.Keys, "result", result, "took", took.Round(time.Millisecond))
+		return
 	}
 	s.handoffMetrics.takeovers.WithLabelValues(result).Inc()
 	s.handoffMetrics.duration.WithLabelValues("takeover").Set(took.Seconds())

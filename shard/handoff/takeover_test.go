@@ -118,6 +118,84 @@ func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
 	}
 }
 
+// A takeover from a crashed shard sweeps every other member before it
+// decides: here the map moved a partition from v to x, which had crashed
+// (nothing listens at its address), and then on to g. v, whose table may
+// not have caught up, decides it until a fence reaches it; g's sweep
+// fences it and brings its counters, so g goes on from v's count, not
+// from zero.
+func TestTakeoverFromACrashedShardSweepsTheOthers(t *testing.T) {
+	prefix := "/test/" + t.Name() + "/"
+	sg, g := startIn(t, prefix, "g", nil)
+	sv, v := startIn(t, prefix, "v", nil)
+	waitOwns(t, sg, "v")
+	u := usersOf(t, sv, "v", 1)[0]
+	p := key.Partition(key.Hash("s", "r", u), partitions)
+	for range 10 {
+		decideOne(t, v, u)
+	}
+	register(t, prefix, "x", deadAddr(t))
+	pin(t, prefix, p, "x")
+	for _, s := range []*shard.Server{sg, sv} {
+		poll.Until(t, 10*time.Second, func() error {
+			if o, _ := s.Owners().Owner(p); o.ID != "x" {
+				return fmt.Errorf("%s sees partition %d owned by %q", s.ID(), p, o.ID)
+			}
+			return nil
+		})
+	}
+	pin(t, prefix, p, "g")
+	poll.Until(t, 20*time.Second, func() error {
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "unreachable"}); n != 1 {
+			return fmt.Errorf("%v takeovers from an unreachable shard", n)
+		}
+		if d := decideOne(t, g, u); d.NotDecided {
+			return errors.New("g does not decide the partition yet")
+		}
+		return nil
+	})
+	if d := decideOne(t, g, u); d.NotDecided || d.Allowed {
+		t.Fatalf("%s at g after the takeover: %v, want denied (v's 10 hits swept here)", u, d)
+	}
+}
+
+// deadAddr returns a loopback address where nothing listens: a crashed
+// shard's.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// pin publishes the next shard map under prefix, with partition p pinned
+// to member id.
+func pin(t *testing.T, prefix string, p int, id string) {
+	t.Helper()
+	cli, err := etcd.Dial([]string{etcdEndpoint}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx := context.Background()
+	prev, rev, err := mapstore.Load(ctx, cli, etcd.Layout(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &shardmap.Map{Partitions: partitions, Owners: make([]string, partitions), Reason: t.Name()}
+	if prev != nil && len(prev.Owners) == partitions {
+		copy(m.Owners, prev.Owners)
+	}
+	m.Owners[p] = id
+	if err := mapstore.Publish(ctx, cli, etcd.Layout(prefix), m, prev, rev); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // registered is a member record in etcd under a lease of its own.
 type registered struct {
 	lease clientv3.LeaseID

@@ -5,7 +5,9 @@
 // watch step them (Step, Apply, RecallUnswitched, Reclaim, Recall,
 // Dropping, FenceDecided, FenceEnded) and perform the effects that the steps return. It notes the
 // last owner each table named (LastOwners), for partitions a later table
-// gives nobody.
+// gives nobody. An owner table's takeovers widen (Takeover.Widen): if
+// their owner does not answer, the host sweeps the partitions from every
+// other member before they are decided (partition's TakeoverEnded).
 //
 // # Exact under concurrency
 //
@@ -17,15 +19,15 @@
 // checks forwarded to a partition still arriving and for an export of a
 // partition still being taken over; WaitExportable, for a taker's pull,
 // waits too until this shard's table has caught up with the taker's
-// (Behind). A taker's pull fences what is decided here as it arrives,
-// before it waits (FenceDecided), and until its export has fenced them all
-// (FenceEnded) any of its partitions that a step makes decided meanwhile
-// (a takeover or a copy here ended) is fenced by that step: from the
-// pull's arrival on, none of them is decided here, so that a taker that
-// gives up waiting and decides from what arrived does not decide beside
-// this shard. (A pull that never arrives fences nothing: a taker that
-// gives up on an owner it cannot reach relies on that owner's lease.)
-// Suspend stops every decision while the shard's lease is
+// (Behind). A taker's pull fences what is decided here, or being taken
+// over here, as it arrives, before it waits (FenceDecided), and until its
+// export has fenced them all (FenceEnded) any of its partitions that a
+// step makes decided meanwhile (a copy here ended) is fenced by that
+// step: from the pull's arrival on, none of them is decided here, so that
+// a taker that gives up waiting and decides from what arrived does not
+// decide beside this shard. (A pull that never arrives fences nothing: a
+// taker that gives up on an owner it cannot reach relies on that owner's
+// lease.) Suspend stops every decision while the shard's lease is
 // unconfirmed past its time, keeping the states; Leave stops them, and
 // the tables' steps, while the shard is not registered (Enter).
 //

@@ -106,16 +106,20 @@ func (s *Set) fenceWaited(p int) partition.Effect {
 	return fx
 }
 
-// FenceDecided steps those of parts decided here (Owned) through
-// partition.FencedExport, at once and under the write lock, and returns
-// the effects, which the caller performs as Step's; until FenceEnded(parts),
-// any of parts that a step makes decided is fenced at once too. A taker's
-// fenced pull does so as it arrives, before it waits for the others to
-// settle, and ends it once its export has fenced them all (or gave up):
-// the taker gives up on a silent owner and decides from what arrived, and
-// an owner that waited for another partition (its own takeover, which may
-// wait for the taker in turn) must not be deciding any of these then, not
-// even one that its own takeover or copy made decided meanwhile.
+// FenceDecided steps those of parts decided here (Owned), or to be decided
+// once a takeover here ends (Pending), through partition.FencedExport, at
+// once and under the write lock, and returns the effects, which the
+// caller performs as Step's; until FenceEnded(parts), any of parts that a
+// step makes decided is fenced at once too. A taker's fenced pull does so
+// as it arrives (after any Recall, which makes a partition Pending),
+// before it waits for the others to settle, and ends it once its export
+// has fenced them all (or gave up): the taker gives up on a silent owner
+// and decides from what arrived, and an owner that waited for another
+// partition (its own takeover, which may wait for the taker in turn) must
+// not be deciding any of these then, not even one that its own takeover
+// or copy made decided meanwhile, nor once a takeover here ends after the
+// pull stopped waiting (a fence keeps the takeover under way: the export
+// waits for its counters).
 func (s *Set) FenceDecided(parts []uint32) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,7 +128,13 @@ func (s *Set) FenceDecided(parts []uint32) Effects {
 			s.fencing[p]++
 		}
 	}
-	return s.stepAll(s.those(parts, partition.Partition.Decides), partition.Event{Kind: partition.FencedExport})
+	return s.stepAll(s.those(parts, decidesOrWill), partition.Event{Kind: partition.FencedExport})
+}
+
+// decidesOrWill reports whether p is decided here, or will be once its
+// takeover here ends.
+func decidesOrWill(p partition.Partition) bool {
+	return p.Decides() || p.State == partition.Pending
 }
 
 // FenceEnded ends what FenceDecided(parts) began: the pull stopped

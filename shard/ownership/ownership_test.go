@@ -459,43 +459,53 @@ func TestGainedWhileForwardingTakesOverFromTheForwardToo(t *testing.T) {
 	}
 }
 
-// A taker's fenced pull fences at once what is decided here, and only
-// that: a partition being taken over here or receiving a final copy is
-// left to settle, and its export waits for it.
-func TestFenceDecidedFencesOnlyWhatIsDecided(t *testing.T) {
+// A taker's fenced pull fences at once what is decided here, and what is
+// being taken over here (decided once its takeover ends, perhaps after
+// the taker gave up), keeping that takeover under way: its export waits
+// for it. A partition receiving a final copy is left to settle.
+func TestFenceDecidedFencesWhatIsOrWillBeDecided(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Step([]uint32{1, 2}, ev(partition.FencedPulled))
 	tks := s.Apply("a", table(t, "b"), table(t, "a")) // 1 and 2 pulled here: owned; the others taken over from b
 	pending := tks[0].Partitions[0]
+	s.Step([]uint32{2}, ev(partition.FinalPullStarts)) // a final copy arriving
 	fx := s.FenceDecided([]uint32{1, 2, pending})
-	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, 2}) {
-		t.Fatalf("fenced %v (their journals ended), want [1 2]", got)
+	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, pending}) {
+		t.Fatalf("fenced %v (their journals ended), want [1 %d]", got, pending)
 	}
-	if s.State(1) != partition.Fenced || s.State(2) != partition.Fenced || s.State(int(pending)) != partition.Pending {
-		t.Fatalf("states %v %v %v, want fenced, fenced, pending", s.State(1), s.State(2), s.State(int(pending)))
+	if s.State(1) != partition.Fenced || s.State(2) != partition.Receiving || s.State(int(pending)) != partition.Fenced {
+		t.Fatalf("states %v %v %v, want fenced, receiving, fenced", s.State(1), s.State(2), s.State(int(pending)))
+	}
+	if !s.Settling([]uint32{pending}) {
+		t.Fatal("the fenced one's takeover is not under way any more: its export would not wait for its counters")
+	}
+	s.Step([]uint32{pending}, ev(partition.TakeoverEnded))
+	if s.State(int(pending)) != partition.Fenced {
+		t.Fatalf("%v once its takeover ended, want fenced", s.State(int(pending)))
 	}
 }
 
-// A partition that a taker's fenced pull asked for, not decided here as
-// the pull arrived (its own takeover under way), is fenced as soon as a
-// step makes it decided while the pull waits: the taker may give up
-// waiting and decide it from what arrived, and this shard must not decide
-// it then (the review of FenceDecided: it fenced only what was decided
-// as the pull arrived). Two pulls waiting for it fence it until both end;
-// once they have, it is decided again as its steps say.
+// A partition that a taker's fenced pull asked for, being taken over
+// here as the pull arrived, is fenced at once and stays fenced once its
+// takeover ends; one that a step makes decided while the pull waits (a
+// Reclaim's takeover, begun after the pull arrived, ending) is fenced by
+// that step: the taker may give up waiting and decide it from what
+// arrived, and this shard must not decide it then (the review of
+// FenceDecided: it fenced only what was decided as the pull arrived). Two
+// pulls waiting for it fence it until both end; once they have, it is
+// decided again as its steps say.
 func TestFenceDecidedFencesWhatBecomesDecidedWhileThePullWaits(t *testing.T) {
 	s := ownership.New(partitions)
 	tks := s.Apply("a", table(t, "b"), table(t, "a")) // every partition taken over from b
 	p := tks[0].Partitions[0]
 	parts := []uint32{p}
+	if got := s.FenceDecided(parts).Of(partition.EndJournal); !slices.Equal(got, parts) {
+		t.Fatalf("effects EndJournal on %v, want %v (fenced while being taken over)", got, parts)
+	}
 	s.FenceDecided(parts)
-	s.FenceDecided(parts)
-	fx := s.Step(parts, ev(partition.TakeoverEnded)) // its takeover ends while the pulls wait
+	s.Step(parts, ev(partition.TakeoverEnded)) // its takeover ends while the pulls wait
 	if st := s.State(int(p)); st != partition.Fenced || len(decided(s)) != 0 {
 		t.Fatalf("state %v once its takeover ended while fenced pulls wait, want fenced (decided: %v)", st, decided(s))
-	}
-	if got := fx.Of(partition.EndJournal); !slices.Equal(got, parts) {
-		t.Fatalf("effects EndJournal on %v, want %v (fenced)", got, parts)
 	}
 	s.FenceEnded(parts)
 	s.Reclaim(parts, 1)
@@ -817,4 +827,37 @@ func TestHealableReadsUnderTheLock(t *testing.T) {
 		s.Healable([]uint32{1}, func(uint32) bool { return false }, func(member.Member) bool { return true })
 	}
 	<-done
+}
+
+// A takeover that an owner table asks for widens: if its owner does not
+// answer, the partitions still pending are swept from every other member
+// (here c), and decided once every sweep ended; another shard's pull
+// meanwhile does not wait for the sweeps.
+func TestATableTakeoverFromASilentOwnerSweeps(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "b", "c"))
+	tks := s.Apply("a", table(t, "b", "c"), table(t, "a", "c"))
+	var fromB []uint32
+	for _, tk := range tks {
+		if !tk.Widen || tk.Sweep {
+			t.Fatalf("takeover from %s: widen %v, sweep %v; want a widening takeover", tk.From.ID, tk.Widen, tk.Sweep)
+		}
+		if tk.From.ID == "b" {
+			fromB = tk.Partitions
+		}
+	}
+	if len(fromB) == 0 {
+		t.Fatal("no takeover from b")
+	}
+	fx := s.Step(fromB, partition.Event{Kind: partition.TakeoverEnded, Others: 1}) // b did not answer; c is the other
+	if got := fx.Of(partition.TakeOver); !slices.Equal(got, fromB) {
+		t.Fatalf("swept %v, want %v", got, fromB)
+	}
+	if s.State(int(fromB[0])) != partition.Pending || s.Settling(fromB) {
+		t.Fatalf("%v while swept, settling %v: want pending, not settling", s.State(int(fromB[0])), s.Settling(fromB))
+	}
+	s.Step(fromB, partition.Event{Kind: partition.TakeoverEnded, Sweep: true})
+	if s.State(int(fromB[0])) != partition.Owned {
+		t.Fatalf("%v once swept, want owned", s.State(int(fromB[0])))
+	}
 }

@@ -15,6 +15,16 @@ import (
 type Takeover struct {
 	From       member.Member
 	Partitions []uint32
+	// Widen: if From does not answer, the partitions still Pending are
+	// taken over from every other member too before they are decided
+	// (TakeoverEnded with Others: sweeps): the shard that the table moved
+	// them from to From, or the destination of a final copy from From,
+	// may decide them until its own table catches up. An owner table's
+	// takeovers (Apply) widen; heal's, a recall's and sweeps do not.
+	Widen bool
+	// Sweep: this is one of those sweeps; it ends with TakeoverEnded's
+	// Sweep.
+	Sweep bool
 }
 
 // addTakeover adds partition p, taken over from from, to out.
@@ -81,6 +91,9 @@ func (s *Set) Apply(me string, prev, next *shardmap.Table) []Takeover {
 			out = addTakeover(out, to, uint32(p))
 		}
 		all |= fx
+	}
+	for i := range out {
+		out[i].Widen = true
 	}
 	s.wake(all | partition.Wake) // a fenced export waits for the table (Behind)
 	slices.SortStableFunc(out, func(a, b Takeover) int { return memberIndex(prev, a.From.ID) - memberIndex(prev, b.From.ID) })

@@ -106,22 +106,31 @@
 // fenced (a cut between the two; not a refused connection), while that
 // owner still holds the member record it is taken over from, is made
 // again, the partition Pending meanwhile: the owner may still decide it
-// for routers that have not switched. A previous table that named nobody names, for this, the
+// for routers that have not switched. If the owner did not answer (it
+// died, or stayed silent), the takeover first sweeps it (TakeoverEnded's
+// Others): it is pulled with a fence from every other member too, and
+// decided once every sweep ended; a shard that the table moved it from to
+// the dead one, or the destination of a final copy from it, may decide it
+// until its own table catches up, and only a fence stops it in time. A
+// previous table that named nobody names, for this, the
 // last owner a table named (a shard may hold its counters, even decide
 // it). The previous owner's export waits, a while, until its own table
 // has caught up with the taker's (ownership's Behind): fenced before it
 // saw the table that gave it the partition, it would take the partition
 // over afterwards and decide it beside the taker. It fences those it
-// decides before any wait, and until its export fenced them all, any
-// that a step makes decided while it waits (its own takeover or copy of
-// it ended: ownership's FenceDecided, FenceEnded): a taker that gives up
-// on its silence (it waited for another of the partitions, being taken
-// over there, perhaps from the taker) decides them from what arrived,
-// and from the pull's arrival on it decides none of them. A shard that lost its lease fences every partition
+// decides, or takes over (Pending, a Recall's too), before any wait, and
+// until its export fenced them all, any that a step makes decided while
+// it waits (its own copy of it ended: ownership's FenceDecided,
+// FenceEnded): a taker that gives up on its silence (it waited for
+// another of the partitions, being taken over there, perhaps from the
+// taker) decides them from what arrived, and from the pull's arrival on it
+// decides none of them, nor once its own takeover ends. A shard that lost its lease fences every partition
 // (FencedExport) and gives their counters back with fenced pulls
 // (FencedPulled at the owners now; a partition fenced there since keeps
 // the newer counters where they went, and one whose table there names
-// another owner yet is decided only once the table gives it there). A join gains the partitions no
+// another owner yet, or none (a process restarted within its
+// predecessor's lease, which the give-back was meant for), is decided
+// only once the table gives it there). A join gains the partitions no
 // member owns (every lease was lost at once) by FencedPulled too, after
 // pulling them with a fence from the shards that last owned them.
 //
@@ -179,7 +188,8 @@
 //	FinalPullFailed  Receiving, Held       Owned
 //	                 Receiving             Unowned
 //	FencedPulled     Unowned, its table    Pulled From only
-//	                 names another (Is)
+//	                 names another or no
+//	                 owner (Is)
 //	                 Unowned / Owned       Owned, Pulled From
 //	                 Receiving             unchanged
 //	                 Pending               Pulled From only
@@ -195,14 +205,21 @@
 //	                 Owned
 //	                 moved, Pending        Fenced
 //	                 otherwise             unchanged (moved: not Pulled)
-//	TakeoverEnded    Pending, last taker   Owned                    Wake
+//	TakeoverEnded    Pending, the owner    Pending, Sweeps+Others   TakeOver (from each
+//	                 did not answer                                 of the Others), Wake
+//	                 (Others)
+//	                 Pending, last taker   Owned                    Wake
+//	                 or sweep
 //	Reclaim          Fenced / Unowned      Pending, Takers+n
 //	Recall           Fenced, forwarding    Pending, Takers+1        TakeOver (from To)
 //
 // Any step that takes a partition out of Pending or Receiving also has
 // the effect Wake. A partition is Settling (its checks forwarded here and
-// its exports wait) while Pending, Receiving, or with any takeover under
-// way (Takers > 0, even once a fence overtook it). Reclaim is the host's safety net: a partition the owner
+// its exports wait) while Pending (unless only sweeps are under way: no
+// counters are known to be on their way, and a shard taking it over from
+// here in turn must not wait for a sweep that waits for it), Receiving,
+// or with any takeover under way (Takers > 0, even once a fence overtook
+// it). Reclaim is the host's safety net: a partition the owner
 // table gives this shard that stays Stuck (Fenced or Unowned) under the
 // same table is taken over again from every other shard (the host looks
 // every half second; ownership's Healable leaves one forwarded to a next

@@ -41,6 +41,13 @@ type Partition struct {
 	// Takers counts its takeovers under way (a partition whose owner
 	// changed twice in quick succession waits for both).
 	Takers uint16
+	// Sweeps counts its takeovers under way from every other shard, after
+	// its previous owner did not answer (TakeoverEnded with Others): they
+	// fence any shard still deciding it, and bring what that shard held,
+	// but no counters are known to be on their way, so they keep it
+	// Pending without making it Settling (a shard taking it over from
+	// here in turn is not kept waiting: a cycle of pulls).
+	Sweeps uint16
 	// To is, while Fenced by a planned hand-off's final copy, the next
 	// owner its checks are forwarded to; nil otherwise.
 	To *member.Member
@@ -69,7 +76,9 @@ func (p Partition) Forwards() (member.Member, bool) {
 // taken over (Pending, or any state with a takeover under way: one that a
 // fence overtook still brings counters) or its final copy is arriving
 // (Receiving).
-func (p Partition) Settling() bool { return p.State == Pending || p.State == Receiving || p.Takers > 0 }
+func (p Partition) Settling() bool {
+	return p.State == Pending && p.Sweeps == 0 || p.State == Receiving || p.Takers > 0
+}
 
 // Stuck reports whether the partition, which the owner table gives this
 // shard, is neither decided nor on its way to being decided here: a state
@@ -127,6 +136,12 @@ type Event struct {
 	From string
 	// Reclaim: how many takeovers will end it (each with TakeoverEnded).
 	Takers int
+	// TakeoverEnded: the previous owner did not answer (it crashed, or
+	// stayed silent), and the host takes the partition over from this
+	// many other shards too before it is decided (0: it is decided from
+	// what arrived): sweeps. Sweep: the takeover that ended was a sweep.
+	Others int
+	Sweep  bool
 }
 
 // Effect is what the host must do after a step: a set of actions.
@@ -146,8 +161,9 @@ const (
 	// ForgetCounters: delete the partition's keys.
 	ForgetCounters
 	// TakeOver: pull the partition with a fence from its previous owner
-	// (OwnerChanged: Event.Was; Recall: the next owner it forwarded to),
-	// then step TakeoverEnded.
+	// (OwnerChanged: Event.Was; Recall: the next owner it forwarded to;
+	// TakeoverEnded: each of the Event.Others the host named), then step
+	// TakeoverEnded.
 	TakeOver
 	// TakeOverForward: OwnerChanged only, beside TakeOver: pull it with a
 	// fence from the next owner it forwarded to before the step (its
@@ -230,11 +246,14 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			// The final copy under way decides it, once its source is
 			// fenced: not this copy, which may have left that source
 			// deciding.
-		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != "" && e.Is != e.Me:
+		case p.State == Unowned && e.From != "" && e.Me != "" && e.Is != e.Me:
 			// A give-back ahead of the table that gives it here: the
-			// owner this shard's table names may decide it still. The
-			// table's change decides it here (Pulled, From), or takes it
-			// over from that owner.
+			// owner this shard's table names may decide it still, and a
+			// shard whose tables named no owner yet (a process that
+			// started within its predecessor's lease, which the
+			// give-back was meant for) may have one to see that gives it
+			// to a third. The table's change decides it here (Pulled,
+			// From), or takes it over from that owner.
 			p.Pulled, p.From = true, e.From
 		default:
 			p = Partition{State: Owned, Pulled: true, From: e.From, Takers: p.Takers}
@@ -242,13 +261,24 @@ func Step(p Partition, e Event) (Partition, Effect) {
 	case OwnerChanged:
 		p, fx = ownerChanged(p, e)
 	case TakeoverEnded:
-		if p.Takers > 0 {
+		switch {
+		case e.Sweep && p.Sweeps > 0:
+			p.Sweeps--
+		case !e.Sweep && p.Takers > 0:
 			p.Takers--
 		}
-		if p.State == Pending && p.Takers == 0 {
+		fx = Wake // a takeover ended, whatever is left Pending
+		switch {
+		case p.State == Pending && e.Others > 0:
+			// Its previous owner did not answer: a shard that the table
+			// moved it from to that owner, or the destination of a final
+			// copy from it, may decide it still, until its own table
+			// catches up. Sweep the others too.
+			p.Sweeps += uint16(e.Others)
+			fx |= TakeOver
+		case p.State == Pending && p.Takers == 0 && p.Sweeps == 0:
 			p = Partition{State: Owned, Pulled: p.Pulled, From: p.From}
 		}
-		fx = Wake // a takeover ended, whatever is left Pending
 	case Reclaim:
 		if p.Stuck() {
 			p = Partition{State: Pending, Pulled: p.Pulled, From: p.From, Takers: p.Takers + uint16(e.Takers)}
@@ -311,9 +341,9 @@ func ownerChanged(p Partition, e Event) (Partition, Effect) {
 		// Fenced by a final copy whose switch did not come, forwarding
 		// to a shard that holds its counters and decides it: take it
 		// over from there too, so that it decides it no more.
-		return Partition{State: Pending, Takers: p.Takers + 2}, TakeOver | TakeOverForward
+		return Partition{State: Pending, Takers: p.Takers + 2, Sweeps: p.Sweeps}, TakeOver | TakeOverForward
 	default:
-		return Partition{State: Pending, Takers: p.Takers + 1}, TakeOver
+		return Partition{State: Pending, Takers: p.Takers + 1, Sweeps: p.Sweeps}, TakeOver
 	}
 	return p, 0
 }

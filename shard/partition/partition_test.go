@@ -50,6 +50,7 @@ func TestStep(t *testing.T) {
 		{"fenced pulled: a fence since keeps it fenced", Partition{State: Fenced}, Event{Kind: FencedPulled}, Partition{State: Fenced}, 0},
 		{"fenced pulled into a pending one", Partition{State: Pending, Takers: 1}, Event{Kind: FencedPulled}, Partition{State: Pending, Pulled: true, Takers: 1}, 0},
 		{"fenced pulled ahead of the table that gives it here: pulled only", Partition{}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: "c"}, Partition{Pulled: true, From: "b"}, 0},
+		{"fenced pulled where no table named an owner yet (a process started within its predecessor's lease): pulled only", Partition{}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: ""}, Partition{Pulled: true, From: "b"}, 0},
 		{"fenced pulled where the table gives it here", Partition{}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: "a"}, Partition{State: Owned, Pulled: true, From: "b"}, 0},
 		{"fenced pulled while a final copy arrives: left to it", Partition{State: Receiving}, Event{Kind: FencedPulled, From: "b", Me: "a", Is: "a"}, Partition{State: Receiving}, 0},
 		// Owner table.
@@ -71,6 +72,12 @@ func TestStep(t *testing.T) {
 		{"takeover ended", Partition{State: Pending, Takers: 1}, Event{Kind: TakeoverEnded}, Partition{State: Owned}, Wake},
 		{"takeover ended, another under way", Partition{State: Pending, Takers: 2}, Event{Kind: TakeoverEnded}, Partition{State: Pending, Takers: 1}, Wake},
 		{"takeover ended of a fenced one", Partition{State: Fenced, Takers: 1}, Event{Kind: TakeoverEnded}, Partition{State: Fenced}, Wake},
+		{"takeover ended, the owner did not answer: swept from the others", Partition{State: Pending, Takers: 1}, Event{Kind: TakeoverEnded, Others: 2}, Partition{State: Pending, Sweeps: 2}, Wake | TakeOver},
+		{"takeover ended, the owner did not answer, fenced meanwhile: no sweep", Partition{State: Fenced, Takers: 1}, Event{Kind: TakeoverEnded, Others: 2}, Partition{State: Fenced}, Wake},
+		{"a sweep ended, another under way", Partition{State: Pending, Sweeps: 2}, Event{Kind: TakeoverEnded, Sweep: true}, Partition{State: Pending, Sweeps: 1}, Wake},
+		{"the last sweep ended", Partition{State: Pending, Sweeps: 1}, Event{Kind: TakeoverEnded, Sweep: true}, Partition{State: Owned}, Wake},
+		{"the last sweep ended, a takeover still under way", Partition{State: Pending, Takers: 1, Sweeps: 1}, Event{Kind: TakeoverEnded, Sweep: true}, Partition{State: Pending, Takers: 1}, Wake},
+		{"gained again while swept: the sweeps go on", Partition{State: Pending, Sweeps: 1}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Pending, Takers: 1, Sweeps: 1}, TakeOver},
 		{"reclaim a stuck one", Partition{State: Fenced}, Event{Kind: Reclaim, Takers: 2}, Partition{State: Pending, Takers: 2}, 0},
 		{"reclaim leaves a decided one", Partition{State: Owned}, Event{Kind: Reclaim, Takers: 2}, Partition{State: Owned}, 0},
 	} {
@@ -104,6 +111,10 @@ func TestQueries(t *testing.T) {
 		if p.Settling() != (st == Pending || st == Receiving) || p.Stuck() != (st == Fenced || st == Unowned) {
 			t.Errorf("%v: settling %v, stuck %v", st, p.Settling(), p.Stuck())
 		}
+	}
+	// Sweeps alone bring no counters known to be on their way.
+	if (Partition{State: Pending, Sweeps: 1}).Settling() || !(Partition{State: Pending, Takers: 1, Sweeps: 1}).Settling() {
+		t.Error("a pending partition settles while a takeover, not only sweeps, is under way")
 	}
 	p, _ := Step(Partition{State: Owned}, Event{Kind: FinalExport, To: b})
 	for k := FirstExport; k <= Reclaim; k++ {

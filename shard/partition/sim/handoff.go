@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -413,19 +414,43 @@ func (w *world) crash(s *shard) {
 // ends marks partition p's counters at s, whose process ends, as reset
 // by design (lose), and, if no other running process keeps as many, the
 // hits beyond them as gone until p's next decision. A source whose final
-// copy fenced p forwarding to s does not keep them: its drop forgets
-// them (the drain that ran the copy ends its process).
+// copy fenced p forwarding to s does not keep them if it may forget
+// them: it drains (its process ends once the drain does), or a hand-off
+// under way may drop them there once it switches.
 func (w *world) ends(s *shard, p int) {
 	w.lose(p)
 	held := int64(0) // the most any other running process keeps
 	for _, o := range w.shards {
-		if o != s && o.up && !o.forwardsTo(p, s.id) {
+		if o != s && o.up && !(o.forwardsTo(p, s.id) && w.willForget(o, p, s)) {
 			held = max(held, o.count[p])
 		}
 	}
 	if s.count[p] > held {
 		w.gone[p] = true
 	}
+}
+
+// willForget reports whether shard o may forget partition p's counters
+// by a hand-off under way, once s ends: o drains, or a hand-off not run
+// by s (which ends with it) may drop p there (a pair from o holds it).
+func (w *world) willForget(o *shard, p int, s *shard) bool {
+	if w.members[o.id] == member.Draining {
+		return true
+	}
+	for _, h := range w.handoffs {
+		if h.by == o && h.byInc == o.inc && strings.HasPrefix(h.kind, "drain") {
+			return true
+		}
+		if h.by == s {
+			continue
+		}
+		for _, pr := range h.pairs {
+			if pr.From.ID == o.id && slices.Contains(pr.Partitions, uint32(p)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // loseLease has etcd forget s while it runs: routers and shards move its

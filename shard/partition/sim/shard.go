@@ -241,31 +241,34 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) 
 	s.view, s.ver, s.records = t, ver, records
 	s.w.dirty = true
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
-		s.takeOver(tk.From.ID, tk.Partitions)
+		s.takeOver(tk)
 	}
 	for _, tk := range s.owned.RecallUnswitched(s.id, t, records) {
-		s.takeOver(tk.From.ID, tk.Partitions)
+		s.takeOver(tk)
 	}
 	s.changed()
 }
 
-// takeOver pulls parts from their previous owner with a fence, then ends
-// the takeover with what arrived (nothing, if the owner is gone or does
-// not answer in time). A pull that failed before the owner said it fenced
-// them, while the owner still holds its record, is made again, as the
-// host's takeOver does.
-func (s *shard) takeOver(from string, parts []uint32) {
-	s.takeOverFrom(from, parts, s.w.now)
+// takeOver pulls tk's partitions from their previous owner with a fence,
+// then ends the takeover with what arrived (nothing, if the owner is gone
+// or does not answer in time); if the owner did not answer and tk widens,
+// it sweeps those still pending first: it takes them over from every
+// other member too (the records it follows). A pull that failed before
+// the owner said it fenced them, while the owner still holds its record,
+// is made again. Both as the host's takeOver does.
+func (s *shard) takeOver(tk ownership.Takeover) {
+	s.takeOverFrom(tk, s.w.now)
 }
 
 // takeOverFrom is takeOver, pulling again since began: a partition reset
 // by design when the takeover began (lose) stays so until it ends, as
 // the reset's effects play out for as long as the previous owner is cut
 // off.
-func (s *shard) takeOverFrom(from string, parts []uint32, began int64) {
+func (s *shard) takeOverFrom(tk ownership.Takeover, began int64) {
 	w := s.w
+	from, parts := tk.From.ID, tk.Partitions
 	if w.cfg.Trace {
-		w.logf("%s: takes over %v from %s", s.id, parts, from)
+		w.logf("%s: takes over %v from %s%s", s.id, parts, from, map[bool]string{true: " (a sweep)"}[tk.Sweep])
 	}
 	inc := s.inc
 	src := w.shard(from)
@@ -285,7 +288,7 @@ func (s *shard) takeOverFrom(from string, parts []uint32, began int64) {
 			}
 			w.at(guardTicks, func() {
 				if s.alive(inc) {
-					s.takeOverFrom(from, parts, began)
+					s.takeOverFrom(tk, began)
 				}
 			})
 			return
@@ -298,9 +301,19 @@ func (s *shard) takeOverFrom(from string, parts []uint32, began int64) {
 				w.lose(int(p))
 			}
 		}
-		s.step(parts, partition.Event{Kind: partition.TakeoverEnded}, 0)
+		var others []string
+		if !ok && tk.Widen {
+			others = slices.DeleteFunc(slices.Clone(s.records), func(id string) bool { return id == s.id || id == from })
+		}
+		fx := s.owned.Step(parts, partition.Event{Kind: partition.TakeoverEnded, Others: len(others), Sweep: tk.Sweep})
+		s.perform(fx, 0)
 		if w.cfg.Trace {
 			w.logf("%s: took over %v from %s (%s)", s.id, parts, from, map[bool]string{true: "exact", false: "from what arrived"}[ok])
+		}
+		if swept := fx.Of(partition.TakeOver); len(swept) > 0 {
+			for _, o := range others {
+				s.takeOver(ownership.Takeover{From: member.Member{ID: o, Addr: o}, Partitions: swept, Sweep: true})
+			}
 		}
 	})
 }
@@ -366,14 +379,15 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 	if req.fence || req.journal {
 		s.w.dirty = true
 		for _, tk := range s.owned.Recall(req.parts, req.requester) {
-			s.takeOver(tk.From.ID, tk.Partitions)
+			s.takeOver(tk)
 		}
 	}
 	behindUntil := s.w.now + behindTicks
 	if req.fence && req.forwardTo == "" {
-		// A taker's pull: what is decided here is fenced at once, and
-		// what becomes decided while it waits, as the host's
-		// ExportStream does (ownership.Set.FenceDecided, FenceEnded).
+		// A taker's pull: what is decided here, or being taken over here,
+		// is fenced at once, and what becomes decided while it waits, as
+		// the host's ExportStream does (ownership.Set.FenceDecided,
+		// FenceEnded).
 		s.perform(s.owned.FenceDecided(req.parts), req.id)
 		s.w.at(behindTicks, s.changed)
 	}
@@ -468,7 +482,7 @@ func (s *shard) drop(parts []uint32) {
 	s.w.dirty = true
 	forget, recalls := s.owned.Dropping(s.id, s.view, parts)
 	for _, tk := range recalls {
-		s.takeOver(tk.From.ID, tk.Partitions)
+		s.takeOver(tk)
 	}
 	s.step(forget, partition.Event{Kind: partition.Drop}, 0)
 }
@@ -542,6 +556,6 @@ func (s *shard) takeBack(parts []uint32, from []string) {
 		return
 	}
 	for _, m := range from {
-		s.takeOver(m, parts)
+		s.takeOver(ownership.Takeover{From: member.Member{ID: m, Addr: m}, Partitions: parts})
 	}
 }

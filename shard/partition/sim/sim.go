@@ -151,6 +151,9 @@ type world struct {
 	dirty    bool
 	deciders []int8 // checkDeciders' count per partition
 	failed   bool
+	// seen is, by shard and partition, the state the trace last named
+	// (tracing only): checkDeciders traces every change.
+	seen map[string][]string
 }
 
 func newWorld(seed uint64, cfg Config) *world {
@@ -549,6 +552,9 @@ func (w *world) checkDeciders() {
 		w.deciders = make([]int8, w.cfg.Partitions)
 	}
 	clear(w.deciders)
+	if w.cfg.Trace {
+		w.traceStates()
+	}
 	for _, s := range w.shards {
 		if !s.up {
 			continue
@@ -626,4 +632,35 @@ func (w *world) unsettled(say bool) string {
 		}
 	}
 	return ""
+}
+
+// traceStates traces each partition's state at each shard that changed
+// since the last look ("down" once the shard stopped; "suspended": it
+// decides nothing, whatever its states say).
+func (w *world) traceStates() {
+	if w.seen == nil {
+		w.seen = map[string][]string{}
+	}
+	for _, s := range w.shards {
+		was := w.seen[s.id]
+		if was == nil {
+			was = make([]string, w.cfg.Partitions)
+			w.seen[s.id] = was
+		}
+		for p := range was {
+			st := "down"
+			if s.up {
+				st = s.owned.State(p).String()
+				if s.owned.Suspended() {
+					st += " (suspended)"
+				}
+			}
+			if st != was[p] {
+				if was[p] != "" || s.up {
+					w.logf("%s: p%d now %s", s.id, p, st)
+				}
+				was[p] = st
+			}
+		}
+	}
 }
