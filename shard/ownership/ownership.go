@@ -70,6 +70,12 @@ func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 			if e.Kind == partition.FinalPulled || e.Kind == partition.FencedPulled {
 				e.Is = s.known[p].ID
 			}
+			if e.Kind == partition.Drop && s.fencing[p] > 0 {
+				// A taker's fenced pull waiting here reads its
+				// counters: keep them (they expire as any key does).
+				next[i] = s.parts[p]
+				continue
+			}
 			next[i], fx.each[i] = partition.Step(s.parts[p], e)
 			fx.all |= fx.each[i]
 		}

@@ -92,6 +92,7 @@ var regressions = []struct {
 	{7620, 648, "a join's final copy failed (its destination crashed), and its switch moved the partition to the dead destination anyway; once that one's lease ended, the next owner took it over from it and decided it at once, beside the source, unfenced, whose table had not caught up (the sweep)"},
 	{28546, 1153, "a taker's fenced pull (a sweep) reached a shard whose partition forwarded to a destination that had stopped mid-join: the export recalled it from there (Pending) and waited; the recall ended Owned while the export still waited, beside the shard that the table had given the partition to meanwhile (FenceDecided fences a partition being taken over here too, its takeover still under way)"},
 	{22068, 96, "a lost-lease shard's give-back reached a process restarted within its predecessor's lease, whose tables had named no owner of the partition (only that record, while it was out), and ended after it registered: the partition was decided there beside the shard that joined where no record was left (FencedPulled decides only where the table names this shard, not where no table named an owner)"},
+	{11275, 1590, "a shard whose lease was lost, rejoining, dropped the partitions its table gave others, among them one that a taker's fenced pull waited there for (the pull read zero: every hit lost); a drop keeps a partition that a waiting fenced pull asked for (ownership: its counters expire as any key does)"},
 }
 
 // overlapSeeds is how many seeds, from 0, every go test runs with Overlap
