@@ -65,9 +65,10 @@
 // hand-off (its owner's lease was lost, or the ring moved it) is pending,
 // its checks answered not_decided, until it has pulled the partition from
 // the previous owner with a fence (that owner stops deciding it first), or
-// found that owner dead (from zero at once) or stalled (from zero once it
-// sent nothing for TakeoverTimeout), after a sweep of every other member
-// with the same fenced pull (one may decide it still).
+// found that owner dead (from zero at once; a process started since at
+// its address, which says when it started, counts as dead) or stalled
+// (from zero once it sent nothing for TakeoverTimeout), after a sweep of
+// every other member with the same fenced pull (one may decide it still).
 //
 // Counters stream between shards through the shard API's ExportStream and
 // Pull: the export side is the source's, the pull side the destination's.

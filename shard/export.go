@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -109,10 +110,14 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 		// taker's silence timeout, however far the tables moved on.
 		s.perform(s.owned.FenceDecided(req.Partitions), int(req.PartitionCount), req.HandoffId)
 		defer s.owned.FenceEnded(req.Partitions)
-		// Say so before any wait: a taker whose pull fails without this
-		// word pulls again while this shard holds its member record
-		// (takeOver), as it may still be deciding them.
-		if err := stream.SendHeader(metadata.Pairs(handoff.FencedHeader, "1")); err != nil {
+		// Say so before any wait, and when this process started: a taker
+		// whose pull fails without this word pulls again while this
+		// shard holds its member record (takeOver), as it may still be
+		// deciding them; one whose pull a process other than the
+		// record's answered (started since at its address) knows that
+		// the counters died with the record's process.
+		started := strconv.FormatInt(s.started.UnixNano(), 10)
+		if err := stream.SendHeader(metadata.Pairs(handoff.FencedHeader, "1", handoff.StartedHeader, started)); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(stream.Context(), behindWait)

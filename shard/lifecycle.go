@@ -583,7 +583,7 @@ func newHandoffMetrics(reg *prometheus.Registry) *handoffMetrics {
 	}, []string{"kind"})
 	takeovers := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shardlimit_shard_takeovers_total",
-		Help: "Takeovers of the partitions gained from a shard that left without a hand-off, by result: exact (pulled with a fence), unreachable (crashed: counted from zero), timeout (stalled past --takeover-timeout: counted from what arrived); again counts pulls made again from a previous owner that still held its member record and had not said it fenced (cut off from this shard).",
+		Help: "Takeovers of the partitions gained from a shard that left without a hand-off, by result: exact (pulled with a fence), unreachable (crashed, or a process started since at its address answered: counted from zero), timeout (stalled past --takeover-timeout: counted from what arrived); again counts pulls made again from a previous owner that still held its member record and had not said it fenced (cut off from this shard).",
 	}, []string{"result"})
 	for _, r := range takeoverResults {
 		takeovers.WithLabelValues(r)

@@ -47,7 +47,9 @@ import (
 //     the way would let its users past their limits.
 //
 // A takeover that an owner table asked for, from an owner that did not
-// answer, first sweeps the partitions still pending: it pulls them with a
+// answer (or whose address a process started since answered: the
+// ExportStream header handoff.StartedHeader against the record's
+// Started), first sweeps the partitions still pending: it pulls them with a
 // fence from every other member too (partition.TakeoverEnded's Others),
 // and decides them once every sweep ended. A shard that the table moved
 // them from to the dead one, or the destination of a final copy from it,
@@ -155,7 +157,8 @@ var errOwnerSilent = errors.New("the previous owner sent nothing within the take
 
 // takeOver pulls tk's partitions from their previous owner with a fence
 // (pullFenced), and then decides them, with whatever arrived, unless the
-// owner did not answer and tk widens: then it sweeps those still pending
+// owner did not answer (or a process started since at its address did,
+// which holds none of its counters) and tk widens: then it sweeps those still pending
 // first (takeOver of each other member, tk.Sweep). A pull that failed
 // before the owner said it fenced them (handoff.FencedHeader), otherwise
 // than by a refused connection, while the owner still holds the member
@@ -179,6 +182,9 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		case <-time.After(takeoverAgain):
 		}
 		c, result, err = s.pullFenced(tk.From, tk.Partitions)
+	}
+	if result == "exact" && restarted(tk.From, c) {
+		result = "unreachable" // the record's process crashed: another answered at its address
 	}
 	var others []member.Member
 	if result != "exact" && tk.Widen {
@@ -215,6 +221,15 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)
 	}
+}
+
+// restarted reports whether a process other than the one whose member
+// record from is answered a takeover's pull (c): one started at its
+// address since, which holds none of its counters, while the record's
+// process crashed. Unknown (a source that does not say when it started)
+// counts as the record's.
+func restarted(from member.Member, c handoff.Copied) bool {
+	return !from.Started.IsZero() && !c.Started.IsZero() && !c.Started.Equal(from.Started)
 }
 
 // takeoverAgain is how often a takeover pulls again from a previous

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync/atomic"
+	"time"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -21,6 +23,11 @@ type Copied struct {
 	// Fenced: the source said, before anything else, that it fenced what
 	// it decides of the partitions (a taker's fenced pull; FencedHeader).
 	Fenced bool
+	// Started: when the process that answered a taker's fenced pull
+	// started (StartedHeader), zero if it did not say: a process other
+	// than the one whose member record the taker pulls from (one started
+	// since at its address) holds none of its counters.
+	Started time.Time
 }
 
 // FencedHeader is the header that a shard's ExportStream sends on a
@@ -28,6 +35,11 @@ type Copied struct {
 // before it waits for them to become exportable: a taker whose pull then
 // fails knows that the source is not deciding them behind its back.
 const FencedHeader = "shardlimit-fenced"
+
+// StartedHeader is the header, beside FencedHeader, that says when the
+// exporting process started, in nanoseconds since the Unix epoch, as its
+// member record does (member.Member.Started).
+const StartedHeader = "shardlimit-started"
 
 // Chunking bounds the chunks of a copy; zero fields take the exporting
 // shard's defaults (4096 keys, 1 MiB).
@@ -71,9 +83,15 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 	}
 	chunks := make(chan received, 2)
 	var fenced atomic.Bool
+	var started atomic.Int64
 	go func() {
 		defer close(chunks)
 		if md, err := exp.Header(); err == nil && len(md.Get(FencedHeader)) > 0 {
+			if v := md.Get(StartedHeader); len(v) > 0 {
+				if ns, err := strconv.ParseInt(v[0], 10, 64); err == nil {
+					started.Store(ns)
+				}
+			}
 			fenced.Store(true)
 		}
 		for {
@@ -94,7 +112,7 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 	var c Copied
 	for r := range chunks {
 		if r.err != nil {
-			c.Fenced = fenced.Load()
+			c.Fenced, c.Started = fenced.Load(), startedAt(started.Load())
 			return c, fmt.Errorf("export from %s, after %d chunks: %w", sourceID, c.Chunks, r.err)
 		}
 		imported, kept, err := merge(ctx, r.keys)
@@ -106,6 +124,14 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 		c.Kept += kept
 		c.Chunks++
 	}
-	c.Fenced = fenced.Load()
+	c.Fenced, c.Started = fenced.Load(), startedAt(started.Load())
 	return c, ctx.Err()
+}
+
+// startedAt is the time ns nanoseconds after the Unix epoch; zero for 0.
+func startedAt(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }

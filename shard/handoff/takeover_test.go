@@ -125,6 +125,24 @@ func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
 // fences it and brings its counters, so g goes on from v's count, not
 // from zero.
 func TestTakeoverFromACrashedShardSweepsTheOthers(t *testing.T) {
+	takeoverSweeps(t, func(string) string { return deadAddr(t) })
+}
+
+// The same when a process started since at the crashed shard's address
+// answers the takeover's pull (here another live shard, w, whose start
+// differs from the record's): it holds none of the crashed shard's
+// counters, so its answer does not stand for the owner's, and g sweeps.
+func TestTakeoverAnsweredByAnotherProcessAtTheAddressSweepsTheOthers(t *testing.T) {
+	takeoverSweeps(t, func(prefix string) string {
+		sw, _ := startIn(t, prefix, "w", nil)
+		return sw.Addr()
+	})
+}
+
+// takeoverSweeps moves a partition decided at v to a record x at the
+// address that xAddr gives, then on to g, and checks that g's takeover
+// from x swept v's counters.
+func takeoverSweeps(t *testing.T, xAddr func(prefix string) string) {
 	prefix := "/test/" + t.Name() + "/"
 	sg, g := startIn(t, prefix, "g", nil)
 	sv, v := startIn(t, prefix, "v", nil)
@@ -134,7 +152,7 @@ func TestTakeoverFromACrashedShardSweepsTheOthers(t *testing.T) {
 	for range 10 {
 		decideOne(t, v, u)
 	}
-	register(t, prefix, "x", deadAddr(t))
+	register(t, prefix, "x", xAddr(prefix))
 	pin(t, prefix, p, "x")
 	for _, s := range []*shard.Server{sg, sv} {
 		poll.Until(t, 10*time.Second, func() error {

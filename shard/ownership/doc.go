@@ -6,7 +6,8 @@
 // Dropping, FenceDecided, FenceEnded) and perform the effects that the steps return. It notes the
 // last owner each table named (LastOwners), for partitions a later table
 // gives nobody. An owner table's takeovers widen (Takeover.Widen): if
-// their owner does not answer, the host sweeps the partitions from every
+// their owner does not answer (or a process started since at its address
+// does), the host sweeps the partitions from every
 // other member before they are decided (partition's TakeoverEnded).
 //
 // # Exact under concurrency

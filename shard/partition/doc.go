@@ -107,7 +107,8 @@
 // owner still holds the member record it is taken over from, is made
 // again, the partition Pending meanwhile: the owner may still decide it
 // for routers that have not switched. If the owner did not answer (it
-// died, or stayed silent), the takeover first sweeps it (TakeoverEnded's
+// died, or stayed silent; a process started since at its address answers
+// for nobody), the takeover first sweeps it (TakeoverEnded's
 // Others): it is pulled with a fence from every other member too, and
 // decided once every sweep ended; a shard that the table moved it from to
 // the dead one, or the destination of a final copy from it, may decide it

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/ownership"
@@ -273,8 +274,8 @@ func (s *shard) takeOverFrom(tk ownership.Takeover, began int64) {
 	inc := s.inc
 	src := w.shard(from)
 	sinc := src.inc
-	fenced := false
-	s.pull(from, exportReq{parts: parts, fence: true, fenced: &fenced}, func(vals map[uint32]int64, ok bool) {
+	fenced, by := false, time.Time{}
+	s.pull(from, exportReq{parts: parts, fence: true, fenced: &fenced, started: &by}, func(vals map[uint32]int64, ok bool) {
 		if !s.alive(inc) {
 			return
 		}
@@ -292,6 +293,9 @@ func (s *shard) takeOverFrom(tk ownership.Takeover, began int64) {
 				}
 			})
 			return
+		}
+		if ok && !tk.From.Started.IsZero() && !by.IsZero() && !by.Equal(tk.From.Started) {
+			ok = false // a process started since at its address answered: the record's crashed
 		}
 		for _, p := range parts {
 			// The previous owner crashed, or the network cut it off (its
@@ -329,8 +333,11 @@ type exportReq struct {
 	// fenced, on a taker's pull (fence without forwardTo), is set once
 	// the owner's word arrives that it fenced what it decides (the
 	// host's ExportStream header): from then on it decides none of them
-	// unless it takes them over again.
-	fenced *bool
+	// unless it takes them over again. started is set once the export
+	// ends: when the answering process started (its incarnation), which
+	// the host's header says ahead of the chunks.
+	fenced  *bool
+	started *time.Time
 }
 
 // pull reads req's partitions from shard from, as the host's Pull and
@@ -358,6 +365,9 @@ func (s *shard) pull(from string, req exportReq, done func(vals map[uint32]int64
 		}
 		src.export(req, func(vals map[uint32]int64, ok bool) {
 			w.send(src.id, s.id, func() {
+				if req.started != nil && req.forwardTo == "" {
+					*req.started = started(sinc) // the header, ahead of the chunks on their stream
+				}
 				if s.alive(inc) {
 					finish(vals, ok)
 				}

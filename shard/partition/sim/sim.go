@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/shardmap"
@@ -468,19 +469,28 @@ var rings = struct {
 	m map[string]*shardmap.Table
 }{m: map[string]*shardmap.Table{}}
 
+// started stands for when incarnation inc of a shard started, as its
+// member record says (member.Member.Started); zero for none.
+func started(inc int) time.Time {
+	if inc == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(inc))
+}
+
 // tableOf is the owner function over members in their states and the pins:
 // shardmap.InForce's Build (its ring cached in rings), then Resolve.
 func (w *world) tableOf(members map[string]member.State, pins []string) *shardmap.Table {
 	k := strconv.Itoa(w.cfg.Partitions)
 	for _, id := range slices.Sorted(maps.Keys(members)) {
-		k += ";" + id + string(members[id])
+		k += ";" + id + string(members[id]) + "@" + strconv.Itoa(w.leases[id])
 	}
 	rings.Lock()
 	ring, ok := rings.m[k]
 	if !ok {
 		var ms []member.Member
 		for _, id := range slices.Sorted(maps.Keys(members)) {
-			ms = append(ms, member.Member{ID: id, Addr: id, State: members[id]})
+			ms = append(ms, member.Member{ID: id, Addr: id, State: members[id], Started: started(w.leases[id])})
 		}
 		cfg := shardmap.DefaultConfig()
 		cfg.Partitions = w.cfg.Partitions
