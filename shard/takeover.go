@@ -167,7 +167,9 @@ var errOwnerSilent = errors.New("the previous owner sent nothing within the take
 // for the routers that have not switched (the ring moved them between
 // live shards, after a final copy that the cut failed). Meanwhile they
 // are answered by policy here; the pull succeeds once the cut heals, or
-// the owner's record goes (a lost lease: its lease guard stops it).
+// the owner's record goes (a lost lease): then one last pull, which
+// fences the owner if the cut has healed; if it fails too, the owner's
+// lease guard, which cannot reach this shard either, stops it.
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
 	c, result, err := s.pullFenced(tk.From, tk.Partitions)
@@ -182,6 +184,15 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		case <-time.After(takeoverAgain):
 		}
 		c, result, err = s.pullFenced(tk.From, tk.Partitions)
+	}
+	if failedUnfenced(c, err) && s.ctx.Err() == nil {
+		// Its record went while the pull failed: the owner may not have
+		// noticed yet, and deciding, passes its lease guard if the cut
+		// healed meanwhile (its peers answer it). One last pull reaches
+		// it then, and fences it; if that fails too, the owner cannot
+		// reach this shard either, and its guard stops it. (An evicted
+		// owner was outwaited after the pull before: no wait again.)
+		c, result, err = s.pullFencedOnce(tk.From, tk.Partitions)
 	}
 	if result == "exact" && restarted(tk.From, c) {
 		result = "unreachable" // the record's process crashed: another answered at its address
@@ -237,14 +248,18 @@ func restarted(from member.Member, c handoff.Copied) bool {
 const takeoverAgain = 500 * time.Millisecond
 
 // pullAgain reports whether a takeover's pull from from, which ended with
-// c and err, must be made again: it failed otherwise than by a refused
-// connection (nothing listens: nothing decides), before from said it
-// fenced the partitions, and from still holds its member record.
+// c and err, must be made again: it failed unfenced, and from still holds
+// its member record.
 func (s *Server) pullAgain(from member.Member, c handoff.Copied, err error) bool {
-	if err == nil || c.Fenced || refused(err) || s.ctx.Err() != nil {
-		return false
-	}
-	return s.holdsRecord(from)
+	return failedUnfenced(c, err) && s.ctx.Err() == nil && s.holdsRecord(from)
+}
+
+// failedUnfenced reports whether a takeover's pull, which ended with c
+// and err, failed otherwise than by a refused connection (nothing listens:
+// nothing decides), before the previous owner said it fenced the
+// partitions: that owner may still be deciding them.
+func failedUnfenced(c handoff.Copied, err error) bool {
+	return err != nil && !c.Fenced && !refused(err)
 }
 
 // holdsRecord reports whether etcd holds from's member record: the same
@@ -273,6 +288,15 @@ func (s *Server) holdsRecord(from member.Member) bool {
 // from cannot be deciding them (outwaitEvicted).
 func (s *Server) pullFenced(from member.Member, parts []uint32) (handoff.Copied, string, error) {
 	start := time.Now()
+	c, result, err := s.pullFencedOnce(from, parts)
+	if err != nil && !refused(err) {
+		s.outwaitEvicted(from, start)
+	}
+	return c, result, err
+}
+
+// pullFencedOnce is pullFenced without the wait for an evicted owner.
+func (s *Server) pullFencedOnce(from member.Member, parts []uint32) (handoff.Copied, string, error) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
 	silent := time.AfterFunc(s.opts.TakeoverTimeout, func() { cancel(errOwnerSilent) })
@@ -294,9 +318,6 @@ func (s *Server) pullFenced(from member.Member, parts []uint32) (handoff.Copied,
 	// except while a chunk merges) fired before the pull ended.
 	silent.Stop()
 	silenced := errors.Is(context.Cause(ctx), errOwnerSilent)
-	if err != nil && !refused(err) {
-		s.outwaitEvicted(from, start)
-	}
 	switch {
 	case err == nil:
 		return c, "exact", nil

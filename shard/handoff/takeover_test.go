@@ -8,18 +8,21 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	shardlimitv1 "github.com/shardlimit/shardlimit/proto/shardlimit/v1"
 	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/mapstore"
 	"github.com/shardlimit/shardlimit/shard/member"
@@ -642,4 +645,74 @@ func TestTakeoverPullsAgainWhileTheOwnerHoldsItsRecord(t *testing.T) {
 			t.Fatalf("%s after the owner's record went: %v, want decided", u, d)
 		}
 	}
+}
+
+// A takeover whose pull failed unfenced while the owner held its record
+// makes one last pull once the record goes: the owner, which may not have
+// noticed its lost lease and passes its lease guard once a cut healed, is
+// fenced by it. Here the owner answers nothing (a cut) until its record
+// goes during a pull, and then answers: the takeover ends exact, with the
+// owner's word that it fenced, not from what arrived.
+func TestTakeoverPullsOnceMoreWhenTheRecordGoesDuringAFailedPull(t *testing.T) {
+	prefix := fmt.Sprintf("/test/%s/", t.Name())
+	// The owner's silence ends a cut pull; an answer comes well within it,
+	// however loaded the machine.
+	sg, _ := startIn(t, prefix, "g", func(o *shard.Options) { o.TakeoverTimeout = 2 * time.Second })
+	x := &cutOwner{revoke: make(chan chan struct{})}
+	addr := servePeer(t, x)
+	rec := register(t, prefix, "x", addr)
+	go func() {
+		for done := range x.revoke {
+			_ = etcd.Revoke(context.Background(), rec.cli, rec.lease)
+			close(done)
+		}
+	}()
+	t.Cleanup(func() { close(x.revoke) })
+	waitOwns(t, sg, "x")
+	pin(t, prefix, 0, "g")
+	// Two takeovers from x: the pinned partition's, and, once its record
+	// went, the rest of its partitions'.
+	ended := map[string]float64{}
+	poll.Until(t, 20*time.Second, func() error {
+		sum := 0.0
+		for _, r := range []string{"exact", "unreachable", "timeout"} {
+			ended[r] = metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": r})
+			sum += ended[r]
+		}
+		if sum < 2 {
+			return fmt.Errorf("%v takeovers ended: %v", sum, ended)
+		}
+		return nil
+	})
+	if ended["timeout"] != 0 || ended["unreachable"] != 0 {
+		t.Fatalf("takeovers ended %v: the one whose record went during a failed pull did not pull once more", ended)
+	}
+	if n := x.pulls.Load(); n < 3 {
+		t.Fatalf("%d pulls reached the owner, want at least 3 (two cut, one last)", n)
+	}
+}
+
+// cutOwner is a shard's API whose ExportStream answers nothing, as across
+// a cut, until its second pull, during which it has its record revoked;
+// from then on it says it fenced and streams nothing.
+type cutOwner struct {
+	shardlimitv1.UnimplementedShardServer
+	pulls  atomic.Int32
+	revoke chan chan struct{}
+	healed atomic.Bool
+}
+
+func (x *cutOwner) ExportStream(req *shardlimitv1.ExportStreamRequest, st grpc.ServerStreamingServer[shardlimitv1.ExportStreamResponse]) error {
+	n := x.pulls.Add(1)
+	if x.healed.Load() {
+		return st.SendHeader(metadata.Pairs(handoff.FencedHeader, "1"))
+	}
+	if n == 2 {
+		done := make(chan struct{})
+		x.revoke <- done
+		<-done
+		x.healed.Store(true)
+	}
+	<-st.Context().Done() // the taker gives up on the silence
+	return st.Context().Err()
 }

@@ -106,7 +106,9 @@
 // fenced (a cut between the two; not a refused connection), while that
 // owner still holds the member record it is taken over from, is made
 // again, the partition Pending meanwhile: the owner may still decide it
-// for routers that have not switched. If the owner did not answer (it
+// for routers that have not switched; once that record went, once more
+// (the owner may not have noticed, and its lease guard passes once the
+// cut healed). If the owner did not answer (it
 // died, or stayed silent; a process started since at its address answers
 // for nobody), the takeover first sweeps it (TakeoverEnded's
 // Others): it is pulled with a fence from every other member too, and

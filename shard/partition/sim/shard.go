@@ -256,16 +256,18 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) 
 // it sweeps those still pending first: it takes them over from every
 // other member too (the records it follows). A pull that failed before
 // the owner said it fenced them, while the owner still holds its record,
-// is made again. Both as the host's takeOver does.
+// is made again, and once more after the record went. All as the host's
+// takeOver does.
 func (s *shard) takeOver(tk ownership.Takeover) {
-	s.takeOverFrom(tk, s.w.now)
+	s.takeOverFrom(tk, s.w.now, false)
 }
 
 // takeOverFrom is takeOver, pulling again since began: a partition reset
 // by design when the takeover began (lose) stays so until it ends, as
 // the reset's effects play out for as long as the previous owner is cut
-// off.
-func (s *shard) takeOverFrom(tk ownership.Takeover, began int64) {
+// off. last: this is the one last pull made once the owner's record went
+// while a pull failed unfenced.
+func (s *shard) takeOverFrom(tk ownership.Takeover, began int64, last bool) {
 	w := s.w
 	from, parts := tk.From.ID, tk.Partitions
 	if w.cfg.Trace {
@@ -289,9 +291,20 @@ func (s *shard) takeOverFrom(tk ownership.Takeover, began int64) {
 			}
 			w.at(guardTicks, func() {
 				if s.alive(inc) {
-					s.takeOverFrom(tk, began)
+					s.takeOverFrom(tk, began, false)
 				}
 			})
+			return
+		}
+		if !ok && !fenced && src.alive(sinc) && !last {
+			// Its record went while the pull failed: the owner may not
+			// have noticed yet, and deciding, passes its lease guard if
+			// the cut healed meanwhile (or a message was lost). One last
+			// pull fences it then.
+			if w.cfg.Trace {
+				w.logf("%s: pull of %v from %s failed unfenced; its record went: one last pull", s.id, parts, from)
+			}
+			s.takeOverFrom(tk, began, true)
 			return
 		}
 		if ok && !tk.From.Started.IsZero() && !by.IsZero() && !by.Equal(tk.From.Started) {
