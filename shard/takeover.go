@@ -194,7 +194,7 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		// owner was outwaited after the pull before: no wait again.)
 		c, result, err = s.pullFencedOnce(tk.From, tk.Partitions)
 	}
-	if result == "exact" && restarted(tk.From, c) {
+	if result == "exact" && handoff.AnotherProcess(tk.From, c.Started) {
 		result = "unreachable" // the record's process crashed: another answered at its address
 	}
 	var others []member.Member
@@ -232,15 +232,6 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
 			"err", err)
 	}
-}
-
-// restarted reports whether a process other than the one whose member
-// record from is answered a takeover's pull (c): one started at its
-// address since, which holds none of its counters, while the record's
-// process crashed. Unknown (a source that does not say when it started)
-// counts as the record's.
-func restarted(from member.Member, c handoff.Copied) bool {
-	return !from.Started.IsZero() && !c.Started.IsZero() && !c.Started.Equal(from.Started)
 }
 
 // takeoverAgain is how often a takeover pulls again from a previous

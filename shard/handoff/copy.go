@@ -128,6 +128,16 @@ func Pull(ctx context.Context, from shardlimitv1.ShardClient, sourceID string, r
 	return c, ctx.Err()
 }
 
+// AnotherProcess reports whether the process that answered a taker's
+// pull, which said it started at started (Copied.Started), is another
+// than the one whose member record from is: one started at its address
+// since, which holds none of its counters, while the record's process
+// crashed. Unknown on either side (a source or a record that does not say
+// when it started) counts as the record's.
+func AnotherProcess(from member.Member, started time.Time) bool {
+	return !from.Started.IsZero() && !started.IsZero() && !started.Equal(from.Started)
+}
+
 // startedAt is the time ns nanoseconds after the Unix epoch; zero for 0.
 func startedAt(ns int64) time.Time {
 	if ns == 0 {

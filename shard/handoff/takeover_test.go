@@ -128,7 +128,7 @@ func TestTakeoverFromACrashedShardCountsFromZero(t *testing.T) {
 // fences it and brings its counters, so g goes on from v's count, not
 // from zero.
 func TestTakeoverFromACrashedShardSweepsTheOthers(t *testing.T) {
-	takeoverSweeps(t, func(string) string { return deadAddr(t) })
+	takeoverSweeps(t, func(string) string { return rpctest.DeadAddr(t) })
 }
 
 // The same when a process started since at the crashed shard's address
@@ -178,19 +178,6 @@ func takeoverSweeps(t *testing.T, xAddr func(prefix string) string) {
 	if d := decideOne(t, g, u); d.NotDecided || d.Allowed {
 		t.Fatalf("%s at g after the takeover: %v, want denied (v's 10 hits swept here)", u, d)
 	}
-}
-
-// deadAddr returns a loopback address where nothing listens: a crashed
-// shard's.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }
 
 // pin publishes the next shard map under prefix, with partition p pinned

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/member"
 	"github.com/shardlimit/shardlimit/shard/ownership"
 	"github.com/shardlimit/shardlimit/shard/partition"
@@ -282,32 +283,34 @@ func (s *shard) takeOverFrom(tk ownership.Takeover, began int64, last bool) {
 			return
 		}
 		s.merge(vals)
-		if !ok && !fenced && src.alive(sinc) && w.own(src) != "" {
-			// Neither refused nor fenced, and the owner still holds its
-			// record: it may be deciding, cut off from this shard. Pull
-			// again.
-			if w.cfg.Trace {
-				w.logf("%s: pull of %v from %s failed unfenced; it holds its record: again", s.id, parts, from)
-			}
-			w.at(guardTicks, func() {
-				if s.alive(inc) {
-					s.takeOverFrom(tk, began, false)
+		if !ok && !fenced && src.alive(sinc) {
+			// Neither refused nor fenced: the owner may be deciding, cut
+			// off from this shard.
+			switch {
+			case w.own(src) != "":
+				// It still holds its record: pull again.
+				if w.cfg.Trace {
+					w.logf("%s: pull of %v from %s failed unfenced; it holds its record: again", s.id, parts, from)
 				}
-			})
-			return
-		}
-		if !ok && !fenced && src.alive(sinc) && !last {
-			// Its record went while the pull failed: the owner may not
-			// have noticed yet, and deciding, passes its lease guard if
-			// the cut healed meanwhile (or a message was lost). One last
-			// pull fences it then.
-			if w.cfg.Trace {
-				w.logf("%s: pull of %v from %s failed unfenced; its record went: one last pull", s.id, parts, from)
+				w.at(guardTicks, func() {
+					if s.alive(inc) {
+						s.takeOverFrom(tk, began, false)
+					}
+				})
+				return
+			case !last:
+				// Its record went while the pull failed: the owner may not
+				// have noticed yet, and deciding, passes its lease guard if
+				// the cut healed meanwhile (or a message was lost). One
+				// last pull fences it then.
+				if w.cfg.Trace {
+					w.logf("%s: pull of %v from %s failed unfenced; its record went: one last pull", s.id, parts, from)
+				}
+				s.takeOverFrom(tk, began, true)
+				return
 			}
-			s.takeOverFrom(tk, began, true)
-			return
 		}
-		if ok && !tk.From.Started.IsZero() && !by.IsZero() && !by.Equal(tk.From.Started) {
+		if ok && handoff.AnotherProcess(tk.From, by) {
 			ok = false // a process started since at its address answered: the record's crashed
 		}
 		for _, p := range parts {
