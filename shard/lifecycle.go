@@ -446,15 +446,15 @@ func (s *Server) pullLost(parts []uint32, me string) int {
 	keys := 0
 	for _, tk := range s.owned.LastOwners(parts, me) {
 		wg.Go(func() {
-			c, result, err := s.pullFenced(tk.From, tk.Partitions)
+			p := s.pullFenced(tk.From, tk.Partitions)
 			log := s.opts.Logger.Info
-			if err != nil {
+			if p.err != nil {
 				log = s.opts.Logger.Warn
 			}
 			log("join: pulled partitions that no member owns from the shard that last owned them", "from", tk.From.ID,
-				"partitions", len(tk.Partitions), "keys", c.Keys, "result", result, "err", err)
+				"partitions", len(tk.Partitions), "keys", p.Keys, "result", p.result, "err", p.err)
 			mu.Lock()
-			keys += int(c.Keys)
+			keys += int(p.Keys)
 			mu.Unlock()
 		})
 	}

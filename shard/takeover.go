@@ -158,47 +158,44 @@ var errOwnerSilent = errors.New("the previous owner sent nothing within the take
 // takeOver pulls tk's partitions from their previous owner with a fence
 // (pullFenced), and then decides them, with whatever arrived, unless the
 // owner did not answer (or a process started since at its address did,
-// which holds none of its counters) and tk widens: then it sweeps those still pending
-// first (takeOver of each other member, tk.Sweep). A pull that failed
-// before the owner said it fenced them (handoff.FencedHeader), otherwise
-// than by a refused connection, while the owner still holds the member
-// record they are taken over from, is made again every takeoverAgain:
-// that owner may be cut off from this shard alone, still deciding them
-// for the routers that have not switched (the ring moved them between
-// live shards, after a final copy that the cut failed). Meanwhile they
-// are answered by policy here; the pull succeeds once the cut heals, or
-// the owner's record goes (a lost lease): then one last pull, which
-// fences the owner if the cut has healed; if it fails too, the owner's
-// lease guard, which cannot reach this shard either, stops it.
+// which holds none of its counters) and tk widens: then it sweeps those
+// still pending first (takeOver of each other member, tk.Sweep). A pull
+// that failed while the owner may still be deciding them (failedUnfenced),
+// while it still holds the member record they are taken over from, is
+// made again every takeoverAgain: that owner may be cut off from this
+// shard alone, still deciding them for the routers that have not switched
+// (the ring moved them between live shards, after a final copy that the
+// cut failed). Meanwhile they are answered by policy here; the pull
+// succeeds once the cut heals, or the owner's record goes (a lost lease):
+// then one last pull, which fences the owner if the cut has healed
+// meanwhile. If the cut lasts, that pull fails too, in TakeoverTimeout at
+// most, and the owner's lease guard, past its lease and asking its peers,
+// finds this shard silent and stops it.
 func (s *Server) takeOver(tk ownership.Takeover) {
 	start := time.Now()
-	c, result, err := s.pullFenced(tk.From, tk.Partitions)
-	for tries := 1; s.pullAgain(tk.From, c, err); tries++ {
+	p := s.pullFenced(tk.From, tk.Partitions)
+	for tries := 1; s.pullAgain(tk.From, p); tries++ {
 		s.handoffMetrics.takeovers.WithLabelValues("again").Inc()
 		if tries == 1 {
 			s.opts.Logger.Warn("a takeover's pull failed before the previous owner fenced the partitions, and it still holds its member record (cut off from this shard?): pulling again until it answers or its record goes; its users are answered by policy meanwhile",
-				"from", tk.From.ID, "addr", tk.From.Addr, "partitions", len(tk.Partitions), "err", err)
+				"from", tk.From.ID, "addr", tk.From.Addr, "partitions", len(tk.Partitions), "err", p.err)
 		}
 		select {
 		case <-s.ctx.Done():
 		case <-time.After(takeoverAgain):
 		}
-		c, result, err = s.pullFenced(tk.From, tk.Partitions)
+		p = s.pullFenced(tk.From, tk.Partitions)
 	}
-	if failedUnfenced(c, err) && s.ctx.Err() == nil {
+	if p.failedUnfenced() && s.ctx.Err() == nil {
 		// Its record went while the pull failed: the owner may not have
 		// noticed yet, and deciding, passes its lease guard if the cut
 		// healed meanwhile (its peers answer it). One last pull reaches
-		// it then, and fences it; if that fails too, the owner cannot
-		// reach this shard either, and its guard stops it. (An evicted
-		// owner was outwaited after the pull before: no wait again.)
-		c, result, err = s.pullFencedOnce(tk.From, tk.Partitions)
-	}
-	if result == "exact" && handoff.AnotherProcess(tk.From, c.Started) {
-		result = "unreachable" // the record's process crashed: another answered at its address
+		// it then, and fences it. (An evicted owner was outwaited after
+		// the pull before: no wait again.)
+		p = s.pullFencedOnce(tk.From, tk.Partitions)
 	}
 	var others []member.Member
-	if result != "exact" && tk.Widen {
+	if p.result != "exact" && tk.Widen {
 		others = s.othersThan(tk.From)
 	}
 	fx := s.owned.Step(tk.Partitions, partition.Event{Kind: partition.TakeoverEnded, Others: len(others), Sweep: tk.Sweep})
@@ -215,22 +212,22 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 	}
 	if tk.Sweep {
 		s.opts.Logger.Info("swept partitions being taken over from a shard that did not answer", "from", tk.From.ID,
-			"partitions", len(tk.Partitions), "keys", c.Keys, "result", result, "took", took.Round(time.Millisecond))
+			"partitions", len(tk.Partitions), "keys", p.Keys, "result", p.result, "took", took.Round(time.Millisecond))
 		return
 	}
-	s.handoffMetrics.takeovers.WithLabelValues(result).Inc()
+	s.handoffMetrics.takeovers.WithLabelValues(p.result).Inc()
 	s.handoffMetrics.duration.WithLabelValues("takeover").Set(took.Seconds())
 	log := s.opts.Logger.With("from", tk.From.ID, "addr", tk.From.Addr, "partitions", len(tk.Partitions),
-		"keys", c.Keys, "took", took.Round(time.Millisecond))
-	switch result {
+		"keys", p.Keys, "took", took.Round(time.Millisecond))
+	switch p.result {
 	case "exact":
 		log.Info("took over the partitions of a shard that left without a hand-off, with their counters")
 	case "timeout":
 		log.Warn("took over the partitions of a shard that left without a hand-off, which did not answer in time (stalled): they count from what arrived, or from zero",
-			"timeout", s.opts.TakeoverTimeout, "err", err)
+			"timeout", s.opts.TakeoverTimeout, "err", p.err)
 	default:
 		log.Warn("took over the partitions of a shard that left without a hand-off, which is unreachable (crashed): they count from what arrived, or from zero; routers keep denying users already over their limit",
-			"err", err)
+			"err", p.err)
 	}
 }
 
@@ -238,19 +235,32 @@ func (s *Server) takeOver(tk ownership.Takeover) {
 // owner that did not fence its partitions and still holds its record.
 const takeoverAgain = 500 * time.Millisecond
 
-// pullAgain reports whether a takeover's pull from from, which ended with
-// c and err, must be made again: it failed unfenced, and from still holds
-// its member record.
-func (s *Server) pullAgain(from member.Member, c handoff.Copied, err error) bool {
-	return failedUnfenced(c, err) && s.ctx.Err() == nil && s.holdsRecord(from)
+// pulled is how a takeover's pull from a previous owner ended: what it
+// copied, its result ("exact", "timeout": the owner stalled, or
+// "unreachable", which an answer from a process other than the record's
+// is too: it holds none of the record's counters) and its error.
+type pulled struct {
+	handoff.Copied
+	result string
+	err    error
+	// acked: the owner, evicted, acknowledged that it fenced every
+	// partition (eviction.Ack) while the pull waited for it.
+	acked bool
 }
 
-// failedUnfenced reports whether a takeover's pull, which ended with c
-// and err, failed otherwise than by a refused connection (nothing listens:
-// nothing decides), before the previous owner said it fenced the
-// partitions: that owner may still be deciding them.
-func failedUnfenced(c handoff.Copied, err error) bool {
-	return err != nil && !c.Fenced && !refused(err)
+// failedUnfenced reports whether the pull failed while the previous owner
+// may still be deciding its partitions: otherwise than by a refused
+// connection (nothing listens: nothing decides), before the owner said it
+// fenced them, and without its acknowledged eviction.
+func (p pulled) failedUnfenced() bool {
+	return p.err != nil && !p.Fenced && !refused(p.err) && !p.acked
+}
+
+// pullAgain reports whether a takeover's pull from from, which ended as p,
+// must be made again: it failed unfenced, and from still holds its member
+// record.
+func (s *Server) pullAgain(from member.Member, p pulled) bool {
+	return p.failedUnfenced() && s.ctx.Err() == nil && s.holdsRecord(from)
 }
 
 // holdsRecord reports whether etcd holds from's member record: the same
@@ -271,23 +281,22 @@ func (s *Server) holdsRecord(from member.Member) bool {
 	return err == nil && m.Addr == from.Addr && (from.Started.IsZero() || m.Started.Equal(from.Started))
 }
 
-// pullFenced pulls parts from from with a fence, for as long as from
-// sends a chunk at least every TakeoverTimeout (from the start, then from
-// chunk to chunk), merging what arrives, and returns what it copied and
-// the result: "exact", "timeout" (from stalled) or "unreachable". A pull
-// that failed otherwise than by a refused connection waits first until
+// pullFenced pulls parts from from with a fence (pullFencedOnce). A pull
+// that failed otherwise than by a refused connection waits then until
 // from cannot be deciding them (outwaitEvicted).
-func (s *Server) pullFenced(from member.Member, parts []uint32) (handoff.Copied, string, error) {
+func (s *Server) pullFenced(from member.Member, parts []uint32) pulled {
 	start := time.Now()
-	c, result, err := s.pullFencedOnce(from, parts)
-	if err != nil && !refused(err) {
-		s.outwaitEvicted(from, start)
+	p := s.pullFencedOnce(from, parts)
+	if p.err != nil && !refused(p.err) {
+		p.acked = s.outwaitEvicted(from, start)
 	}
-	return c, result, err
+	return p
 }
 
-// pullFencedOnce is pullFenced without the wait for an evicted owner.
-func (s *Server) pullFencedOnce(from member.Member, parts []uint32) (handoff.Copied, string, error) {
+// pullFencedOnce pulls parts from from with a fence, for as long as from
+// sends a chunk at least every TakeoverTimeout (from the start, then from
+// chunk to chunk), merging what arrives.
+func (s *Server) pullFencedOnce(from member.Member, parts []uint32) pulled {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	defer cancel(nil)
 	silent := time.AfterFunc(s.opts.TakeoverTimeout, func() { cancel(errOwnerSilent) })
@@ -298,24 +307,28 @@ func (s *Server) pullFencedOnce(from member.Member, parts []uint32) (handoff.Cop
 		defer silent.Reset(s.opts.TakeoverTimeout)
 		return s.merge(ctx, keys)
 	}
-	var c handoff.Copied
+	var p pulled
 	cl, err := s.peers.Client(from)
 	if err == nil {
-		c, err = handoff.Pull(ctx, cl, from.ID, &shardlimitv1.ExportStreamRequest{
+		p.Copied, err = handoff.Pull(ctx, cl, from.ID, &shardlimitv1.ExportStreamRequest{
 			Partitions: parts, PartitionCount: uint32(s.opts.Partitions), Fence: true, RequesterId: s.opts.ID,
 		}, merge)
 	}
 	// The pull ended for the owner's silence only if the timer (armed
 	// except while a chunk merges) fired before the pull ended.
 	silent.Stop()
-	silenced := errors.Is(context.Cause(ctx), errOwnerSilent)
+	p.err = err
 	switch {
+	case err == nil && handoff.AnotherProcess(from, p.Started):
+		p.result = "unreachable" // the record's process crashed: another answered at its address
 	case err == nil:
-		return c, "exact", nil
-	case silenced:
-		return c, "timeout", err
+		p.result = "exact"
+	case errors.Is(context.Cause(ctx), errOwnerSilent):
+		p.result = "timeout"
+	default:
+		p.result = "unreachable"
 	}
-	return c, "unreachable", err
+	return p
 }
 
 // refused reports whether a pull failed because nothing listens at the
@@ -330,13 +343,15 @@ const evictedLeaseMargin = 2 * time.Second
 // outwaitEvicted waits until from, which did not answer the pull, cannot
 // be deciding any more (eviction.OutwaitEvicted): when it was evicted and
 // has not acknowledged it, it may be cut off from etcd too, never saw its
-// lease revoked, and decide until its lease guard stops it.
-func (s *Server) outwaitEvicted(from member.Member, start time.Time) {
+// lease revoked, and decide until its lease guard stops it. It reports
+// whether from acknowledged its eviction: it fenced every partition.
+func (s *Server) outwaitEvicted(from member.Member, start time.Time) bool {
 	waited, why := eviction.OutwaitEvicted(s.ctx, s.etcd, s.layout(), from.ID, from.Addr, start, evictedLeaseMargin)
 	if why != "not evicted" {
 		s.opts.Logger.Warn("the shard being taken over was evicted and did not answer: waited until it could not be deciding before deciding its partitions from zero",
 			"from", from.ID, "waited", waited.Round(time.Millisecond), "until", why)
 	}
+	return why == "acknowledged"
 }
 
 // healEvery is how often heal looks for stuck partitions. One found stuck

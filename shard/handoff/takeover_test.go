@@ -3,6 +3,7 @@ package handoff_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/shardlimit/shardlimit/shard"
 	"github.com/shardlimit/shardlimit/shard/creds"
 	"github.com/shardlimit/shardlimit/shard/etcd"
+	"github.com/shardlimit/shardlimit/shard/eviction"
 	"github.com/shardlimit/shardlimit/shard/handoff"
 	"github.com/shardlimit/shardlimit/shard/key"
 	"github.com/shardlimit/shardlimit/shard/mapstore"
@@ -206,8 +208,9 @@ func pin(t *testing.T, prefix string, p int, id string) {
 
 // registered is a member record in etcd under a lease of its own.
 type registered struct {
-	lease clientv3.LeaseID
-	cli   *clientv3.Client
+	lease   clientv3.LeaseID
+	cli     *clientv3.Client
+	started time.Time
 }
 
 // register registers member id, serving at addr, under prefix.
@@ -223,14 +226,15 @@ func register(t *testing.T, prefix, id, addr string) registered {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := member.Encode(member.Member{ID: id, Addr: addr, State: member.Serving, Started: time.Now()})
+	started := time.Now()
+	b, err := member.Encode(member.Member{ID: id, Addr: addr, State: member.Serving, Started: started})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli.Put(ctx, etcd.Layout(prefix).Member(id), string(b), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	return registered{lease: lease.ID, cli: cli}
+	return registered{lease: lease.ID, cli: cli, started: started}
 }
 
 // revoke revokes the record's lease, as etcd expires the lease of a
@@ -695,11 +699,64 @@ func (x *cutOwner) ExportStream(req *shardlimitv1.ExportStreamRequest, st grpc.S
 		return st.SendHeader(metadata.Pairs(handoff.FencedHeader, "1"))
 	}
 	if n == 2 {
+		// Healed before the record goes: a pull that follows the
+		// revoke finds the owner answering.
+		x.healed.Store(true)
 		done := make(chan struct{})
 		x.revoke <- done
 		<-done
-		x.healed.Store(true)
 	}
 	<-st.Context().Done() // the taker gives up on the silence
+	return st.Context().Err()
+}
+
+// A takeover whose owner was evicted and acknowledged it (it fenced every
+// partition: eviction.Ack) while the pull failed makes no last pull: the
+// owner decides nothing, and a cut that lasts would make the taker wait
+// out one more TakeoverTimeout before deciding (the fault suite's
+// shard_cut: the evicted shard's users decided elsewhere a second later).
+func TestTakeoverFromAnEvictionAcknowledgedPullsNoMore(t *testing.T) {
+	prefix := fmt.Sprintf("/test/%s/", t.Name())
+	sg, _ := startIn(t, prefix, "g", func(o *shard.Options) { o.TakeoverTimeout = 200 * time.Millisecond })
+	x := &silentOwner{}
+	addr := servePeer(t, x)
+	rec := register(t, prefix, "x", addr)
+	waitOwns(t, sg, "x")
+	// The eviction as the rebalance leader writes it, acknowledged as the
+	// evicted shard does once it fenced everything, then the revoke.
+	layout := etcd.Layout(prefix)
+	b, err := json.Marshal(eviction.Record{Shard: "x", Addr: addr, Started: rec.started, At: time.Now(), Hold: time.Minute, LeaseLeft: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := rec.cli.Put(ctx, layout.Eviction("x"), string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if acked, err := eviction.Ack(ctx, rec.cli, layout, "x", rec.started); !acked || err != nil {
+		t.Fatalf("ack: %v, %v", acked, err)
+	}
+	rec.revoke(t)
+	poll.Until(t, 20*time.Second, func() error {
+		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "timeout"}); n != 1 {
+			return fmt.Errorf("%v takeovers that ended timeout", n)
+		}
+		return nil
+	})
+	if n := x.pulls.Load(); n != 1 {
+		t.Fatalf("%d pulls reached the evicted owner, want 1 (no last pull once it acknowledged)", n)
+	}
+}
+
+// silentOwner is a shard's API whose ExportStream answers nothing, as
+// across a cut that lasts.
+type silentOwner struct {
+	shardlimitv1.UnimplementedShardServer
+	pulls atomic.Int32
+}
+
+func (x *silentOwner) ExportStream(_ *shardlimitv1.ExportStreamRequest, st grpc.ServerStreamingServer[shardlimitv1.ExportStreamResponse]) error {
+	x.pulls.Add(1)
+	<-st.Context().Done()
 	return st.Context().Err()
 }
