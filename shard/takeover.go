@@ -40,11 +40,12 @@ import (
 //     the routers' over-limit caches keep users over their limit denied);
 //   - previous owner stalled (SIGSTOP: it accepts connections and answers
 //     nothing): the pull gives up once the owner has sent nothing for
-//     TakeoverTimeout, and the partition counts from zero, or from what
-//     arrived. An owner that answers is waited for, however slowly its
-//     chunks come (a loaded machine): past its fence nobody decides the
-//     partition, and deciding it here from zero while its counters are on
-//     the way would let its users past their limits.
+//     TakeoverTimeout (twice: takeOver's last pull), and the partition
+//     counts from zero, or from what arrived. An owner that answers is
+//     waited for, however slowly its chunks come (a loaded machine): past
+//     its fence nobody decides the partition, and deciding it here from
+//     zero while its counters are on the way would let its users past
+//     their limits.
 //
 // A takeover that an owner table asked for, from an owner that did not
 // answer (or whose address a process started since answered: the
