@@ -37,7 +37,8 @@ type Set struct {
 	switched []bool
 	// fencing counts, by partition, the takers' fenced pulls that asked
 	// for it and wait here (FenceDecided to FenceEnded): a step that
-	// makes it decided meanwhile fences it at once (fenceWaited).
+	// makes it decided meanwhile fences it at once (fenceWaited), and a
+	// drop keeps its counters for them.
 	fencing []uint16
 }
 
@@ -70,13 +71,12 @@ func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 			if e.Kind == partition.FinalPulled || e.Kind == partition.FencedPulled {
 				e.Is = s.known[p].ID
 			}
+			next[i], fx.each[i] = partition.Step(s.parts[p], e)
 			if e.Kind == partition.Drop && s.fencing[p] > 0 {
 				// A taker's fenced pull waiting here reads its
 				// counters: keep them (they expire as any key does).
-				next[i] = s.parts[p]
-				continue
+				fx.each[i] &^= partition.ForgetCounters
 			}
-			next[i], fx.each[i] = partition.Step(s.parts[p], e)
 			fx.all |= fx.each[i]
 		}
 	}

@@ -862,10 +862,10 @@ func TestATableTakeoverFromASilentOwnerSweeps(t *testing.T) {
 	}
 }
 
-// A drop keeps a partition that a taker's fenced pull waiting here asked
-// for: the export reads its counters once it stops waiting (a rejoining
-// shard's drop forgot them, and the taker read zero). Once the pull
-// ended, a drop forgets it.
+// A drop keeps the counters of a partition that a taker's fenced pull
+// waiting here asked for, and unowns it: the export reads the counters
+// once it stops waiting (a rejoining shard's drop forgot them, and the
+// taker read zero). Once the pull ended, a drop forgets them.
 func TestDropKeepsWhatAWaitingFencedPullAskedFor(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Step([]uint32{3}, ev(partition.FencedPulled))
@@ -875,8 +875,8 @@ func TestDropKeepsWhatAWaitingFencedPullAskedFor(t *testing.T) {
 		t.Fatalf("state %v, want owned", s.State(3))
 	}
 	s.FenceDecided(parts)
-	if fx := s.Step(parts, ev(partition.Drop)); fx.Of(partition.ForgetCounters) != nil || s.State(3) != partition.Fenced {
-		t.Fatalf("a drop while a fenced pull waits: forgot %v, state %v; want nothing forgotten, fenced", fx.Of(partition.ForgetCounters), s.State(3))
+	if fx := s.Step(parts, ev(partition.Drop)); fx.Of(partition.ForgetCounters) != nil || s.State(3) != partition.Unowned {
+		t.Fatalf("a drop while a fenced pull waits: forgot %v, state %v; want nothing forgotten, unowned", fx.Of(partition.ForgetCounters), s.State(3))
 	}
 	s.FenceEnded(parts)
 	if fx := s.Step(parts, ev(partition.Drop)); !slices.Equal(fx.Of(partition.ForgetCounters), parts) || s.State(3) != partition.Unowned {

@@ -287,7 +287,7 @@ func (s *shard) takeOverFrom(tk ownership.Takeover, began int64, last bool) {
 			// Neither refused nor fenced: the owner may be deciding, cut
 			// off from this shard.
 			switch {
-			case w.own(src) != "":
+			case w.holdsRecord(tk.From):
 				// It still holds its record: pull again.
 				if w.cfg.Trace {
 					w.logf("%s: pull of %v from %s failed unfenced; it holds its record: again", s.id, parts, from)

@@ -417,6 +417,12 @@ func (w *world) own(s *shard) member.State {
 	return w.members[s.id]
 }
 
+// holdsRecord reports whether etcd holds from's record, as the host's
+// holdsRecord: the incarnation it names, when it names one.
+func (w *world) holdsRecord(from member.Member) bool {
+	return w.members[from.ID] != "" && (from.Started.IsZero() || started(w.leases[from.ID]).Equal(from.Started))
+}
+
 // count returns how many shards etcd holds in state st.
 func (w *world) count(st member.State) int {
 	n := 0
