@@ -641,6 +641,30 @@ func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
 	}
 }
 
+// A partition final-copied to b whose switch gave it to a third shard (b's
+// join switched after this shard lost its lease, and the owner function
+// gave this shard's partitions to c) keeps its counters here: c takes it
+// over from this shard, its previous owner (the simulation's seed 12762,
+// every hit of a partition lost). A table since that gives it to b lets
+// it go.
+func TestDroppingKeepsWhatTheSwitchGaveAThirdShard(t *testing.T) {
+	s := ownership.New(partitions)
+	ab := table(t, "a")
+	s.Apply("a", nil, ab)
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FencedPulled})
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	c := table(t, "c")
+	s.Apply("a", ab, c)
+	if drop, back := s.Dropping("a", c, []uint32{2}); drop != nil || back != nil || s.State(2) != partition.Fenced {
+		t.Fatalf("a table since giving it to c: drop %v, recalls %v, state %v; want it kept, fenced", drop, back, s.State(2))
+	}
+	b := table(t, "b")
+	s.Apply("a", c, b)
+	if drop, back := s.Dropping("a", b, []uint32{2}); len(drop) != 1 || back != nil {
+		t.Fatalf("a table since giving it to b: drop %v, recalls %v; want it dropped", drop, back)
+	}
+}
+
 // A final copy from b that arrives after the owner table moved the
 // partition from b to a third shard (b lost its lease, c takes it over
 // from b) is not decided here: Step names the table's owner (Event.Is).

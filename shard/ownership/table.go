@@ -122,7 +122,10 @@ func memberIndex(t *shardmap.Table, id string) int {
 // too, counters and all, one that forwards no more but is Fenced: fenced
 // again since the final copy (taken back, then fenced by a lost lease or
 // a taker's pull), its counters here may be the newest, which a taker
-// has yet to pull.
+// has yet to pull; and one that forwards to a shard that t does not give
+// it to either: the switch gave it to a third shard (this shard lost its
+// lease meanwhile, and the owner function moved its partitions), which
+// takes it over from here.
 func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -131,12 +134,16 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 		if int(p) >= len(s.parts) {
 			continue
 		}
-		_, fwd := s.parts[p].Forwards()
-		if t != nil && int(p) < t.Partitions() && s.fencedAt[p] < s.tables && t.Owns(int(p), me) {
+		to, fwd := s.parts[p].Forwards()
+		switched := t != nil && int(p) < t.Partitions() && s.fencedAt[p] < s.tables
+		if switched && t.Owns(int(p), me) {
 			if fwd {
 				back = append(back, p)
 			}
 			continue
+		}
+		if switched && fwd && !t.Owns(int(p), to.ID) {
+			continue // the switch gave it to a third shard, which takes it over from here
 		}
 		if !fwd && s.parts[p].State == partition.Fenced {
 			continue // fenced since the final copy: its counters here may be the newest

@@ -48,7 +48,9 @@
 //     taken back from the destination (Recall: ownership's Dropping), or
 //     kept, counters and all, if it forwards no more; and so is one
 //     fenced again since the final copy (its counters here may be the
-//     newest, for a taker to pull).
+//     newest, for a taker to pull), and one that the switch gave to a
+//     third shard (the source lost its lease meanwhile), which takes it
+//     over from the source.
 //
 // So each moving partition has one decider at every instant: the source
 // until its fence, then the destination, directly or through the source's

@@ -445,7 +445,15 @@ func (w *world) publish() {
 		w.logf("etcd: table %d: %s", w.mapVer, owners(t))
 	}
 	for p := range w.cfg.Partitions {
-		if o, ok := t.Owner(p); ok && !w.shard(o.ID).alive(w.leases[o.ID]) {
+		switch o, ok := t.Owner(p); {
+		case !ok:
+			// No shard serves (the last one drained, or every lease was
+			// lost): what a shard whose lease was lost holds, giving it
+			// back, goes to nobody, and a shard that joins the empty
+			// cluster counts from zero, by design.
+			w.lose(p)
+			w.gone[p] = true
+		case !w.shard(o.ID).alive(w.leases[o.ID]):
 			// Routed to a crashed shard (its record outlives it until its
 			// lease ends, even once a new process runs at its address,
 			// unregistered): from zero, by design.

@@ -153,6 +153,8 @@ var cutRegressions = []regression{
 	{33, 1533, "a takeover pulled again from an owner cut off from it while it held its record; the cut healed, the owner's lease was lost, and the pull under way failed: the taker decided, while the owner, which had not noticed, passed its lease guard (its peers answered) and decided on (once the record goes, a pull that failed unfenced is made once more)"},
 	{1916, 1132, "the same, the only pull failed by a lost message, the record gone meanwhile"},
 	{1830, 1580, "fixed by the same change (its trace not read)"},
+	{12762, 764, "a joiner's final copy from a shard that lost its lease meanwhile switched a table that gave the partition to a third shard, which took it over from the source; the join's drop had the source forget it first (ownership.Set.Dropping keeps it)"},
+	{6244, 626, "the checker's: the last serving shard drained while a shard whose lease was lost held a partition's counters, giving them back to it; a shard that joined the empty cluster counted from zero, by design (publish marks a table that names no owner)"},
 }
 
 func TestRegressionsWithCuts(t *testing.T) {
