@@ -483,7 +483,9 @@ func ownedIn(t *shardmap.Table, id string, parts []uint32) []uint32 {
 // mid-join) had its partitions taken over here, with their counters,
 // which the join must not forget (the robustness suite, seed 50: they
 // were dropped, left undecided until heal, and counted from zero). It
-// holds the view so that no takeover starts meanwhile.
+// holds the view so that no takeover starts meanwhile. The counters of a
+// partition fenced by the lost lease stay (ownership.Set's drop): a taker
+// cut off from this shard may have yet to pull them.
 func (s *Server) dropNotOwned(t *shardmap.Table) int {
 	s.view.mu.Lock()
 	defer s.view.mu.Unlock()

@@ -27,10 +27,12 @@
 // step: from the pull's arrival on, none of them is decided here, so that
 // a taker that gives up waiting and decides from what arrived does not
 // decide beside this shard; a drop meanwhile (a rejoining shard's, of
-// what its table gives others) keeps them, as the export reads their
-// counters once it stops waiting. (A pull that never arrives fences nothing: a
-// taker that gives up on an owner it cannot reach relies on that owner's
-// lease.) Suspend stops every decision while the shard's lease is
+// what its table gives others) keeps their counters, as the export reads
+// them once it stops waiting. So does a drop of a partition fenced here
+// without a forward (a lost lease, a taker's pull): a taker may have yet
+// to pull them, across a cut. (A pull that never arrives fences nothing:
+// a taker that gives up on an owner it cannot reach relies on that
+// owner's lease.) Suspend stops every decision while the shard's lease is
 // unconfirmed past its time, keeping the states; Leave stops them, and
 // the tables' steps, while the shard is not registered (Enter).
 //

@@ -38,7 +38,7 @@ type Set struct {
 	// fencing counts, by partition, the takers' fenced pulls that asked
 	// for it and wait here (FenceDecided to FenceEnded): a step that
 	// makes it decided meanwhile fences it at once (fenceWaited), and a
-	// drop keeps its counters for them.
+	// drop keeps its counters for them (stepAll).
 	fencing []uint16
 }
 
@@ -71,10 +71,15 @@ func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 			if e.Kind == partition.FinalPulled || e.Kind == partition.FencedPulled {
 				e.Is = s.known[p].ID
 			}
+			_, fwd := s.parts[p].Forwards()
+			fenced := s.parts[p].State == partition.Fenced && !fwd
 			next[i], fx.each[i] = partition.Step(s.parts[p], e)
-			if e.Kind == partition.Drop && s.fencing[p] > 0 {
+			if e.Kind == partition.Drop && (s.fencing[p] > 0 || fenced) {
 				// A taker's fenced pull waiting here reads its
-				// counters: keep them (they expire as any key does).
+				// counters; or one may come: fenced here, not forwarded
+				// (a lost lease, a taker's pull that may have failed),
+				// its counters may be the newest. Keep them (they
+				// expire as any key does).
 				fx.each[i] &^= partition.ForgetCounters
 			}
 			fx.all |= fx.each[i]

@@ -641,6 +641,25 @@ func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
 	}
 }
 
+// A drop keeps the counters of a partition fenced here without a forward
+// (by a lost lease, or a taker's pull): a taker may have yet to pull them
+// (a shard that lost its lease rejoined and forgot, at its join, the
+// partition a final copy had brought it ahead of a switch, which its taker
+// was still pulling again across a cut: the simulation's seed 45488). It
+// unowns it, and a drop after that forgets them.
+func TestDropKeepsWhatWasFencedHere(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "a"))
+	parts := []uint32{3}
+	s.Step(parts, ev(partition.FencedExport))
+	if fx := s.Step(parts, ev(partition.Drop)); fx.Of(partition.ForgetCounters) != nil || s.State(3) != partition.Unowned {
+		t.Fatalf("a drop of a fenced partition: forgot %v, state %v; want nothing forgotten, unowned", fx.Of(partition.ForgetCounters), s.State(3))
+	}
+	if fx := s.Step(parts, ev(partition.Drop)); !slices.Equal(fx.Of(partition.ForgetCounters), parts) {
+		t.Fatalf("a drop of an unowned partition: forgot %v, want %v", fx.Of(partition.ForgetCounters), parts)
+	}
+}
+
 // A partition final-copied to b whose switch gave it to a third shard (b's
 // join switched after this shard lost its lease, and the owner function
 // gave this shard's partitions to c) keeps its counters here: c takes it
