@@ -486,16 +486,10 @@ func (s *Server) confirmOwned(parts []uint32) ([]uint32, []member.Member, error)
 
 // takeBack makes those of parts that are neither decided nor being taken
 // over Pending, takes them over with a fence from each of from, and
-// returns them; with nobody to take them from, it decides them at once.
+// returns them; with nobody to take them from, Reclaim decides them at
+// once (or leaves them to a takeover of them still under way).
 func (s *Server) takeBack(parts []uint32, from []member.Member) []uint32 {
 	parts = s.owned.Reclaim(parts, len(from))
-	if len(parts) == 0 {
-		return nil
-	}
-	if len(from) == 0 {
-		s.owned.Step(parts, partition.Event{Kind: partition.TakeoverEnded}) // nobody else can hold them
-		return parts
-	}
 	for _, m := range from {
 		go s.takeOver(ownership.Takeover{From: m, Partitions: parts})
 	}

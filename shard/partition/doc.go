@@ -216,6 +216,8 @@
 //	                 Pending, last taker   Owned                    Wake
 //	                 or sweep
 //	Reclaim          Fenced / Unowned      Pending, Takers+n
+//	                 with n = 0 and no     Owned                    Wake
+//	                 takeover under way
 //	Recall           Fenced, forwarding    Pending, Takers+1        TakeOver (from To)
 //
 // Any step that takes a partition out of Pending or Receiving also has

@@ -280,7 +280,16 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{State: Owned, Pulled: p.Pulled, From: p.From}
 		}
 	case Reclaim:
-		if p.Stuck() {
+		switch {
+		case !p.Stuck():
+		case e.Takers == 0 && p.Takers == 0:
+			// Nobody to take it from, and no takeover under way: decided
+			// here at once.
+			p = Partition{State: Owned, Pulled: p.Pulled, From: p.From}
+			fx = Wake
+		default:
+			// A takeover still under way (a fence overtook it) ends it
+			// too: its TakeoverEnded is its own, not one of these.
 			p = Partition{State: Pending, Pulled: p.Pulled, From: p.From, Takers: p.Takers + uint16(e.Takers)}
 		}
 	case Recall:

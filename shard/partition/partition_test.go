@@ -80,6 +80,8 @@ func TestStep(t *testing.T) {
 		{"gained again while swept: the sweeps go on", Partition{State: Pending, Sweeps: 1}, Event{Kind: OwnerChanged, Me: "a", Was: "b", Is: "a"}, Partition{State: Pending, Takers: 1, Sweeps: 1}, TakeOver},
 		{"reclaim a stuck one", Partition{State: Fenced}, Event{Kind: Reclaim, Takers: 2}, Partition{State: Pending, Takers: 2}, 0},
 		{"reclaim leaves a decided one", Partition{State: Owned}, Event{Kind: Reclaim, Takers: 2}, Partition{State: Owned}, 0},
+		{"reclaim from nobody decides a stuck one", Partition{State: Fenced}, Event{Kind: Reclaim}, Partition{State: Owned}, Wake},
+		{"reclaim from nobody leaves one whose takeover is under way to it", Partition{State: Fenced, Takers: 1}, Event{Kind: Reclaim}, Partition{State: Pending, Takers: 1}, Wake},
 	} {
 		got, fx := Step(tc.from, tc.e)
 		if !same(got, tc.want) || fx != tc.fx {

@@ -577,10 +577,6 @@ func (s *shard) takeBack(parts []uint32, from []string) {
 	if len(parts) == 0 {
 		return
 	}
-	if len(from) == 0 {
-		s.step(parts, partition.Event{Kind: partition.TakeoverEnded}, 0)
-		return
-	}
 	for _, m := range from {
 		s.takeOver(ownership.Takeover{From: member.Member{ID: m, Addr: m}, Partitions: parts})
 	}
