@@ -347,7 +347,8 @@ const evictedLeaseMargin = 2 * time.Second
 // lease revoked, and decide until its lease guard stops it. It reports
 // whether from acknowledged its eviction: it fenced every partition.
 func (s *Server) outwaitEvicted(from member.Member, start time.Time) bool {
-	waited, why := eviction.OutwaitEvicted(s.ctx, s.etcd, s.layout(), from.ID, from.Addr, start, evictedLeaseMargin)
+	waited, why := eviction.OutwaitEvicted(s.ctx, s.etcd, s.layout(),
+		eviction.Registered{ID: from.ID, Addr: from.Addr, Started: from.Started}, start, evictedLeaseMargin)
 	if why != "not evicted" {
 		s.opts.Logger.Warn("the shard being taken over was evicted and did not answer: waited until it could not be deciding before deciding its partitions from zero",
 			"from", from.ID, "waited", waited.Round(time.Millisecond), "until", why)

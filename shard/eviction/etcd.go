@@ -269,15 +269,20 @@ type ack struct {
 	At    time.Time `json:"at"`
 }
 
-// OutwaitEvicted returns once the owner id at addr, whose pull a taker
-// began at start went unanswered, cannot be deciding any more: at once
-// when it was not evicted (an expired lease: its own lease guard stopped
-// it before the expiry) or has acknowledged its eviction (Ack); else once
+// OutwaitEvicted returns once owner (its id, address and, unless zero,
+// its process's start), whose pull a taker began at start went
+// unanswered, cannot be deciding any more: at once when it was not
+// evicted (an expired lease: its own lease guard stopped it before the
+// expiry; or the eviction is another process's, at another address or
+// started at another time: a process restarted since at the address,
+// whose predecessor's acknowledgement says nothing of it) or has
+// acknowledged its eviction (Ack); else once
 // what its lease had left at the eviction (Record.LeaseLeft), and margin,
 // have passed since start (the takeover began after the revoke), for an
 // owner cut off from etcd too never saw the revoke and decides until its
 // lease guard stops it. It reports how long it waited, and why.
-func OutwaitEvicted(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, id, addr string, start time.Time, margin time.Duration) (time.Duration, string) {
+func OutwaitEvicted(ctx context.Context, cli *clientv3.Client, layout etcd.Layout, owner Registered, start time.Time, margin time.Duration) (time.Duration, string) {
+	id := owner.ID
 	began := time.Now()
 	var deadline time.Time
 	for {
@@ -290,7 +295,7 @@ func OutwaitEvicted(ctx context.Context, cli *clientv3.Client, layout etcd.Layou
 				return time.Since(began), "not evicted"
 			}
 			rec, err := decodeRecord(recs[0].Value)
-			if err != nil || rec.Addr != addr {
+			if err != nil || rec.Addr != owner.Addr || !owner.Started.IsZero() && !rec.Started.Equal(owner.Started) {
 				return time.Since(began), "not evicted"
 			}
 			var a ack

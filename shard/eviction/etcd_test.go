@@ -73,10 +73,10 @@ func TestReportEvictHold(t *testing.T) {
 	}
 	// A taker whose pull from b went unanswered waits out b's lease, unless
 	// b acknowledged its eviction; one from another address does not wait.
-	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, "b", "b:2", time.Now(), time.Minute); why != "not evicted" {
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, eviction.Registered{ID: "b", Addr: "b:2", Started: started}, time.Now(), time.Minute); why != "not evicted" {
 		t.Errorf("an owner at another address: %s, want not evicted", why)
 	}
-	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, "b", "b:1", time.Now().Add(-rec.LeaseLeft-time.Second), time.Second); why != "its lease ran out" {
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, eviction.Registered{ID: "b", Addr: "b:1", Started: started}, time.Now().Add(-rec.LeaseLeft-time.Second), time.Second); why != "its lease ran out" {
 		t.Errorf("past b's lease: %s, want its lease ran out", why)
 	}
 	if acked, err := eviction.Ack(ctx, cli, layout, "b", started.Add(time.Second)); acked || err != nil {
@@ -85,8 +85,13 @@ func TestReportEvictHold(t *testing.T) {
 	if acked, err := eviction.Ack(ctx, cli, layout, "b", started); !acked || err != nil {
 		t.Fatalf("b could not acknowledge its eviction: %v, %v", acked, err)
 	}
-	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, "b", "b:1", time.Now(), time.Minute); why != "acknowledged" {
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, eviction.Registered{ID: "b", Addr: "b:1", Started: started}, time.Now(), time.Minute); why != "acknowledged" {
 		t.Errorf("after b's acknowledgement: %s, want acknowledged", why)
+	}
+	// A process of b started since at its address: neither the eviction
+	// nor its acknowledgement is its own.
+	if _, why := eviction.OutwaitEvicted(ctx, cli, layout, eviction.Registered{ID: "b", Addr: "b:1", Started: started.Add(time.Second)}, time.Now(), time.Minute); why != "not evicted" {
+		t.Errorf("a process started since at b's address: %s, want not evicted", why)
 	}
 	select {
 	case <-lost["b"]:
