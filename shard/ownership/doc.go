@@ -29,8 +29,9 @@
 // decide beside this shard; a drop meanwhile (a rejoining shard's, of
 // what its table gives others) keeps their counters, as the export reads
 // them once it stops waiting. So does a drop of a partition fenced here
-// without a forward (a lost lease, a taker's pull): a taker may have yet
-// to pull them, across a cut. (A pull that never arrives fences nothing:
+// without a forward (a lost lease, a taker's pull), or forwarded to a
+// shard that no table has given it since (the switch gave it to a third
+// shard): a taker may have yet to pull them, across a cut. (A pull that never arrives fences nothing:
 // a taker that gives up on an owner it cannot reach relies on that
 // owner's lease.) Suspend stops every decision while the shard's lease is
 // unconfirmed past its time, keeping the states; Leave stops them, and

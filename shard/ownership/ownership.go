@@ -72,14 +72,16 @@ func (s *Set) stepAll(parts []uint32, e partition.Event) Effects {
 				e.Is = s.known[p].ID
 			}
 			_, fwd := s.parts[p].Forwards()
-			fenced := s.parts[p].State == partition.Fenced && !fwd
+			fenced := s.parts[p].State == partition.Fenced && (!fwd || !s.switched[p])
 			next[i], fx.each[i] = partition.Step(s.parts[p], e)
 			if e.Kind == partition.Drop && (s.fencing[p] > 0 || fenced) {
 				// A taker's fenced pull waiting here reads its
-				// counters; or one may come: fenced here, not forwarded
-				// (a lost lease, a taker's pull that may have failed),
-				// its counters may be the newest. Keep them (they
-				// expire as any key does).
+				// counters; or one may come: fenced here and not
+				// forwarded (a lost lease, a taker's pull that may have
+				// failed), or forwarded to a shard that no table has
+				// given it since (a third shard takes it over from
+				// here), its counters may be the newest. Keep them
+				// (they expire as any key does).
 				fx.each[i] &^= partition.ForgetCounters
 			}
 			fx.all |= fx.each[i]
@@ -290,9 +292,13 @@ func (s *Set) Suspend() bool {
 }
 
 // Resume ends Suspend: the partitions are decided by their states again.
-// It reports whether the set was suspended.
+// It reports whether the set was suspended. Out of the cluster (Leave),
+// it does nothing: only Enter ends that (a lease guard that found the
+// lease confirmed may call it just after the lease was lost).
 func (s *Set) Resume() bool {
-	return s.suspended.Swap(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.out && s.suspended.Swap(false)
 }
 
 // Leave takes the shard out of the cluster until Enter: it decides

@@ -658,6 +658,19 @@ func TestDropKeepsWhatWasFencedHere(t *testing.T) {
 	if fx := s.Step(parts, ev(partition.Drop)); !slices.Equal(fx.Of(partition.ForgetCounters), parts) {
 		t.Fatalf("a drop of an unowned partition: forgot %v, want %v", fx.Of(partition.ForgetCounters), parts)
 	}
+	// Forwarded by a final copy to b: kept until a table gives it to b
+	// (a third shard may take it over from here), forgotten after.
+	s.Step(parts, ev(partition.FencedPulled))
+	s.Step(parts, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	if fx := s.Step(parts, ev(partition.Drop)); fx.Of(partition.ForgetCounters) != nil {
+		t.Fatalf("a drop of a partition forwarded to b, no table giving it to b since: forgot %v, want nothing", fx.Of(partition.ForgetCounters))
+	}
+	s.Step(parts, ev(partition.FencedPulled))
+	s.Step(parts, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s.Apply("a", table(t, "a"), table(t, "b"))
+	if fx := s.Step(parts, ev(partition.Drop)); !slices.Equal(fx.Of(partition.ForgetCounters), parts) {
+		t.Fatalf("a drop of a partition forwarded to b once a table gave it to b: forgot %v, want %v", fx.Of(partition.ForgetCounters), parts)
+	}
 }
 
 // A partition final-copied to b whose switch gave it to a third shard (b's
@@ -681,6 +694,17 @@ func TestDroppingKeepsWhatTheSwitchGaveAThirdShard(t *testing.T) {
 	s.Apply("a", c, b)
 	if drop, back := s.Dropping("a", b, []uint32{2}); len(drop) != 1 || back != nil {
 		t.Fatalf("a table since giving it to b: drop %v, recalls %v; want it dropped", drop, back)
+	}
+	// Switched to b, then moved on to c: its counters went to b, and c
+	// takes it over from there. Dropped.
+	s = ownership.New(partitions)
+	s.Apply("a", nil, ab)
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FencedPulled})
+	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s.Apply("a", ab, b)
+	s.Apply("a", b, c)
+	if drop, back := s.Dropping("a", c, []uint32{2}); len(drop) != 1 || back != nil {
+		t.Fatalf("switched to b, then moved on to c: drop %v, recalls %v; want it dropped", drop, back)
 	}
 }
 
@@ -924,5 +948,20 @@ func TestDropKeepsWhatAWaitingFencedPullAskedFor(t *testing.T) {
 	s.FenceEnded(parts)
 	if fx := s.Step(parts, ev(partition.Drop)); !slices.Equal(fx.Of(partition.ForgetCounters), parts) || s.State(3) != partition.Unowned {
 		t.Fatalf("a drop once the pull ended: forgot %v, state %v; want %v forgotten, unowned", fx.Of(partition.ForgetCounters), s.State(3), parts)
+	}
+}
+
+// Out of the cluster, Resume decides nothing again: a lease guard that
+// found the lease confirmed just before it was lost must not undo Leave.
+func TestResumeDoesNotEndLeave(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "a"))
+	s.Leave()
+	if s.Resume() || !s.Suspended() {
+		t.Fatalf("Resume after Leave: suspended %v, want still suspended", s.Suspended())
+	}
+	s.Enter()
+	if s.Suspended() {
+		t.Fatal("suspended after Enter")
 	}
 }

@@ -122,10 +122,11 @@ func memberIndex(t *shardmap.Table, id string) int {
 // too, counters and all, one that forwards no more but is Fenced: fenced
 // again since the final copy (taken back, then fenced by a lost lease or
 // a taker's pull), its counters here may be the newest, which a taker
-// has yet to pull; and one that forwards to a shard that t does not give
-// it to either: the switch gave it to a third shard (this shard lost its
-// lease meanwhile, and the owner function moved its partitions), which
-// takes it over from here.
+// has yet to pull; and one that forwards to a shard that no table since
+// gave it to (t neither): the switch gave it to a third shard (this shard
+// lost its lease meanwhile, and the owner function moved its partitions),
+// which takes it over from here. One whose switch reached the
+// destination, since moved on, is dropped: its counters went there.
 func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uint32, recalls []Takeover) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,7 +143,7 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 			}
 			continue
 		}
-		if switched && fwd && !t.Owns(int(p), to.ID) {
+		if switched && fwd && !t.Owns(int(p), to.ID) && !s.switched[p] {
 			continue // the switch gave it to a third shard, which takes it over from here
 		}
 		if !fwd && s.parts[p].State == partition.Fenced {
