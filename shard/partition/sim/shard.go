@@ -332,7 +332,7 @@ func (s *shard) takeOverFrom(tk ownership.Takeover, began int64, last bool) {
 		}
 		if swept := fx.Of(partition.TakeOver); len(swept) > 0 {
 			for _, o := range others {
-				s.takeOver(ownership.Takeover{From: member.Member{ID: o, Addr: o}, Partitions: swept, Sweep: true})
+				s.takeOver(ownership.Takeover{From: w.record(o), Partitions: swept, Sweep: true})
 			}
 		}
 	})
@@ -578,6 +578,6 @@ func (s *shard) takeBack(parts []uint32, from []string) {
 		return
 	}
 	for _, m := range from {
-		s.takeOver(ownership.Takeover{From: member.Member{ID: m, Addr: m}, Partitions: parts})
+		s.takeOver(ownership.Takeover{From: s.w.record(m), Partitions: parts})
 	}
 }

@@ -417,6 +417,17 @@ func (w *world) own(s *shard) member.State {
 	return w.members[s.id]
 }
 
+// record is shard id's member record as etcd holds it now, with the
+// incarnation that holds it (none: no start), as the host's takeovers of
+// the members it follows name it.
+func (w *world) record(id string) member.Member {
+	m := member.Member{ID: id, Addr: id}
+	if w.members[id] != "" {
+		m.Started = started(w.leases[id])
+	}
+	return m
+}
+
 // holdsRecord reports whether etcd holds from's record, as the host's
 // holdsRecord: the incarnation it names, when it names one.
 func (w *world) holdsRecord(from member.Member) bool {
