@@ -96,7 +96,10 @@
 // by design the checker did not know: the last serving shard drained
 // while a shard whose lease was lost held counters it could give nobody,
 // and a shard that joined the empty cluster counted from zero (3121,
-// 6160, 6244, 12336, 12403). None of seeds 0 to 72999 fails with both; a
+// 6160, 6244, 12336, 12403). A review then found, with both, two
+// deciders after heal took a partition back from nobody while a
+// takeover of it still ran (81345: Reclaim from nobody decides only with
+// no takeover under way). None of seeds 0 to 159999 fails with both; a
 // takeover pulling again keeps a reset by design under way until it
 // ends (seed 1532 with both).
 //
