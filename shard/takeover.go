@@ -491,6 +491,9 @@ func (s *Server) confirmOwned(parts []uint32) ([]uint32, []member.Member, error)
 // once (or leaves them to a takeover of them still under way).
 func (s *Server) takeBack(parts []uint32, from []member.Member) []uint32 {
 	parts = s.owned.Reclaim(parts, len(from))
+	if len(parts) == 0 {
+		return nil // none to take back: no takeover (an empty pull is refused, and made again)
+	}
 	for _, m := range from {
 		go s.takeOver(ownership.Takeover{From: m, Partitions: parts})
 	}

@@ -478,7 +478,8 @@ func (s *Set) recall(parts []uint32, requester string) []Takeover {
 
 // Reclaim steps those of parts still Stuck through partition.Reclaim,
 // each waiting for takers takeovers (each ends with TakeoverEnded), and
-// returns them.
+// returns them. With takers 0 (nobody to take them from) it decides each
+// at once, unless a takeover or sweep of it is still under way.
 func (s *Set) Reclaim(parts []uint32, takers int) []uint32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -217,11 +217,14 @@
 //	                 or sweep
 //	Reclaim          Fenced / Unowned      Pending, Takers+n
 //	                 with n = 0 and no     Owned                    Wake
-//	                 takeover under way
+//	                 takeover or sweep
+//	                 under way
 //	Recall           Fenced, forwarding    Pending, Takers+1        TakeOver (from To)
 //
-// Any step that takes a partition out of Pending or Receiving also has
-// the effect Wake. A partition is Settling (its checks forwarded here and
+// Any step that changes the state of a Settling partition (below) also
+// has the effect Wake. Sweeps under way are counted across every step
+// but their own ends (TakeoverEnded with Sweep), whatever the partition
+// goes through meanwhile, as takeovers under way are (Takers). A partition is Settling (its checks forwarded here and
 // its exports wait) while Pending (unless only sweeps are under way: no
 // counters are known to be on their way, and a shard taking it over from
 // here in turn must not wait for a sweep that waits for it), Receiving,

@@ -282,9 +282,9 @@ func Step(p Partition, e Event) (Partition, Effect) {
 	case Reclaim:
 		switch {
 		case !p.Stuck():
-		case e.Takers == 0 && p.Takers == 0:
-			// Nobody to take it from, and no takeover under way: decided
-			// here at once.
+		case e.Takers == 0 && p.Takers == 0 && p.Sweeps == 0:
+			// Nobody to take it from, and no takeover or sweep under
+			// way: decided here at once.
 			p = Partition{State: Owned, Pulled: p.Pulled, From: p.From}
 			fx = Wake
 		default:
@@ -297,6 +297,13 @@ func Step(p Partition, e Event) (Partition, Effect) {
 			p = Partition{State: Pending, Takers: p.Takers + 1}
 			fx = TakeOver
 		}
+	}
+	if e.Kind != TakeoverEnded {
+		// Sweeps under way end with their own TakeoverEnded, whatever
+		// the partition went through meanwhile: counted across every
+		// step, so that none ends a later takeover's sweeps in their
+		// place.
+		p.Sweeps = was.Sweeps
 	}
 	if was.Settling() && p.State != was.State {
 		fx |= Wake

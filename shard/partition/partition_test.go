@@ -82,6 +82,8 @@ func TestStep(t *testing.T) {
 		{"reclaim leaves a decided one", Partition{State: Owned}, Event{Kind: Reclaim, Takers: 2}, Partition{State: Owned}, 0},
 		{"reclaim from nobody decides a stuck one", Partition{State: Fenced}, Event{Kind: Reclaim}, Partition{State: Owned}, Wake},
 		{"reclaim from nobody leaves one whose takeover is under way to it", Partition{State: Fenced, Takers: 1}, Event{Kind: Reclaim}, Partition{State: Pending, Takers: 1}, Wake},
+		{"reclaim from nobody leaves one whose sweeps are under way to them", Partition{State: Fenced, Sweeps: 2}, Event{Kind: Reclaim}, Partition{State: Pending, Sweeps: 2}, 0},
+		{"a fence keeps the sweeps under way", Partition{State: Pending, Sweeps: 2}, Event{Kind: FencedExport}, Partition{State: Fenced, Sweeps: 2}, EndJournal},
 	} {
 		got, fx := Step(tc.from, tc.e)
 		if !same(got, tc.want) || fx != tc.fx {
