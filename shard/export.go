@@ -108,7 +108,7 @@ func (s *Server) ExportStream(req *shardlimitv1.ExportStreamRequest, stream grpc
 		// them all. Wait, too, for this shard's table to catch up with
 		// the taker's (ownership.Set.Behind), for a while: within the
 		// taker's silence timeout, however far the tables moved on.
-		s.perform(s.owned.FenceDecided(req.Partitions), int(req.PartitionCount), req.HandoffId)
+		s.perform(s.owned.FenceDecided(req.Partitions, s.member(req.RequesterId)), int(req.PartitionCount), req.HandoffId)
 		defer s.owned.FenceEnded(req.Partitions)
 		// Say so before any wait, and when this process started: a taker
 		// whose pull fails without this word pulls again while this

@@ -135,6 +135,19 @@ func (s *Server) Owners() *shardmap.Table {
 	return s.view.table
 }
 
+// member returns the record of member id that the shard follows; zero
+// when it follows none.
+func (s *Server) member(id string) member.Member {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	for _, m := range s.view.members {
+		if m.ID == id {
+			return m
+		}
+	}
+	return member.Member{}
+}
+
 // othersThan returns the members whose records the shard follows, but
 // itself and from: those a takeover from from sweeps.
 func (s *Server) othersThan(from member.Member) []member.Member {
@@ -383,7 +396,8 @@ const healConfirmTimeout = time.Second
 // hand-off whose switch never came, would otherwise leave them answered
 // by policy for good. Not knowing who holds their counters, it pulls them
 // with a fence from every other serving member, and from the shards they
-// were forwarded to.
+// were forwarded to, and from the last taker that fenced them here (one
+// that lost its lease since may decide them as its takeover ends).
 //
 // It takes back only what etcd confirms now (confirmOwned): a shard cut
 // off from etcd still sees itself a member after its lease is lost, and
@@ -458,8 +472,10 @@ func (s *Server) stuckTwice(now time.Time) (again []uint32, since map[uint32]tim
 	}
 	// A partition a planned hand-off fenced here whose switch never came
 	// forwarded its checks to a shard that may not be in the table (a
-	// joining one): its counters are there too.
-	for _, to := range s.owned.ForwardTargets(again) {
+	// joining one): its counters are there too. And a taker that fenced
+	// one here, then lost its lease, may hold its counters, and decide it
+	// as its takeover ends (the simulation's seed 207706).
+	for _, to := range append(s.owned.ForwardTargets(again), s.owned.FencedBy(again, s.opts.ID)...) {
 		if !slices.ContainsFunc(others, func(m member.Member) bool { return m.ID == to.ID }) {
 			others = append(others, to)
 		}

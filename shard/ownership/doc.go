@@ -3,9 +3,10 @@
 // the hand-off's steps), for concurrent use: the decision path reads them
 // once per batch, and the shard host's hand-off handlers and owner-table
 // watch step them (Step, Apply, RecallUnswitched, Reclaim, Recall,
-// Dropping, FenceDecided, FenceEnded) and perform the effects that the steps return. It notes the
-// last owner each table named (LastOwners), for partitions a later table
-// gives nobody. An owner table's takeovers widen (Takeover.Widen): if
+// Dropping, FenceDecided, FenceEnded) and perform the effects that the
+// steps return. It notes the last owner each table named (LastOwners),
+// for partitions a later table gives nobody, and the last taker that
+// fenced each partition here (FencedBy), for heal. An owner table's takeovers widen (Takeover.Widen): if
 // their owner does not answer (or a process started since at its address
 // does), the host sweeps the partitions from every
 // other member before they are decided (partition's TakeoverEnded).

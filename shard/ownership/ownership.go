@@ -40,12 +40,17 @@ type Set struct {
 	// makes it decided meanwhile fences it at once (fenceWaited), and a
 	// drop keeps its counters for them (stepAll).
 	fencing []uint16
+	// fencedBy is, by partition, the taker whose fenced pull last asked
+	// for it here (FenceDecided): who may hold its counters, or decide it,
+	// once no table names that taker (FencedBy).
+	fencedBy []member.Member
 }
 
 // New returns a Set of partitions partitions, all Unowned.
 func New(partitions int) *Set {
 	return &Set{parts: make([]partition.Partition, partitions), settled: make(chan struct{}), known: make([]member.Member, partitions),
-		fencedAt: make([]uint64, partitions), switched: make([]bool, partitions), fencing: make([]uint16, partitions)}
+		fencedAt: make([]uint64, partitions), switched: make([]bool, partitions), fencing: make([]uint16, partitions),
+		fencedBy: make([]member.Member, partitions)}
 }
 
 // Step steps those of parts in range through event e (partition.Step),
@@ -119,7 +124,8 @@ func (s *Set) fenceWaited(p int) partition.Effect {
 	return fx
 }
 
-// FenceDecided steps those of parts decided here (Owned), or to be decided
+// FenceDecided, for a taker's fenced pull (by: the taker, noted for
+// FencedBy; zero: none), steps those of parts decided here (Owned), or to be decided
 // once a takeover here ends (Pending), through partition.FencedExport, at
 // once and under the write lock, and returns the effects, which the
 // caller performs as Step's; until FenceEnded(parts), any of parts that a
@@ -133,12 +139,15 @@ func (s *Set) fenceWaited(p int) partition.Effect {
 // or copy made decided meanwhile, nor once a takeover here ends after the
 // pull stopped waiting (a fence keeps the takeover under way: the export
 // waits for its counters).
-func (s *Set) FenceDecided(parts []uint32) Effects {
+func (s *Set) FenceDecided(parts []uint32, by member.Member) Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range parts {
 		if int(p) < len(s.fencing) {
 			s.fencing[p]++
+			if by.ID != "" {
+				s.fencedBy[p] = by
+			}
 		}
 	}
 	return s.stepAll(s.those(parts, decidesOrWill), partition.Event{Kind: partition.FencedExport})
@@ -376,6 +385,25 @@ func (s *Set) ForwardTargets(parts []uint32) []member.Member {
 		}
 		if to, ok := s.parts[p].Forwards(); ok && !slices.ContainsFunc(out, func(m member.Member) bool { return m.ID == to.ID }) {
 			out = append(out, to)
+		}
+	}
+	return out
+}
+
+// FencedBy returns the takers whose fenced pulls last asked for any of
+// parts here (FenceDecided), but me: heal takes a stuck partition back
+// from them too, as the last of them may hold its counters, or decide it
+// (its takeover ending), once no table names it (it lost its lease).
+func (s *Set) FencedBy(parts []uint32, me string) []member.Member {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []member.Member
+	for _, p := range parts {
+		if int(p) >= len(s.fencedBy) {
+			continue
+		}
+		if by := s.fencedBy[p]; by.ID != "" && by.ID != me && !slices.ContainsFunc(out, func(m member.Member) bool { return m.ID == by.ID }) {
+			out = append(out, by)
 		}
 	}
 	return out

@@ -469,7 +469,7 @@ func TestFenceDecidedFencesWhatIsOrWillBeDecided(t *testing.T) {
 	tks := s.Apply("a", table(t, "b"), table(t, "a")) // 1 and 2 pulled here: owned; the others taken over from b
 	pending := tks[0].Partitions[0]
 	s.Step([]uint32{2}, ev(partition.FinalPullStarts)) // a final copy arriving
-	fx := s.FenceDecided([]uint32{1, 2, pending})
+	fx := s.FenceDecided([]uint32{1, 2, pending}, member.Member{})
 	if got := fx.Of(partition.EndJournal); !slices.Equal(got, []uint32{1, pending}) {
 		t.Fatalf("fenced %v (their journals ended), want [1 %d]", got, pending)
 	}
@@ -499,10 +499,10 @@ func TestFenceDecidedFencesWhatBecomesDecidedWhileThePullWaits(t *testing.T) {
 	tks := s.Apply("a", table(t, "b"), table(t, "a")) // every partition taken over from b
 	p := tks[0].Partitions[0]
 	parts := []uint32{p}
-	if got := s.FenceDecided(parts).Of(partition.EndJournal); !slices.Equal(got, parts) {
+	if got := s.FenceDecided(parts, member.Member{}).Of(partition.EndJournal); !slices.Equal(got, parts) {
 		t.Fatalf("effects EndJournal on %v, want %v (fenced while being taken over)", got, parts)
 	}
-	s.FenceDecided(parts)
+	s.FenceDecided(parts, member.Member{})
 	s.Step(parts, ev(partition.TakeoverEnded)) // its takeover ends while the pulls wait
 	if st := s.State(int(p)); st != partition.Fenced || len(decided(s)) != 0 {
 		t.Fatalf("state %v once its takeover ended while fenced pulls wait, want fenced (decided: %v)", st, decided(s))
@@ -528,7 +528,7 @@ func TestFenceDecidedFencesWhatATableMakesDecided(t *testing.T) {
 	s := ownership.New(partitions)
 	s.Apply("a", nil, table(t, "b"))
 	s.Step([]uint32{4}, partition.Event{Kind: partition.FencedPulled, From: "b", Me: "a"}) // pulled here ahead of the table
-	s.FenceDecided([]uint32{4})
+	s.FenceDecided([]uint32{4}, member.Member{})
 	s.Apply("a", table(t, "b"), table(t, "a"))
 	if st := s.State(4); st != partition.Fenced {
 		t.Fatalf("state %v once the table gave it here while a fenced pull waits, want fenced", st)
@@ -941,7 +941,7 @@ func TestDropKeepsWhatAWaitingFencedPullAskedFor(t *testing.T) {
 	if s.State(3) != partition.Owned {
 		t.Fatalf("state %v, want owned", s.State(3))
 	}
-	s.FenceDecided(parts)
+	s.FenceDecided(parts, member.Member{})
 	if fx := s.Step(parts, ev(partition.Drop)); fx.Of(partition.ForgetCounters) != nil || s.State(3) != partition.Unowned {
 		t.Fatalf("a drop while a fenced pull waits: forgot %v, state %v; want nothing forgotten, unowned", fx.Of(partition.ForgetCounters), s.State(3))
 	}
@@ -963,5 +963,25 @@ func TestResumeDoesNotEndLeave(t *testing.T) {
 	s.Enter()
 	if s.Suspended() {
 		t.Fatal("suspended after Enter")
+	}
+}
+
+// FencedBy names the taker whose fenced pull last asked for a partition
+// here, but this shard: heal takes a stuck partition back from it too, as
+// a taker that lost its lease may decide it still (the simulation's seed
+// 207706: two deciders).
+func TestFencedByNamesTheLastTaker(t *testing.T) {
+	s := ownership.New(partitions)
+	s.Apply("a", nil, table(t, "a"))
+	b, c := member.Member{ID: "b", Addr: "b:1"}, member.Member{ID: "c", Addr: "c:1"}
+	s.FenceDecided([]uint32{1}, b)
+	s.FenceDecided([]uint32{2}, b)
+	s.FenceDecided([]uint32{2}, c)
+	s.FenceDecided([]uint32{3}, member.Member{ID: "a", Addr: "a:1"})
+	if got := s.FencedBy([]uint32{1, 2, 3, 4}, "a"); len(got) != 2 || got[0] != b || got[1] != c {
+		t.Fatalf("FencedBy: %v, want b then c (not a itself, nothing for 4)", got)
+	}
+	if got := s.FencedBy([]uint32{2}, "a"); len(got) != 1 || got[0] != c {
+		t.Fatalf("FencedBy(2): %v, want the last taker, c", got)
 	}
 }

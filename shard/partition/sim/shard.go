@@ -414,7 +414,7 @@ func (s *shard) export(req exportReq, reply func(vals map[uint32]int64, ok bool)
 		// is fenced at once, and what becomes decided while it waits, as
 		// the host's ExportStream does (ownership.Set.FenceDecided,
 		// FenceEnded).
-		s.perform(s.owned.FenceDecided(req.parts), req.id)
+		s.perform(s.owned.FenceDecided(req.parts, s.w.record(req.requester)), req.id)
 		s.w.at(behindTicks, s.changed)
 	}
 	fenceEnded := func() {
@@ -528,7 +528,8 @@ func (s *shard) merge(vals map[uint32]int64) {
 
 // healLater looks for stuck partitions every healTicks, as the host's heal
 // does: one stuck at two looks in a row is taken over again
-// from every other shard and from the shards it was forwarded to, except
+// from every other shard, from the shards it was forwarded to and from
+// the last taker that fenced it here (ownership.Set.FencedBy), except
 // one forwarded to a next owner whose record etcd still holds, which
 // waits healForwardTicks for the switch (ownership.Set.Healable).
 func (s *shard) healLater(inc int) {
@@ -557,7 +558,7 @@ func (s *shard) healLater(inc int) {
 				others = append(others, m.ID)
 			}
 		}
-		for _, to := range s.owned.ForwardTargets(again) {
+		for _, to := range append(s.owned.ForwardTargets(again), s.owned.FencedBy(again, s.id)...) {
 			if !slices.Contains(others, to.ID) {
 				others = append(others, to.ID)
 			}
