@@ -116,12 +116,14 @@ func (s *Server) updateView() {
 	for _, tk := range s.owned.Apply(s.opts.ID, v.table, t) {
 		go s.takeOver(tk)
 	}
-	registered := make([]string, 0, len(v.members))
+	staying := make([]string, 0, len(v.members))
 	for _, m := range v.members {
-		registered = append(registered, m.ID)
+		if m.State != member.Draining {
+			staying = append(staying, m.ID)
+		}
 	}
-	for _, tk := range s.owned.RecallUnswitched(s.opts.ID, t, registered) {
-		go s.takeOver(tk) // a final copy's destination lost its record before its switch
+	for _, tk := range s.owned.RecallUnswitched(s.opts.ID, t, staying) {
+		go s.takeOver(tk) // a final copy's destination lost its record, or drains, before its switch
 	}
 	v.table = t
 	v.closeFirst.Do(func() { close(v.first) })

@@ -202,15 +202,17 @@ func (s *Set) behind(parts []uint32, me, requester string) bool {
 // RecallUnswitched recalls (partition.Recall) the partitions that forward
 // to a final copy's destination whose switch never came and never will:
 // no table since the final copy gave them to it, and its member record is
-// gone from registered (a joiner whose lease was lost, or that stopped,
+// gone from staying (a joiner whose lease was lost, or that stopped,
 // mid-join: its switch cannot write its record; or the destination of a
-// pair between two other members lost its own), where owner table t, as
+// pair between two other members lost its own), or drains (its drain
+// hands over only what the table gives it, and its counters end with
+// it: recalled while it still answers), where owner table t, as
 // member me sees it, still gives them this shard. It returns
 // the takeovers that bring their counters back from there, so that the
 // source decides them again at once, not once heal finds them stuck. A
 // destination that switched (then left) is left to the owner table's
 // change (Apply). Nothing changes while the shard is out (Leave).
-func (s *Set) RecallUnswitched(me string, t *shardmap.Table, registered []string) []Takeover {
+func (s *Set) RecallUnswitched(me string, t *shardmap.Table, staying []string) []Takeover {
 	if t == nil {
 		return nil
 	}
@@ -222,7 +224,7 @@ func (s *Set) RecallUnswitched(me string, t *shardmap.Table, registered []string
 	var back []uint32
 	for p := range min(len(s.parts), t.Partitions()) {
 		to, fwd := s.parts[p].Forwards()
-		if fwd && !s.switched[p] && !slices.Contains(registered, to.ID) && t.Owns(p, me) {
+		if fwd && !s.switched[p] && !slices.Contains(staying, to.ID) && t.Owns(p, me) {
 			back = append(back, uint32(p))
 		}
 	}

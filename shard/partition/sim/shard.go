@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -59,7 +58,8 @@ func (s *shard) start() {
 		s.w.logf("%s: starts (incarnation %d)", s.id, s.inc)
 	}
 	if s.w.table != nil {
-		s.follow(s.inc, s.w.mapVer, s.w.table, slices.Sorted(maps.Keys(s.w.members)))
+		records, staying := s.w.records()
+		s.follow(s.inc, s.w.mapVer, s.w.table, records, staying)
 	}
 	s.healLater(s.inc)
 }
@@ -235,7 +235,7 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 
 // follow is the owner table, built from the member records records,
 // arriving from etcd's watch: the host's updateView.
-func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) {
+func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records, staying []string) {
 	if !s.alive(inc) || ver <= s.ver {
 		return
 	}
@@ -245,7 +245,7 @@ func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records []string) 
 	for _, tk := range s.owned.Apply(s.id, prev, t) {
 		s.takeOver(tk)
 	}
-	for _, tk := range s.owned.RecallUnswitched(s.id, t, records) {
+	for _, tk := range s.owned.RecallUnswitched(s.id, t, staying) {
 		s.takeOver(tk)
 	}
 	s.changed()

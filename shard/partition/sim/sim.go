@@ -428,6 +428,18 @@ func (w *world) record(id string) member.Member {
 	return m
 }
 
+// records returns the shards whose records etcd holds, and those of them
+// not draining, each sorted.
+func (w *world) records() (all, staying []string) {
+	all = slices.Sorted(maps.Keys(w.members))
+	for _, id := range all {
+		if w.members[id] != member.Draining {
+			staying = append(staying, id)
+		}
+	}
+	return all, staying
+}
+
 // holdsRecord reports whether etcd holds from's record, as the host's
 // holdsRecord: the incarnation it names, when it names one.
 func (w *world) holdsRecord(from member.Member) bool {
@@ -472,11 +484,11 @@ func (w *world) publish() {
 		}
 	}
 	ver := w.mapVer
-	records := slices.Sorted(maps.Keys(w.members))
+	records, staying := w.records()
 	for _, s := range w.shards {
 		if s.up {
 			inc := s.inc
-			w.watch(s.id, func() { s.follow(inc, ver, t, records) })
+			w.watch(s.id, func() { s.follow(inc, ver, t, records, staying) })
 		}
 	}
 	for _, r := range w.routers {
