@@ -99,9 +99,14 @@
 // 6160, 6244, 12336, 12403). A review then found, with both, two
 // deciders after heal took a partition back from nobody while a
 // takeover of it still ran (81345: Reclaim from nobody decides only with
-// no takeover under way). None of seeds 0 to 159999 fails with both; a
-// takeover pulling again keeps a reset by design under way until it
-// ends (seed 1532 with both).
+// no takeover under way), and a second review two more (207706, with
+// both: a taker that fenced a partition and then lost its lease decided
+// it as its takeover ended, beside heal's decision from nobody; heal
+// now pulls from the last taker too; and, once that changed the draws,
+// 6554 with overlap: a final copy's destination whose switch never came
+// drained and its counters ended with it; the source now recalls from a
+// draining destination). A takeover pulling again keeps a reset by
+// design under way until it ends (seed 1532 with both).
 //
 // Speed: trace lines are formatted only when tracing (a failing seed's
 // report runs it again with Trace), the decider check runs only after a
