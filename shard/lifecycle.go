@@ -177,13 +177,24 @@ func (s *Server) join(ctx context.Context) error {
 	// over with a fence from their previous owner now, not when (or if)
 	// the owner table's change shows them moving here. (A join also moves
 	// partitions between other shards; those are their destinations'.)
-	// Only those the table it follows gives it: one that a member's lost
+	// Only those that the owner table in etcd, read now, and the table it
+	// follows both give it, as heal takes back: one that a member's lost
 	// lease moved elsewhere meanwhile is that shard's (the sim's seed
-	// 1194: taken back from a source whose taker decided it).
+	// 1194: taken back from a source whose taker decided it), even before
+	// this shard's watch shows it (seed 251108). Those etcd does not
+	// confirm now are heal's, at its next looks.
 	for _, f := range rep.NotHandedOver {
-		if f.To.ID == me.ID {
-			s.takeBack(ownedIn(s.Owners(), me.ID, f.Partitions), []member.Member{f.From})
+		if f.To.ID != me.ID {
+			continue
 		}
+		mine, _, err := s.confirmOwned(f.Partitions)
+		if err != nil {
+			s.opts.Logger.Warn(healUnconfirmed, "partitions", len(f.Partitions), "err", err)
+			continue
+		}
+		s.view.mu.Lock()
+		s.takeBack(ownedIn(s.view.table, me.ID, mine), []member.Member{f.From})
+		s.view.mu.Unlock()
 	}
 	// The partitions no member owned that this shard had last owned
 	// itself were fenced here when its lease was lost (fenceAll), and the

@@ -266,12 +266,10 @@ func (w *world) enter(s *shard, inc int) {
 			return
 		}
 		for _, f := range failed {
-			if f.To.ID == s.id { // those its table gives it, as the host's join
+			if f.To.ID == s.id { // those its table and etcd's give it, as the host's join
 				var mine []uint32
 				for _, p := range f.Partitions {
-					if s.view == nil {
-						mine = append(mine, p)
-					} else if s.view.Owns(int(p), s.id) {
+					if (s.view == nil || s.view.Owns(int(p), s.id)) && w.table.Owns(int(p), s.id) {
 						mine = append(mine, p)
 					}
 				}

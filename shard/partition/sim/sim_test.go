@@ -158,6 +158,7 @@ var cutRegressions = []regression{
 	{45488, 1838, "a shard that lost its lease after a rebalance's final copy brought it a partition ahead of the switch gave back nothing of it (its table gave it the source) and forgot it at its join, while the source, taking it over, pulled again across a cut (a drop keeps the counters of a partition fenced here)"},
 	{81345, 1269, "heal took back, from nobody, a partition fenced while a takeover of it still pulled again from an owner holding its record, and decided it; the takeover's end later made a partition that a new takeover had made pending decided before that one fenced its owner (Reclaim from nobody decides only with no takeover under way; found by review)"},
 	{207706, 861, "heal took back, from nobody, a partition fenced by a taker that then lost its lease, while that taker's takeover ended and decided it: two deciders (heal pulls from the last taker too, ownership.Set.FencedBy; found by review)"},
+	{251108, 335, "a join took back a failed pair's partition by its own table, not yet showing the table that moved it to a third shard, which had fenced it here taking it over: two deciders (the join confirms with etcd's table first, as heal does; found by review)"},
 	{6244, 626, "the checker's: the last serving shard drained while a shard whose lease was lost held a partition's counters, giving them back to it; a shard that joined the empty cluster counted from zero, by design (publish marks a table that names no owner)"},
 }
 
