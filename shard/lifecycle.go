@@ -192,9 +192,7 @@ func (s *Server) join(ctx context.Context) error {
 			s.opts.Logger.Warn(healUnconfirmed, "partitions", len(f.Partitions), "err", err)
 			continue
 		}
-		s.view.mu.Lock()
-		s.takeBack(ownedIn(s.view.table, me.ID, mine), []member.Member{f.From})
-		s.view.mu.Unlock()
+		s.takeBackFollowed(mine, []member.Member{f.From})
 	}
 	// The partitions no member owned that this shard had last owned
 	// itself were fenced here when its lease was lost (fenceAll), and the

@@ -430,12 +430,10 @@ func (s *Server) heal() {
 	}
 	s.healDeclined = false
 	mine = healable(mine, members)
-	// Taken back under the view's lock, and only what the table followed
-	// now still gives this shard: a table that moved one elsewhere while
-	// etcd was read has started that shard's takeover of it.
-	s.view.mu.Lock()
-	parts := s.takeBack(ownedIn(s.view.table, s.opts.ID, mine), others)
-	s.view.mu.Unlock()
+	// Only what the table followed now still gives this shard: a table
+	// that moved one elsewhere while etcd was read started that shard's
+	// takeover of it.
+	parts := s.takeBackFollowed(mine, others)
 	if len(parts) > 0 {
 		s.handoffMetrics.healed.Add(float64(len(parts)))
 		s.opts.Logger.Error("partitions this shard owns were neither decided nor being taken over; taking them over from every other shard",
@@ -501,6 +499,15 @@ func (s *Server) confirmOwned(parts []uint32) ([]uint32, []member.Member, error)
 		return nil, nil, err
 	}
 	return ownedIn(t, s.opts.ID, parts), members, nil
+}
+
+// takeBackFollowed takes back (takeBack) those of parts that the table
+// the shard follows gives it, under the view's lock: a table that moved
+// one elsewhere meanwhile has started that shard's takeover of it.
+func (s *Server) takeBackFollowed(parts []uint32, from []member.Member) []uint32 {
+	s.view.mu.Lock()
+	defer s.view.mu.Unlock()
+	return s.takeBack(ownedIn(s.view.table, s.opts.ID, parts), from)
 }
 
 // takeBack makes those of parts that are neither decided nor being taken

@@ -34,6 +34,17 @@ import (
 	"github.com/shardlimit/shardlimit/shard/shardmap"
 )
 
+// waitTakeovers waits until s counted one takeover that ended with result.
+func waitTakeovers(t *testing.T, s *shard.Server, result string) {
+	t.Helper()
+	poll.Until(t, 20*time.Second, func() error {
+		if n := metrictest.Value(t, s.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": result}); n != 1 {
+			return fmt.Errorf("%v takeovers that ended %s", n, result)
+		}
+		return nil
+	})
+}
+
 // decideOne has c decide one hit of user's fixed-window limit.
 func decideOne(t *testing.T, c shardlimitv1.ShardClient, user string) *shardlimitv1.ShardDecision {
 	t.Helper()
@@ -342,12 +353,7 @@ func TestTakeoverFromAStalledShard(t *testing.T) {
 				}
 				x.close()
 			}
-			poll.Until(t, 20*time.Second, func() error {
-				if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": tc.result}); n != 1 {
-					return fmt.Errorf("%v takeovers that ended %s", n, tc.result)
-				}
-				return nil
-			})
+			waitTakeovers(t, sg, tc.result)
 			for _, u := range users {
 				if d := decideOne(t, g, u); d.NotDecided || !d.Allowed {
 					t.Fatalf("%s after the takeover: %v, want decided", u, d)
@@ -625,12 +631,7 @@ func TestTakeoverPullsAgainWhileTheOwnerHoldsItsRecord(t *testing.T) {
 		}
 	}
 	x.revoke(t)
-	poll.Until(t, 20*time.Second, func() error {
-		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "timeout"}); n != 1 {
-			return fmt.Errorf("%v takeovers that ended timeout", n)
-		}
-		return nil
-	})
+	waitTakeovers(t, sg, "timeout")
 	for _, u := range users {
 		if d := decideOne(t, g, u); d.NotDecided || !d.Allowed {
 			t.Fatalf("%s after the owner's record went: %v, want decided", u, d)
@@ -737,12 +738,7 @@ func TestTakeoverFromAnEvictionAcknowledgedPullsNoMore(t *testing.T) {
 		t.Fatalf("ack: %v, %v", acked, err)
 	}
 	rec.revoke(t)
-	poll.Until(t, 20*time.Second, func() error {
-		if n := metrictest.Value(t, sg.Registry(), "shardlimit_shard_takeovers_total", map[string]string{"result": "timeout"}); n != 1 {
-			return fmt.Errorf("%v takeovers that ended timeout", n)
-		}
-		return nil
-	})
+	waitTakeovers(t, sg, "timeout")
 	if n := x.pulls.Load(); n != 1 {
 		t.Fatalf("%d pulls reached the evicted owner, want 1 (no last pull once it acknowledged)", n)
 	}

@@ -376,18 +376,10 @@ func (s *Set) Count() []int {
 // ForwardTargets returns the next owners that those of parts fenced by a
 // planned hand-off forward to, each once.
 func (s *Set) ForwardTargets(parts []uint32) []member.Member {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []member.Member
-	for _, p := range parts {
-		if int(p) >= len(s.parts) {
-			continue
-		}
-		if to, ok := s.parts[p].Forwards(); ok && !slices.ContainsFunc(out, func(m member.Member) bool { return m.ID == to.ID }) {
-			out = append(out, to)
-		}
-	}
-	return out
+	return s.membersOf(parts, func(p uint32) member.Member {
+		to, _ := s.parts[p].Forwards()
+		return to
+	})
 }
 
 // FencedBy returns the takers whose fenced pulls last asked for any of
@@ -395,15 +387,26 @@ func (s *Set) ForwardTargets(parts []uint32) []member.Member {
 // from them too, as the last of them may hold its counters, or decide it
 // (its takeover ending), once no table names it (it lost its lease).
 func (s *Set) FencedBy(parts []uint32, me string) []member.Member {
+	return s.membersOf(parts, func(p uint32) member.Member {
+		if s.fencedBy[p].ID == me {
+			return member.Member{}
+		}
+		return s.fencedBy[p]
+	})
+}
+
+// membersOf returns the members that of names for those of parts in
+// range (zero: none), each once, in order.
+func (s *Set) membersOf(parts []uint32, of func(p uint32) member.Member) []member.Member {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []member.Member
 	for _, p := range parts {
-		if int(p) >= len(s.fencedBy) {
+		if int(p) >= len(s.parts) {
 			continue
 		}
-		if by := s.fencedBy[p]; by.ID != "" && by.ID != me && !slices.ContainsFunc(out, func(m member.Member) bool { return m.ID == by.ID }) {
-			out = append(out, by)
+		if m := of(p); m.ID != "" && !slices.ContainsFunc(out, func(o member.Member) bool { return o.ID == m.ID }) {
+			out = append(out, m)
 		}
 	}
 	return out

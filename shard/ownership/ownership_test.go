@@ -609,14 +609,21 @@ func TestNobodyMeansTheLastOwnerAndBehind(t *testing.T) {
 	}
 }
 
-// A drop recalls a forwarding partition that the table, changed since its
-// final copy, still gives this shard; without a table since, it drops.
-func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
+// finalCopiedToB returns a Set of shard a, following table ab (a alone),
+// whose partition 2, decided here, a final copy fenced towards b.
+func finalCopiedToB(t *testing.T) (*ownership.Set, *shardmap.Table) {
 	s := ownership.New(partitions)
 	ab := table(t, "a")
 	s.Apply("a", nil, ab)
 	s.Step([]uint32{2}, partition.Event{Kind: partition.FencedPulled})
 	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	return s, ab
+}
+
+// A drop recalls a forwarding partition that the table, changed since its
+// final copy, still gives this shard; without a table since, it drops.
+func TestDroppingRecallsWhatTheSwitchLeftHere(t *testing.T) {
+	s, ab := finalCopiedToB(t)
 	if drop, back := s.Dropping("a", ab, []uint32{2}); len(drop) != 1 || back != nil {
 		t.Fatalf("no table since the final copy: drop %v, recalls %v; want it dropped", drop, back)
 	}
@@ -680,11 +687,7 @@ func TestDropKeepsWhatWasFencedHere(t *testing.T) {
 // every hit of a partition lost). A table since that gives it to b lets
 // it go.
 func TestDroppingKeepsWhatTheSwitchGaveAThirdShard(t *testing.T) {
-	s := ownership.New(partitions)
-	ab := table(t, "a")
-	s.Apply("a", nil, ab)
-	s.Step([]uint32{2}, partition.Event{Kind: partition.FencedPulled})
-	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s, ab := finalCopiedToB(t)
 	c := table(t, "c")
 	s.Apply("a", ab, c)
 	if drop, back := s.Dropping("a", c, []uint32{2}); drop != nil || back != nil || s.State(2) != partition.Fenced {
@@ -697,10 +700,7 @@ func TestDroppingKeepsWhatTheSwitchGaveAThirdShard(t *testing.T) {
 	}
 	// Switched to b, then moved on to c: its counters went to b, and c
 	// takes it over from there. Dropped.
-	s = ownership.New(partitions)
-	s.Apply("a", nil, ab)
-	s.Step([]uint32{2}, partition.Event{Kind: partition.FencedPulled})
-	s.Step([]uint32{2}, partition.Event{Kind: partition.FinalExport, To: member.Member{ID: "b", Addr: "b:1"}})
+	s, _ = finalCopiedToB(t)
 	s.Apply("a", ab, b)
 	s.Apply("a", b, c)
 	if drop, back := s.Dropping("a", c, []uint32{2}); len(drop) != 1 || back != nil {

@@ -136,14 +136,14 @@ func (s *Set) Dropping(me string, t *shardmap.Table, parts []uint32) (drop []uin
 			continue
 		}
 		to, fwd := s.parts[p].Forwards()
-		switched := t != nil && int(p) < t.Partitions() && s.fencedAt[p] < s.tables
-		if switched && t.Owns(int(p), me) {
+		since := t != nil && int(p) < t.Partitions() && s.fencedAt[p] < s.tables // t came after the final copy
+		if since && t.Owns(int(p), me) {
 			if fwd {
 				back = append(back, p)
 			}
 			continue
 		}
-		if switched && fwd && !t.Owns(int(p), to.ID) && !s.switched[p] {
+		if since && fwd && !t.Owns(int(p), to.ID) && !s.switched[p] {
 			continue // the switch gave it to a third shard, which takes it over from here
 		}
 		if !fwd && s.parts[p].State == partition.Fenced {
