@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"time"
 
@@ -65,7 +64,7 @@ coalescing CheckStream (Options.Stream). On every API, answers made by a rule's 
 				}
 			}
 			o.TLS = tlsCfg
-			lessGC()
+			collectLessOften()
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
@@ -123,17 +122,6 @@ func registerLoadFlags(f *pflag.FlagSet, o *bench.Options) {
 	f.StringVar(&o.DescriptorKey, "descriptor-key", o.DescriptorKey, "envoy: key of each descriptor's one entry, whose value is the user")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "a request still unanswered this long after the measured time is cancelled and counted as an error")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the users' draws")
-}
-
-// lessGC makes the bench collect garbage a quarter as often as Go's
-// default (GOGC=400) unless GOGC is set: gRPC allocates a few KB per call,
-// and a load generator should spend its CPU sending. The baseline's
-// in-process server gains too, which makes its ceiling, and so every
-// ratio to it, conservative.
-func lessGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 }
 
 // startCPUProfile profiles this process into path until stop.

@@ -29,7 +29,7 @@ deadline, open circuits, shed load). The table is Markdown on stdout; progress g
 on a terminal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lessGC()
+			collectLessOften()
 			return bench.Table(cmd.Context(), o, cmd.OutOrStdout(), terminal(cmd.ErrOrStderr()))
 		},
 	}
