@@ -16,7 +16,7 @@ const lessOftenGCPercent = 400
 // connection) while gRPC and the answers allocate about 1 KB per check, so
 // that at Go's default a router collected 26 times a second under 100
 // checks per request and spent a sixth of its CPU on it (BENCHMARKS.md,
-// issue 28, seventh round). GOMEMLIMIT, where set (the Kubernetes
+// issue 28, sixth round). GOMEMLIMIT, where set (the Kubernetes
 // manifests set it at 90% of the memory limit), still bounds the heap. The
 // bench's in-process baseline server gains too, which makes its ceiling,
 // and so every ratio to it, conservative. Not for shards: their live heap
