@@ -305,6 +305,9 @@ func (s *Set) Suspend() bool {
 // it does nothing: only Enter ends that (a lease guard that found the
 // lease confirmed may call it just after the lease was lost).
 func (s *Set) Resume() bool {
+	if !s.suspended.Load() {
+		return false // the lease guard's every tick: no lock taken
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.out && s.suspended.Swap(false)

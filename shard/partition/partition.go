@@ -357,9 +357,9 @@ func ownerChanged(p Partition, e Event) (Partition, Effect) {
 		// Fenced by a final copy whose switch did not come, forwarding
 		// to a shard that holds its counters and decides it: take it
 		// over from there too, so that it decides it no more.
-		return Partition{State: Pending, Takers: p.Takers + 2, Sweeps: p.Sweeps}, TakeOver | TakeOverForward
+		return Partition{State: Pending, Takers: p.Takers + 2}, TakeOver | TakeOverForward
 	default:
-		return Partition{State: Pending, Takers: p.Takers + 1, Sweeps: p.Sweeps}, TakeOver
+		return Partition{State: Pending, Takers: p.Takers + 1}, TakeOver
 	}
 	return p, 0
 }

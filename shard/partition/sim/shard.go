@@ -233,8 +233,9 @@ func (s *shard) tryDecide(p int, forwarded bool) bool {
 	return true // forwarded, or not decided (the router's policy)
 }
 
-// follow is the owner table, built from the member records records,
-// arriving from etcd's watch: the host's updateView.
+// follow is the owner table, built from the member records records (of
+// which staying are not draining), arriving from etcd's watch: the host's
+// updateView.
 func (s *shard) follow(inc int, ver int64, t *shardmap.Table, records, staying []string) {
 	if !s.alive(inc) || ver <= s.ver {
 		return
